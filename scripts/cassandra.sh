@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# Runs a single-node Apache Cassandra 5.0 on 127.0.0.1, assembled from Maven Central (no tarball
+# download is possible here), so the end-to-end suite can be proved right against the real thing:
+#
+#   scripts/cassandra.sh start     # download (once), configure, start, wait for CQL; prints the port
+#   scripts/cassandra.sh status    # running? which PID and port
+#   scripts/cassandra.sh stop      # SIGTERM the PID we started, SIGKILL after a deadline
+#
+# Environment:
+#   HELENUS_CACHE        cache root (default ~/.cache/helenus); Cassandra lives in
+#                        $HELENUS_CACHE/cassandra-<version>/{lib,conf,data,logs}
+#   CASSANDRA_VERSION    cassandra-all version (default: the newest 5.0.x Maven Central served
+#                        when this was written; older 5.0.x are tried if it cannot be fetched)
+#   CASSANDRA_PORT       native (CQL) port, default 9042
+#   CASSANDRA_JMX_PORT   local JMX port, default 7199
+#   CASSANDRA_HEAP       -Xms/-Xmx, default 1G: the machine (2 cores, 24 GiB) is shared with
+#                        Rust builds and the Helenus node under test
+#   CASSANDRA_START_TIMEOUT_S  how long `start` waits for the CQL port, default 180
+set -euo pipefail
+
+cache_root="${HELENUS_CACHE:-$HOME/.cache/helenus}"
+port="${CASSANDRA_PORT:-9042}"
+jmx_port="${CASSANDRA_JMX_PORT:-7199}"
+heap="${CASSANDRA_HEAP:-1G}"
+start_timeout_s="${CASSANDRA_START_TIMEOUT_S:-180}"
+stop_timeout_s=60
+# Newest first; the first one Maven can resolve wins (and is then reused from the cache).
+candidate_versions=("${CASSANDRA_VERSION:-5.0.9}" 5.0.8 5.0.7 5.0.6)
+
+log() { printf 'cassandra.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# The installed version: the newest candidate whose lib/ is complete, else empty.
+installed_version() {
+    local v
+    for v in "${candidate_versions[@]}"; do
+        if [ -f "$cache_root/cassandra-$v/lib/.complete" ]; then
+            echo "$v"
+            return
+        fi
+    done
+}
+
+# Downloads cassandra-all and its runtime dependencies into $home/lib through a generated pom.
+install_version() {
+    local v="$1" home="$cache_root/cassandra-$1"
+    mkdir -p "$home/lib"
+    cat >"$home/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>helenus.local</groupId>
+  <artifactId>cassandra-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.cassandra</groupId>
+      <artifactId>cassandra-all</artifactId>
+      <version>$v</version>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+    log "downloading cassandra-all $v and its runtime dependencies into $home/lib"
+    if (cd "$home" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory="$home/lib" >"$home/mvn.log" 2>&1); then
+        touch "$home/lib/.complete"
+        return 0
+    fi
+    log "could not fetch cassandra-all $v (see $home/mvn.log)"
+    return 1
+}
+
+ensure_installed() {
+    local v
+    v="$(installed_version)"
+    if [ -n "$v" ]; then
+        echo "$v"
+        return
+    fi
+    for v in "${candidate_versions[@]}"; do
+        if install_version "$v"; then
+            echo "$v"
+            return
+        fi
+    done
+    die "no Cassandra 5.0.x could be fetched from Maven Central"
+}
+
+write_config() {
+    local home="$1"
+    mkdir -p "$home/conf" "$home/logs" "$home/data"
+    # Only what differs from the built-in defaults, plus what 5.0 refuses to start without.
+    cat >"$home/conf/cassandra.yaml" <<EOF
+cluster_name: 'Test Cluster'
+num_tokens: 16
+allocate_tokens_for_local_replication_factor: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
+role_manager: CassandraRoleManager
+data_file_directories:
+  - $home/data/data
+commitlog_directory: $home/data/commitlog
+hints_directory: $home/data/hints
+saved_caches_directory: $home/data/saved_caches
+cdc_raw_directory: $home/data/cdc_raw
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:7000"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: 7000
+native_transport_port: $port
+start_native_transport: true
+endpoint_snitch: SimpleSnitch
+user_defined_functions_enabled: false
+materialized_views_enabled: false
+sasi_indexes_enabled: false
+# Tests create and drop hundreds of tables: don't snapshot each one.
+auto_snapshot: false
+disk_failure_policy: stop
+commit_failure_policy: stop
+EOF
+    cat >"$home/conf/logback.xml" <<EOF
+<configuration scan="false">
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>$home/logs/system.log</file>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <filter class="ch.qos.logback.classic.filter.ThresholdFilter"><level>WARN</level></filter>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO">
+    <appender-ref ref="FILE"/>
+    <appender-ref ref="STDOUT"/>
+  </root>
+</configuration>
+EOF
+}
+
+# Prints the PID from the pid file if that process is alive and is a java process.
+running_pid() {
+    local home="$1" pid
+    [ -f "$home/cassandra.pid" ] || return 1
+    pid="$(cat "$home/cassandra.pid")"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    grep -q java "/proc/$pid/cmdline" 2>/dev/null || return 1
+    echo "$pid"
+}
+
+port_open() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+cmd_start() {
+    local v home pid
+    v="$(ensure_installed)"
+    home="$cache_root/cassandra-$v"
+    if pid="$(running_pid "$home")"; then
+        log "already running (pid $pid)"
+        echo "$port"
+        return
+    fi
+    if port_open "$port"; then
+        die "port $port is already in use by another process"
+    fi
+    write_config "$home"
+
+    local java_opts=(
+        -Xms"$heap" -Xmx"$heap"
+        # jvm-server.options (general settings)
+        -ea -da:net.openhft... -XX:+UseThreadPriorities -XX:+HeapDumpOnOutOfMemoryError
+        -Xss256k -XX:+UseTLAB -XX:+ResizeTLAB -XX:+PerfDisableSharedMem
+        -Djava.net.preferIPv4Stack=true
+        # jvm17-server.options: G1 and the JPMS exports/opens Cassandra needs on Java 17
+        -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1
+        -XX:G1HeapRegionSize=16m -XX:G1RSetUpdatingPauseTimePercent=5 -XX:MaxGCPauseMillis=300
+        -XX:InitiatingHeapOccupancyPercent=70
+        -Djdk.attach.allowAttachSelf=true
+        --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+        --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+        --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+        --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+        --add-exports java.sql/java.sql=ALL-UNNAMED
+        --add-exports java.base/java.lang.ref=ALL-UNNAMED
+        --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+        --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+        --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
+        --add-opens java.base/java.lang.module=ALL-UNNAMED
+        --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+        --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+        --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+        --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+        --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+        --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+        --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+        --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+        --add-opens java.base/java.io=ALL-UNNAMED
+        --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+        --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
+        --add-opens java.base/java.lang=ALL-UNNAMED
+        --add-opens java.base/java.util=ALL-UNNAMED
+        -Dio.netty.tryReflectionSetAccessible=true
+        -Dio.netty.allocator.useCacheForAllThreads=true
+        -Dio.netty.allocator.maxOrder=11
+        # cassandra-env.sh / bin/cassandra
+        -Dcassandra.jmx.local.port="$jmx_port"
+        -Dcassandra-foreground=yes
+        -Dcassandra.config="file://$home/conf/cassandra.yaml"
+        -Dcassandra.storagedir="$home/data"
+        -Dcassandra.logdir="$home/logs"
+        -Dlogback.configurationFile="$home/conf/logback.xml"
+        # One node, no peers to hear from: don't wait for gossip to settle.
+        -Dcassandra.skip_wait_for_gossip_to_settle=0
+    )
+    # cassandra-env.sh loads jamm as an agent to measure object sizes; use it when present.
+    local jamm
+    jamm="$(ls "$home"/lib/jamm-*.jar 2>/dev/null | head -n1 || true)"
+    if [ -n "$jamm" ]; then
+        java_opts+=("-javaagent:$jamm")
+    fi
+
+    log "starting Cassandra $v (CQL port $port, log $home/logs/system.log)"
+    # setsid: the node must outlive this shell; it execs java, so $! is java's PID.
+    setsid java "${java_opts[@]}" -cp "$home/conf:$home/lib/*" \
+        org.apache.cassandra.service.CassandraDaemon \
+        >"$home/logs/stdout.log" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid" >"$home/cassandra.pid"
+
+    local deadline=$((SECONDS + start_timeout_s))
+    until port_open "$port"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 40 "$home/logs/stdout.log" >&2 || true
+            rm -f "$home/cassandra.pid"
+            die "Cassandra exited during startup (see $home/logs/)"
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            tail -n 40 "$home/logs/system.log" >&2 || true
+            die "CQL port $port not open after ${start_timeout_s}s (pid $pid still running; 'stop' ends it)"
+        fi
+        sleep 0.5 # poll interval, not a readiness wait
+    done
+    log "Cassandra $v is up (pid $pid)"
+    echo "$port"
+}
+
+cmd_stop() {
+    local v home pid
+    v="$(installed_version)"
+    [ -n "$v" ] || { log "not installed"; return; }
+    home="$cache_root/cassandra-$v"
+    if ! pid="$(running_pid "$home")"; then
+        log "not running"
+        rm -f "$home/cassandra.pid"
+        return
+    fi
+    log "stopping pid $pid"
+    kill -TERM "$pid"
+    local deadline=$((SECONDS + stop_timeout_s))
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "pid $pid still alive after ${stop_timeout_s}s: SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.2
+    done
+    rm -f "$home/cassandra.pid"
+}
+
+cmd_status() {
+    local v home pid
+    v="$(installed_version)"
+    [ -n "$v" ] || { echo "not installed"; return 1; }
+    home="$cache_root/cassandra-$v"
+    if pid="$(running_pid "$home")"; then
+        if port_open "$port"; then
+            echo "running: Cassandra $v, pid $pid, CQL port $port"
+        else
+            echo "starting: Cassandra $v, pid $pid, CQL port $port not open yet"
+        fi
+        return 0
+    fi
+    echo "stopped: Cassandra $v installed in $home"
+    return 1
+}
+
+case "${1:-}" in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    status) cmd_status ;;
+    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac
