@@ -1,0 +1,24 @@
+//! CQL data types and values.
+//!
+//! Owns: the [`CqlType`] tree (every native type, collections, tuples, UDTs, vectors), the
+//! native-protocol serialisation of values (which is also how values are stored), CQL literal
+//! text forms, Cassandra's ordering of serialised values, and the byte-comparable encoding used
+//! for storage keys.
+//!
+//! Must not depend on: schema, storage, the protocol frame codec, or any I/O. Pure and fuzzable.
+
+pub mod byte_comparable;
+mod compare;
+mod cql_type;
+mod error;
+mod format;
+mod literal;
+mod temporal;
+mod value;
+mod vint;
+
+pub use compare::compare;
+pub use cql_type::{CqlType, UdtType};
+pub use error::TypeError;
+pub use literal::Literal;
+pub use value::{validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};
