@@ -1,0 +1,535 @@
+//! The binary encoding of `Row` and `PartitionHeader`: the values storage keeps on disk.
+//!
+//! Both formats start with a format version byte so a future layout can be read beside this one.
+//! Integers: `i64`/`i32` are fixed-width big-endian (timestamps are dense, varints would not
+//! help); `varint` is unsigned LEB128 (7 bits per byte, low group first, high bit = more bytes
+//! follow, at most 5 bytes since every varint here is a `u32`), used for counts, lengths and
+//! column ids, which are small.
+//!
+//! A `deletion` is 12 bytes: `marked_for_delete_at` i64, `local_deletion_time` i32.
+//!
+//! Row, version 1:
+//! ```text
+//! u8      version = 0x01
+//! u8      flags: bit 0 = row marker present, bit 1 = the marker has a TTL,
+//!                bit 2 = row deletion present; other bits must be 0
+//! [i64    marker timestamp]                       if bit 0
+//! [i32    marker ttl_seconds, i32 marker local_expiration_time]   if bit 1 (requires bit 0)
+//! [12     row deletion]                           if bit 2
+//! varint  column count, then per column (ids strictly increasing):
+//!   varint  column id
+//!   u8      kind: 0x00 simple, 0x01 complex, 0x02 complex with a collection deletion
+//!   simple:  <cell>
+//!   complex: [12 collection deletion if kind 0x02]
+//!            varint cell count, then per cell (paths strictly increasing, unsigned bytes):
+//!              varint path length, path bytes, <cell>
+//! <cell>:
+//!   u8      kind: 0x00 live, 0x01 live with TTL, 0x02 tombstone
+//!   i64     write timestamp
+//!   0x00:   varint value length, value bytes
+//!   0x01:   i32 ttl_seconds, i32 local_expiration_time, varint value length, value bytes
+//!   0x02:   i32 local_deletion_time
+//! ```
+//!
+//! Partition header, version 1:
+//! ```text
+//! u8      version = 0x01
+//! u8      flags: bit 0 = partition deletion present; other bits must be 0
+//! [12     partition deletion]                     if bit 0
+//! varint  range tombstone count, then per range tombstone:
+//!   u8      flags: bit 0 = start present, bit 1 = start inclusive,
+//!                  bit 2 = end present, bit 3 = end inclusive; other bits must be 0,
+//!                  and an absent bound's inclusive bit must be 0
+//!   [varint length, start prefix bytes]           if bit 0
+//!   [varint length, end prefix bytes]             if bit 2
+//!   12      deletion
+//! ```
+//!
+//! Nothing may follow the last field. Decoding checks every length against the bytes left
+//! before allocating, so corrupt input yields `MutationError::Corrupt` (naming the structure,
+//! byte offset and what is wrong), never a panic or an oversized allocation.
+
+use crate::{
+    Cell, CellValue, ClusteringBound, ColumnData, DeletionTime, Expiry, LivenessInfo,
+    MutationError, PartitionHeader, RangeTombstone, Row,
+};
+
+/// The version byte `encode_row` writes.
+pub const ROW_FORMAT_VERSION: u8 = 1;
+/// The version byte `encode_partition_header` writes.
+pub const PARTITION_HEADER_FORMAT_VERSION: u8 = 1;
+
+const ROW_HAS_MARKER: u8 = 0x01;
+const ROW_MARKER_HAS_TTL: u8 = 0x02;
+const ROW_HAS_DELETION: u8 = 0x04;
+
+const COLUMN_SIMPLE: u8 = 0x00;
+const COLUMN_COMPLEX: u8 = 0x01;
+const COLUMN_COMPLEX_WITH_DELETION: u8 = 0x02;
+
+const CELL_LIVE: u8 = 0x00;
+const CELL_EXPIRING: u8 = 0x01;
+const CELL_TOMBSTONE: u8 = 0x02;
+
+const HEADER_HAS_DELETION: u8 = 0x01;
+
+const RT_HAS_START: u8 = 0x01;
+const RT_START_INCLUSIVE: u8 = 0x02;
+const RT_HAS_END: u8 = 0x04;
+const RT_END_INCLUSIVE: u8 = 0x08;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) {
+    // Values and keys are bounded far below 4 GiB by the protocol (frames are at most 256 MiB),
+    // so this cannot fail for data that reached storage.
+    put_varint(
+        out,
+        u32::try_from(len).expect("cell values and paths are smaller than 4 GiB"),
+    );
+}
+
+fn put_deletion(out: &mut Vec<u8>, d: &DeletionTime) {
+    out.extend_from_slice(&d.marked_for_delete_at.to_be_bytes());
+    out.extend_from_slice(&d.local_deletion_time.to_be_bytes());
+}
+
+fn put_cell(out: &mut Vec<u8>, cell: &Cell) {
+    match &cell.value {
+        CellValue::Live {
+            value,
+            expiry: None,
+        } => {
+            out.push(CELL_LIVE);
+            out.extend_from_slice(&cell.timestamp.to_be_bytes());
+            put_len(out, value.len());
+            out.extend_from_slice(value);
+        }
+        CellValue::Live {
+            value,
+            expiry: Some(e),
+        } => {
+            out.push(CELL_EXPIRING);
+            out.extend_from_slice(&cell.timestamp.to_be_bytes());
+            out.extend_from_slice(&e.ttl_seconds.to_be_bytes());
+            out.extend_from_slice(&e.local_expiration_time.to_be_bytes());
+            put_len(out, value.len());
+            out.extend_from_slice(value);
+        }
+        CellValue::Tombstone {
+            local_deletion_time,
+        } => {
+            out.push(CELL_TOMBSTONE);
+            out.extend_from_slice(&cell.timestamp.to_be_bytes());
+            out.extend_from_slice(&local_deletion_time.to_be_bytes());
+        }
+    }
+}
+
+/// Appends the encoding of `row` to `out`. The row should be normalized (`Row::normalize` or a
+/// product of `Row::merge`): the decoder rejects unsorted or duplicate columns and cell paths.
+pub fn encode_row(row: &Row, out: &mut Vec<u8>) {
+    out.push(ROW_FORMAT_VERSION);
+    let mut flags = 0;
+    if let Some(l) = &row.liveness {
+        flags |= ROW_HAS_MARKER;
+        if l.expiry.is_some() {
+            flags |= ROW_MARKER_HAS_TTL;
+        }
+    }
+    if row.deletion.is_some() {
+        flags |= ROW_HAS_DELETION;
+    }
+    out.push(flags);
+    if let Some(l) = &row.liveness {
+        out.extend_from_slice(&l.timestamp.to_be_bytes());
+        if let Some(e) = &l.expiry {
+            out.extend_from_slice(&e.ttl_seconds.to_be_bytes());
+            out.extend_from_slice(&e.local_expiration_time.to_be_bytes());
+        }
+    }
+    if let Some(d) = &row.deletion {
+        put_deletion(out, d);
+    }
+    put_len(out, row.columns.len());
+    for column in &row.columns {
+        match column {
+            ColumnData::Simple { id, cell } => {
+                put_varint(out, *id);
+                out.push(COLUMN_SIMPLE);
+                put_cell(out, cell);
+            }
+            ColumnData::Complex {
+                id,
+                deletion,
+                cells,
+            } => {
+                put_varint(out, *id);
+                match deletion {
+                    None => out.push(COLUMN_COMPLEX),
+                    Some(d) => {
+                        out.push(COLUMN_COMPLEX_WITH_DELETION);
+                        put_deletion(out, d);
+                    }
+                }
+                put_len(out, cells.len());
+                for (path, cell) in cells {
+                    put_len(out, path.len());
+                    out.extend_from_slice(path);
+                    put_cell(out, cell);
+                }
+            }
+        }
+    }
+}
+
+fn put_bound(out: &mut Vec<u8>, bound: &ClusteringBound) {
+    put_len(out, bound.prefix.len());
+    out.extend_from_slice(&bound.prefix);
+}
+
+/// Appends the encoding of `header` to `out`.
+pub fn encode_partition_header(header: &PartitionHeader, out: &mut Vec<u8>) {
+    out.push(PARTITION_HEADER_FORMAT_VERSION);
+    out.push(if header.deletion.is_some() {
+        HEADER_HAS_DELETION
+    } else {
+        0
+    });
+    if let Some(d) = &header.deletion {
+        put_deletion(out, d);
+    }
+    put_len(out, header.range_tombstones.len());
+    for rt in &header.range_tombstones {
+        let mut flags = 0;
+        if let Some(s) = &rt.start {
+            flags |= RT_HAS_START | if s.inclusive { RT_START_INCLUSIVE } else { 0 };
+        }
+        if let Some(e) = &rt.end {
+            flags |= RT_HAS_END | if e.inclusive { RT_END_INCLUSIVE } else { 0 };
+        }
+        out.push(flags);
+        if let Some(s) = &rt.start {
+            put_bound(out, s);
+        }
+        if let Some(e) = &rt.end {
+            put_bound(out, e);
+        }
+        put_deletion(out, &rt.deletion);
+    }
+}
+
+/// A bounds-checked cursor over encoded bytes; every error names the structure and offset.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+    structure: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn corrupt(&self, detail: impl Into<String>) -> MutationError {
+        MutationError::Corrupt {
+            structure: self.structure,
+            offset: self.offset,
+            detail: detail.into(),
+        }
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], MutationError> {
+        let remaining = self.bytes.len() - self.offset;
+        if n > remaining {
+            return Err(self.corrupt(format!(
+                "{what} needs {n} bytes but only {remaining} remain"
+            )));
+        }
+        let slice = &self.bytes[self.offset..self.offset + n];
+        self.offset += n;
+        Ok(slice)
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, MutationError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn i32(&mut self, what: &str) -> Result<i32, MutationError> {
+        let b = self.take(4, what)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn i64(&mut self, what: &str) -> Result<i64, MutationError> {
+        let b = self.take(8, what)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(i64::from_be_bytes(a))
+    }
+
+    fn varint(&mut self, what: &str) -> Result<u32, MutationError> {
+        let start = self.offset;
+        let mut value: u64 = 0;
+        for shift in (0..35).step_by(7) {
+            let byte = self.u8(what)?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return u32::try_from(value).map_err(|_| MutationError::Corrupt {
+                    structure: self.structure,
+                    offset: start,
+                    detail: format!("{what} varint overflows u32"),
+                });
+            }
+        }
+        Err(MutationError::Corrupt {
+            structure: self.structure,
+            offset: start,
+            detail: format!("{what} varint longer than 5 bytes"),
+        })
+    }
+
+    /// A count of items each taking at least `min_item_bytes`, checked against the bytes left so
+    /// a corrupt count cannot trigger a huge allocation.
+    fn count(&mut self, what: &str, min_item_bytes: usize) -> Result<usize, MutationError> {
+        let n = self.varint(what)? as usize;
+        let remaining = self.bytes.len() - self.offset;
+        if n.saturating_mul(min_item_bytes) > remaining {
+            return Err(self.corrupt(format!(
+                "{what} {n} cannot fit in the {remaining} bytes left"
+            )));
+        }
+        Ok(n)
+    }
+
+    fn bytes_with_len(&mut self, what: &str) -> Result<Vec<u8>, MutationError> {
+        let len = self.varint(what)? as usize;
+        Ok(self.take(len, what)?.to_vec())
+    }
+
+    fn deletion(&mut self, what: &str) -> Result<DeletionTime, MutationError> {
+        Ok(DeletionTime {
+            marked_for_delete_at: self.i64(what)?,
+            local_deletion_time: self.i32(what)?,
+        })
+    }
+
+    fn version(&mut self, supported: u8) -> Result<(), MutationError> {
+        if self.bytes.is_empty() {
+            return Err(self.corrupt("empty value"));
+        }
+        let version = self.u8("format version")?;
+        if version != supported {
+            return Err(MutationError::UnsupportedVersion {
+                structure: self.structure,
+                version,
+                supported,
+            });
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<(), MutationError> {
+        if self.offset != self.bytes.len() {
+            return Err(self.corrupt(format!(
+                "{} trailing bytes after the last field",
+                self.bytes.len() - self.offset
+            )));
+        }
+        Ok(())
+    }
+
+    fn cell(&mut self) -> Result<Cell, MutationError> {
+        let kind_offset = self.offset;
+        let kind = self.u8("cell kind")?;
+        let timestamp = self.i64("cell timestamp")?;
+        let value = match kind {
+            CELL_LIVE => CellValue::Live {
+                value: self.bytes_with_len("cell value")?,
+                expiry: None,
+            },
+            CELL_EXPIRING => {
+                let ttl_seconds = self.i32("cell ttl")?;
+                let local_expiration_time = self.i32("cell expiration time")?;
+                CellValue::Live {
+                    value: self.bytes_with_len("cell value")?,
+                    expiry: Some(Expiry {
+                        ttl_seconds,
+                        local_expiration_time,
+                    }),
+                }
+            }
+            CELL_TOMBSTONE => CellValue::Tombstone {
+                local_deletion_time: self.i32("cell tombstone deletion time")?,
+            },
+            other => {
+                return Err(MutationError::Corrupt {
+                    structure: self.structure,
+                    offset: kind_offset,
+                    detail: format!("unknown cell kind 0x{other:02x}"),
+                })
+            }
+        };
+        Ok(Cell { timestamp, value })
+    }
+}
+
+/// Decodes a value written by `encode_row`.
+pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
+    let mut r = Reader {
+        bytes,
+        offset: 0,
+        structure: "row",
+    };
+    r.version(ROW_FORMAT_VERSION)?;
+    let flags = r.u8("row flags")?;
+    if flags & !(ROW_HAS_MARKER | ROW_MARKER_HAS_TTL | ROW_HAS_DELETION) != 0
+        || (flags & ROW_MARKER_HAS_TTL != 0 && flags & ROW_HAS_MARKER == 0)
+    {
+        return Err(r.corrupt(format!("invalid row flags 0x{flags:02x}")));
+    }
+    let liveness = if flags & ROW_HAS_MARKER != 0 {
+        let timestamp = r.i64("row marker timestamp")?;
+        let expiry = if flags & ROW_MARKER_HAS_TTL != 0 {
+            Some(Expiry {
+                ttl_seconds: r.i32("row marker ttl")?,
+                local_expiration_time: r.i32("row marker expiration time")?,
+            })
+        } else {
+            None
+        };
+        Some(LivenessInfo { timestamp, expiry })
+    } else {
+        None
+    };
+    let deletion = if flags & ROW_HAS_DELETION != 0 {
+        Some(r.deletion("row deletion")?)
+    } else {
+        None
+    };
+    // Smallest column: 1-byte id, kind byte, 1-byte cell count of an empty collection.
+    let column_count = r.count("column count", 3)?;
+    let mut columns = Vec::with_capacity(column_count);
+    let mut previous_id: Option<u32> = None;
+    for _ in 0..column_count {
+        let id_offset = r.offset;
+        let id = r.varint("column id")?;
+        if previous_id.is_some_and(|p| p >= id) {
+            return Err(MutationError::Corrupt {
+                structure: "row",
+                offset: id_offset,
+                detail: format!("column id {id} out of order"),
+            });
+        }
+        previous_id = Some(id);
+        let kind_offset = r.offset;
+        let column = match r.u8("column kind")? {
+            COLUMN_SIMPLE => ColumnData::Simple {
+                id,
+                cell: r.cell()?,
+            },
+            kind @ (COLUMN_COMPLEX | COLUMN_COMPLEX_WITH_DELETION) => {
+                let deletion = if kind == COLUMN_COMPLEX_WITH_DELETION {
+                    Some(r.deletion("collection deletion")?)
+                } else {
+                    None
+                };
+                // Smallest element: 1-byte path length, live cell with an empty value (1 + 8 + 1).
+                let cell_count = r.count("collection cell count", 11)?;
+                let mut cells: Vec<(Vec<u8>, Cell)> = Vec::with_capacity(cell_count);
+                for _ in 0..cell_count {
+                    let path_offset = r.offset;
+                    let path = r.bytes_with_len("cell path")?;
+                    if cells.last().is_some_and(|(p, _)| *p >= path) {
+                        return Err(MutationError::Corrupt {
+                            structure: "row",
+                            offset: path_offset,
+                            detail: format!("cell path out of order in column {id}"),
+                        });
+                    }
+                    let cell = r.cell()?;
+                    cells.push((path, cell));
+                }
+                ColumnData::Complex {
+                    id,
+                    deletion,
+                    cells,
+                }
+            }
+            other => {
+                return Err(MutationError::Corrupt {
+                    structure: "row",
+                    offset: kind_offset,
+                    detail: format!("unknown column kind 0x{other:02x}"),
+                })
+            }
+        };
+        columns.push(column);
+    }
+    r.finish()?;
+    Ok(Row {
+        liveness,
+        deletion,
+        columns,
+    })
+}
+
+/// Decodes a value written by `encode_partition_header`.
+pub fn decode_partition_header(bytes: &[u8]) -> Result<PartitionHeader, MutationError> {
+    let mut r = Reader {
+        bytes,
+        offset: 0,
+        structure: "partition header",
+    };
+    r.version(PARTITION_HEADER_FORMAT_VERSION)?;
+    let flags = r.u8("partition header flags")?;
+    if flags & !HEADER_HAS_DELETION != 0 {
+        return Err(r.corrupt(format!("invalid partition header flags 0x{flags:02x}")));
+    }
+    let deletion = if flags & HEADER_HAS_DELETION != 0 {
+        Some(r.deletion("partition deletion")?)
+    } else {
+        None
+    };
+    // Smallest range tombstone: flags + deletion.
+    let count = r.count("range tombstone count", 13)?;
+    let mut range_tombstones = Vec::with_capacity(count);
+    for _ in 0..count {
+        let flags = r.u8("range tombstone flags")?;
+        let valid = RT_HAS_START | RT_START_INCLUSIVE | RT_HAS_END | RT_END_INCLUSIVE;
+        if flags & !valid != 0
+            || (flags & RT_START_INCLUSIVE != 0 && flags & RT_HAS_START == 0)
+            || (flags & RT_END_INCLUSIVE != 0 && flags & RT_HAS_END == 0)
+        {
+            return Err(r.corrupt(format!("invalid range tombstone flags 0x{flags:02x}")));
+        }
+        let start = if flags & RT_HAS_START != 0 {
+            Some(ClusteringBound {
+                prefix: r.bytes_with_len("range tombstone start")?,
+                inclusive: flags & RT_START_INCLUSIVE != 0,
+            })
+        } else {
+            None
+        };
+        let end = if flags & RT_HAS_END != 0 {
+            Some(ClusteringBound {
+                prefix: r.bytes_with_len("range tombstone end")?,
+                inclusive: flags & RT_END_INCLUSIVE != 0,
+            })
+        } else {
+            None
+        };
+        let deletion = r.deletion("range tombstone deletion")?;
+        range_tombstones.push(RangeTombstone {
+            start,
+            end,
+            deletion,
+        });
+    }
+    r.finish()?;
+    Ok(PartitionHeader {
+        deletion,
+        range_tombstones,
+    })
+}
