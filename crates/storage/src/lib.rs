@@ -1,0 +1,201 @@
+//! The node's local storage engine boundary: `StorageEngine`, and two engines behind it.
+//!
+//! Owns: how partitions, static rows, clustering rows and tombstones of every table are laid out
+//! in an ordered key-value store (see `keys`), the write path (blind merges, one atomic batch
+//! per `apply`, commit log durability modes), the read path (partition slices and token-ordered
+//! scans with opaque resume tokens), node-local metadata, and engine maintenance (flush,
+//! compaction, commit log sync).
+//!
+//! Architecture invariant: no RocksDB type appears in any public signature, so no crate above
+//! this one depends on RocksDB transitively through our API (as TiKV's `engine_traits`). Every
+//! engine passes the same conformance suite (`tests/conformance.rs`): `MemoryEngine` for fast
+//! unit tests elsewhere, `RocksEngine` in production. Storage does not know CQL types, the schema
+//! or the clock: it returns merged fragments, and the caller applies deletions and TTL with its
+//! `now` (`mutation::Row::apply_deletions`, `Row::is_live`).
+//!
+//! Architecture invariant: writes never read. Both engines reconcile with `mutation`'s rules
+//! (RocksDB through its merge operator), so a write arriving late with an older timestamp loses
+//! no matter when it is applied.
+
+mod keys;
+mod memory;
+mod read;
+#[cfg(feature = "rocksdb")]
+mod rocks;
+mod write;
+
+pub use memory::MemoryEngine;
+#[cfg(feature = "rocksdb")]
+pub use rocks::{RocksConfig, RocksEngine};
+
+use mutation::{ClusteringBound, PartitionHeader, Row};
+
+/// A table's id (`system_schema.tables.id`). RocksDB keeps each table in its own column family
+/// named by this id.
+pub type TableId = uuid::Uuid;
+
+/// A partition's identity: its Murmur3 token and the serialised partition key (CQL's
+/// `serializeValue` for single-column keys, the composite encoding otherwise). Two different
+/// keys can share a token; storage orders them by token, then key length, then key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartitionKey {
+    pub token: i64,
+    pub key: Vec<u8>,
+}
+
+/// The largest partition key storage accepts, as in Cassandra (the key length is a u16).
+pub const MAX_PARTITION_KEY_BYTES: usize = u16::MAX as usize;
+
+/// Everything one statement (or one batch) writes to one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionUpdate {
+    pub table: TableId,
+    pub key: PartitionKey,
+    /// Partition deletion and/or range tombstones.
+    pub header: Option<PartitionHeader>,
+    pub static_row: Option<Row>,
+    /// Clustering rows by byte-comparable clustering key. Order and duplicates do not matter:
+    /// storage normalizes each row and merges duplicates.
+    pub rows: Vec<(Vec<u8>, Row)>,
+}
+
+/// Which clustering rows of a partition to read: the rows whose keys are admitted by `start`
+/// and `end` (`ClusteringBound::start_admits` / `end_admits`; `None` = unbounded), in
+/// clustering order or, if `reversed`, the reverse.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusteringSlice {
+    pub start: Option<ClusteringBound>,
+    pub end: Option<ClusteringBound>,
+    pub reversed: bool,
+}
+
+impl ClusteringSlice {
+    /// Every row, in clustering order.
+    pub fn all() -> ClusteringSlice {
+        ClusteringSlice::default()
+    }
+}
+
+/// One partition (or a page of it) as stored: fragments merged, nothing filtered for liveness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionData {
+    pub key: PartitionKey,
+    /// `PartitionHeader::default()` if none is stored.
+    pub header: PartitionHeader,
+    pub static_row: Option<Row>,
+    /// In clustering order (reverse order if the slice is reversed). Rows that are tombstones
+    /// or expired are included: the caller applies deletions and TTL with its `now`.
+    pub rows: Vec<(Vec<u8>, Row)>,
+}
+
+/// Where a `scan` starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanStart {
+    Beginning,
+    /// Partitions with token >= this.
+    Token(i64),
+    /// Opaque, from a previous `ScanPage::resume`.
+    Resume(Vec<u8>),
+}
+
+/// A page of a token-ordered scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanPage {
+    pub partitions: Vec<PartitionData>,
+    /// Pass back as `ScanStart::Resume` for the next page; `None` = the scan is complete.
+    pub resume: Option<Vec<u8>>,
+}
+
+/// A page of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionPage {
+    pub data: PartitionData,
+    /// Pass back as `resume` (with the same slice) for the next page; `None` = complete.
+    pub resume: Option<Vec<u8>>,
+}
+
+/// How durable a write is when `apply` returns (Cassandra's `commitlog_sync` and keyspace
+/// `durable_writes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// Acknowledge once written to the memtable and the commit log buffer (handed to the OS, so
+    /// a process crash loses nothing; a machine crash loses what the periodic
+    /// `sync_commit_log` has not yet synced).
+    Periodic,
+    /// Acknowledge after the commit log is fsynced (concurrent writers share one fsync).
+    Batch,
+    /// `durable_writes = false`: skip the commit log; a crash loses unflushed writes.
+    None,
+}
+
+/// Storage failures. Every variant carries enough context to log without the request.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The table has no storage (never created, or dropped).
+    #[error("unknown table {0}")]
+    UnknownTable(TableId),
+    /// Stored bytes do not decode. Never a panic: the read that met it fails.
+    #[error("corrupt data in table {table}: {detail}")]
+    Corruption { table: TableId, detail: String },
+    /// The request itself is malformed (oversized partition key, foreign resume token).
+    #[error("invalid storage request: {0}")]
+    InvalidRequest(String),
+    /// The engine failed (I/O error, disk full, shutdown in progress).
+    #[error("storage engine error during {operation}: {detail}")]
+    Engine {
+        operation: &'static str,
+        detail: String,
+    },
+}
+
+/// The node's local storage. Implementations are internally synchronised; every call may block
+/// on disk, so async callers run them on a blocking pool.
+pub trait StorageEngine: Send + Sync + 'static {
+    /// Creates the table's storage; succeeds if it already exists.
+    fn create_table(&self, table: TableId) -> Result<(), StorageError>;
+    /// Deletes the table's storage and data; succeeds if it does not exist.
+    fn drop_table(&self, table: TableId) -> Result<(), StorageError>;
+    /// Deletes all the table's data, keeping the table.
+    fn truncate_table(&self, table: TableId) -> Result<(), StorageError>;
+    /// Writes the updates atomically (all or none, across tables). Blind: never reads before
+    /// writing; fragments reconcile with what is stored by `mutation`'s merge rules.
+    fn apply(
+        &self,
+        updates: &[PartitionUpdate],
+        durability: Durability,
+    ) -> Result<(), StorageError>;
+    /// Reads one partition's header, static row and up to `max_rows` (at least 1) clustering
+    /// rows of `slice`. `resume` comes from the previous page of the same read.
+    fn read_partition(
+        &self,
+        table: TableId,
+        key: &PartitionKey,
+        slice: &ClusteringSlice,
+        max_rows: usize,
+        resume: Option<&[u8]>,
+    ) -> Result<PartitionPage, StorageError>;
+    /// Partitions in token order (ties by key) from `start` up to `end_token` (inclusive), rows
+    /// in clustering order, stopping after `max_rows` (at least 1) rows; a partition without
+    /// clustering rows in the page counts as one. A partition cut by the limit continues in the
+    /// next page, its header and static row returned again.
+    fn scan(
+        &self,
+        table: TableId,
+        start: ScanStart,
+        end_token: Option<i64>,
+        max_rows: usize,
+    ) -> Result<ScanPage, StorageError>;
+    /// Node-local metadata (schema, tokens, host id); always synced before returning.
+    fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError>;
+    fn delete_meta(&self, key: &[u8]) -> Result<(), StorageError>;
+    fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+    /// All metadata entries whose key starts with `prefix`, in key order.
+    #[allow(clippy::type_complexity)] // spelled out so callers see the pairs without an alias
+    fn scan_meta(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>;
+    /// Flushes memtables to disk (one table, or all tables and metadata).
+    fn flush(&self, table: Option<TableId>) -> Result<(), StorageError>;
+    /// Runs a full compaction (one table, or all).
+    fn compact(&self, table: Option<TableId>) -> Result<(), StorageError>;
+    /// Fsyncs the commit log (periodic mode's timer calls this).
+    fn sync_commit_log(&self) -> Result<(), StorageError>;
+}

@@ -1,0 +1,227 @@
+//! `MemoryEngine`: the storage boundary over ordered in-memory maps, for unit tests of the
+//! crates above storage. Same key layout, value encoding, merge rules and page assembly as
+//! `RocksEngine` (it passes the same conformance suite); no durability: everything is lost on
+//! drop, and `flush`, `compact` and `sync_commit_log` do nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::read::{self, Source, Visit, Visitor};
+use crate::write::{fragments, merge_values};
+use crate::{
+    ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
+    StorageEngine, StorageError, TableId,
+};
+
+type Table = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Default)]
+struct State {
+    tables: HashMap<TableId, Table>,
+    meta: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Storage in ordered maps behind one lock: `apply` holds it exclusively, which is what makes a
+/// multi-partition apply atomic here. Meant for tests, so a global lock is acceptable.
+#[derive(Default)]
+pub struct MemoryEngine {
+    state: RwLock<State>,
+}
+
+impl MemoryEngine {
+    pub fn new() -> MemoryEngine {
+        MemoryEngine::default()
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        // A panic while holding the lock cannot leave a map half-updated in a way that matters
+        // to tests (apply validates before mutating), so a poisoned lock is still usable.
+        self.state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn check_table(&self, table: Option<TableId>) -> Result<(), StorageError> {
+        match table {
+            Some(t) if !self.read().tables.contains_key(&t) => Err(StorageError::UnknownTable(t)),
+            _ => Ok(()),
+        }
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Source for Table {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(BTreeMap::get(self, key).cloned())
+    }
+
+    fn visit(
+        &self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        reverse: bool,
+        _within_partition: bool,
+        f: &mut Visitor<'_>,
+    ) -> Result<(), StorageError> {
+        let upper = upper.map_or(Bound::Unbounded, Bound::Excluded);
+        let range = self.range::<[u8], _>((Bound::Included(lower), upper));
+        let mut step = |(k, v): (&Vec<u8>, &Vec<u8>)| f(k, v);
+        if reverse {
+            for entry in range.rev() {
+                if let Visit::Stop = step(entry)? {
+                    break;
+                }
+            }
+        } else {
+            for entry in range {
+                if let Visit::Stop = step(entry)? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StorageEngine for MemoryEngine {
+    fn create_table(&self, table: TableId) -> Result<(), StorageError> {
+        self.write().tables.entry(table).or_default();
+        Ok(())
+    }
+
+    fn drop_table(&self, table: TableId) -> Result<(), StorageError> {
+        self.write().tables.remove(&table);
+        Ok(())
+    }
+
+    fn truncate_table(&self, table: TableId) -> Result<(), StorageError> {
+        match self.write().tables.get_mut(&table) {
+            Some(t) => {
+                t.clear();
+                Ok(())
+            }
+            None => Err(StorageError::UnknownTable(table)),
+        }
+    }
+
+    fn apply(
+        &self,
+        updates: &[PartitionUpdate],
+        _durability: Durability,
+    ) -> Result<(), StorageError> {
+        let mut state = self.write();
+        // Validate and encode everything before changing anything, so a bad update leaves no
+        // partial write behind (the atomicity RocksDB gets from its WriteBatch).
+        let mut pending = Vec::with_capacity(updates.len());
+        for update in updates {
+            if !state.tables.contains_key(&update.table) {
+                return Err(StorageError::UnknownTable(update.table));
+            }
+            pending.push((update.table, fragments(update)?));
+        }
+        // Merged values staged per key, so that two updates of one key in this call merge with
+        // each other, and a corrupt stored value aborts the whole call.
+        let mut staged: BTreeMap<(TableId, Vec<u8>), Vec<u8>> = BTreeMap::new();
+        for (table_id, fragments) in pending {
+            let table = state
+                .tables
+                .get(&table_id)
+                .ok_or(StorageError::UnknownTable(table_id))?;
+            for (key, value) in fragments {
+                let slot = (table_id, key);
+                let existing = staged.get(&slot).or_else(|| table.get(&slot.1));
+                let value = match existing {
+                    None => value,
+                    Some(existing) => {
+                        merge_values(&slot.1, [existing.as_slice(), value.as_slice()]).map_err(
+                            |e| StorageError::Corruption {
+                                table: table_id,
+                                detail: e.to_string(),
+                            },
+                        )?
+                    }
+                };
+                staged.insert(slot, value);
+            }
+        }
+        for ((table_id, key), value) in staged {
+            if let Some(table) = state.tables.get_mut(&table_id) {
+                table.insert(key, value);
+            }
+        }
+        Ok(())
+    }
+
+    fn read_partition(
+        &self,
+        table: TableId,
+        key: &PartitionKey,
+        slice: &ClusteringSlice,
+        max_rows: usize,
+        resume: Option<&[u8]>,
+    ) -> Result<PartitionPage, StorageError> {
+        let state = self.read();
+        let data = state
+            .tables
+            .get(&table)
+            .ok_or(StorageError::UnknownTable(table))?;
+        read::read_partition(data, table, key, slice, max_rows, resume)
+    }
+
+    fn scan(
+        &self,
+        table: TableId,
+        start: ScanStart,
+        end_token: Option<i64>,
+        max_rows: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let state = self.read();
+        let data = state
+            .tables
+            .get(&table)
+            .ok_or(StorageError::UnknownTable(table))?;
+        read::scan(data, table, start, end_token, max_rows)
+    }
+
+    fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        self.write().meta.insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn delete_meta(&self, key: &[u8]) -> Result<(), StorageError> {
+        self.write().meta.remove(key);
+        Ok(())
+    }
+
+    fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.read().meta.get(key).cloned())
+    }
+
+    fn scan_meta(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+        Ok(self
+            .read()
+            .meta
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn flush(&self, table: Option<TableId>) -> Result<(), StorageError> {
+        self.check_table(table)
+    }
+
+    fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
+        self.check_table(table)
+    }
+
+    fn sync_commit_log(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,795 @@
+//! The conformance suite every `StorageEngine` must pass. Each check is a plain function over
+//! `&dyn StorageEngine`; `conformance!` instantiates all of them as tests for one engine. Slices
+//! and paging are checked against a model (`mutation::clustering_range_contains` over the rows
+//! written), so the suite states the contract rather than one engine's behaviour.
+
+use std::collections::BTreeMap;
+
+use mutation::{
+    clustering_range_contains, Cell, ClusteringBound, ColumnData, DeletionTime, LivenessInfo,
+    PartitionHeader, RangeTombstone, Row,
+};
+use storage::{
+    ClusteringSlice, Durability, MemoryEngine, PartitionData, PartitionKey, PartitionUpdate,
+    RocksConfig, RocksEngine, ScanStart, StorageEngine, StorageError, TableId,
+};
+
+fn table(n: u128) -> TableId {
+    TableId::from_u128(n)
+}
+
+fn pk(token: i64, key: &[u8]) -> PartitionKey {
+    PartitionKey {
+        token,
+        key: key.to_vec(),
+    }
+}
+
+/// An INSERT-like row: marker plus one simple column.
+fn insert(ts: i64, value: &[u8]) -> Row {
+    Row {
+        liveness: Some(LivenessInfo {
+            timestamp: ts,
+            expiry: None,
+        }),
+        deletion: None,
+        columns: vec![ColumnData::Simple {
+            id: 1,
+            cell: Cell::live(ts, value.to_vec()),
+        }],
+    }
+}
+
+fn deletion(ts: i64) -> DeletionTime {
+    DeletionTime {
+        marked_for_delete_at: ts,
+        local_deletion_time: 1_000,
+    }
+}
+
+fn update(t: TableId, key: PartitionKey) -> PartitionUpdate {
+    PartitionUpdate {
+        table: t,
+        key,
+        header: None,
+        static_row: None,
+        rows: Vec::new(),
+    }
+}
+
+fn all(engine: &dyn StorageEngine, t: TableId, key: &PartitionKey) -> PartitionData {
+    engine
+        .read_partition(t, key, &ClusteringSlice::all(), usize::MAX, None)
+        .expect("read")
+        .data
+}
+
+fn value_of(row: &Row) -> Option<&[u8]> {
+    match row.column(1) {
+        Some(ColumnData::Simple { cell, .. }) => cell.live_value(0),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub fn writes_and_reads_back(engine: &dyn StorageEngine) {
+    let t = table(1);
+    engine.create_table(t).expect("create");
+    engine.create_table(t).expect("create is idempotent");
+    let key = pk(42, b"k");
+    let mut u = update(t, key.clone());
+    u.static_row = Some(Row {
+        columns: vec![ColumnData::Simple {
+            id: 7,
+            cell: Cell::live(1, b"s".to_vec()),
+        }],
+        ..Row::default()
+    });
+    // Out of order on purpose: storage sorts clustering rows.
+    u.rows = vec![(vec![2], insert(1, b"b")), (vec![1], insert(1, b"a"))];
+    engine.apply(&[u], Durability::Periodic).expect("apply");
+
+    let data = all(engine, t, &key);
+    assert_eq!(data.key, key);
+    assert_eq!(data.header, PartitionHeader::default());
+    assert_eq!(
+        data.static_row
+            .as_ref()
+            .and_then(|r| r.column(7))
+            .map(ColumnData::id),
+        Some(7)
+    );
+    assert_eq!(
+        data.rows,
+        vec![(vec![1], insert(1, b"a")), (vec![2], insert(1, b"b"))]
+    );
+
+    let missing = all(engine, t, &pk(42, b"other"));
+    assert!(missing.rows.is_empty() && missing.static_row.is_none());
+    assert!(matches!(
+        engine.read_partition(table(999), &key, &ClusteringSlice::all(), 10, None),
+        Err(StorageError::UnknownTable(_))
+    ));
+}
+
+pub fn last_write_wins_regardless_of_arrival_order(engine: &dyn StorageEngine) {
+    let t = table(2);
+    engine.create_table(t).expect("create");
+    for (i, order) in [[1, 2, 3], [3, 2, 1], [2, 3, 1]].iter().enumerate() {
+        let key = pk(i as i64, b"p");
+        for ts in order {
+            let mut u = update(t, key.clone());
+            u.rows = vec![(vec![0], insert(*ts, format!("v{ts}").as_bytes()))];
+            engine.apply(&[u], Durability::Periodic).expect("apply");
+            // Put fragments in different places (memtable, SSTables) between writes.
+            if *ts == 2 {
+                engine.flush(Some(t)).expect("flush");
+            }
+        }
+        let data = all(engine, t, &key);
+        assert_eq!(
+            value_of(&data.rows[0].1),
+            Some(&b"v3"[..]),
+            "order {order:?}"
+        );
+    }
+    engine.compact(Some(t)).expect("compact");
+    for i in 0..3 {
+        let data = all(engine, t, &pk(i, b"p"));
+        assert_eq!(
+            value_of(&data.rows[0].1),
+            Some(&b"v3"[..]),
+            "after compaction"
+        );
+    }
+
+    // A tombstone with an equal timestamp beats the live cell; an older one loses.
+    let key = pk(10, b"tie");
+    let mut live = update(t, key.clone());
+    live.rows = vec![(vec![0], insert(5, b"x"))];
+    let mut tomb = update(t, key.clone());
+    tomb.rows = vec![(
+        vec![0],
+        Row {
+            columns: vec![ColumnData::Simple {
+                id: 1,
+                cell: Cell::tombstone(5, 0),
+            }],
+            ..Row::default()
+        },
+    )];
+    engine.apply(&[tomb], Durability::Periodic).expect("apply");
+    engine.apply(&[live], Durability::Periodic).expect("apply");
+    let data = all(engine, t, &key);
+    assert_eq!(value_of(&data.rows[0].1), None);
+}
+
+pub fn tombstones_are_returned(engine: &dyn StorageEngine) {
+    let t = table(3);
+    engine.create_table(t).expect("create");
+    let key = pk(-7, b"p");
+    let mut u = update(t, key.clone());
+    u.rows = (0..5u8).map(|i| (vec![i], insert(10, &[i]))).collect();
+    engine.apply(&[u], Durability::Periodic).expect("apply");
+
+    let mut row_delete = update(t, key.clone());
+    row_delete.rows = vec![(
+        vec![1],
+        Row {
+            deletion: Some(deletion(11)),
+            ..Row::default()
+        },
+    )];
+    let rt = RangeTombstone {
+        start: Some(ClusteringBound {
+            prefix: vec![3],
+            inclusive: true,
+        }),
+        end: None,
+        deletion: deletion(12),
+    };
+    let mut range_delete = update(t, key.clone());
+    range_delete.header = Some(PartitionHeader {
+        deletion: None,
+        range_tombstones: vec![rt.clone()],
+    });
+    engine
+        .apply(&[row_delete, range_delete], Durability::Batch)
+        .expect("apply");
+
+    let data = all(engine, t, &key);
+    assert_eq!(data.header.range_tombstones, vec![rt]);
+    assert_eq!(
+        data.rows.len(),
+        5,
+        "storage returns shadowed rows; the reader filters"
+    );
+    // The row deletion shadowed the older marker and cell: merge drops them.
+    assert_eq!(
+        data.rows[1].1,
+        Row {
+            deletion: Some(deletion(11)),
+            ..Row::default()
+        }
+    );
+    let live: Vec<u8> = data
+        .rows
+        .iter()
+        .filter(|(ck, row)| {
+            let mut row = row.clone();
+            row.apply_deletions(data.header.covering_deletion(ck));
+            row.is_live(0)
+        })
+        .map(|(ck, _)| ck[0])
+        .collect();
+    assert_eq!(live, vec![0, 2]);
+
+    // A partition deletion newer than everything.
+    let mut partition_delete = update(t, key.clone());
+    partition_delete.header = Some(PartitionHeader {
+        deletion: Some(deletion(20)),
+        range_tombstones: vec![],
+    });
+    engine
+        .apply(&[partition_delete], Durability::None)
+        .expect("apply");
+    let data = all(engine, t, &key);
+    assert_eq!(data.header.deletion, Some(deletion(20)));
+    assert!(
+        data.header.range_tombstones.is_empty(),
+        "shadowed by the partition deletion"
+    );
+    assert!(data.rows.iter().all(|(ck, row)| {
+        let mut row = row.clone();
+        row.apply_deletions(data.header.covering_deletion(ck));
+        !row.is_live(0)
+    }));
+
+    // A write after the partition deletion is live again.
+    let mut rewrite = update(t, key.clone());
+    rewrite.rows = vec![(vec![9], insert(21, b"new"))];
+    engine
+        .apply(&[rewrite], Durability::Periodic)
+        .expect("apply");
+    let data = all(engine, t, &key);
+    let (ck, row) = data.rows.last().expect("row");
+    let mut row = row.clone();
+    row.apply_deletions(data.header.covering_deletion(ck));
+    assert!(row.is_live(0));
+}
+
+/// Two-component clustering keys `[a, b]`: one byte each, so prefix bounds on `[a]` matter.
+fn slice_fixture(engine: &dyn StorageEngine, t: TableId, key: &PartitionKey) -> Vec<Vec<u8>> {
+    engine.create_table(t).expect("create");
+    let keys: Vec<Vec<u8>> = (0..4u8)
+        .flat_map(|a| (0..3u8).map(move |b| vec![a, b]))
+        .collect();
+    let mut u = update(t, key.clone());
+    u.rows = keys.iter().map(|k| (k.clone(), insert(1, k))).collect();
+    engine.apply(&[u], Durability::Periodic).expect("apply");
+    keys
+}
+
+fn bounds() -> Vec<Option<ClusteringBound>> {
+    let mut out = vec![None];
+    for prefix in [vec![], vec![1], vec![2], vec![1, 1], vec![3, 2], vec![0xff]] {
+        for inclusive in [true, false] {
+            out.push(Some(ClusteringBound {
+                prefix: prefix.clone(),
+                inclusive,
+            }));
+        }
+    }
+    out
+}
+
+pub fn slices_match_the_model(engine: &dyn StorageEngine) {
+    let t = table(4);
+    let key = pk(0, b"slices");
+    let keys = slice_fixture(engine, t, &key);
+    for start in bounds() {
+        for end in bounds() {
+            for reversed in [false, true] {
+                let slice = ClusteringSlice {
+                    start: start.clone(),
+                    end: end.clone(),
+                    reversed,
+                };
+                let mut expected: Vec<Vec<u8>> = keys
+                    .iter()
+                    .filter(|k| clustering_range_contains(start.as_ref(), end.as_ref(), k))
+                    .cloned()
+                    .collect();
+                if reversed {
+                    expected.reverse();
+                }
+                let page = engine
+                    .read_partition(t, &key, &slice, usize::MAX, None)
+                    .expect("read");
+                let got: Vec<Vec<u8>> = page.data.rows.iter().map(|(k, _)| k.clone()).collect();
+                assert_eq!(got, expected, "slice {slice:?}");
+                assert_eq!(page.resume, None);
+            }
+        }
+    }
+}
+
+pub fn partition_paging_loses_and_repeats_nothing(engine: &dyn StorageEngine) {
+    let t = table(5);
+    let key = pk(5, b"paging");
+    slice_fixture(engine, t, &key);
+    let mut static_row = update(t, key.clone());
+    static_row.static_row = Some(Row {
+        columns: vec![ColumnData::Simple {
+            id: 9,
+            cell: Cell::live(1, b"s".to_vec()),
+        }],
+        ..Row::default()
+    });
+    engine
+        .apply(&[static_row], Durability::Periodic)
+        .expect("apply");
+    for start in bounds() {
+        for end in [
+            None,
+            Some(ClusteringBound {
+                prefix: vec![2],
+                inclusive: true,
+            }),
+        ] {
+            for reversed in [false, true] {
+                let slice = ClusteringSlice {
+                    start: start.clone(),
+                    end: end.clone(),
+                    reversed,
+                };
+                let full = engine
+                    .read_partition(t, &key, &slice, usize::MAX, None)
+                    .expect("read")
+                    .data;
+                for page_size in [1, 2, 5] {
+                    let mut rows = Vec::new();
+                    let mut resume: Option<Vec<u8>> = None;
+                    for _ in 0..100 {
+                        let page = engine
+                            .read_partition(t, &key, &slice, page_size, resume.as_deref())
+                            .expect("read page");
+                        assert!(page.data.rows.len() <= page_size);
+                        assert_eq!(
+                            page.data.static_row, full.static_row,
+                            "static row on every page"
+                        );
+                        rows.extend(page.data.rows);
+                        resume = page.resume;
+                        if resume.is_none() {
+                            break;
+                        }
+                    }
+                    assert_eq!(rows, full.rows, "slice {slice:?} page size {page_size}");
+                }
+            }
+        }
+    }
+    assert!(matches!(
+        engine.read_partition(t, &key, &ClusteringSlice::all(), 1, Some(&[0xee])),
+        Err(StorageError::InvalidRequest(_))
+    ));
+}
+
+/// Partitions spread over the token range, including a token collision and partitions with
+/// only a static row or only a tombstone.
+fn scan_fixture(engine: &dyn StorageEngine, t: TableId) -> Vec<PartitionKey> {
+    engine.create_table(t).expect("create");
+    let keys = vec![
+        pk(i64::MIN + 1, b"min"),
+        pk(-500, b"a"),
+        pk(-500, b"bb"), // same token as "a": ordered by key length, then bytes
+        pk(-1, b"static-only"),
+        pk(0, b"zero"),
+        pk(7, b"deleted"),
+        pk(300, b"c"),
+        pk(i64::MAX, b"max"),
+    ];
+    let mut updates = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let mut u = update(t, key.clone());
+        match &key.key[..] {
+            b"static-only" => {
+                u.static_row = Some(Row {
+                    columns: vec![ColumnData::Simple {
+                        id: 9,
+                        cell: Cell::live(1, b"s".to_vec()),
+                    }],
+                    ..Row::default()
+                });
+            }
+            b"deleted" => {
+                u.header = Some(PartitionHeader {
+                    deletion: Some(deletion(3)),
+                    range_tombstones: vec![],
+                });
+            }
+            _ => {
+                u.rows = (0..(i as u8 % 4 + 1))
+                    .map(|c| (vec![c], insert(1, &[c])))
+                    .collect()
+            }
+        }
+        updates.push(u);
+    }
+    engine.apply(&updates, Durability::Periodic).expect("apply");
+    keys
+}
+
+/// Concatenates pages, joining a partition continued across pages.
+fn collect_scan(
+    engine: &dyn StorageEngine,
+    t: TableId,
+    start: ScanStart,
+    end_token: Option<i64>,
+    page_size: usize,
+) -> Vec<PartitionData> {
+    let mut out: Vec<PartitionData> = Vec::new();
+    let mut start = start;
+    for _ in 0..1_000 {
+        let page = engine.scan(t, start, end_token, page_size).expect("scan");
+        let units: usize = page.partitions.iter().map(|p| p.rows.len().max(1)).sum();
+        assert!(
+            units <= page_size.max(1),
+            "page of {units} units for limit {page_size}"
+        );
+        for p in page.partitions {
+            match out.last_mut() {
+                Some(last) if last.key == p.key => {
+                    assert_eq!(last.header, p.header, "header returned again");
+                    assert_eq!(last.static_row, p.static_row, "static row returned again");
+                    last.rows.extend(p.rows);
+                }
+                _ => out.push(p),
+            }
+        }
+        match page.resume {
+            Some(r) => start = ScanStart::Resume(r),
+            None => return out,
+        }
+    }
+    panic!("scan did not finish");
+}
+
+pub fn scan_is_in_token_order_and_pages_exactly(engine: &dyn StorageEngine) {
+    let t = table(6);
+    let keys = scan_fixture(engine, t);
+    let full = collect_scan(engine, t, ScanStart::Beginning, None, usize::MAX);
+    assert_eq!(
+        full.iter().map(|p| p.key.clone()).collect::<Vec<_>>(),
+        keys,
+        "token order"
+    );
+    for (p, key) in full.iter().zip(&keys) {
+        assert_eq!(*p, all(engine, t, key), "scan agrees with read_partition");
+    }
+    for page_size in [1, 2, 3, 7] {
+        assert_eq!(
+            collect_scan(engine, t, ScanStart::Beginning, None, page_size),
+            full,
+            "page size {page_size}"
+        );
+    }
+    // Token start is inclusive; end token is inclusive.
+    let from = collect_scan(engine, t, ScanStart::Token(-500), Some(7), 2);
+    let expected: Vec<PartitionKey> = keys
+        .iter()
+        .filter(|k| (-500..=7).contains(&k.token))
+        .cloned()
+        .collect();
+    assert_eq!(
+        from.iter().map(|p| p.key.clone()).collect::<Vec<_>>(),
+        expected
+    );
+    let last = collect_scan(engine, t, ScanStart::Token(i64::MAX), Some(i64::MAX), 1);
+    assert_eq!(last.len(), 1);
+    assert!(collect_scan(engine, t, ScanStart::Token(8), Some(299), 1).is_empty());
+    assert!(matches!(
+        engine.scan(t, ScanStart::Resume(vec![1, 2, 3]), None, 1),
+        Err(StorageError::InvalidRequest(_))
+    ));
+}
+
+pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
+    let (t1, t2) = (table(7), table(8));
+    engine.create_table(t1).expect("create");
+    engine.create_table(t2).expect("create");
+    let mut a = update(t1, pk(1, b"a"));
+    a.rows = vec![(vec![0], insert(1, b"x"))];
+    let mut b = update(t2, pk(2, b"b"));
+    b.rows = vec![(vec![0], insert(1, b"y"))];
+    let mut bad = update(table(777), pk(3, b"c"));
+    bad.rows = vec![(vec![0], insert(1, b"z"))];
+    assert!(matches!(
+        engine.apply(&[a.clone(), bad], Durability::Batch),
+        Err(StorageError::UnknownTable(_))
+    ));
+    assert!(
+        all(engine, t1, &pk(1, b"a")).rows.is_empty(),
+        "nothing of a failed apply is visible"
+    );
+    let mut oversized = update(t1, pk(4, &vec![0; 70_000]));
+    oversized.rows = vec![(vec![0], insert(1, b"z"))];
+    assert!(matches!(
+        engine.apply(&[a.clone(), oversized], Durability::Periodic),
+        Err(StorageError::InvalidRequest(_))
+    ));
+    assert!(all(engine, t1, &pk(1, b"a")).rows.is_empty());
+
+    // Two updates of the same row in one call merge.
+    let mut a2 = update(t1, pk(1, b"a"));
+    a2.rows = vec![(vec![0], insert(2, b"x2"))];
+    engine.apply(&[a2, a, b], Durability::Batch).expect("apply");
+    assert_eq!(
+        value_of(&all(engine, t1, &pk(1, b"a")).rows[0].1),
+        Some(&b"x2"[..])
+    );
+    assert_eq!(all(engine, t2, &pk(2, b"b")).rows.len(), 1);
+}
+
+pub fn truncate_and_drop(engine: &dyn StorageEngine) {
+    let t = table(9);
+    let keys = scan_fixture(engine, t);
+    engine.flush(Some(t)).expect("flush");
+    engine.truncate_table(t).expect("truncate");
+    assert!(collect_scan(engine, t, ScanStart::Beginning, None, 100).is_empty());
+    assert!(all(engine, t, &keys[1]).rows.is_empty());
+    // Still usable after truncate.
+    let mut u = update(t, keys[1].clone());
+    u.rows = vec![(vec![0], insert(1, b"again"))];
+    engine
+        .apply(&[u.clone()], Durability::Periodic)
+        .expect("apply after truncate");
+    assert_eq!(all(engine, t, &keys[1]).rows.len(), 1);
+
+    engine.drop_table(t).expect("drop");
+    engine.drop_table(t).expect("drop is idempotent");
+    assert!(matches!(
+        engine.apply(&[u], Durability::Periodic),
+        Err(StorageError::UnknownTable(_))
+    ));
+    assert!(matches!(
+        engine.scan(t, ScanStart::Beginning, None, 1),
+        Err(StorageError::UnknownTable(_))
+    ));
+    assert!(matches!(
+        engine.truncate_table(t),
+        Err(StorageError::UnknownTable(_))
+    ));
+    engine.create_table(t).expect("re-create");
+    assert!(
+        all(engine, t, &keys[1]).rows.is_empty(),
+        "a re-created table starts empty"
+    );
+}
+
+pub fn metadata(engine: &dyn StorageEngine) {
+    engine.put_meta(b"schema/ks1", b"one").expect("put");
+    engine.put_meta(b"schema/ks2", b"two").expect("put");
+    engine.put_meta(b"schemb", b"other").expect("put");
+    engine.put_meta(b"host_id", b"h").expect("put");
+    assert_eq!(
+        engine.get_meta(b"schema/ks1").expect("get"),
+        Some(b"one".to_vec())
+    );
+    assert_eq!(engine.get_meta(b"missing").expect("get"), None);
+    assert_eq!(
+        engine.scan_meta(b"schema/").expect("scan"),
+        vec![
+            (b"schema/ks1".to_vec(), b"one".to_vec()),
+            (b"schema/ks2".to_vec(), b"two".to_vec())
+        ]
+    );
+    engine.delete_meta(b"schema/ks1").expect("delete");
+    assert_eq!(engine.get_meta(b"schema/ks1").expect("get"), None);
+    assert_eq!(engine.scan_meta(b"").expect("scan all").len(), 3);
+    engine.put_meta(&[0xff, 0xff], b"edge").expect("put");
+    assert_eq!(engine.scan_meta(&[0xff]).expect("scan").len(), 1);
+}
+
+pub fn maintenance_calls_succeed(engine: &dyn StorageEngine) {
+    let t = table(10);
+    engine.create_table(t).expect("create");
+    let mut u = update(t, pk(1, b"m"));
+    u.rows = vec![(vec![0], insert(1, b"x"))];
+    for durability in [Durability::Periodic, Durability::Batch, Durability::None] {
+        engine.apply(&[u.clone()], durability).expect("apply");
+    }
+    engine.sync_commit_log().expect("sync");
+    engine.flush(None).expect("flush all");
+    engine.flush(Some(t)).expect("flush one");
+    engine.compact(None).expect("compact all");
+    engine.compact(Some(t)).expect("compact one");
+    assert!(matches!(
+        engine.flush(Some(table(4242))),
+        Err(StorageError::UnknownTable(_))
+    ));
+    assert_eq!(all(engine, t, &pk(1, b"m")).rows.len(), 1);
+}
+
+pub fn concurrent_writers_converge(engine: &dyn StorageEngine) {
+    let t = table(11);
+    engine.create_table(t).expect("create");
+    std::thread::scope(|s| {
+        for thread in 0..4i64 {
+            s.spawn(move || {
+                for i in 0..50i64 {
+                    let ts = i * 4 + thread;
+                    let mut u = update(t, pk(i % 5, b"c"));
+                    u.rows = vec![(vec![0], insert(ts, &ts.to_be_bytes()))];
+                    let durability = if i % 2 == 0 {
+                        Durability::Batch
+                    } else {
+                        Durability::Periodic
+                    };
+                    engine.apply(&[u], durability).expect("apply");
+                }
+            });
+        }
+    });
+    let mut newest: BTreeMap<i64, i64> = BTreeMap::new();
+    for thread in 0..4i64 {
+        for i in 0..50i64 {
+            let e = newest.entry(i % 5).or_default();
+            *e = (*e).max(i * 4 + thread);
+        }
+    }
+    for (p, ts) in newest {
+        let data = all(engine, t, &pk(p, b"c"));
+        assert_eq!(value_of(&data.rows[0].1), Some(&ts.to_be_bytes()[..]));
+    }
+}
+
+macro_rules! conformance {
+    ($module:ident, $fixture:expr) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            conformance!(@tests $fixture;
+                writes_and_reads_back,
+                last_write_wins_regardless_of_arrival_order,
+                tombstones_are_returned,
+                slices_match_the_model,
+                partition_paging_loses_and_repeats_nothing,
+                scan_is_in_token_order_and_pages_exactly,
+                apply_is_atomic_across_tables,
+                truncate_and_drop,
+                metadata,
+                maintenance_calls_succeed,
+                concurrent_writers_converge,
+            );
+        }
+    };
+    (@tests $fixture:expr; $($test:ident,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                let fixture = $fixture;
+                super::$test(fixture.engine());
+            }
+        )*
+    };
+}
+
+/// An engine plus whatever must outlive it (the RocksDB directory).
+trait Fixture {
+    fn engine(&self) -> &dyn StorageEngine;
+}
+
+impl Fixture for MemoryEngine {
+    fn engine(&self) -> &dyn StorageEngine {
+        self
+    }
+}
+
+struct RocksFixture {
+    engine: RocksEngine,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture for RocksFixture {
+    fn engine(&self) -> &dyn StorageEngine {
+        &self.engine
+    }
+}
+
+fn rocks_config(dir: &std::path::Path) -> RocksConfig {
+    RocksConfig {
+        data_dir: dir.join("data"),
+        commit_log_dir: Some(dir.join("commitlog")),
+        block_cache_bytes: 8 << 20,
+        commit_log_sync: Durability::Periodic,
+    }
+}
+
+/// A RocksDB in a temporary directory on the real disk (not tmpfs), so direct I/O is exercised
+/// where the filesystem supports it.
+fn rocks() -> RocksFixture {
+    let dir = tempfile::Builder::new()
+        .prefix("helenus-storage-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tempdir");
+    let engine = RocksEngine::open(rocks_config(dir.path())).expect("open");
+    RocksFixture { engine, _dir: dir }
+}
+
+conformance!(memory, MemoryEngine::new());
+conformance!(rocksdb, rocks());
+
+#[test]
+fn rocksdb_reopen_keeps_tables_data_and_metadata() {
+    let dir = tempfile::Builder::new()
+        .prefix("helenus-reopen-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tempdir");
+    let t = table(20);
+    let key = pk(99, b"durable");
+    {
+        let engine = RocksEngine::open(rocks_config(dir.path())).expect("open");
+        engine.create_table(t).expect("create");
+        engine.put_meta(b"host_id", b"abc").expect("meta");
+        let mut u = update(t, key.clone());
+        u.rows = vec![(vec![1], insert(1, b"flushed"))];
+        engine.apply(&[u], Durability::Periodic).expect("apply");
+        engine.flush(Some(t)).expect("flush");
+        // Left in the memtable and commit log only: recovered by WAL replay.
+        let mut u = update(t, key.clone());
+        u.rows = vec![
+            (vec![2], insert(1, b"in the commit log")),
+            (vec![1], insert(2, b"newer")),
+        ];
+        engine.apply(&[u], Durability::Batch).expect("apply");
+    }
+    let engine = RocksEngine::open(rocks_config(dir.path())).expect("reopen");
+    assert_eq!(
+        engine.get_meta(b"host_id").expect("meta"),
+        Some(b"abc".to_vec())
+    );
+    let data = all(&engine, t, &key);
+    assert_eq!(data.rows.len(), 2);
+    assert_eq!(value_of(&data.rows[0].1), Some(&b"newer"[..]));
+    assert_eq!(value_of(&data.rows[1].1), Some(&b"in the commit log"[..]));
+    // New tables still work after reopen, and the reopened one accepts writes.
+    engine.create_table(table(21)).expect("create");
+    let mut u = update(t, key.clone());
+    u.rows = vec![(vec![3], insert(1, b"after reopen"))];
+    engine.apply(&[u], Durability::Periodic).expect("apply");
+    assert_eq!(all(&engine, t, &key).rows.len(), 3);
+}
+
+#[test]
+fn rocksdb_opens_on_tmpfs() {
+    // tmpfs rejected O_DIRECT before Linux 6.6: the engine must start there either way (with
+    // buffered I/O after a warning on older kernels). Skipped where /dev/shm does not exist.
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("helenus-tmpfs-")
+        .tempdir_in(shm)
+        .expect("tempdir");
+    let engine = RocksEngine::open(rocks_config(dir.path())).expect("open on tmpfs");
+    eprintln!("direct I/O on tmpfs: {}", engine.uses_direct_io());
+    let t = table(30);
+    engine.create_table(t).expect("create");
+    let mut u = update(t, pk(1, b"x"));
+    u.rows = vec![(vec![0], insert(1, b"v"))];
+    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine.flush(None).expect("flush");
+    engine.compact(None).expect("compact");
+    assert_eq!(all(&engine, t, &pk(1, b"x")).rows.len(), 1);
+}
+
+#[test]
+fn rocksdb_uses_direct_io_on_a_real_disk() {
+    let fixture = rocks();
+    // Informational where the disk cannot do direct I/O; on ext4/xfs it must be on.
+    eprintln!("direct I/O: {}", fixture.engine.uses_direct_io());
+}
