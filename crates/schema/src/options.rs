@@ -1,0 +1,283 @@
+//! Keyspace replication and table options, with Cassandra 5.0's defaults.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::SchemaError;
+
+/// A keyspace's replication settings exactly as `system_schema.keyspaces.replication` reports
+/// them: the strategy's full class name under `class`, then its options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replication(pub BTreeMap<String, String>);
+
+const SIMPLE: &str = "org.apache.cassandra.locator.SimpleStrategy";
+const NETWORK_TOPOLOGY: &str = "org.apache.cassandra.locator.NetworkTopologyStrategy";
+const LOCAL: &str = "org.apache.cassandra.locator.LocalStrategy";
+
+impl Replication {
+    /// Validates `WITH replication = {...}` as Cassandra does and normalises the class name.
+    /// `default_dc` expands NetworkTopologyStrategy's `replication_factor` shorthand.
+    pub fn from_options(
+        options: &BTreeMap<String, String>,
+        default_dc: &str,
+    ) -> Result<Replication, SchemaError> {
+        let class = options.get("class").ok_or_else(|| {
+            SchemaError::Config("Missing replication strategy class".to_string())
+        })?;
+        let short = class.rsplit('.').next().unwrap_or(class);
+        let mut out = BTreeMap::new();
+        match short {
+            "SimpleStrategy" => {
+                out.insert("class".to_string(), SIMPLE.to_string());
+                for (k, v) in options {
+                    match k.as_str() {
+                        "class" => {}
+                        "replication_factor" => {
+                            parse_replication_factor(v)?;
+                            out.insert(k.clone(), v.clone());
+                        }
+                        other => {
+                            return Err(SchemaError::Config(format!(
+                                "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace"
+                            )))
+                        }
+                    }
+                }
+                if !out.contains_key("replication_factor") {
+                    return Err(SchemaError::Config(
+                        "SimpleStrategy requires a replication_factor strategy option."
+                            .to_string(),
+                    ));
+                }
+            }
+            "NetworkTopologyStrategy" => {
+                out.insert("class".to_string(), NETWORK_TOPOLOGY.to_string());
+                for (k, v) in options {
+                    match k.as_str() {
+                        "class" => {}
+                        "replication_factor" => {
+                            parse_replication_factor(v)?;
+                            out.entry(default_dc.to_string())
+                                .or_insert_with(|| v.clone());
+                        }
+                        dc => {
+                            parse_replication_factor(v)?;
+                            out.insert(dc.to_string(), v.clone());
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(SchemaError::Config(format!(
+                    "Unable to find replication strategy class 'org.apache.cassandra.locator.{other}'"
+                )))
+            }
+        }
+        Ok(Replication(out))
+    }
+
+    pub fn local() -> Replication {
+        Replication(BTreeMap::from([("class".to_string(), LOCAL.to_string())]))
+    }
+
+    /// How many replicas the strategy asks for in total (over all data centres).
+    pub fn replication_factor(&self) -> usize {
+        let class = self.0.get("class").map(String::as_str).unwrap_or("");
+        if class == LOCAL {
+            return 1;
+        }
+        self.0
+            .iter()
+            .filter(|(k, _)| k.as_str() != "class")
+            .filter_map(|(_, v)| parse_replication_factor(v).ok())
+            .sum()
+    }
+}
+
+/// Parses `'3'` or the transient form `'3/1'` (full/transient); returns the full count.
+fn parse_replication_factor(v: &str) -> Result<usize, SchemaError> {
+    let full = v.split('/').next().unwrap_or(v).trim();
+    full.parse::<usize>().map_err(|_| {
+        SchemaError::Config(format!(
+            "Replication factor must be non-negative integer; found {v}"
+        ))
+    })
+}
+
+/// Table options as `system_schema.tables` reports them. Options that affect behaviour today
+/// (`default_time_to_live`, `gc_grace_seconds`) are typed; the rest are stored and reported back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableOptions {
+    pub allow_auto_snapshot: bool,
+    pub bloom_filter_fp_chance: f64,
+    pub caching: BTreeMap<String, String>,
+    pub cdc: bool,
+    pub comment: String,
+    pub compaction: BTreeMap<String, String>,
+    pub compression: BTreeMap<String, String>,
+    pub memtable: String,
+    pub crc_check_chance: f64,
+    pub default_time_to_live: i32,
+    pub extensions: BTreeMap<String, Vec<u8>>,
+    pub gc_grace_seconds: i32,
+    pub incremental_backups: bool,
+    pub max_index_interval: i32,
+    pub memtable_flush_period_in_ms: i32,
+    pub min_index_interval: i32,
+    pub speculative_retry: String,
+    pub additional_write_policy: String,
+    pub read_repair: String,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        TableOptions {
+            allow_auto_snapshot: true,
+            bloom_filter_fp_chance: 0.01,
+            caching: map(&[("keys", "ALL"), ("rows_per_partition", "NONE")]),
+            cdc: false,
+            comment: String::new(),
+            compaction: map(&[
+                (
+                    "class",
+                    "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy",
+                ),
+                ("max_threshold", "32"),
+                ("min_threshold", "4"),
+            ]),
+            compression: map(&[
+                ("chunk_length_in_kb", "16"),
+                ("class", "org.apache.cassandra.io.compress.LZ4Compressor"),
+            ]),
+            memtable: "default".to_string(),
+            crc_check_chance: 1.0,
+            default_time_to_live: 0,
+            extensions: BTreeMap::new(),
+            gc_grace_seconds: 864_000,
+            incremental_backups: true,
+            max_index_interval: 2048,
+            memtable_flush_period_in_ms: 0,
+            min_index_interval: 128,
+            speculative_retry: "99p".to_string(),
+            additional_write_policy: "99p".to_string(),
+            read_repair: "BLOCKING".to_string(),
+        }
+    }
+}
+
+/// The value of one `WITH name = value` table property, as the query layer hands it over.
+#[derive(Debug, Clone)]
+pub enum OptionValue {
+    Text(String),
+    Map(BTreeMap<String, String>),
+}
+
+impl TableOptions {
+    /// Applies one `WITH` property, validating it as Cassandra does.
+    pub fn set(&mut self, name: &str, value: OptionValue) -> Result<(), SchemaError> {
+        fn text(name: &str, v: OptionValue) -> Result<String, SchemaError> {
+            match v {
+                OptionValue::Text(t) => Ok(t),
+                OptionValue::Map(_) => Err(SchemaError::Syntax(format!(
+                    "Invalid value for property '{name}'. It should be a string"
+                ))),
+            }
+        }
+        fn map(name: &str, v: OptionValue) -> Result<BTreeMap<String, String>, SchemaError> {
+            match v {
+                OptionValue::Map(m) => Ok(m),
+                OptionValue::Text(_) => Err(SchemaError::Syntax(format!(
+                    "Invalid value for property '{name}'. It should be a map."
+                ))),
+            }
+        }
+        fn int(name: &str, v: OptionValue) -> Result<i32, SchemaError> {
+            let t = text(name, v)?;
+            t.trim().parse::<i32>().map_err(|_| {
+                SchemaError::Syntax(format!("Invalid integer value {t} for '{name}'"))
+            })
+        }
+        fn double(name: &str, v: OptionValue) -> Result<f64, SchemaError> {
+            let t = text(name, v)?;
+            t.trim().parse::<f64>().map_err(|_| {
+                SchemaError::Syntax(format!("Invalid double value {t} for '{name}'"))
+            })
+        }
+        fn boolean(name: &str, v: OptionValue) -> Result<bool, SchemaError> {
+            let t = text(name, v)?;
+            match t.to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(SchemaError::Syntax(format!(
+                    "Invalid boolean value {t} for '{name}'"
+                ))),
+            }
+        }
+        match name {
+            "allow_auto_snapshot" => self.allow_auto_snapshot = boolean(name, value)?,
+            "bloom_filter_fp_chance" => {
+                let v = double(name, value)?;
+                if v <= 0.0 || v > 1.0 {
+                    return Err(SchemaError::Config(format!(
+                        "bloom_filter_fp_chance must be larger than 0 and less than or equal to 1.0 (got {v})"
+                    )));
+                }
+                self.bloom_filter_fp_chance = v;
+            }
+            "caching" => self.caching = map(name, value)?,
+            "cdc" => self.cdc = boolean(name, value)?,
+            "comment" => self.comment = text(name, value)?,
+            "compaction" => {
+                let mut m = map(name, value)?;
+                let class = m.get("class").cloned().ok_or_else(|| {
+                    SchemaError::Config("Missing sub-option 'class' for the 'compaction' option.".to_string())
+                })?;
+                if !class.contains('.') {
+                    m.insert(
+                        "class".to_string(),
+                        format!("org.apache.cassandra.db.compaction.{class}"),
+                    );
+                }
+                self.compaction = m;
+            }
+            "compression" => self.compression = map(name, value)?,
+            "memtable" => self.memtable = text(name, value)?,
+            "crc_check_chance" => self.crc_check_chance = double(name, value)?,
+            "default_time_to_live" => {
+                let v = int(name, value)?;
+                if v < 0 {
+                    return Err(SchemaError::Config(format!(
+                        "default_time_to_live must be greater than or equal to 0 (got {v})"
+                    )));
+                }
+                self.default_time_to_live = v;
+            }
+            "gc_grace_seconds" => {
+                let v = int(name, value)?;
+                if v < 0 {
+                    return Err(SchemaError::Config(format!(
+                        "gc_grace_seconds must be greater than or equal to 0 (got {v})"
+                    )));
+                }
+                self.gc_grace_seconds = v;
+            }
+            "incremental_backups" => self.incremental_backups = boolean(name, value)?,
+            "max_index_interval" => self.max_index_interval = int(name, value)?,
+            "memtable_flush_period_in_ms" => self.memtable_flush_period_in_ms = int(name, value)?,
+            "min_index_interval" => self.min_index_interval = int(name, value)?,
+            "speculative_retry" => self.speculative_retry = text(name, value)?,
+            "additional_write_policy" => self.additional_write_policy = text(name, value)?,
+            "read_repair" => self.read_repair = text(name, value)?.to_ascii_uppercase(),
+            other => {
+                return Err(SchemaError::Syntax(format!("Unknown property '{other}'")));
+            }
+        }
+        Ok(())
+    }
+}
