@@ -1,0 +1,121 @@
+//! CQL text to syntax tree: the lexer, a hand-written recursive-descent parser following
+//! Apache Cassandra 5.0's `Parser.g`/`Lexer.g` (plus ScyllaDB's `USING TIMEOUT`), and the AST.
+//!
+//! This crate owns *syntax* only. It must never depend on the `types`, `schema` or any
+//! service crate: it does not know which keyspaces, tables or columns exist, nor whether a
+//! literal fits a column's type. It is pure and synchronous, and it never panics on any
+//! input (see the fuzz target in `fuzz/` and the mutation test in `tests.rs`).
+//!
+//! Error messages follow ANTLR's wording as Cassandra reports it in a `SyntaxException`
+//! (`line 1:7 no viable alternative at input 'FROM'`), with 0-based columns as ANTLR counts
+//! them.
+
+pub mod ast;
+mod lexer;
+mod markers;
+mod parser;
+#[cfg(test)]
+mod tests;
+
+pub use ast::*;
+pub use lexer::{is_reserved, RESERVED_KEYWORDS};
+pub use markers::{bind_marker_count, bind_markers};
+
+use lexer::Punct;
+use parser::Parser;
+
+/// Longest statement text accepted. Matches the largest native protocol frame Cassandra
+/// accepts by default (`native_transport_max_frame_size` 16 MiB); anything longer could not
+/// have arrived in one QUERY or PREPARE message anyway.
+pub const MAX_STATEMENT_LENGTH_BYTES: usize = 16 * 1024 * 1024;
+
+/// How deeply terms, selectors, types and relations may nest. Bounds the parser's recursion
+/// so hostile input (`((((((...`) gets an error instead of overflowing the stack; real
+/// statements never come close.
+pub const MAX_NESTING_DEPTH: u32 = 64;
+
+/// A syntax error, positioned like ANTLR does it: 1-based line, 0-based column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}:{column} {message}")]
+pub struct ParseError {
+    pub line: u32,
+    pub column: u32,
+    pub message: String,
+}
+
+fn check_length(text: &str) -> Result<(), ParseError> {
+    if text.len() > MAX_STATEMENT_LENGTH_BYTES {
+        return Err(ParseError {
+            line: 1,
+            column: 0,
+            message: format!(
+                "statement of {} bytes exceeds the maximum of {MAX_STATEMENT_LENGTH_BYTES} bytes",
+                text.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Parses exactly one statement, optionally followed by `;`.
+pub fn parse_statement(text: &str) -> Result<Statement, ParseError> {
+    parse_statement_counting(text).map(|(statement, _)| statement)
+}
+
+/// `parse_statement`, also returning how many markers the parser numbered (tests compare it
+/// with what `bind_markers` finds in the tree).
+pub(crate) fn parse_statement_counting(text: &str) -> Result<(Statement, u32), ParseError> {
+    check_length(text)?;
+    let mut parser = Parser::new(text, lexer::tokenize(text)?);
+    let statement = parser.statement()?;
+    parser.accept(Punct::Semicolon);
+    if !parser.at_eof() {
+        return Err(parser.mismatched("EOF"));
+    }
+    Ok((statement, parser.markers))
+}
+
+/// Parses a script: statements separated (and optionally terminated) by `;`. Each statement
+/// numbers its bind markers from 0.
+pub fn parse_statements(text: &str) -> Result<Vec<Statement>, ParseError> {
+    check_length(text)?;
+    let tokens = lexer::tokenize(text)?;
+    let mut parser = Parser::new(text, tokens);
+    let mut statements = Vec::new();
+    loop {
+        while parser.accept(Punct::Semicolon) {}
+        if parser.at_eof() {
+            return Ok(statements);
+        }
+        parser.markers = 0;
+        statements.push(parser.statement()?);
+        if !parser.accept(Punct::Semicolon) && !parser.at_eof() {
+            return Err(parser.mismatched("';'"));
+        }
+    }
+}
+
+/// Parses a type as written in CQL or stored in `system_schema` (`frozen<map<text, int>>`).
+pub fn parse_type(text: &str) -> Result<TypeExpr, ParseError> {
+    check_length(text)?;
+    let tokens = lexer::tokenize(text)?;
+    let mut parser = Parser::new(text, tokens);
+    let ty = parser.type_expr()?;
+    if !parser.at_eof() {
+        return Err(parser.mismatched("EOF"));
+    }
+    Ok(ty)
+}
+
+/// Parses a single term (a literal, marker, collection, function call...), e.g. a default or
+/// a value written in a script.
+pub fn parse_term(text: &str) -> Result<Term, ParseError> {
+    check_length(text)?;
+    let tokens = lexer::tokenize(text)?;
+    let mut parser = Parser::new(text, tokens);
+    let term = parser.term()?;
+    if !parser.at_eof() {
+        return Err(parser.mismatched("EOF"));
+    }
+    Ok(term)
+}
