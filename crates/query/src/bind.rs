@@ -1,0 +1,490 @@
+//! Bind markers: which variables a statement takes (their names and types, for PREPARE's
+//! metadata) and the values an execution binds to them.
+
+use cql_syntax::ast::{
+    Assignment, BindMarker, DeleteSelector, InsertValues, Operator, Relation, RelationValue,
+    Statement, Term,
+};
+use schema::{ColumnKind, Schema, TableMetadata};
+use types::CqlType;
+
+use crate::processor::{BoundValue, BoundValues, ColumnSpec};
+use crate::{select, QueryError};
+
+pub(crate) type Bound = BoundValue;
+
+pub(crate) struct BindInfo {
+    pub specs: Vec<ColumnSpec>,
+    pub pk_indexes: Vec<u16>,
+    pub result_columns: Vec<ColumnSpec>,
+}
+
+/// Collects one spec per marker, at the marker's index (the parser numbers every marker,
+/// named or anonymous, in order of appearance). Named markers take their name as the spec name,
+/// as Cassandra reports them.
+#[derive(Default)]
+struct Specs {
+    slots: Vec<Option<ColumnSpec>>,
+}
+
+impl Specs {
+    fn marker(&mut self, marker: &BindMarker, spec: ColumnSpec) {
+        let index = marker.index as usize;
+        if self.slots.len() <= index {
+            self.slots.resize(index + 1, None);
+        }
+        let spec = match &marker.name {
+            Some(name) => ColumnSpec {
+                name: name.as_str().to_string(),
+                ..spec
+            },
+            None => spec,
+        };
+        self.slots[index] = Some(spec);
+    }
+
+    fn finish(self, expected: usize) -> Result<Vec<ColumnSpec>, QueryError> {
+        if self.slots.len() != expected {
+            return Err(QueryError::Invalid(
+                "Bind markers are not allowed in this position".to_string(),
+            ));
+        }
+        self.slots
+            .into_iter()
+            .map(|s| {
+                s.ok_or_else(|| {
+                    QueryError::Invalid("Bind markers are not allowed in this position".to_string())
+                })
+            })
+            .collect()
+    }
+}
+
+fn spec(table: &TableMetadata, name: &str, ty: CqlType) -> ColumnSpec {
+    ColumnSpec {
+        keyspace: table.keyspace.clone(),
+        table: table.name.clone(),
+        name: name.to_string(),
+        ty,
+    }
+}
+
+pub(crate) fn resolve_table<'a>(
+    schema: &'a Schema,
+    keyspace: Option<&cql_syntax::ast::Identifier>,
+    session_keyspace: Option<&str>,
+    name: &cql_syntax::ast::Identifier,
+) -> Result<&'a std::sync::Arc<TableMetadata>, QueryError> {
+    let ks = match keyspace {
+        Some(k) => k.as_str(),
+        None => session_keyspace.ok_or_else(|| {
+            QueryError::Invalid(
+                "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename"
+                    .to_string(),
+            )
+        })?,
+    };
+    let ksm = schema
+        .keyspace(ks)
+        .ok_or_else(|| QueryError::Invalid(format!("keyspace {ks} does not exist")))?;
+    ksm.tables
+        .get(name.as_str())
+        .ok_or_else(|| QueryError::Invalid(format!("table {} does not exist", name.as_str())))
+}
+
+pub(crate) fn column<'a>(
+    table: &'a TableMetadata,
+    name: &cql_syntax::ast::Identifier,
+) -> Result<&'a schema::ColumnMetadata, QueryError> {
+    table
+        .column(name.as_str())
+        .ok_or_else(|| QueryError::Invalid(format!("Undefined column name {}", name.as_str())))
+}
+
+/// Walks a term whose expected type is `ty`, recording markers inside it.
+fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &Term) {
+    match t {
+        Term::BindMarker(m) => specs.marker(m, spec(table, name, ty.clone())),
+        Term::List(items) | Term::Set(items) => {
+            let elem = match ty.unfrozen() {
+                CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
+                CqlType::Vector(e, _) => (**e).clone(),
+                _ => return,
+            };
+            for item in items {
+                term(specs, table, &format!("value({name})"), &elem, item);
+            }
+        }
+        Term::Map(entries) => {
+            if let CqlType::Map(k, v) = ty.unfrozen() {
+                for (key, value) in entries {
+                    term(specs, table, &format!("key({name})"), k, key);
+                    term(specs, table, &format!("value({name})"), v, value);
+                }
+            }
+        }
+        Term::Tuple(items) => {
+            if let CqlType::Tuple(types) = ty.unfrozen() {
+                for (item, ty) in items.iter().zip(types) {
+                    term(specs, table, name, ty, item);
+                }
+            }
+        }
+        Term::UserType(fields) => {
+            if let CqlType::Udt(udt) = ty.unfrozen() {
+                for (field, value) in fields {
+                    if let Some((_, fty)) = udt.fields.iter().find(|(n, _)| n == field.as_str()) {
+                        term(
+                            specs,
+                            table,
+                            &format!("{name}.{}", field.as_str()),
+                            fty,
+                            value,
+                        );
+                    }
+                }
+            }
+        }
+        Term::TypeHint { term: inner, .. } => term(specs, table, name, ty, inner),
+        _ => {}
+    }
+}
+
+fn using(specs: &mut Specs, table: &TableMetadata, u: &cql_syntax::ast::Using) {
+    if let Some(Term::BindMarker(m)) = &u.timestamp {
+        specs.marker(m, spec(table, "[timestamp]", CqlType::Bigint));
+    }
+    if let Some(Term::BindMarker(m)) = &u.ttl {
+        specs.marker(m, spec(table, "[ttl]", CqlType::Int));
+    }
+}
+
+fn relations(
+    specs: &mut Specs,
+    table: &TableMetadata,
+    rels: &[Relation],
+) -> Result<(), QueryError> {
+    for rel in rels {
+        match rel {
+            Relation::Simple {
+                column: c,
+                op,
+                value,
+            } => {
+                let col = column(table, c)?;
+                let name = col.name.as_str();
+                let ty = match op {
+                    Operator::Contains => match col.ty.unfrozen() {
+                        CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
+                        CqlType::Map(_, v) => (**v).clone(),
+                        other => other.clone(),
+                    },
+                    Operator::ContainsKey => match col.ty.unfrozen() {
+                        CqlType::Map(k, _) => (**k).clone(),
+                        other => other.clone(),
+                    },
+                    _ => col.ty.clone(),
+                };
+                match value {
+                    RelationValue::Single(t) => term(specs, table, name, &ty, t),
+                    RelationValue::List(items) => {
+                        for t in items {
+                            term(specs, table, name, &ty, t);
+                        }
+                    }
+                    RelationValue::Marker(m) => specs.marker(
+                        m,
+                        spec(table, &format!("in({name})"), CqlType::List(Box::new(ty))),
+                    ),
+                    RelationValue::Between(a, b) => {
+                        term(specs, table, name, &ty, a);
+                        term(specs, table, name, &ty, b);
+                    }
+                }
+            }
+            Relation::MultiColumn { columns, value, .. } => {
+                let mut types = Vec::new();
+                let mut names = Vec::new();
+                for c in columns {
+                    let col = column(table, c)?;
+                    types.push(col.ty.clone());
+                    names.push(col.name.clone());
+                }
+                let tuple = CqlType::Tuple(types);
+                let name = format!("({})", names.join(","));
+                match value {
+                    RelationValue::Single(t) => term(specs, table, &name, &tuple, t),
+                    RelationValue::List(items) => {
+                        for t in items {
+                            term(specs, table, &name, &tuple, t);
+                        }
+                    }
+                    RelationValue::Marker(m) => specs.marker(
+                        m,
+                        spec(
+                            table,
+                            &format!("in({name})"),
+                            CqlType::List(Box::new(tuple)),
+                        ),
+                    ),
+                    RelationValue::Between(a, b) => {
+                        term(specs, table, &name, &tuple, a);
+                        term(specs, table, &name, &tuple, b);
+                    }
+                }
+            }
+            Relation::Token { value, .. } => {
+                if let RelationValue::Single(t) = value {
+                    term(specs, table, "partition key token", &CqlType::Bigint, t)
+                }
+            }
+            Relation::Element {
+                column: c,
+                key,
+                value,
+                ..
+            } => {
+                let col = column(table, c)?;
+                let (kt, vt) = match col.ty.unfrozen() {
+                    CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
+                    CqlType::List(v) => (CqlType::Int, (**v).clone()),
+                    other => (other.clone(), other.clone()),
+                };
+                term(specs, table, &format!("key({})", col.name), &kt, key);
+                term(specs, table, &format!("value({})", col.name), &vt, value);
+            }
+            Relation::IsNotNull(_) | Relation::CustomIndex { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+fn walk(
+    statement: &Statement,
+    schema: &Schema,
+    keyspace: Option<&str>,
+    specs: &mut Specs,
+    pk_candidates: &mut Option<(std::sync::Arc<TableMetadata>, Vec<(String, usize)>)>,
+    result_columns: &mut Vec<ColumnSpec>,
+) -> Result<(), QueryError> {
+    match statement {
+        Statement::Select(s) => {
+            let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
+            *result_columns = select::result_columns(table, s)?;
+            relations(specs, table, &s.where_clause)?;
+            if let Some(Term::BindMarker(m)) = &s.per_partition_limit {
+                specs.marker(m, spec(table, "[per_partition_limit]", CqlType::Int));
+            }
+            if let Some(Term::BindMarker(m)) = &s.limit {
+                specs.marker(m, spec(table, "[limit]", CqlType::Int));
+            }
+            *pk_candidates = Some((table.clone(), Vec::new()));
+        }
+        Statement::Insert(s) => {
+            let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
+            match &s.values {
+                InsertValues::Json { value, .. } => {
+                    term(specs, table, "[json]", &CqlType::Text, value)
+                }
+                InsertValues::Values { columns, values } => {
+                    for (c, v) in columns.iter().zip(values) {
+                        let col = column(table, c)?;
+                        term(specs, table, &col.name, &col.ty, v);
+                    }
+                }
+            }
+            using(specs, table, &s.using);
+            *pk_candidates = Some((table.clone(), Vec::new()));
+        }
+        Statement::Update(s) => {
+            let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
+            using(specs, table, &s.using);
+            for a in &s.assignments {
+                match a {
+                    Assignment::Set {
+                        column: c,
+                        value: t,
+                    } => {
+                        let col = column(table, c)?;
+                        term(specs, table, &col.name, &col.ty, t);
+                    }
+                    Assignment::Add {
+                        column: c,
+                        value: t,
+                    }
+                    | Assignment::Subtract {
+                        column: c,
+                        value: t,
+                    }
+                    | Assignment::Prepend {
+                        column: c,
+                        value: t,
+                    } => {
+                        let col = column(table, c)?;
+                        // `s = s + {..}` / `m = m - {k}`: the operand of a set/list is a
+                        // collection of the column's type; of a map removal, a set of keys.
+                        let ty = match (a, col.ty.unfrozen()) {
+                            (Assignment::Subtract { .. }, CqlType::Map(k, _)) => {
+                                CqlType::Set(k.clone())
+                            }
+                            _ => col.ty.clone(),
+                        };
+                        term(specs, table, &col.name, &ty, t);
+                    }
+                    Assignment::SetElement {
+                        column: c,
+                        key: k,
+                        value: v,
+                    } => {
+                        let col = column(table, c)?;
+                        let (kt, vt) = match col.ty.unfrozen() {
+                            CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
+                            CqlType::List(v) => (CqlType::Int, (**v).clone()),
+                            other => (other.clone(), other.clone()),
+                        };
+                        term(specs, table, &format!("key({})", col.name), &kt, k);
+                        term(specs, table, &format!("value({})", col.name), &vt, v);
+                    }
+                    Assignment::SetField {
+                        column: c,
+                        field: f,
+                        value: v,
+                    } => {
+                        let col = column(table, c)?;
+                        if let CqlType::Udt(u) = col.ty.unfrozen() {
+                            if let Some((_, fty)) = u.fields.iter().find(|(n, _)| n == f.as_str()) {
+                                term(specs, table, f.as_str(), fty, v);
+                            }
+                        }
+                    }
+                }
+            }
+            relations(specs, table, &s.where_clause)?;
+            *pk_candidates = Some((table.clone(), Vec::new()));
+        }
+        Statement::Delete(s) => {
+            let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
+            for sel in &s.columns {
+                if let DeleteSelector::Element { column: c, key: k } = sel {
+                    let col = column(table, c)?;
+                    let kt = match col.ty.unfrozen() {
+                        CqlType::Map(k, _) => (**k).clone(),
+                        CqlType::List(_) => CqlType::Int,
+                        CqlType::Set(e) => (**e).clone(),
+                        other => other.clone(),
+                    };
+                    term(specs, table, &format!("key({})", col.name), &kt, k);
+                }
+            }
+            using(specs, table, &s.using);
+            relations(specs, table, &s.where_clause)?;
+            *pk_candidates = Some((table.clone(), Vec::new()));
+        }
+        Statement::Batch(b) => {
+            for inner in &b.statements {
+                let mut ignored = None;
+                let mut no_result = Vec::new();
+                walk(inner, schema, keyspace, specs, &mut ignored, &mut no_result)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Analyses a statement for PREPARE (and for QUERY, to know how to bind named values).
+pub(crate) fn analyze(
+    statement: &Statement,
+    schema: &Schema,
+    keyspace: Option<&str>,
+) -> Result<BindInfo, QueryError> {
+    let mut specs = Specs::default();
+    let mut table = None;
+    let mut result_columns = Vec::new();
+    walk(
+        statement,
+        schema,
+        keyspace,
+        &mut specs,
+        &mut table,
+        &mut result_columns,
+    )?;
+    let specs = specs.finish(cql_syntax::bind_marker_count(statement))?;
+    // Partition-key indexes: for each partition key column (in key order), the first bind
+    // variable named after it that binds the column directly. Only when all are bound.
+    let mut pk_indexes = Vec::new();
+    if let Some((table, _)) = table {
+        for pk in table
+            .columns
+            .iter()
+            .filter(|c| c.kind == ColumnKind::PartitionKey)
+        {
+            match specs
+                .iter()
+                .position(|s| s.name == pk.name && s.table == table.name && s.ty == pk.ty)
+            {
+                Some(i) => pk_indexes.push(i as u16),
+                None => {
+                    pk_indexes.clear();
+                    break;
+                }
+            }
+        }
+    }
+    Ok(BindInfo {
+        specs,
+        pk_indexes,
+        result_columns,
+    })
+}
+
+/// Turns the request's values into one value per bind variable, validating each against its
+/// type.
+pub(crate) fn resolve_values(
+    specs: &[ColumnSpec],
+    values: &BoundValues,
+) -> Result<Vec<Bound>, QueryError> {
+    let resolved: Vec<Bound> = match values {
+        BoundValues::None => Vec::new(),
+        BoundValues::Positional(v) => v.clone(),
+        BoundValues::Named(named) => {
+            let mut out = Vec::with_capacity(specs.len());
+            for spec in specs {
+                let found = named
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(&spec.name) || *n == spec.name)
+                    .map(|(_, v)| v.clone())
+                    .ok_or_else(|| {
+                        QueryError::Invalid(format!("No value has been provided for {}", spec.name))
+                    })?;
+                out.push(found);
+            }
+            out
+        }
+    };
+    if resolved.len() != specs.len() {
+        return Err(QueryError::Invalid(format!(
+            "There were {} markers(?) in CQL but {} bound variables",
+            specs.len(),
+            resolved.len()
+        )));
+    }
+    for (value, spec) in resolved.iter().zip(specs) {
+        if let BoundValue::Value(bytes) = value {
+            types::validate(&spec.ty, bytes).map_err(|e| {
+                QueryError::Invalid(format!("Invalid value for column {}: {e}", spec.name))
+            })?;
+        }
+    }
+    Ok(resolved)
+}
+
+/// The value of a marker at execution time.
+pub(crate) fn marker_value<'a>(
+    marker: &BindMarker,
+    values: &'a [Bound],
+) -> Result<&'a Bound, QueryError> {
+    values
+        .get(marker.index as usize)
+        .ok_or_else(|| QueryError::Invalid("Missing value for bind marker".to_string()))
+}

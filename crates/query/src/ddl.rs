@@ -1,0 +1,805 @@
+//! Schema statements: keyspaces, tables, user types, USE-independent DDL, TRUNCATE.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cql_syntax::ast::{
+    AlterTableAction, AlterTypeAction, Constant, CreateTable, Order, Properties, PropertyValue,
+    QualifiedName, Statement, TypeExpr,
+};
+use schema::{
+    ClusteringOrder, KeyspaceMetadata, OptionValue, Replication, Schema, TableMetadata,
+    TableOptions, UserType, SYSTEM_KEYSPACES,
+};
+use types::{CqlType, UdtType};
+
+use crate::processor::{
+    QueryProcessor, QueryResult, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget,
+    SCHEMA_META_KEY,
+};
+use crate::QueryError;
+
+/// Cassandra's limit on keyspace and table names.
+const MAX_NAME_LENGTH: usize = 48;
+
+fn valid_name(name: &str, what: &str) -> Result<(), QueryError> {
+    if name.is_empty()
+        || name.len() > MAX_NAME_LENGTH
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(QueryError::Invalid(format!(
+            "{what} name must not be empty, more than {MAX_NAME_LENGTH} characters long, or contain non-alphanumeric-underscore characters (got \"{name}\")"
+        )));
+    }
+    Ok(())
+}
+
+fn constant_text(c: &Constant) -> String {
+    match c {
+        Constant::String(s)
+        | Constant::Integer(s)
+        | Constant::Float(s)
+        | Constant::Uuid(s)
+        | Constant::Hex(s)
+        | Constant::Duration(s) => s.clone(),
+        Constant::Boolean(b) => b.to_string(),
+        Constant::NaN => "NaN".to_string(),
+        Constant::Infinity => "Infinity".to_string(),
+        Constant::NegInfinity => "-Infinity".to_string(),
+    }
+}
+
+fn property_value(v: &PropertyValue) -> OptionValue {
+    match v {
+        PropertyValue::Constant(c) => OptionValue::Text(constant_text(c)),
+        PropertyValue::Identifier(i) => OptionValue::Text(i.as_str().to_string()),
+        PropertyValue::Map(entries) => OptionValue::Map(
+            entries
+                .iter()
+                .map(|(k, v)| (constant_text(k), constant_text(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn keyspace_props(
+    props: &Properties,
+    default_dc: &str,
+    existing: Option<&KeyspaceMetadata>,
+) -> Result<(Replication, bool), QueryError> {
+    let mut replication = existing.map(|k| k.replication.clone());
+    let mut durable = existing.map(|k| k.durable_writes).unwrap_or(true);
+    for p in &props.0 {
+        match (p.name.as_str(), property_value(&p.value)) {
+            ("replication", OptionValue::Map(m)) => {
+                replication = Some(Replication::from_options(&m, default_dc)?)
+            }
+            ("durable_writes", OptionValue::Text(t)) => {
+                durable = match t.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(QueryError::Syntax(format!(
+                            "Invalid boolean value {t} for 'durable_writes'"
+                        )))
+                    }
+                }
+            }
+            ("replication", _) => {
+                return Err(QueryError::Syntax(
+                    "Invalid value for property 'replication'. It should be a map.".to_string(),
+                ))
+            }
+            (other, _) => {
+                return Err(QueryError::Syntax(format!("Unknown property '{other}'")));
+            }
+        }
+    }
+    let replication = replication
+        .ok_or_else(|| QueryError::Config("Missing mandatory option 'replication'".to_string()))?;
+    Ok((replication, durable))
+}
+
+/// Resolves a type expression of a column or field, with Cassandra's freezing rules.
+pub(crate) fn resolve_type(
+    expr: &TypeExpr,
+    keyspace: &str,
+    types: &BTreeMap<String, Arc<UserType>>,
+    inside_collection: bool,
+    frozen: bool,
+) -> Result<CqlType, QueryError> {
+    Ok(match expr {
+        TypeExpr::Native(name) => CqlType::from_native_name(name)
+            .ok_or_else(|| QueryError::Invalid(format!("Unknown type {name}")))?,
+        TypeExpr::Frozen(inner) => {
+            let t = resolve_type(inner, keyspace, types, false, true)?;
+            match t {
+                CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) | CqlType::Udt(_) => {
+                    CqlType::Frozen(Box::new(t))
+                }
+                CqlType::Frozen(_) => t,
+                // Tuples are already frozen; frozen<int> is just int.
+                other => other,
+            }
+        }
+        TypeExpr::List(e) | TypeExpr::Set(e) => {
+            if inside_collection && !frozen {
+                return Err(QueryError::Invalid(
+                    "Non-frozen collections are not allowed inside collections".to_string(),
+                ));
+            }
+            let elem = resolve_type(e, keyspace, types, true, frozen)?;
+            check_inner(&elem)?;
+            match expr {
+                TypeExpr::List(_) => CqlType::List(Box::new(elem)),
+                _ => CqlType::Set(Box::new(elem)),
+            }
+        }
+        TypeExpr::Map(k, v) => {
+            if inside_collection && !frozen {
+                return Err(QueryError::Invalid(
+                    "Non-frozen collections are not allowed inside collections".to_string(),
+                ));
+            }
+            let k = resolve_type(k, keyspace, types, true, frozen)?;
+            let v = resolve_type(v, keyspace, types, true, frozen)?;
+            check_inner(&k)?;
+            check_inner(&v)?;
+            CqlType::Map(Box::new(k), Box::new(v))
+        }
+        TypeExpr::Tuple(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for i in items {
+                let t = resolve_type(i, keyspace, types, true, true)?;
+                out.push(freeze(t));
+            }
+            CqlType::Frozen(Box::new(CqlType::Tuple(out)))
+        }
+        TypeExpr::UserType(QualifiedName { keyspace: ks, name }) => {
+            if let Some(ks) = ks {
+                if ks.as_str() != keyspace {
+                    return Err(QueryError::Invalid(format!(
+                        "Statement on keyspace {keyspace} cannot refer to a user type in keyspace {}; user types can only be used in the keyspace they are defined in",
+                        ks.as_str()
+                    )));
+                }
+            }
+            let udt = types.get(name.as_str()).ok_or_else(|| {
+                QueryError::Invalid(format!("Unknown type {keyspace}.{}", name.as_str()))
+            })?;
+            if inside_collection && !frozen {
+                return Err(QueryError::Invalid(format!(
+                    "Non-frozen UDTs are not allowed inside collections: {}",
+                    name.as_str()
+                )));
+            }
+            CqlType::Udt(UdtType {
+                keyspace: keyspace.to_string(),
+                name: udt.name.clone(),
+                fields: udt.fields.clone(),
+            })
+        }
+        TypeExpr::Vector(e, n) => {
+            if *n == 0 {
+                return Err(QueryError::Invalid(
+                    "vectors may only have positive dimensions; given 0".to_string(),
+                ));
+            }
+            let elem = resolve_type(e, keyspace, types, true, true)?;
+            CqlType::Vector(Box::new(freeze(elem)), *n)
+        }
+        TypeExpr::Custom(class) => {
+            return Err(QueryError::Invalid(format!(
+                "Custom types ('{class}') are not supported by Helenus"
+            )))
+        }
+    })
+}
+
+fn freeze(t: CqlType) -> CqlType {
+    match t {
+        CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) | CqlType::Udt(_) => {
+            CqlType::Frozen(Box::new(t))
+        }
+        other => other,
+    }
+}
+
+fn check_inner(t: &CqlType) -> Result<(), QueryError> {
+    if t.is_counter() {
+        return Err(QueryError::Invalid(
+            "Counters are not allowed inside collections".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn keyspace_name(
+    name: &QualifiedName,
+    session_keyspace: Option<&str>,
+) -> Result<String, QueryError> {
+    match &name.keyspace {
+        Some(k) => Ok(k.as_str().to_string()),
+        None => session_keyspace.map(str::to_string).ok_or_else(|| {
+            QueryError::Invalid(
+                "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename"
+                    .to_string(),
+            )
+        }),
+    }
+}
+
+fn user_keyspace<'a>(
+    schema: &'a Schema,
+    name: &str,
+) -> Result<&'a Arc<KeyspaceMetadata>, QueryError> {
+    let ks = schema
+        .keyspace(name)
+        .ok_or_else(|| QueryError::Invalid(format!("Keyspace '{name}' doesn't exist")))?;
+    if ks.virtual_keyspace {
+        return Err(QueryError::Unauthorized(format!(
+            "{name} keyspace is not user-modifiable."
+        )));
+    }
+    Ok(ks)
+}
+
+/// Builds table metadata from CREATE TABLE (also used for the system tables' definitions).
+pub(crate) fn table_from_create(
+    s: &CreateTable,
+    keyspace: &str,
+    types: &BTreeMap<String, Arc<UserType>>,
+    id: uuid::Uuid,
+) -> Result<TableMetadata, QueryError> {
+    let mut columns = Vec::with_capacity(s.columns.len());
+    for c in &s.columns {
+        let ty = resolve_type(&c.ty, keyspace, types, false, false)?;
+        columns.push((c.name.as_str().to_string(), ty, c.is_static));
+    }
+    let pk: Vec<String> = s
+        .partition_key
+        .iter()
+        .map(|i| i.as_str().to_string())
+        .collect();
+    let mut clustering: Vec<(String, ClusteringOrder)> = s
+        .clustering_columns
+        .iter()
+        .map(|i| (i.as_str().to_string(), ClusteringOrder::Asc))
+        .collect();
+    for (i, (name, order)) in s.clustering_order.iter().enumerate() {
+        let pos = clustering
+            .iter()
+            .position(|(c, _)| c == name.as_str())
+            .ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "Only clustering key columns can be defined in CLUSTERING ORDER directive: {} is not a clustering column",
+                    name.as_str()
+                ))
+            })?;
+        if pos != i {
+            return Err(QueryError::Invalid(
+                "The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns".to_string(),
+            ));
+        }
+        clustering[pos].1 = match order {
+            Order::Asc => ClusteringOrder::Asc,
+            Order::Desc => ClusteringOrder::Desc,
+        };
+    }
+    if s.compact_storage {
+        return Err(QueryError::Invalid(
+            "COMPACT STORAGE tables are not supported (as in Cassandra 5.0)".to_string(),
+        ));
+    }
+    let mut options = TableOptions::default();
+    for p in &s.properties.0 {
+        options.set(p.name.as_str(), property_value(&p.value))?;
+    }
+    Ok(TableMetadata::new(
+        keyspace,
+        s.name.name.as_str(),
+        id,
+        columns,
+        &pk,
+        &clustering,
+        options,
+    )?)
+}
+
+/// A type referenced by a table: the name of every UDT it contains (to refuse dropping it).
+fn uses_type(t: &CqlType, name: &str) -> bool {
+    match t {
+        CqlType::Udt(u) => u.name == name || u.fields.iter().any(|(_, f)| uses_type(f, name)),
+        CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => {
+            uses_type(e, name)
+        }
+        CqlType::Map(k, v) => uses_type(k, name) || uses_type(v, name),
+        CqlType::Tuple(items) => items.iter().any(|i| uses_type(i, name)),
+        _ => false,
+    }
+}
+
+struct Change {
+    schema: Schema,
+    event: Option<SchemaChangeEvent>,
+    created_table: Option<uuid::Uuid>,
+    dropped_tables: Vec<uuid::Uuid>,
+    truncated_table: Option<uuid::Uuid>,
+    invalidates_prepared: bool,
+}
+
+fn event(
+    kind: SchemaChangeKind,
+    target: SchemaChangeTarget,
+    ks: &str,
+    name: Option<&str>,
+) -> Option<SchemaChangeEvent> {
+    Some(SchemaChangeEvent {
+        kind,
+        target,
+        keyspace: ks.to_string(),
+        name: name.map(str::to_string),
+    })
+}
+
+pub(crate) async fn execute(
+    processor: &QueryProcessor,
+    statement: &Statement,
+    session_keyspace: Option<&str>,
+) -> Result<QueryResult, QueryError> {
+    let _guard = processor.ddl_lock.lock().await;
+    let current = processor.schema();
+    let change = plan_change(processor, &current, statement, session_keyspace)?;
+    let Some(mut change) = change else {
+        // IF [NOT] EXISTS made the statement a no-op.
+        return Ok(QueryResult::Void);
+    };
+    let engine = processor.engine.clone();
+    if change.event.is_some() {
+        change.schema.version = uuid::Uuid::new_v4();
+    }
+    let persisted = change.schema.to_persisted_json()?;
+    let created = change.created_table;
+    let dropped = change.dropped_tables.clone();
+    let truncated = change.truncated_table;
+    // Storage first for creation (a table exists before the schema names it), schema first for
+    // drops (the schema stops naming a table before its data goes).
+    tokio::task::spawn_blocking(move || -> Result<(), storage::StorageError> {
+        if let Some(id) = created {
+            engine.create_table(id)?;
+        }
+        if let Some(id) = truncated {
+            engine.truncate_table(id)?;
+        }
+        engine.put_meta(SCHEMA_META_KEY, &persisted)?;
+        for id in dropped {
+            engine.drop_table(id)?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| QueryError::Server(e.to_string()))?
+    .map_err(|e| QueryError::Server(format!("could not persist the schema change: {e}")))?;
+    *processor
+        .schema
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(change.schema);
+    if change.invalidates_prepared {
+        processor.prepared.clear();
+    }
+    match change.event {
+        Some(e) => {
+            // No subscribers is fine: nobody registered for events.
+            let _ = processor.events.send(e.clone());
+            Ok(QueryResult::SchemaChange(e))
+        }
+        None => Ok(QueryResult::Void),
+    }
+}
+
+fn plan_change(
+    processor: &QueryProcessor,
+    current: &Schema,
+    statement: &Statement,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    let mut schema = current.clone();
+    let change = |schema: Schema, event: Option<SchemaChangeEvent>| Change {
+        schema,
+        event,
+        created_table: None,
+        dropped_tables: Vec::new(),
+        truncated_table: None,
+        invalidates_prepared: false,
+    };
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some(match statement {
+        Statement::CreateKeyspace(s) => {
+            let name = s.name.as_str();
+            valid_name(name, "Keyspace")?;
+            if schema.keyspace(name).is_some() {
+                if s.if_not_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::AlreadyExists {
+                    keyspace: name.to_string(),
+                    table: String::new(),
+                    message: format!("Keyspace {name} already exists"),
+                });
+            }
+            if SYSTEM_KEYSPACES.contains(&name) {
+                return Err(QueryError::Invalid(format!(
+                    "{name} is a reserved keyspace name"
+                )));
+            }
+            let (replication, durable_writes) =
+                keyspace_props(&s.properties, &processor.node.data_center, None)?;
+            schema.keyspaces.insert(
+                name.to_string(),
+                Arc::new(KeyspaceMetadata {
+                    name: name.to_string(),
+                    durable_writes,
+                    replication,
+                    tables: BTreeMap::new(),
+                    types: BTreeMap::new(),
+                    virtual_keyspace: false,
+                }),
+            );
+            change(schema, event(Created, T::Keyspace, name, None))
+        }
+        Statement::AlterKeyspace(s) => {
+            let name = s.name.as_str();
+            let Some(existing) = schema.keyspace(name).cloned() else {
+                if s.if_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::Invalid(format!(
+                    "Keyspace '{name}' doesn't exist"
+                )));
+            };
+            user_keyspace(&schema, name)?;
+            let (replication, durable_writes) =
+                keyspace_props(&s.properties, &processor.node.data_center, Some(&existing))?;
+            let mut ks = (*existing).clone();
+            ks.replication = replication;
+            ks.durable_writes = durable_writes;
+            schema.keyspaces.insert(name.to_string(), Arc::new(ks));
+            change(schema, event(Updated, T::Keyspace, name, None))
+        }
+        Statement::DropKeyspace(s) => {
+            let name = s.name.as_str();
+            if schema.keyspace(name).is_none() {
+                if s.if_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::Config(format!(
+                    "Cannot drop non existing keyspace '{name}'."
+                )));
+            }
+            let ks = user_keyspace(&schema, name)?.clone();
+            schema.keyspaces.remove(name);
+            let mut c = change(schema, event(Dropped, T::Keyspace, name, None));
+            c.dropped_tables = ks.tables.values().map(|t| t.id).collect();
+            c.invalidates_prepared = true;
+            c
+        }
+        Statement::CreateTable(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let name = s.name.name.as_str();
+            valid_name(name, "Table")?;
+            if ks.tables.contains_key(name) {
+                if s.if_not_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::AlreadyExists {
+                    keyspace: ks_name.clone(),
+                    table: name.to_string(),
+                    message: format!("Table {ks_name}.{name} already exists"),
+                });
+            }
+            let table = table_from_create(s, &ks_name, &ks.types, crate::eval::new_timeuuid())?;
+            if table.is_counter_table() {
+                return Err(QueryError::Invalid(
+                    "Counter tables are not supported yet by Helenus".to_string(),
+                ));
+            }
+            let id = table.id;
+            let mut ksm = (*ks).clone();
+            ksm.tables.insert(name.to_string(), Arc::new(table));
+            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+            let mut c = change(schema, event(Created, T::Table, &ks_name, Some(name)));
+            c.created_table = Some(id);
+            c
+        }
+        Statement::AlterTable(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let name = s.name.name.as_str();
+            let Some(existing) = ks.tables.get(name) else {
+                if s.if_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::Invalid(format!(
+                    "Table '{ks_name}.{name}' doesn't exist"
+                )));
+            };
+            let mut table = (**existing).clone();
+            match &s.action {
+                AlterTableAction::Add {
+                    if_not_exists,
+                    columns,
+                } => {
+                    for c in columns {
+                        if *if_not_exists && table.column(c.name.as_str()).is_some() {
+                            continue;
+                        }
+                        let ty = resolve_type(&c.ty, &ks_name, &ks.types, false, false)?;
+                        table.add_column(c.name.as_str(), ty, c.is_static)?;
+                    }
+                }
+                AlterTableAction::Drop {
+                    columns, if_exists, ..
+                } => {
+                    for c in columns {
+                        if *if_exists && table.column(c.as_str()).is_none() {
+                            continue;
+                        }
+                        table.drop_column(c.as_str())?;
+                    }
+                }
+                AlterTableAction::Rename { if_exists, renames } => {
+                    for (from, to) in renames {
+                        if *if_exists && table.column(from.as_str()).is_none() {
+                            continue;
+                        }
+                        table.rename_column(from.as_str(), to.as_str())?;
+                    }
+                }
+                AlterTableAction::With(props) => {
+                    for p in &props.0 {
+                        table
+                            .options
+                            .set(p.name.as_str(), property_value(&p.value))?;
+                    }
+                }
+                AlterTableAction::Mask { .. } => {
+                    return Err(QueryError::Invalid(
+                        "Dynamic data masking is not supported yet by Helenus".to_string(),
+                    ))
+                }
+                AlterTableAction::AlterType { .. } => {
+                    return Err(QueryError::Invalid(
+                        "Altering column types is no longer supported".to_string(),
+                    ))
+                }
+                AlterTableAction::DropCompactStorage => {
+                    return Err(QueryError::Invalid(
+                        "Cannot DROP COMPACT STORAGE as table does not have COMPACT STORAGE"
+                            .to_string(),
+                    ))
+                }
+            }
+            let mut ksm = (*ks).clone();
+            ksm.tables.insert(name.to_string(), Arc::new(table));
+            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+            let mut c = change(schema, event(Updated, T::Table, &ks_name, Some(name)));
+            c.invalidates_prepared = true;
+            c
+        }
+        Statement::DropTable(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let name = s.name.name.as_str();
+            let exists = schema.table(&ks_name, name).is_some();
+            if !exists {
+                if s.if_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::Invalid(format!(
+                    "Table '{ks_name}.{name}' doesn't exist"
+                )));
+            }
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let mut ksm = (*ks).clone();
+            let dropped = ksm.tables.remove(name);
+            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+            let mut c = change(schema, event(Dropped, T::Table, &ks_name, Some(name)));
+            c.dropped_tables = dropped.map(|t| vec![t.id]).unwrap_or_default();
+            c.invalidates_prepared = true;
+            c
+        }
+        Statement::Truncate(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let name = s.name.name.as_str();
+            let table = schema
+                .table(&ks_name, name)
+                .cloned()
+                .ok_or_else(|| QueryError::Invalid(format!("table {name} does not exist")))?;
+            if table.virtual_table {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot truncate table {ks_name}.{name} of a system keyspace"
+                )));
+            }
+            let mut c = change(schema, None);
+            c.truncated_table = Some(table.id);
+            c
+        }
+        Statement::CreateType(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let name = s.name.name.as_str();
+            if ks.types.contains_key(name) {
+                if s.if_not_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::AlreadyExists {
+                    keyspace: ks_name.clone(),
+                    table: name.to_string(),
+                    message: format!("A user type with name '{name}' already exists"),
+                });
+            }
+            if CqlType::from_native_name(name).is_some() {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot use reserved type name {name} as a user type name"
+                )));
+            }
+            let mut fields = Vec::new();
+            for (f, t) in &s.fields {
+                if fields
+                    .iter()
+                    .any(|(n, _): &(String, CqlType)| n == f.as_str())
+                {
+                    return Err(QueryError::Invalid(format!(
+                        "Duplicate field name {} in type {name}",
+                        f.as_str()
+                    )));
+                }
+                let ty = resolve_type(t, &ks_name, &ks.types, false, false)?;
+                if ty.is_multi_cell() {
+                    return Err(QueryError::Invalid(format!(
+                        "Non-frozen UDTs with nested non-frozen collections are not supported: field {} of {name}",
+                        f.as_str()
+                    )));
+                }
+                if ty.is_counter() {
+                    return Err(QueryError::Invalid(
+                        "A user type cannot contain counters".to_string(),
+                    ));
+                }
+                fields.push((f.as_str().to_string(), ty));
+            }
+            let mut ksm = (*ks).clone();
+            ksm.types.insert(
+                name.to_string(),
+                Arc::new(UserType {
+                    keyspace: ks_name.clone(),
+                    name: name.to_string(),
+                    fields,
+                }),
+            );
+            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+            change(schema, event(Created, T::Type, &ks_name, Some(name)))
+        }
+        Statement::AlterType(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let name = s.name.name.as_str();
+            let Some(existing) = ks.types.get(name) else {
+                if s.if_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::Invalid(format!(
+                    "No user type named {name} exists."
+                )));
+            };
+            let mut t = (**existing).clone();
+            match &s.action {
+                AlterTypeAction::Add {
+                    if_not_exists,
+                    field: f,
+                    ty,
+                } => {
+                    if *if_not_exists && t.fields.iter().any(|(n, _)| n == f.as_str()) {
+                        return Ok(None);
+                    }
+                    if t.fields.iter().any(|(n, _)| n == f.as_str()) {
+                        return Err(QueryError::Invalid(format!(
+                            "Cannot add new field {} to type {ks_name}.{name}: a field with name {} already exists",
+                            f.as_str(), f.as_str()
+                        )));
+                    }
+                    let ty = resolve_type(ty, &ks_name, &ks.types, false, false)?;
+                    t.fields.push((f.as_str().to_string(), ty));
+                }
+                AlterTypeAction::Rename { if_exists, renames } => {
+                    for (from, to) in renames {
+                        if *if_exists && !t.fields.iter().any(|(n, _)| n == from.as_str()) {
+                            continue;
+                        }
+                        let field = t
+                            .fields
+                            .iter_mut()
+                            .find(|(n, _)| n == from.as_str())
+                            .ok_or_else(|| {
+                                QueryError::Invalid(format!(
+                                    "Unkown field {} in user type {ks_name}.{name}",
+                                    from.as_str()
+                                ))
+                            })?;
+                        field.0 = to.as_str().to_string();
+                    }
+                }
+                AlterTypeAction::AlterField { .. } => {
+                    return Err(QueryError::Invalid(
+                        "Alterations of field types are no longer supported".to_string(),
+                    ))
+                }
+            }
+            if ks
+                .tables
+                .values()
+                .any(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
+            {
+                return Err(QueryError::Invalid(format!(
+                    "Altering type {name}, which is used by a table, is not supported yet by Helenus"
+                )));
+            }
+            let mut ksm = (*ks).clone();
+            ksm.types.insert(name.to_string(), Arc::new(t));
+            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+            let mut c = change(schema, event(Updated, T::Type, &ks_name, Some(name)));
+            c.invalidates_prepared = true;
+            c
+        }
+        Statement::DropType(s) => {
+            let ks_name = keyspace_name(&s.name, session_keyspace)?;
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let name = s.name.name.as_str();
+            if !ks.types.contains_key(name) {
+                if s.if_exists {
+                    return Ok(None);
+                }
+                return Err(QueryError::Invalid(format!(
+                    "Type '{ks_name}.{name}' doesn't exist"
+                )));
+            }
+            if let Some(user) = ks
+                .tables
+                .values()
+                .find(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
+            {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot drop user type {ks_name}.{name} as it is still used by table {}",
+                    user.name
+                )));
+            }
+            if let Some(other) = ks
+                .types
+                .values()
+                .find(|t| t.name != name && t.fields.iter().any(|(_, f)| uses_type(f, name)))
+            {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot drop user type {ks_name}.{name} as it is still used by user type {}",
+                    other.name
+                )));
+            }
+            let mut ksm = (*ks).clone();
+            ksm.types.remove(name);
+            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+            let mut c = change(schema, event(Dropped, T::Type, &ks_name, Some(name)));
+            c.invalidates_prepared = true;
+            c
+        }
+        Statement::Describe(_) => {
+            return Err(QueryError::Invalid(
+                "DESCRIBE is not supported yet by Helenus".to_string(),
+            ))
+        }
+        _ => {
+            return Err(QueryError::Invalid(
+                "This statement is not supported yet by Helenus".to_string(),
+            ))
+        }
+    }))
+}

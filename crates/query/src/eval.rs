@@ -1,0 +1,429 @@
+//! Term evaluation: a term of the statement, with its bound values, becomes the serialised
+//! value of a given type.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cql_syntax::ast::{Constant, Term};
+use types::{CqlType, Literal, Value};
+
+use crate::bind::{marker_value, Bound};
+use crate::processor::BoundValue;
+use crate::QueryError;
+
+/// A term's value: absent (null), deliberately not set (protocol v4 UNSET), or bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TermValue {
+    Null,
+    Unset,
+    Value(Vec<u8>),
+}
+
+/// Nesting bound for collection literals (the parser bounds depth too; this keeps evaluation
+/// independent of that).
+const MAX_TERM_DEPTH: usize = 64;
+
+pub(crate) fn literal(c: &Constant) -> Literal {
+    match c {
+        Constant::String(s) => Literal::String(s.clone()),
+        Constant::Integer(s) => Literal::Integer(s.clone()),
+        Constant::Float(s) => Literal::Float(s.clone()),
+        Constant::Boolean(b) => Literal::Boolean(*b),
+        Constant::Uuid(s) => Literal::Uuid(s.clone()),
+        Constant::Hex(s) => Literal::Hex(s.clone()),
+        Constant::Duration(s) => Literal::Duration(s.clone()),
+        Constant::NaN => Literal::NaN,
+        Constant::Infinity => Literal::Infinity,
+        Constant::NegInfinity => Literal::NegInfinity,
+    }
+}
+
+fn constant_kind(c: &Constant) -> &'static str {
+    match c {
+        Constant::String(_) => "STRING",
+        Constant::Integer(_) => "INTEGER",
+        Constant::Float(_) | Constant::NaN | Constant::Infinity | Constant::NegInfinity => "FLOAT",
+        Constant::Boolean(_) => "BOOLEAN",
+        Constant::Uuid(_) => "UUID",
+        Constant::Hex(_) => "HEX",
+        Constant::Duration(_) => "DURATION",
+    }
+}
+
+fn constant_text(c: &Constant) -> String {
+    match c {
+        Constant::String(s) => format!("'{}'", s.replace('\'', "''")),
+        Constant::Integer(s) | Constant::Float(s) | Constant::Uuid(s) | Constant::Duration(s) => {
+            s.clone()
+        }
+        Constant::Hex(s) => format!("0x{s}"),
+        Constant::Boolean(b) => b.to_string(),
+        Constant::NaN => "NaN".to_string(),
+        Constant::Infinity => "Infinity".to_string(),
+        Constant::NegInfinity => "-Infinity".to_string(),
+    }
+}
+
+/// Evaluates `term` as a value of `ty` for the column (or variable) called `name`.
+pub(crate) fn evaluate(
+    term: &Term,
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+) -> Result<TermValue, QueryError> {
+    evaluate_at(term, ty, name, values, 0)
+}
+
+fn evaluate_at(
+    term: &Term,
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    if depth > MAX_TERM_DEPTH {
+        return Err(QueryError::Invalid("Term nesting is too deep".to_string()));
+    }
+    let ty_unfrozen = ty.unfrozen();
+    match term {
+        Term::Null => Ok(TermValue::Null),
+        Term::BindMarker(m) => Ok(match marker_value(m, values)? {
+            BoundValue::Null => TermValue::Null,
+            BoundValue::Unset => TermValue::Unset,
+            BoundValue::Value(b) => TermValue::Value(b.to_vec()),
+        }),
+        Term::Constant(c) => {
+            let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
+                QueryError::Invalid(format!(
+                    "Invalid {} constant ({}) for \"{name}\" of type {ty}{}",
+                    constant_kind(c),
+                    constant_text(c),
+                    detail(&e.to_string())
+                ))
+            })?;
+            let mut out = Vec::new();
+            value.encode(&mut out);
+            Ok(TermValue::Value(out))
+        }
+        Term::List(items) => match ty_unfrozen {
+            CqlType::List(elem) => Ok(TermValue::Value(encode_elements(
+                items, elem, name, values, depth, false,
+            )?)),
+            CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
+                items, elem, name, values, depth, true,
+            )?)),
+            CqlType::Vector(elem, dimension) => {
+                if items.len() != *dimension as usize {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid vector literal for {name} of type {ty}; expected {dimension} elements, but given {}",
+                        items.len()
+                    )));
+                }
+                let mut decoded = Vec::with_capacity(items.len());
+                for item in items {
+                    match evaluate_at(item, elem, name, values, depth + 1)? {
+                        TermValue::Value(b) => decoded.push(Value::decode(elem, &b)?),
+                        _ => {
+                            return Err(QueryError::Invalid(
+                                "null is not supported inside vectors".to_string(),
+                            ))
+                        }
+                    }
+                }
+                let mut out = Vec::new();
+                Value::Vector(decoded).encode(&mut out);
+                Ok(TermValue::Value(out))
+            }
+            _ => Err(type_mismatch("list literal", name, ty)),
+        },
+        Term::Set(items) => match ty_unfrozen {
+            CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
+                items, elem, name, values, depth, true,
+            )?)),
+            // `{}` is an empty set or an empty map, depending on the receiver.
+            CqlType::Map(_, _) if items.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
+            _ => Err(type_mismatch("set literal", name, ty)),
+        },
+        Term::Map(entries) => match ty_unfrozen {
+            CqlType::Map(kt, vt) => {
+                let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries.len());
+                for (k, v) in entries {
+                    let k = non_null(evaluate_at(k, kt, name, values, depth + 1)?, "map keys")?;
+                    let v = non_null(evaluate_at(v, vt, name, values, depth + 1)?, "map values")?;
+                    pairs.push((k, v));
+                }
+                pairs.sort_by(|a, b| types::compare(kt, &a.0, &b.0));
+                pairs.dedup_by(|later, earlier| {
+                    if types::compare(kt, &later.0, &earlier.0).is_eq() {
+                        // The last occurrence of a key wins, as in Cassandra.
+                        std::mem::swap(&mut earlier.1, &mut later.1);
+                        true
+                    } else {
+                        false
+                    }
+                });
+                let mut out = Vec::new();
+                out.extend_from_slice(&(pairs.len() as i32).to_be_bytes());
+                for (k, v) in pairs {
+                    out.extend_from_slice(&(k.len() as i32).to_be_bytes());
+                    out.extend_from_slice(&k);
+                    out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    out.extend_from_slice(&v);
+                }
+                Ok(TermValue::Value(out))
+            }
+            CqlType::Udt(_) if entries.is_empty() => Ok(TermValue::Value(Vec::new())),
+            CqlType::Set(_) if entries.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
+            _ => Err(type_mismatch("map literal", name, ty)),
+        },
+        Term::Tuple(items) => match ty_unfrozen {
+            CqlType::Tuple(types) => {
+                if items.len() > types.len() {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid tuple literal for {name}: too many elements. Type {ty} expects {} but got {}",
+                        types.len(),
+                        items.len()
+                    )));
+                }
+                let mut out = Vec::new();
+                for (item, ty) in items.iter().zip(types) {
+                    write_optional(&mut out, evaluate_at(item, ty, name, values, depth + 1)?);
+                }
+                Ok(TermValue::Value(out))
+            }
+            _ => Err(type_mismatch("tuple literal", name, ty)),
+        },
+        Term::UserType(fields) => match ty_unfrozen {
+            CqlType::Udt(udt) => {
+                for (field, _) in fields {
+                    if !udt.fields.iter().any(|(n, _)| n == field.as_str()) {
+                        return Err(QueryError::Invalid(format!(
+                            "Unknown field '{}' in value of user defined type {}",
+                            field.as_str(),
+                            udt.name
+                        )));
+                    }
+                }
+                let mut out = Vec::new();
+                for (fname, fty) in &udt.fields {
+                    let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {
+                        Some((_, t)) => evaluate_at(t, fty, fname, values, depth + 1)?,
+                        None => TermValue::Null,
+                    };
+                    write_optional(&mut out, value);
+                }
+                Ok(TermValue::Value(out))
+            }
+            _ => Err(type_mismatch("user type literal", name, ty)),
+        },
+        Term::TypeHint { term, .. } => evaluate_at(term, ty, name, values, depth + 1),
+        Term::FunctionCall {
+            keyspace,
+            name: fname,
+            args,
+        } => {
+            if keyspace.is_some() {
+                return Err(QueryError::Invalid(format!(
+                    "Unknown function {}",
+                    fname.as_str()
+                )));
+            }
+            call_function(fname.as_str(), args, ty, name, values, depth)
+        }
+        _ => Err(QueryError::Invalid(format!(
+            "Arithmetic operations in terms are not supported yet by Helenus (column {name})"
+        ))),
+    }
+}
+
+fn detail(message: &str) -> String {
+    if message.is_empty() {
+        String::new()
+    } else {
+        format!(": {message}")
+    }
+}
+
+fn type_mismatch(what: &str, name: &str, ty: &CqlType) -> QueryError {
+    QueryError::Invalid(format!("Invalid {what} for {name} of type {ty}"))
+}
+
+fn non_null(v: TermValue, what: &str) -> Result<Vec<u8>, QueryError> {
+    match v {
+        TermValue::Value(b) => Ok(b),
+        TermValue::Null => Err(QueryError::Invalid(format!(
+            "null is not supported inside collections ({what})"
+        ))),
+        TermValue::Unset => Err(QueryError::Invalid(
+            "unset value is not supported inside collections".to_string(),
+        )),
+    }
+}
+
+fn write_optional(out: &mut Vec<u8>, v: TermValue) {
+    match v {
+        TermValue::Value(b) => {
+            out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+            out.extend_from_slice(&b);
+        }
+        TermValue::Null | TermValue::Unset => out.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
+}
+
+/// Serialises list/set elements ([int] count, then [int]-length-prefixed elements); sets are
+/// sorted by the element type's order and deduplicated, as Cassandra stores them.
+fn encode_elements(
+    items: &[Term],
+    elem: &CqlType,
+    name: &str,
+    values: &[Bound],
+    depth: usize,
+    is_set: bool,
+) -> Result<Vec<u8>, QueryError> {
+    let mut encoded = Vec::with_capacity(items.len());
+    for item in items {
+        encoded.push(non_null(
+            evaluate_at(item, elem, name, values, depth + 1)?,
+            if is_set { "sets" } else { "lists" },
+        )?);
+    }
+    if is_set {
+        encoded.sort_by(|a, b| types::compare(elem, a, b));
+        encoded.dedup_by(|a, b| types::compare(elem, a, b).is_eq());
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&(encoded.len() as i32).to_be_bytes());
+    for e in encoded {
+        out.extend_from_slice(&(e.len() as i32).to_be_bytes());
+        out.extend_from_slice(&e);
+    }
+    Ok(out)
+}
+
+fn call_function(
+    function: &str,
+    args: &[Term],
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    let f = function.to_ascii_lowercase();
+    let no_args = |v: Value| -> Result<TermValue, QueryError> {
+        if !args.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Invalid number of arguments in call to function system.{f}: 0 required but {} provided",
+                args.len()
+            )));
+        }
+        let mut out = Vec::new();
+        v.encode(&mut out);
+        Ok(TermValue::Value(out))
+    };
+    match f.as_str() {
+        "now" | "currenttimeuuid" => no_args(Value::Timeuuid(new_timeuuid())),
+        "uuid" => no_args(Value::Uuid(uuid::Uuid::new_v4())),
+        "currenttimestamp" => no_args(Value::Timestamp(now_millis())),
+        "currentdate" => no_args(Value::Date(
+            ((now_millis().div_euclid(86_400_000)) + (1i64 << 31)) as u32,
+        )),
+        "currenttime" => no_args(Value::Time(
+            now_millis().rem_euclid(86_400_000) * 1_000_000,
+        )),
+        _ if f.ends_with("asblob") && args.len() == 1 => {
+            let from = CqlType::from_native_name(&f[..f.len() - "asblob".len()]).ok_or_else(
+                || QueryError::Invalid(format!("Unknown function {function}")),
+            )?;
+            evaluate_at(&args[0], &from, name, values, depth + 1)
+        }
+        _ if f.starts_with("blobas") && args.len() == 1 => {
+            let to = CqlType::from_native_name(&f["blobas".len()..]).ok_or_else(|| {
+                QueryError::Invalid(format!("Unknown function {function}"))
+            })?;
+            if to != *ty.unfrozen() {
+                return Err(QueryError::Invalid(format!(
+                    "Type error: cannot assign result of function system.{f} (type {to}) to {name} (type {ty})"
+                )));
+            }
+            let v = evaluate_at(&args[0], &CqlType::Blob, name, values, depth + 1)?;
+            if let TermValue::Value(b) = &v {
+                types::validate(&to, b)?;
+            }
+            Ok(v)
+        }
+        _ => Err(QueryError::Invalid(format!(
+            "Unknown function '{function}' (Helenus supports now(), uuid(), currentTimestamp(), currentDate(), currentTime(), currentTimeUUID(), typeAsBlob() and blobAsType() in terms today)"
+        ))),
+    }
+}
+
+pub(crate) fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Offset between the UUID epoch (1582-10-15) and the Unix epoch, in 100 ns units.
+const UUID_EPOCH_OFFSET_100NS: u64 = 0x01B2_1DD2_1381_4000;
+
+/// Last 100 ns tick handed out, so that timeuuids made on this node are unique and increasing.
+static LAST_TIMEUUID_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// A version-1 (time-based) UUID for `now()`, unique on this node: the 100 ns tick is made
+/// strictly increasing, and the node field is random per process.
+pub(crate) fn new_timeuuid() -> uuid::Uuid {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 / 100)
+        .unwrap_or(0)
+        + UUID_EPOCH_OFFSET_100NS;
+    let mut last = LAST_TIMEUUID_TICKS.load(Ordering::Relaxed);
+    let ticks = loop {
+        let next = if now > last { now } else { last + 1 };
+        match LAST_TIMEUUID_TICKS.compare_exchange_weak(
+            last,
+            next,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => break next,
+            Err(actual) => last = actual,
+        }
+    };
+    timeuuid_from_ticks(ticks, node_bits())
+}
+
+fn node_bits() -> u64 {
+    static NODE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NODE.get_or_init(|| {
+        let r = uuid::Uuid::new_v4().as_u128() as u64;
+        // clock sequence (14 bits) and node (48 bits, multicast bit set as RFC 4122 asks for
+        // random node ids).
+        (r & 0x3FFF_FFFF_FFFF_FFFF) | 0x0000_0100_0000_0000
+    })
+}
+
+pub(crate) fn timeuuid_from_ticks(ticks: u64, clock_and_node: u64) -> uuid::Uuid {
+    let time_low = ticks & 0xFFFF_FFFF;
+    let time_mid = (ticks >> 32) & 0xFFFF;
+    let time_hi = ((ticks >> 48) & 0x0FFF) | 0x1000;
+    let msb = (time_low << 32) | (time_mid << 16) | time_hi;
+    let lsb = (clock_and_node & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000;
+    uuid::Uuid::from_u64_pair(msb, lsb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeuuids_are_version_1_and_increasing() {
+        let a = new_timeuuid();
+        let b = new_timeuuid();
+        assert_eq!(a.get_version_num(), 1);
+        let ta = a.get_timestamp().map(|t| t.to_gregorian());
+        let tb = b.get_timestamp().map(|t| t.to_gregorian());
+        assert!(ta < tb);
+    }
+}

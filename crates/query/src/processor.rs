@@ -1,0 +1,450 @@
+//! The query processor: the entry point the server calls for QUERY, PREPARE, EXECUTE, BATCH.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use coordinator::{ConsistencyLevel, Coordinator};
+use cql_syntax::ast::Statement;
+use schema::Schema;
+use storage::{Durability, StorageEngine};
+use tokio::sync::broadcast;
+use types::CqlType;
+use uuid::Uuid;
+
+use crate::bind::{self, Bound};
+use crate::prepared::PreparedCache;
+use crate::{ddl, select, system_tables, write, QueryError};
+
+/// Facts about this node that system tables report.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub cluster_name: String,
+    pub host_id: Uuid,
+    pub listen_address: IpAddr,
+    pub rpc_address: IpAddr,
+    pub native_port: u16,
+    pub data_center: String,
+    pub rack: String,
+    pub tokens: Vec<i64>,
+    pub release_version: String,
+}
+
+/// A value bound to a marker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BoundValue {
+    Null,
+    /// Protocol v4+ "not set": leaves the column untouched.
+    Unset,
+    Value(Bytes),
+}
+
+#[derive(Debug, Clone, Default)]
+pub enum BoundValues {
+    #[default]
+    None,
+    Positional(Vec<BoundValue>),
+    Named(Vec<(String, BoundValue)>),
+}
+
+/// Per-request options (the protocol's query parameters).
+#[derive(Debug, Clone)]
+pub struct QueryOptions {
+    pub consistency: ConsistencyLevel,
+    pub values: BoundValues,
+    pub page_size: Option<i32>,
+    pub paging_state: Option<Bytes>,
+    pub serial_consistency: Option<ConsistencyLevel>,
+    pub timestamp: Option<i64>,
+    /// Protocol v5 per-request keyspace.
+    pub keyspace: Option<String>,
+    pub now_in_seconds: Option<i32>,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            consistency: ConsistencyLevel::One,
+            values: BoundValues::None,
+            page_size: None,
+            paging_state: None,
+            serial_consistency: None,
+            timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
+        }
+    }
+}
+
+/// One result column (or bind variable) as the protocol's metadata describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnSpec {
+    pub keyspace: String,
+    pub table: String,
+    pub name: String,
+    pub ty: CqlType,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ResultSet {
+    pub columns: Vec<ColumnSpec>,
+    pub rows: Vec<Vec<Option<Bytes>>>,
+    /// Present when there are more pages.
+    pub paging_state: Option<Vec<u8>>,
+    /// The client asked to skip metadata (it has it from PREPARE).
+    pub skip_metadata: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaChangeKind {
+    Created,
+    Updated,
+    Dropped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaChangeTarget {
+    Keyspace,
+    Table,
+    Type,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaChangeEvent {
+    pub kind: SchemaChangeKind,
+    pub target: SchemaChangeTarget,
+    pub keyspace: String,
+    /// Table or type name; `None` for keyspace changes.
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum QueryResult {
+    Void,
+    Rows(ResultSet),
+    SetKeyspace(String),
+    SchemaChange(SchemaChangeEvent),
+}
+
+/// What PREPARE returns and EXECUTE needs.
+#[derive(Debug)]
+pub struct PreparedInfo {
+    pub id: Bytes,
+    /// Protocol v5: identifies the result metadata, so a client can tell when it changed.
+    pub result_metadata_id: Bytes,
+    pub bind_specs: Vec<ColumnSpec>,
+    /// Indexes into `bind_specs` of the partition key columns, in key order, when every
+    /// partition key column is bound by a marker (lets token-aware drivers route).
+    pub pk_indexes: Vec<u16>,
+    pub result_columns: Vec<ColumnSpec>,
+    pub(crate) statement: Statement,
+    pub(crate) keyspace: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchKind {
+    Logged,
+    Unlogged,
+    Counter,
+}
+
+#[derive(Debug, Clone)]
+pub enum BatchItem {
+    Query(String, BoundValues),
+    Prepared(Bytes, BoundValues),
+}
+
+/// Per-connection state.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    pub keyspace: Option<String>,
+}
+
+/// Bound on buffered schema events per subscriber; a connection that falls further behind
+/// misses events (drivers re-read the schema on reconnect anyway).
+const SCHEMA_EVENT_BUFFER: usize = 256;
+
+pub struct QueryProcessor {
+    pub(crate) node: NodeInfo,
+    pub(crate) schema: RwLock<Arc<Schema>>,
+    /// Serialises DDL so each change applies to the schema the previous one produced.
+    pub(crate) ddl_lock: tokio::sync::Mutex<()>,
+    pub(crate) coordinator: Arc<Coordinator>,
+    pub(crate) engine: Arc<dyn StorageEngine>,
+    pub(crate) prepared: PreparedCache,
+    pub(crate) events: broadcast::Sender<SchemaChangeEvent>,
+    /// The commit log mode writes of durable keyspaces use.
+    pub(crate) write_durability: Durability,
+    last_timestamp_micros: AtomicI64,
+}
+
+/// Where the user schema is persisted in storage's meta space.
+pub(crate) const SCHEMA_META_KEY: &[u8] = b"schema";
+
+impl QueryProcessor {
+    /// Builds the processor, loading the persisted user schema and adding the system keyspaces.
+    pub fn open(
+        node: NodeInfo,
+        coordinator: Arc<Coordinator>,
+        engine: Arc<dyn StorageEngine>,
+        write_durability: Durability,
+    ) -> Result<QueryProcessor, QueryError> {
+        let mut schema = match engine
+            .get_meta(SCHEMA_META_KEY)
+            .map_err(|e| QueryError::Server(e.to_string()))?
+        {
+            Some(bytes) => Schema::from_persisted_json(&bytes)?,
+            None => Schema {
+                keyspaces: Default::default(),
+                version: Uuid::new_v4(),
+            },
+        };
+        for table in schema.keyspaces.values().flat_map(|k| k.tables.values()) {
+            engine
+                .create_table(table.id)
+                .map_err(|e| QueryError::Server(e.to_string()))?;
+        }
+        system_tables::add_system_keyspaces(&mut schema)?;
+        let (events, _) = broadcast::channel(SCHEMA_EVENT_BUFFER);
+        Ok(QueryProcessor {
+            node,
+            schema: RwLock::new(Arc::new(schema)),
+            ddl_lock: tokio::sync::Mutex::new(()),
+            coordinator,
+            engine,
+            prepared: PreparedCache::new(),
+            events,
+            write_durability,
+            last_timestamp_micros: AtomicI64::new(0),
+        })
+    }
+
+    pub fn schema(&self) -> Arc<Schema> {
+        self.schema
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    pub fn node(&self) -> &NodeInfo {
+        &self.node
+    }
+
+    pub fn subscribe_schema_events(&self) -> broadcast::Receiver<SchemaChangeEvent> {
+        self.events.subscribe()
+    }
+
+    /// A write timestamp in microseconds, strictly increasing on this node so that two writes
+    /// from one client in quick succession never tie (Cassandra's `ClientState` does the same).
+    pub(crate) fn next_timestamp(&self) -> i64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
+        let mut last = self.last_timestamp_micros.load(Ordering::Relaxed);
+        loop {
+            let next = if now > last { now } else { last + 1 };
+            match self.last_timestamp_micros.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(actual) => last = actual,
+            }
+        }
+    }
+
+    pub(crate) fn now_seconds(options: &QueryOptions) -> i32 {
+        options.now_in_seconds.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i32)
+                .unwrap_or(0)
+        })
+    }
+
+    /// QUERY: parse, bind and execute in one go.
+    pub async fn query(
+        &self,
+        text: &str,
+        options: QueryOptions,
+        session: &mut Session,
+    ) -> Result<QueryResult, QueryError> {
+        let statement =
+            cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        let keyspace = options
+            .keyspace
+            .clone()
+            .or_else(|| session.keyspace.clone());
+        let schema = self.schema();
+        let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+        let values = bind::resolve_values(&info.specs, &options.values)?;
+        self.execute_statement(&statement, keyspace, &values, &options, session)
+            .await
+    }
+
+    /// PREPARE: analyse the statement and cache it.
+    pub fn prepare(
+        &self,
+        text: &str,
+        keyspace: Option<&str>,
+        session: &Session,
+    ) -> Result<Arc<PreparedInfo>, QueryError> {
+        let keyspace = keyspace
+            .map(str::to_string)
+            .or_else(|| session.keyspace.clone());
+        if let Some(found) = self.prepared.get_by_text(text, keyspace.as_deref()) {
+            return Ok(found);
+        }
+        let statement =
+            cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        let schema = self.schema();
+        let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+        let prepared = PreparedInfo {
+            id: crate::prepared::statement_id(text, keyspace.as_deref()),
+            result_metadata_id: crate::prepared::metadata_id(&info.result_columns),
+            bind_specs: info.specs,
+            pk_indexes: info.pk_indexes,
+            result_columns: info.result_columns,
+            statement,
+            keyspace,
+        };
+        Ok(self.prepared.insert(prepared))
+    }
+
+    pub fn prepared(&self, id: &[u8]) -> Option<Arc<PreparedInfo>> {
+        self.prepared.get(id)
+    }
+
+    /// EXECUTE a prepared statement.
+    pub async fn execute(
+        &self,
+        id: &[u8],
+        options: QueryOptions,
+        session: &mut Session,
+    ) -> Result<QueryResult, QueryError> {
+        let prepared = self
+            .prepared
+            .get(id)
+            .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
+        let values = bind::resolve_values(&prepared.bind_specs, &options.values)?;
+        let keyspace = prepared.keyspace.clone();
+        self.execute_statement(&prepared.statement, keyspace, &values, &options, session)
+            .await
+    }
+
+    /// BATCH: every statement is an INSERT, UPDATE or DELETE; all their mutations are applied
+    /// together (atomically on this node).
+    pub async fn batch(
+        &self,
+        kind: BatchKind,
+        items: Vec<BatchItem>,
+        options: QueryOptions,
+        session: &mut Session,
+    ) -> Result<QueryResult, QueryError> {
+        if kind == BatchKind::Counter {
+            return Err(QueryError::Invalid(
+                "Counter batches are not supported yet by Helenus".to_string(),
+            ));
+        }
+        let keyspace = options
+            .keyspace
+            .clone()
+            .or_else(|| session.keyspace.clone());
+        let schema = self.schema();
+        let timestamp = match options.timestamp {
+            Some(t) => t,
+            None => self.next_timestamp(),
+        };
+        let mut collected = write::MutationSet::default();
+        for item in items {
+            let (statement, ks, values) = match item {
+                BatchItem::Query(text, values) => {
+                    let statement = cql_syntax::parse_statement(&text)
+                        .map_err(|e| QueryError::Syntax(e.to_string()))?;
+                    let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+                    let values = bind::resolve_values(&info.specs, &values)?;
+                    (statement, keyspace.clone(), values)
+                }
+                BatchItem::Prepared(id, values) => {
+                    let prepared = self
+                        .prepared
+                        .get(&id)
+                        .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
+                    let values = bind::resolve_values(&prepared.bind_specs, &values)?;
+                    (
+                        prepared.statement.clone(),
+                        prepared.keyspace.clone(),
+                        values,
+                    )
+                }
+            };
+            let ctx = write::WriteContext {
+                schema: &schema,
+                keyspace: ks.as_deref(),
+                values: &values,
+                default_timestamp: timestamp,
+                now_seconds: Self::now_seconds(&options),
+                in_batch: true,
+            };
+            write::collect_mutations(&statement, &ctx, &mut collected)?;
+        }
+        write::apply(self, &schema, collected, options.consistency).await?;
+        Ok(QueryResult::Void)
+    }
+
+    async fn execute_statement(
+        &self,
+        statement: &Statement,
+        keyspace: Option<String>,
+        values: &[Bound],
+        options: &QueryOptions,
+        session: &mut Session,
+    ) -> Result<QueryResult, QueryError> {
+        let schema = self.schema();
+        match statement {
+            Statement::Use(name) => {
+                let name = name.as_str().to_string();
+                if schema.keyspace(&name).is_none() {
+                    return Err(QueryError::Invalid(format!(
+                        "Keyspace '{name}' does not exist"
+                    )));
+                }
+                session.keyspace = Some(name.clone());
+                Ok(QueryResult::SetKeyspace(name))
+            }
+            Statement::Select(select) => {
+                select::execute(self, &schema, select, keyspace.as_deref(), values, options).await
+            }
+            Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_)
+            | Statement::Batch(_) => {
+                let timestamp = match options.timestamp {
+                    Some(t) => t,
+                    None => self.next_timestamp(),
+                };
+                let ctx = write::WriteContext {
+                    schema: &schema,
+                    keyspace: keyspace.as_deref(),
+                    values,
+                    default_timestamp: timestamp,
+                    now_seconds: Self::now_seconds(options),
+                    in_batch: false,
+                };
+                let mut collected = write::MutationSet::default();
+                write::collect_mutations(statement, &ctx, &mut collected)?;
+                write::apply(self, &schema, collected, options.consistency).await?;
+                Ok(QueryResult::Void)
+            }
+            Statement::Unsupported { feature } => Err(QueryError::Invalid(format!(
+                "{feature} is not supported yet by Helenus"
+            ))),
+            other => ddl::execute(self, other, keyspace.as_deref()).await,
+        }
+    }
+}

@@ -1,0 +1,1044 @@
+//! INSERT, UPDATE, DELETE and BATCH: statements become partition updates (blind writes; nothing
+//! is read before writing).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use coordinator::ConsistencyLevel;
+use cql_syntax::ast::{
+    Assignment, Delete, DeleteSelector, Insert, InsertValues, Operator, Relation, RelationValue,
+    Statement, Term, Update, Using,
+};
+use mutation::{
+    Cell, CellValue, ClusteringBound, ColumnData, DeletionTime, Expiry, LivenessInfo,
+    PartitionHeader, RangeTombstone, Row,
+};
+use schema::{ClusteringOrder, ColumnKind, ColumnMetadata, Schema, TableMetadata};
+use storage::{Durability, PartitionKey, PartitionUpdate};
+use types::CqlType;
+
+use crate::bind::{column, resolve_table, Bound};
+use crate::eval::{evaluate, TermValue};
+use crate::processor::QueryProcessor;
+use crate::QueryError;
+
+/// Cassandra's limit on TTLs: 20 years.
+pub(crate) const MAX_TTL_SECONDS: i64 = 20 * 365 * 24 * 60 * 60;
+/// Partition keys are stored with a 16-bit length, as in Cassandra.
+pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 65_535;
+
+pub(crate) struct WriteContext<'a> {
+    pub schema: &'a Schema,
+    pub keyspace: Option<&'a str>,
+    pub values: &'a [Bound],
+    pub default_timestamp: i64,
+    pub now_seconds: i32,
+    pub in_batch: bool,
+}
+
+/// Updates grouped by table and partition, so a batch touching one partition twice produces one
+/// partition update.
+#[derive(Default)]
+pub(crate) struct MutationSet {
+    pub partitions: BTreeMap<(uuid::Uuid, Vec<u8>), (String, PartitionUpdate)>,
+}
+
+impl MutationSet {
+    fn partition(&mut self, table: &TableMetadata, key: PartitionKey) -> &mut PartitionUpdate {
+        let entry = self
+            .partitions
+            .entry((table.id, key.key.clone()))
+            .or_insert_with(|| {
+                (
+                    table.keyspace.clone(),
+                    PartitionUpdate {
+                        table: table.id,
+                        key,
+                        header: None,
+                        static_row: None,
+                        rows: Vec::new(),
+                    },
+                )
+            });
+        &mut entry.1
+    }
+}
+
+pub(crate) fn collect_mutations(
+    statement: &Statement,
+    ctx: &WriteContext<'_>,
+    out: &mut MutationSet,
+) -> Result<(), QueryError> {
+    match statement {
+        Statement::Insert(s) => insert(s, ctx, out),
+        Statement::Update(s) => update(s, ctx, out),
+        Statement::Delete(s) => delete(s, ctx, out),
+        Statement::Batch(b) => {
+            if ctx.in_batch {
+                return Err(QueryError::Syntax("Batches cannot be nested".to_string()));
+            }
+            let timestamp = match &b.using.timestamp {
+                Some(t) => eval_timestamp(t, ctx)?,
+                None => ctx.default_timestamp,
+            };
+            if b.using.ttl.is_some() {
+                return Err(QueryError::Invalid(
+                    "Global TTL on the BATCH statement is not supported.".to_string(),
+                ));
+            }
+            let inner = WriteContext {
+                schema: ctx.schema,
+                keyspace: ctx.keyspace,
+                values: ctx.values,
+                default_timestamp: timestamp,
+                now_seconds: ctx.now_seconds,
+                in_batch: true,
+            };
+            for s in &b.statements {
+                collect_mutations(s, &inner, out)?;
+            }
+            Ok(())
+        }
+        _ => Err(QueryError::Invalid(
+            "Only INSERT, UPDATE and DELETE statements are allowed in a batch".to_string(),
+        )),
+    }
+}
+
+/// Sends collected updates to the coordinator, one write per keyspace.
+pub(crate) async fn apply(
+    processor: &QueryProcessor,
+    schema: &Schema,
+    set: MutationSet,
+    consistency: ConsistencyLevel,
+) -> Result<(), QueryError> {
+    let mut by_keyspace: BTreeMap<String, Vec<PartitionUpdate>> = BTreeMap::new();
+    for (_, (ks, update)) in set.partitions {
+        by_keyspace.entry(ks).or_default().push(update);
+    }
+    for (ks, updates) in by_keyspace {
+        let keyspace = schema
+            .keyspace(&ks)
+            .ok_or_else(|| QueryError::Invalid(format!("keyspace {ks} does not exist")))?;
+        let durability = if keyspace.durable_writes {
+            processor.write_durability
+        } else {
+            Durability::None
+        };
+        processor
+            .coordinator
+            .write(keyspace, updates, consistency, durability)
+            .await?;
+    }
+    Ok(())
+}
+
+fn writable_table<'a>(
+    ctx: &WriteContext<'a>,
+    ks: Option<&cql_syntax::ast::Identifier>,
+    name: &cql_syntax::ast::Identifier,
+) -> Result<&'a Arc<TableMetadata>, QueryError> {
+    let table = resolve_table(ctx.schema, ks, ctx.keyspace, name)?;
+    if table.virtual_table {
+        return Err(QueryError::Invalid(format!(
+            "Modification is not supported on table {}.{} of a system keyspace",
+            table.keyspace, table.name
+        )));
+    }
+    if table.is_counter_table() {
+        return Err(QueryError::Invalid(
+            "Counter tables are not supported yet by Helenus".to_string(),
+        ));
+    }
+    Ok(table)
+}
+
+fn eval_timestamp(t: &Term, ctx: &WriteContext<'_>) -> Result<i64, QueryError> {
+    match evaluate(t, &CqlType::Bigint, "[timestamp]", ctx.values)? {
+        TermValue::Value(b) if b.len() == 8 => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b);
+            let ts = i64::from_be_bytes(a);
+            if ts == i64::MIN {
+                return Err(QueryError::Invalid(format!(
+                    "The timestamp must not be equal to {}",
+                    i64::MIN
+                )));
+            }
+            Ok(ts)
+        }
+        TermValue::Unset => Ok(ctx.default_timestamp),
+        _ => Err(QueryError::Invalid(
+            "Invalid null value of timestamp".to_string(),
+        )),
+    }
+}
+
+struct WriteAttributes {
+    timestamp: i64,
+    expiry: Option<Expiry>,
+}
+
+fn attributes(
+    u: &Using,
+    table: &TableMetadata,
+    ctx: &WriteContext<'_>,
+) -> Result<WriteAttributes, QueryError> {
+    let timestamp = match &u.timestamp {
+        Some(t) => eval_timestamp(t, ctx)?,
+        None => ctx.default_timestamp,
+    };
+    let ttl: i64 = match &u.ttl {
+        Some(t) => match evaluate(t, &CqlType::Int, "[ttl]", ctx.values)? {
+            TermValue::Value(b) if b.len() == 4 => {
+                i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64
+            }
+            TermValue::Unset => table.options.default_time_to_live as i64,
+            _ => return Err(QueryError::Invalid("Invalid null value of TTL".to_string())),
+        },
+        None => table.options.default_time_to_live as i64,
+    };
+    if ttl < 0 {
+        return Err(QueryError::Invalid(format!(
+            "A TTL must be greater or equal to 0, but was {ttl}"
+        )));
+    }
+    if ttl > MAX_TTL_SECONDS {
+        return Err(QueryError::Invalid(format!(
+            "ttl is too large. requested ({ttl}) maximum ({MAX_TTL_SECONDS})"
+        )));
+    }
+    let expiry = (ttl > 0).then(|| Expiry {
+        ttl_seconds: ttl as i32,
+        local_expiration_time: ctx.now_seconds.saturating_add(ttl as i32),
+    });
+    Ok(WriteAttributes { timestamp, expiry })
+}
+
+/// Serialised partition key from one value per partition-key column.
+pub(crate) fn partition_key(
+    table: &TableMetadata,
+    parts: &[Vec<u8>],
+) -> Result<PartitionKey, QueryError> {
+    let key = if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        partitioner::compose_partition_key(&refs)
+    };
+    if key.is_empty() {
+        return Err(QueryError::Invalid("Key may not be empty".to_string()));
+    }
+    if key.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(QueryError::Invalid(format!(
+            "Key length of {} is longer than maximum of {MAX_PARTITION_KEY_BYTES}",
+            key.len()
+        )));
+    }
+    let _ = table;
+    Ok(PartitionKey {
+        token: partitioner::murmur3_token(&key),
+        key,
+    })
+}
+
+/// Byte-comparable clustering key (or prefix) from values of the first clustering columns.
+pub(crate) fn clustering_key(table: &TableMetadata, parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (col, value) in table.clustering().iter().zip(parts) {
+        types::byte_comparable::encode(
+            &col.ty,
+            value,
+            col.order == ClusteringOrder::Desc,
+            &mut out,
+        );
+    }
+    out
+}
+
+fn key_value(col: &ColumnMetadata, v: TermValue) -> Result<Vec<u8>, QueryError> {
+    match v {
+        TermValue::Value(b) => Ok(b),
+        TermValue::Null => Err(QueryError::Invalid(format!(
+            "Invalid null value in condition for column {}",
+            col.name
+        ))),
+        TermValue::Unset => Err(QueryError::Invalid(format!(
+            "Invalid unset value for column {}",
+            col.name
+        ))),
+    }
+}
+
+fn cell(attrs: &WriteAttributes, value: Vec<u8>) -> Cell {
+    Cell {
+        timestamp: attrs.timestamp,
+        value: CellValue::Live {
+            value,
+            expiry: attrs.expiry,
+        },
+    }
+}
+
+fn tombstone(timestamp: i64, now: i32) -> Cell {
+    Cell {
+        timestamp,
+        value: CellValue::Tombstone {
+            local_deletion_time: now,
+        },
+    }
+}
+
+/// Column data for setting `col` to `value` (a whole value): a simple cell, or for a multi-cell
+/// column a tombstone for the previous contents plus one cell per element.
+fn set_column(
+    col: &ColumnMetadata,
+    value: TermValue,
+    attrs: &WriteAttributes,
+    now: i32,
+) -> Result<Option<ColumnData>, QueryError> {
+    if !col.ty.is_multi_cell() {
+        return Ok(match value {
+            TermValue::Unset => None,
+            TermValue::Null => Some(ColumnData::Simple {
+                id: col.id,
+                cell: tombstone(attrs.timestamp, now),
+            }),
+            TermValue::Value(b) => {
+                if b.len() > i32::MAX as usize {
+                    return Err(QueryError::Invalid("Value too large".to_string()));
+                }
+                Some(ColumnData::Simple {
+                    id: col.id,
+                    cell: cell(attrs, b),
+                })
+            }
+        });
+    }
+    // Overwriting a collection deletes what was there just before this write (timestamp - 1,
+    // as Cassandra does, so the new elements written at `timestamp` survive).
+    let deletion = Some(DeletionTime {
+        marked_for_delete_at: attrs.timestamp - 1,
+        local_deletion_time: now,
+    });
+    let bytes = match value {
+        TermValue::Unset => return Ok(None),
+        TermValue::Null => {
+            return Ok(Some(ColumnData::Complex {
+                id: col.id,
+                deletion,
+                cells: Vec::new(),
+            }))
+        }
+        TermValue::Value(b) => b,
+    };
+    let cells = multi_cell_elements(&col.ty, &bytes, attrs)?;
+    Ok(Some(ColumnData::Complex {
+        id: col.id,
+        deletion,
+        cells,
+    }))
+}
+
+/// Splits a serialised collection or UDT into (cell path, cell) pairs sorted by path.
+fn multi_cell_elements(
+    ty: &CqlType,
+    bytes: &[u8],
+    attrs: &WriteAttributes,
+) -> Result<Vec<(Vec<u8>, Cell)>, QueryError> {
+    let mut cells = Vec::new();
+    match ty {
+        CqlType::List(_) => {
+            for element in split_elements(bytes, 1)? {
+                let path = crate::eval::new_timeuuid().as_bytes().to_vec();
+                cells.push((path, cell(attrs, element[0].to_vec())));
+            }
+        }
+        CqlType::Set(_) => {
+            for element in split_elements(bytes, 1)? {
+                cells.push((element[0].to_vec(), cell(attrs, Vec::new())));
+            }
+        }
+        CqlType::Map(_, _) => {
+            for pair in split_elements(bytes, 2)? {
+                cells.push((pair[0].to_vec(), cell(attrs, pair[1].to_vec())));
+            }
+        }
+        CqlType::Udt(udt) => {
+            let mut rest = bytes;
+            for i in 0..udt.fields.len() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (value, tail) = read_optional(rest)?;
+                rest = tail;
+                if let Some(v) = value {
+                    cells.push(((i as u16).to_be_bytes().to_vec(), cell(attrs, v.to_vec())));
+                }
+            }
+        }
+        _ => {}
+    }
+    // List paths are timeuuids made in order, sets/maps were sorted by their type's order;
+    // storage wants them sorted by path bytes.
+    cells.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(cells)
+}
+
+fn read_optional(bytes: &[u8]) -> Result<(Option<&[u8]>, &[u8]), QueryError> {
+    let malformed = || QueryError::Invalid("Malformed collection value".to_string());
+    if bytes.len() < 4 {
+        return Err(malformed());
+    }
+    let len = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let rest = &bytes[4..];
+    if len < 0 {
+        return Ok((None, rest));
+    }
+    let len = len as usize;
+    if rest.len() < len {
+        return Err(malformed());
+    }
+    Ok((Some(&rest[..len]), &rest[len..]))
+}
+
+/// Splits a v3+ collection ([int] n, then n groups of `width` [bytes]).
+pub(crate) fn split_elements(bytes: &[u8], width: usize) -> Result<Vec<Vec<&[u8]>>, QueryError> {
+    let malformed = || QueryError::Invalid("Malformed collection value".to_string());
+    if bytes.len() < 4 {
+        return Err(malformed());
+    }
+    let n = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    if n < 0 || (n as usize).saturating_mul(4 * width) > bytes.len() {
+        return Err(malformed());
+    }
+    let mut rest = &bytes[4..];
+    let mut out = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let mut group = Vec::with_capacity(width);
+        for _ in 0..width {
+            let (v, tail) = read_optional(rest)?;
+            group.push(v.ok_or_else(|| {
+                QueryError::Invalid("null is not supported inside collections".to_string())
+            })?);
+            rest = tail;
+        }
+        out.push(group);
+    }
+    Ok(out)
+}
+
+fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
+    let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
+    if s.if_not_exists {
+        return Err(QueryError::Invalid(
+            "Lightweight transactions (INSERT ... IF NOT EXISTS) are not supported yet by Helenus"
+                .to_string(),
+        ));
+    }
+    let (columns, values) = match &s.values {
+        InsertValues::Json { .. } => {
+            return Err(QueryError::Invalid(
+                "INSERT JSON is not supported yet by Helenus".to_string(),
+            ))
+        }
+        InsertValues::Values { columns, values } => (columns, values),
+    };
+    if columns.len() != values.len() {
+        return Err(QueryError::Invalid(
+            "Unmatched column names/values".to_string(),
+        ));
+    }
+    let attrs = attributes(&s.using, table, ctx)?;
+    let mut given: Vec<Option<TermValue>> = vec![None; table.columns.len()];
+    for (name, term) in columns.iter().zip(values) {
+        let col = column(table, name)?;
+        let idx = table.column_index(&col.name).unwrap_or(0);
+        if given[idx].is_some() {
+            return Err(QueryError::Invalid(format!(
+                "Multiple definitions found for column {}",
+                col.name
+            )));
+        }
+        given[idx] = Some(evaluate(term, &col.ty, &col.name, ctx.values)?);
+    }
+    let mut pk = Vec::new();
+    let mut missing = Vec::new();
+    for (i, col) in table.partition_key().iter().enumerate() {
+        match given[i].take() {
+            Some(v) => pk.push(key_value(col, v)?),
+            None => missing.push(col.name.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    let mut ck = Vec::new();
+    for (i, col) in table.clustering().iter().enumerate() {
+        match given[table.partition_key_count + i].take() {
+            Some(v) => ck.push(key_value(col, v)?),
+            None => missing.push(col.name.clone()),
+        }
+    }
+    let static_only = table.non_key_columns().iter().enumerate().all(|(i, c)| {
+        given[table.partition_key_count + table.clustering_count + i].is_none()
+            || c.kind == ColumnKind::Static
+    });
+    if !missing.is_empty() && !(ck.is_empty() && static_only) {
+        return Err(QueryError::Invalid(format!(
+            "Some clustering keys are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    let key = partition_key(table, &pk)?;
+    let mut regular = Row::default();
+    let mut static_row = Row::default();
+    for (i, col) in table.non_key_columns().iter().enumerate() {
+        let Some(v) = given[table.partition_key_count + table.clustering_count + i].take() else {
+            continue;
+        };
+        if let Some(data) = set_column(col, v, &attrs, ctx.now_seconds)? {
+            if col.kind == ColumnKind::Static {
+                static_row.columns.push(data);
+            } else {
+                regular.columns.push(data);
+            }
+        }
+    }
+    sort_columns(&mut regular);
+    sort_columns(&mut static_row);
+    let partition = out.partition(table, key);
+    if !ck.is_empty() || table.clustering_count == 0 {
+        // The row marker: keeps the row alive even if every regular column is null.
+        regular.liveness = Some(LivenessInfo {
+            timestamp: attrs.timestamp,
+            expiry: attrs.expiry,
+        });
+        push_row(partition, clustering_key(table, &ck), regular);
+    }
+    if !static_row.columns.is_empty() {
+        merge_static(partition, static_row);
+    }
+    Ok(())
+}
+
+fn sort_columns(row: &mut Row) {
+    row.columns.sort_by_key(|c| match c {
+        ColumnData::Simple { id, .. } | ColumnData::Complex { id, .. } => *id,
+    });
+}
+
+fn push_row(partition: &mut PartitionUpdate, clustering: Vec<u8>, row: Row) {
+    if let Some(existing) = partition.rows.iter_mut().find(|(c, _)| *c == clustering) {
+        let merged = std::mem::take(&mut existing.1).merge(row);
+        existing.1 = merged;
+    } else {
+        partition.rows.push((clustering, row));
+        partition.rows.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+}
+
+fn merge_static(partition: &mut PartitionUpdate, row: Row) {
+    partition.static_row = Some(match partition.static_row.take() {
+        Some(existing) => existing.merge(row),
+        None => row,
+    });
+}
+
+fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
+    partition.header = Some(match partition.header.take() {
+        Some(existing) => existing.merge(header),
+        None => header,
+    });
+}
+
+/// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
+/// values (IN gives several), and the clustering restriction.
+struct KeyRestrictions {
+    partitions: Vec<Vec<Vec<u8>>>,
+    /// Values for a prefix of the clustering columns; each entry one combination.
+    clustering_prefixes: Vec<Vec<Vec<u8>>>,
+    /// A slice on the clustering column after the prefix (DELETE only).
+    slice: Option<(Option<(Vec<u8>, bool)>, Option<(Vec<u8>, bool)>)>,
+}
+
+fn key_restrictions(
+    table: &TableMetadata,
+    relations: &[Relation],
+    ctx: &WriteContext<'_>,
+    allow_slice: bool,
+) -> Result<KeyRestrictions, QueryError> {
+    let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
+    let mut slice_col: Option<usize> = None;
+    let mut lower: Option<(Vec<u8>, bool)> = None;
+    let mut upper: Option<(Vec<u8>, bool)> = None;
+    let mut non_key = Vec::new();
+    for rel in relations {
+        match rel {
+            Relation::Simple {
+                column: c,
+                op,
+                value,
+            } => {
+                let col = column(table, c)?;
+                let idx = table.column_index(&col.name).unwrap_or(0);
+                if idx >= table.partition_key_count + table.clustering_count {
+                    non_key.push(col.name.clone());
+                    continue;
+                }
+                let values = match (op, value) {
+                    (Operator::Eq, RelationValue::Single(t)) => {
+                        vec![key_value(
+                            col,
+                            evaluate(t, &col.ty, &col.name, ctx.values)?,
+                        )?]
+                    }
+                    (Operator::In, RelationValue::List(items)) => {
+                        let mut vs = Vec::new();
+                        for t in items {
+                            vs.push(key_value(
+                                col,
+                                evaluate(t, &col.ty, &col.name, ctx.values)?,
+                            )?);
+                        }
+                        vs
+                    }
+                    (Operator::In, RelationValue::Marker(m)) => {
+                        let list = CqlType::List(Box::new(col.ty.clone()));
+                        let bytes = key_value(
+                            col,
+                            evaluate(&Term::BindMarker(m.clone()), &list, &col.name, ctx.values)?,
+                        )?;
+                        split_elements(&bytes, 1)?
+                            .into_iter()
+                            .map(|g| g[0].to_vec())
+                            .collect()
+                    }
+                    (
+                        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte,
+                        RelationValue::Single(t),
+                    ) if allow_slice && col.kind == ColumnKind::Clustering => {
+                        let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
+                        if slice_col.is_some_and(|s| s != idx) {
+                            return Err(QueryError::Invalid(
+                                "Only one clustering column may be restricted by a slice in a DELETE".to_string(),
+                            ));
+                        }
+                        slice_col = Some(idx);
+                        match op {
+                            Operator::Gt => lower = Some((v, false)),
+                            Operator::Gte => lower = Some((v, true)),
+                            Operator::Lt => upper = Some((v, false)),
+                            _ => upper = Some((v, true)),
+                        }
+                        continue;
+                    }
+                    _ => return Err(QueryError::Invalid(format!(
+                        "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
+                        op_name(op),
+                        col.name
+                    ))),
+                };
+                if eq.insert(idx, values).is_some() {
+                    return Err(QueryError::Invalid(format!(
+                        "{} cannot be restricted by more than one relation if it includes an Equal",
+                        col.name
+                    )));
+                }
+            }
+            Relation::MultiColumn { .. }
+            | Relation::Token { .. }
+            | Relation::Element { .. }
+            | Relation::IsNotNull(_)
+            | Relation::CustomIndex { .. } => return Err(QueryError::Invalid(
+                "This kind of relation is not supported in a modification statement by Helenus yet"
+                    .to_string(),
+            )),
+        }
+    }
+    if !non_key.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Non PRIMARY KEY columns found in where clause: {}",
+            non_key.join(", ")
+        )));
+    }
+    let missing: Vec<String> = table
+        .partition_key()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !eq.contains_key(i))
+        .map(|(_, c)| c.name.clone())
+        .collect();
+    if !missing.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+    for i in 0..table.partition_key_count {
+        partitions = cartesian(partitions, &eq[&i]);
+    }
+    let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+    let mut prefix_len = 0;
+    for i in 0..table.clustering_count {
+        match eq.get(&(table.partition_key_count + i)) {
+            Some(values) => {
+                if prefix_len != i {
+                    return Err(QueryError::Invalid(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[i].name,
+                        table.clustering()[prefix_len].name
+                    )));
+                }
+                prefixes = cartesian(prefixes, values);
+                prefix_len += 1;
+            }
+            None => {}
+        }
+    }
+    if let Some(s) = slice_col {
+        if s != table.partition_key_count + prefix_len {
+            return Err(QueryError::Invalid(format!(
+                "PRIMARY KEY column \"{}\" cannot be restricted as preceding column is not restricted",
+                table.columns[s].name
+            )));
+        }
+    }
+    Ok(KeyRestrictions {
+        partitions,
+        clustering_prefixes: prefixes,
+        slice: slice_col.map(|_| (lower, upper)),
+    })
+}
+
+fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
+    let mut out = Vec::with_capacity(prefixes.len() * values.len());
+    for p in &prefixes {
+        for v in values {
+            let mut next = p.clone();
+            next.push(v.clone());
+            out.push(next);
+        }
+    }
+    out
+}
+
+fn op_name(op: &Operator) -> &'static str {
+    match op {
+        Operator::Eq => "=",
+        Operator::Lt => "<",
+        Operator::Lte => "<=",
+        Operator::Gt => ">",
+        Operator::Gte => ">=",
+        Operator::Neq => "!=",
+        Operator::In => "IN",
+        Operator::NotIn => "NOT IN",
+        Operator::Contains => "CONTAINS",
+        Operator::NotContains => "NOT CONTAINS",
+        Operator::ContainsKey => "CONTAINS KEY",
+        Operator::NotContainsKey => "NOT CONTAINS KEY",
+        Operator::Like => "LIKE",
+        Operator::Between => "BETWEEN",
+    }
+}
+
+fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
+    let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
+    if s.conditions.is_some() {
+        return Err(QueryError::Invalid(
+            "Lightweight transactions (UPDATE ... IF) are not supported yet by Helenus".to_string(),
+        ));
+    }
+    let attrs = attributes(&s.using, table, ctx)?;
+    let mut regular = Row::default();
+    let mut static_row = Row::default();
+    for a in &s.assignments {
+        let (data, col) = match a {
+            Assignment::Set {
+                column: c,
+                value: t,
+            } => {
+                let col = column(table, c)?;
+                if col.kind == ColumnKind::PartitionKey || col.kind == ColumnKind::Clustering {
+                    return Err(QueryError::Invalid(format!(
+                        "PRIMARY KEY part {} found in SET part",
+                        col.name
+                    )));
+                }
+                let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
+                (set_column(col, v, &attrs, ctx.now_seconds)?, col)
+            }
+            Assignment::Add {
+                column: c,
+                value: t,
+            }
+            | Assignment::Prepend {
+                column: c,
+                value: t,
+            } => {
+                let col = column(table, c)?;
+                if !col.ty.is_multi_cell() || !col.ty.is_collection() {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid operation ({} = {} + ?) for non collection column {}",
+                        col.name, col.name, col.name
+                    )));
+                }
+                if matches!(a, Assignment::Prepend { .. }) {
+                    return Err(QueryError::Invalid(
+                        "Prepending to a list is not supported yet by Helenus".to_string(),
+                    ));
+                }
+                let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
+                let data = match v {
+                    TermValue::Value(b) => Some(ColumnData::Complex {
+                        id: col.id,
+                        deletion: None,
+                        cells: multi_cell_elements(&col.ty, &b, &attrs)?,
+                    }),
+                    _ => None,
+                };
+                (data, col)
+            }
+            Assignment::Subtract { column: c, .. } => {
+                let col = column(table, c)?;
+                return Err(QueryError::Invalid(format!(
+                    "Removing elements from collection {} is not supported yet by Helenus",
+                    col.name
+                )));
+            }
+            Assignment::SetElement { column: c, .. } | Assignment::SetField { column: c, .. } => {
+                let col = column(table, c)?;
+                return Err(QueryError::Invalid(format!(
+                    "Setting an element or field of {} is not supported yet by Helenus",
+                    col.name
+                )));
+            }
+        };
+        if let Some(data) = data {
+            if col.kind == ColumnKind::Static {
+                static_row.columns.push(data);
+            } else {
+                regular.columns.push(data);
+            }
+        }
+    }
+    sort_columns(&mut regular);
+    sort_columns(&mut static_row);
+    let keys = key_restrictions(table, &s.where_clause, ctx, false)?;
+    let full_clustering = keys
+        .clustering_prefixes
+        .first()
+        .map(|p| p.len() == table.clustering_count)
+        .unwrap_or(false);
+    if !full_clustering && !regular.columns.is_empty() {
+        let missing: Vec<String> = table
+            .clustering()
+            .iter()
+            .skip(keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0))
+            .map(|c| c.name.clone())
+            .collect();
+        return Err(QueryError::Invalid(format!(
+            "Some clustering keys are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    if full_clustering
+        && table.clustering_count > 0
+        && regular.columns.is_empty()
+        && !static_row.columns.is_empty()
+    {
+        return Err(QueryError::Invalid(
+            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".to_string(),
+        ));
+    }
+    for pk in &keys.partitions {
+        let key = partition_key(table, pk)?;
+        let partition = out.partition(table, key);
+        if !regular.columns.is_empty() {
+            for prefix in &keys.clustering_prefixes {
+                push_row(partition, clustering_key(table, prefix), regular.clone());
+            }
+        }
+        if !static_row.columns.is_empty() {
+            merge_static(partition, static_row.clone());
+        }
+    }
+    Ok(())
+}
+
+fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
+    let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
+    if s.conditions.is_some() {
+        return Err(QueryError::Invalid(
+            "Lightweight transactions (DELETE ... IF) are not supported yet by Helenus".to_string(),
+        ));
+    }
+    if s.using.ttl.is_some() {
+        return Err(QueryError::Invalid(
+            "TTL attribute is not allowed for deletes".to_string(),
+        ));
+    }
+    let attrs = attributes(
+        &Using {
+            timestamp: s.using.timestamp.clone(),
+            ttl: None,
+            timeout: None,
+        },
+        table,
+        ctx,
+    )?;
+    let deletion = DeletionTime {
+        marked_for_delete_at: attrs.timestamp,
+        local_deletion_time: ctx.now_seconds,
+    };
+    let keys = key_restrictions(table, &s.where_clause, ctx, s.columns.is_empty())?;
+    let prefix_len = keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0);
+
+    if !s.columns.is_empty() {
+        let mut regular = Row::default();
+        let mut static_row = Row::default();
+        for sel in &s.columns {
+            let c = match sel {
+                DeleteSelector::Column(c) => c,
+                DeleteSelector::Element { column: c, .. }
+                | DeleteSelector::Field { column: c, .. } => {
+                    let col = column(table, c)?;
+                    return Err(QueryError::Invalid(format!(
+                        "Deleting an element or field of {} is not supported yet by Helenus",
+                        col.name
+                    )));
+                }
+            };
+            let col = column(table, c)?;
+            if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
+                    col.name
+                )));
+            }
+            let data = if col.ty.is_multi_cell() {
+                ColumnData::Complex {
+                    id: col.id,
+                    deletion: Some(deletion),
+                    cells: Vec::new(),
+                }
+            } else {
+                ColumnData::Simple {
+                    id: col.id,
+                    cell: tombstone(attrs.timestamp, ctx.now_seconds),
+                }
+            };
+            if col.kind == ColumnKind::Static {
+                static_row.columns.push(data);
+            } else {
+                regular.columns.push(data);
+            }
+        }
+        sort_columns(&mut regular);
+        sort_columns(&mut static_row);
+        if !regular.columns.is_empty() && prefix_len != table.clustering_count {
+            return Err(QueryError::Invalid(format!(
+                "Some clustering keys are missing: {}",
+                table.clustering()[prefix_len..]
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for pk in &keys.partitions {
+            let partition = out.partition(table, partition_key(table, pk)?);
+            if !regular.columns.is_empty() {
+                for prefix in &keys.clustering_prefixes {
+                    push_row(partition, clustering_key(table, prefix), regular.clone());
+                }
+            }
+            if !static_row.columns.is_empty() {
+                merge_static(partition, static_row.clone());
+            }
+        }
+        return Ok(());
+    }
+
+    for pk in &keys.partitions {
+        let partition = out.partition(table, partition_key(table, pk)?);
+        if prefix_len == 0 && keys.slice.is_none() {
+            merge_header(
+                partition,
+                PartitionHeader {
+                    deletion: Some(deletion),
+                    range_tombstones: Vec::new(),
+                },
+            );
+            continue;
+        }
+        for prefix in &keys.clustering_prefixes {
+            let encoded = clustering_key(table, prefix);
+            if keys.slice.is_none() && prefix_len == table.clustering_count {
+                push_row(
+                    partition,
+                    encoded,
+                    Row {
+                        liveness: None,
+                        deletion: Some(deletion),
+                        columns: Vec::new(),
+                    },
+                );
+                continue;
+            }
+            let (start, end) = match &keys.slice {
+                None => (
+                    Some(ClusteringBound {
+                        prefix: encoded.clone(),
+                        inclusive: true,
+                    }),
+                    Some(ClusteringBound {
+                        prefix: encoded,
+                        inclusive: true,
+                    }),
+                ),
+                Some((lower, upper)) => {
+                    let col = &table.clustering()[prefix_len];
+                    let desc = col.order == ClusteringOrder::Desc;
+                    let bound = |v: &Vec<u8>, inclusive: bool| {
+                        let mut p = encoded.clone();
+                        types::byte_comparable::encode(&col.ty, v, desc, &mut p);
+                        ClusteringBound {
+                            prefix: p,
+                            inclusive,
+                        }
+                    };
+                    let prefix_bound = || ClusteringBound {
+                        prefix: encoded.clone(),
+                        inclusive: true,
+                    };
+                    let lo = lower.as_ref().map(|(v, inc)| bound(v, *inc));
+                    let hi = upper.as_ref().map(|(v, inc)| bound(v, *inc));
+                    // In a DESC column the byte order is reversed: the lower value is the upper
+                    // key bound.
+                    let (lo, hi) = if desc { (hi, lo) } else { (lo, hi) };
+                    (
+                        lo.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
+                        hi.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
+                    )
+                }
+            };
+            merge_header(
+                partition,
+                PartitionHeader {
+                    deletion: None,
+                    range_tombstones: vec![RangeTombstone {
+                        start,
+                        end,
+                        deletion,
+                    }],
+                },
+            );
+        }
+    }
+    Ok(())
+}

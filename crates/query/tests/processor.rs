@@ -1,0 +1,437 @@
+//! The query processor end to end on the in-memory engine: CQL text in, decoded rows out.
+//! (The same paths through the real binary and drivers are covered by tests/e2e.)
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use coordinator::{Coordinator, LocalReplica, Ring};
+use query::{
+    BoundValue, BoundValues, NodeInfo, QueryError, QueryOptions, QueryProcessor, QueryResult,
+    ResultSet, Session,
+};
+use storage::{Durability, MemoryEngine, StorageEngine};
+use types::Value;
+
+fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {
+    let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
+    let node = NodeInfo {
+        cluster_name: "test".into(),
+        host_id: uuid::Uuid::new_v4(),
+        listen_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        rpc_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_port: 9042,
+        data_center: "datacenter1".into(),
+        rack: "rack1".into(),
+        tokens: tokens.clone(),
+        release_version: "5.0.2".into(),
+    };
+    let ring = Ring {
+        local_address: node.listen_address,
+        tokens,
+    };
+    let coordinator = Arc::new(Coordinator::new(
+        ring,
+        Arc::new(LocalReplica::new(engine.clone())),
+    ));
+    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+}
+
+struct Harness {
+    p: QueryProcessor,
+    session: Session,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness {
+            p: processor_on(Arc::new(MemoryEngine::new())),
+            session: Session::default(),
+        }
+    }
+
+    async fn run(&mut self, cql: &str) -> Result<QueryResult, QueryError> {
+        self.p
+            .query(cql, QueryOptions::default(), &mut self.session)
+            .await
+    }
+
+    async fn ok(&mut self, cql: &str) -> QueryResult {
+        match self.run(cql).await {
+            Ok(r) => r,
+            Err(e) => panic!("{cql}: {e:?}"),
+        }
+    }
+
+    async fn rows(&mut self, cql: &str) -> Vec<Vec<Option<Value>>> {
+        match self.ok(cql).await {
+            QueryResult::Rows(rs) => decode(&rs),
+            other => panic!("{cql}: expected rows, got {other:?}"),
+        }
+    }
+}
+
+fn decode(rs: &ResultSet) -> Vec<Vec<Option<Value>>> {
+    rs.rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .zip(&rs.columns)
+                .map(|(cell, spec)| {
+                    cell.as_ref()
+                        .map(|b| Value::decode(&spec.ty, b).expect("decodable"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn int(v: i32) -> Option<Value> {
+    Some(Value::Int(v))
+}
+
+fn text(v: &str) -> Option<Value> {
+    Some(Value::Text(v.to_string()))
+}
+
+async fn with_keyspace() -> Harness {
+    let mut h = Harness::new();
+    h.ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        .await;
+    h.ok("USE ks").await;
+    h
+}
+
+#[tokio::test]
+async fn insert_and_select_one_partition_in_clustering_order() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))")
+        .await;
+    for c in [3, 1, 2] {
+        h.ok(&format!("INSERT INTO t (k, c, v) VALUES (1, {c}, 'v{c}')"))
+            .await;
+    }
+    h.ok("INSERT INTO t (k, c, v) VALUES (2, 1, 'other')").await;
+    assert_eq!(
+        h.rows("SELECT c, v FROM t WHERE k = 1").await,
+        vec![
+            vec![int(1), text("v1")],
+            vec![int(2), text("v2")],
+            vec![int(3), text("v3")]
+        ]
+    );
+    assert_eq!(
+        h.rows("SELECT c FROM t WHERE k = 1 AND c > 1 AND c <= 3")
+            .await,
+        vec![vec![int(2)], vec![int(3)]]
+    );
+    assert_eq!(
+        h.rows("SELECT c FROM t WHERE k = 1 ORDER BY c DESC").await,
+        vec![vec![int(3)], vec![int(2)], vec![int(1)]]
+    );
+    assert_eq!(h.rows("SELECT * FROM t").await.len(), 4);
+    assert_eq!(
+        h.rows("SELECT count(*) FROM t").await,
+        vec![vec![Some(Value::Bigint(4))]]
+    );
+}
+
+#[tokio::test]
+async fn clustering_order_desc_table() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE d (k int, c int, PRIMARY KEY (k, c)) WITH CLUSTERING ORDER BY (c DESC)")
+        .await;
+    for c in 1..=3 {
+        h.ok(&format!("INSERT INTO d (k, c) VALUES (0, {c})")).await;
+    }
+    assert_eq!(
+        h.rows("SELECT c FROM d WHERE k = 0").await,
+        vec![vec![int(3)], vec![int(2)], vec![int(1)]]
+    );
+}
+
+#[tokio::test]
+async fn update_and_deletes() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, a int, b int, PRIMARY KEY (k, c))")
+        .await;
+    h.ok("UPDATE t SET a = 1, b = 2 WHERE k = 0 AND c = 0")
+        .await;
+    h.ok("INSERT INTO t (k, c, a) VALUES (0, 1, 10)").await;
+    assert_eq!(
+        h.rows("SELECT c, a, b FROM t WHERE k = 0").await,
+        vec![vec![int(0), int(1), int(2)], vec![int(1), int(10), None]]
+    );
+    h.ok("DELETE b FROM t WHERE k = 0 AND c = 0").await;
+    assert_eq!(
+        h.rows("SELECT c, a, b FROM t WHERE k = 0 AND c = 0").await,
+        vec![vec![int(0), int(1), None]]
+    );
+    h.ok("DELETE FROM t WHERE k = 0 AND c = 1").await;
+    assert_eq!(
+        h.rows("SELECT c FROM t WHERE k = 0").await,
+        vec![vec![int(0)]]
+    );
+    // An UPDATE creates no row marker: nulling its only column removes the row.
+    h.ok("DELETE a FROM t WHERE k = 0 AND c = 0").await;
+    assert!(h.rows("SELECT c FROM t WHERE k = 0").await.is_empty());
+    h.ok("INSERT INTO t (k, c, a) VALUES (0, 5, 1)").await;
+    h.ok("DELETE FROM t WHERE k = 0").await;
+    assert!(h.rows("SELECT * FROM t WHERE k = 0").await.is_empty());
+}
+
+#[tokio::test]
+async fn paging_resumes_where_it_stopped() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, PRIMARY KEY (k, c))")
+        .await;
+    for k in 0..7 {
+        for c in 0..5 {
+            h.ok(&format!("INSERT INTO t (k, c) VALUES ({k}, {c})"))
+                .await;
+        }
+    }
+    for query in ["SELECT k, c FROM t", "SELECT k, c FROM t WHERE k = 3"] {
+        let expected = h.rows(query).await;
+        let mut seen = Vec::new();
+        let mut paging_state = None;
+        loop {
+            let options = QueryOptions {
+                page_size: Some(3),
+                paging_state: paging_state.take(),
+                ..QueryOptions::default()
+            };
+            let QueryResult::Rows(rs) = h.p.query(query, options, &mut h.session).await.unwrap()
+            else {
+                panic!("rows expected")
+            };
+            assert!(rs.rows.len() <= 3);
+            seen.extend(decode(&rs));
+            match rs.paging_state {
+                Some(ps) => paging_state = Some(ps.into()),
+                None => break,
+            }
+        }
+        assert_eq!(seen, expected, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn prepared_statements_with_positional_and_named_values() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))")
+        .await;
+    let insert =
+        h.p.prepare("INSERT INTO t (k, c, v) VALUES (?, ?, ?)", None, &h.session)
+            .unwrap();
+    assert_eq!(insert.pk_indexes, vec![0]);
+    assert_eq!(insert.bind_specs.len(), 3);
+    let options = QueryOptions {
+        values: BoundValues::Positional(vec![
+            BoundValue::Value(7i32.to_be_bytes().to_vec().into()),
+            BoundValue::Value(1i32.to_be_bytes().to_vec().into()),
+            BoundValue::Value(b"hello".to_vec().into()),
+        ]),
+        ..QueryOptions::default()
+    };
+    h.p.execute(&insert.id, options, &mut h.session)
+        .await
+        .unwrap();
+    let select =
+        h.p.prepare(
+            "SELECT v FROM t WHERE k = :key AND c = :c",
+            None,
+            &h.session,
+        )
+        .unwrap();
+    let options = QueryOptions {
+        values: BoundValues::Named(vec![
+            (
+                "c".into(),
+                BoundValue::Value(1i32.to_be_bytes().to_vec().into()),
+            ),
+            (
+                "key".into(),
+                BoundValue::Value(7i32.to_be_bytes().to_vec().into()),
+            ),
+        ]),
+        ..QueryOptions::default()
+    };
+    let QueryResult::Rows(rs) =
+        h.p.execute(&select.id, options, &mut h.session)
+            .await
+            .unwrap()
+    else {
+        panic!("rows expected")
+    };
+    assert_eq!(decode(&rs), vec![vec![text("hello")]]);
+    // A wrong-sized int is refused, not stored.
+    let options = QueryOptions {
+        values: BoundValues::Positional(vec![
+            BoundValue::Value(vec![1, 2].into()),
+            BoundValue::Value(1i32.to_be_bytes().to_vec().into()),
+            BoundValue::Null,
+        ]),
+        ..QueryOptions::default()
+    };
+    assert!(matches!(
+        h.p.execute(&insert.id, options, &mut h.session).await,
+        Err(QueryError::Invalid(_))
+    ));
+    assert!(matches!(
+        h.p.execute(b"nope", QueryOptions::default(), &mut h.session)
+            .await,
+        Err(QueryError::Unprepared { .. })
+    ));
+}
+
+#[tokio::test]
+async fn errors_have_the_right_kind() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int PRIMARY KEY, v int)").await;
+    assert!(matches!(
+        h.run("SELEC * FROM t").await,
+        Err(QueryError::Syntax(_))
+    ));
+    assert!(matches!(
+        h.run("SELECT * FROM nope").await,
+        Err(QueryError::Invalid(_))
+    ));
+    assert!(matches!(
+        h.run("INSERT INTO t (k, v) VALUES (1, 'x')").await,
+        Err(QueryError::Invalid(_))
+    ));
+    assert!(matches!(
+        h.run("CREATE TABLE t (k int PRIMARY KEY)").await,
+        Err(QueryError::AlreadyExists { .. })
+    ));
+    h.ok("CREATE TABLE IF NOT EXISTS t (k int PRIMARY KEY)")
+        .await;
+    assert!(matches!(
+        h.run("UPDATE t SET v = 1 WHERE k = 1 IF v = 2").await,
+        Err(QueryError::Invalid(_))
+    ));
+}
+
+#[tokio::test]
+async fn schema_survives_reopen_and_system_tables_answer() {
+    let engine: Arc<dyn StorageEngine> = Arc::new(MemoryEngine::new());
+    {
+        let p = processor_on(engine.clone());
+        let mut s = Session::default();
+        for q in [
+            "CREATE KEYSPACE ks WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 1}",
+            "CREATE TYPE ks.addr (street text, zip int)",
+            "CREATE TABLE ks.t (k int, c int, s int STATIC, a frozen<addr>, PRIMARY KEY (k, c))",
+            "INSERT INTO ks.t (k, c, s) VALUES (1, 2, 3)",
+        ] {
+            p.query(q, QueryOptions::default(), &mut s).await.unwrap();
+        }
+    }
+    let mut h = Harness {
+        p: processor_on(engine),
+        session: Session::default(),
+    };
+    assert_eq!(
+        h.rows("SELECT k, c, s FROM ks.t").await,
+        vec![vec![int(1), int(2), int(3)]]
+    );
+    let tables = h
+        .rows("SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'ks'")
+        .await;
+    assert_eq!(tables, vec![vec![text("t")]]);
+    let local = h
+        .rows("SELECT key, cluster_name, release_version FROM system.local")
+        .await;
+    assert_eq!(
+        local,
+        vec![vec![text("local"), text("test"), text("5.0.2")]]
+    );
+    let cols = h
+        .rows("SELECT column_name, kind FROM system_schema.columns WHERE keyspace_name = 'ks' AND table_name = 't'")
+        .await;
+    assert_eq!(cols.len(), 4);
+    assert!(h.rows("SELECT * FROM system.peers").await.is_empty());
+}
+
+/// Every statement the six drivers of tests/drivers send at connect and after DDL (see
+/// tests/drivers/README.md) answers with rows.
+#[tokio::test]
+async fn driver_metadata_queries_answer() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))")
+        .await;
+    h.ok("CREATE TYPE u (a int, b text)").await;
+    let mut queries = vec![
+        "SELECT * FROM system.peers_v2".to_string(),
+        "SELECT * FROM system.local WHERE key='local'".to_string(),
+        "select * from system.local where key = 'local'".to_string(),
+        "SELECT cluster_name FROM system.local".to_string(),
+        "SELECT * FROM system.local".to_string(),
+        "SELECT * FROM system.peers".to_string(),
+        "SELECT host_id, peer, peer_port, native_address, native_port, schema_version FROM system.peers_v2".to_string(),
+        "SELECT schema_version FROM system.local WHERE key='local'".to_string(),
+        "SELECT host_id, rpc_address, data_center, rack, tokens FROM system.peers".to_string(),
+        "SELECT host_id, rpc_address, data_center, rack, tokens, cluster_name FROM system.local WHERE key='local'".to_string(),
+        "SELECT keyspace_name, replication, durable_writes FROM system_schema.keyspaces".to_string(),
+        "SELECT keyspace_name, table_name FROM system_schema.tables".to_string(),
+        "SELECT keyspace_name, table_name, column_name, kind, position, type FROM system_schema.columns".to_string(),
+        "SELECT keyspace_name, type_name, field_names, field_types FROM system_schema.types".to_string(),
+        "SELECT keyspace_name, view_name, base_table_name FROM system_schema.views".to_string(),
+        "SELECT * FROM system_schema.tables WHERE keyspace_name = 'ks' AND table_name = 't'".to_string(),
+        "SELECT * FROM system_schema.columns WHERE keyspace_name = 'ks' AND table_name = 't'".to_string(),
+        "SELECT * FROM system_schema.keyspaces WHERE keyspace_name = 'ks'".to_string(),
+        "SELECT * FROM system_schema.types WHERE keyspace_name = 'ks'".to_string(),
+        "SELECT\n\tkeyspace_name,\n\ttable_name\nFROM system_schema.tables\nWHERE keyspace_name = 'ks'".to_string(),
+    ];
+    for t in [
+        "keyspaces",
+        "tables",
+        "columns",
+        "types",
+        "functions",
+        "aggregates",
+        "indexes",
+        "triggers",
+        "views",
+        "dropped_columns",
+    ] {
+        queries.push(format!("SELECT * FROM system_schema.{t}"));
+    }
+    for t in ["keyspaces", "tables", "columns"] {
+        queries.push(format!("SELECT * FROM system_virtual_schema.{t}"));
+    }
+    for q in &queries {
+        match h.run(q).await {
+            Ok(QueryResult::Rows(_)) => {}
+            other => panic!("{q}: {other:?}"),
+        }
+    }
+    let local = h
+        .rows("SELECT tokens, data_center, partitioner FROM system.local WHERE key='local'")
+        .await;
+    let Some(Value::Set(tokens)) = &local[0][0] else {
+        panic!("tokens: {:?}", local[0][0])
+    };
+    assert_eq!(tokens.len(), 3);
+    assert_eq!(local[0][1], text("datacenter1"));
+    assert_eq!(
+        local[0][2],
+        text("org.apache.cassandra.dht.Murmur3Partitioner")
+    );
+    let types = h
+        .rows("SELECT field_names, field_types FROM system_schema.types WHERE keyspace_name = 'ks'")
+        .await;
+    assert_eq!(
+        types,
+        vec![vec![
+            Some(Value::List(vec![
+                Value::Text("a".into()),
+                Value::Text("b".into())
+            ])),
+            Some(Value::List(vec![
+                Value::Text("int".into()),
+                Value::Text("text".into())
+            ])),
+        ]]
+    );
+}
