@@ -1,0 +1,103 @@
+//! The CQL native protocol server.
+//!
+//! Owns: the listening socket, one reader and one writer task per connection, protocol version
+//! negotiation, compression and v5 framing switches, many requests in flight per connection
+//! (answered out of order by stream id), the per-connection bound on in-flight requests
+//! (backpressure: the reader stops reading), event delivery to registered connections, graceful
+//! drain on shutdown, and the single mapping from `query::QueryError` to protocol error codes.
+//!
+//! Must not know: CQL grammar or semantics (the query crate executes statements), storage.
+
+mod connection;
+mod errors;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use query::QueryProcessor;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest frame (or reassembled v5 frame) accepted; larger ones get a protocol error and
+    /// the connection is closed.
+    pub max_frame_size_bytes: usize,
+    /// Requests one connection may have in flight; beyond that the server stops reading from
+    /// the socket until one completes.
+    pub max_requests_per_connection: usize,
+}
+
+/// How long shutdown waits for in-flight requests before closing connections anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Server {
+    listener: TcpListener,
+    processor: Arc<QueryProcessor>,
+    config: Arc<ServerConfig>,
+}
+
+impl Server {
+    pub async fn bind(
+        addr: SocketAddr,
+        processor: Arc<QueryProcessor>,
+        config: ServerConfig,
+    ) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server {
+            listener,
+            processor,
+            config: Arc::new(config),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// Accepts connections until `shutdown` completes, then stops accepting, lets every
+    /// connection finish its in-flight requests (up to [`DRAIN_TIMEOUT`]) and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((socket, peer)) => {
+                        let _ = socket.set_nodelay(true);
+                        let processor = self.processor.clone();
+                        let config = self.config.clone();
+                        let stop = stop_rx.clone();
+                        connections.spawn(async move {
+                            connection::run(socket, peer, processor, config, stop).await;
+                        });
+                    }
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off briefly, keep serving.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                // Reap finished connections so the set does not grow without bound.
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        drop(self.listener);
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("connections still busy after the drain timeout; closing them");
+            connections.shutdown().await;
+        }
+    }
+}

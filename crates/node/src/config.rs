@@ -1,0 +1,299 @@
+//! Node configuration: a YAML file with Cassandra's key names where one exists, and embedded
+//! defaults so that no file is needed for a single local node.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_yaml::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitLogSync {
+    /// Acknowledge after the write reaches the commit log buffer; fsync on a timer.
+    Periodic,
+    /// Acknowledge only after the commit log is fsynced (concurrent writes share a sync).
+    Batch,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub cluster_name: String,
+    pub listen_address: IpAddr,
+    pub rpc_address: IpAddr,
+    pub native_transport_port: u16,
+    pub data_file_directories: Vec<PathBuf>,
+    pub commitlog_directory: PathBuf,
+    pub commitlog_sync: CommitLogSync,
+    pub commitlog_sync_period_ms: u64,
+    pub num_tokens: usize,
+    pub endpoint_snitch: String,
+    pub dc: String,
+    pub rack: String,
+    pub native_transport_max_frame_size_bytes: usize,
+    /// Requests one connection may have in flight before the server stops reading from it.
+    pub native_transport_max_requests_per_connection: usize,
+    pub block_cache_size_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let data = PathBuf::from("./helenus-data");
+        Config {
+            cluster_name: "Test Cluster".to_string(),
+            listen_address: IpAddr::from([127, 0, 0, 1]),
+            rpc_address: IpAddr::from([127, 0, 0, 1]),
+            native_transport_port: 9042,
+            data_file_directories: vec![data.join("data")],
+            commitlog_directory: data.join("commitlog"),
+            commitlog_sync: CommitLogSync::Periodic,
+            commitlog_sync_period_ms: 10_000,
+            num_tokens: 16,
+            endpoint_snitch: "SimpleSnitch".to_string(),
+            dc: "datacenter1".to_string(),
+            rack: "rack1".to_string(),
+            native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
+            native_transport_max_requests_per_connection: 1024,
+            block_cache_size_bytes: default_block_cache_bytes(),
+        }
+    }
+}
+
+/// A sixteenth of the machine's memory, between 64 MiB and 2 GiB: the engine's own cache
+/// replaces the kernel's page cache for reads (direct I/O), so it must not be tiny.
+fn default_block_cache_bytes() -> usize {
+    const MIB: usize = 1024 * 1024;
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(1024 * MIB);
+    (total / 16).clamp(64 * MIB, 2048 * MIB)
+}
+
+/// Keys Cassandra's cassandra.yaml has that Helenus accepts without acting on them, so a
+/// Cassandra config file loads with a warning rather than an error.
+const IGNORED_CASSANDRA_KEYS: &[&str] = &[
+    "seed_provider",
+    "hints_directory",
+    "saved_caches_directory",
+    "partitioner",
+    "authenticator",
+    "authorizer",
+    "role_manager",
+    "storage_port",
+    "ssl_storage_port",
+    "start_native_transport",
+    "concurrent_reads",
+    "concurrent_writes",
+];
+
+fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
+    v.as_str()
+        .ok_or_else(|| anyhow!("invalid value for '{key}': expected a string, got {v:?}"))
+}
+
+fn as_u64(key: &str, v: &Value) -> Result<u64> {
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .ok_or_else(|| anyhow!("invalid value for '{key}': expected a non-negative integer, got {n}")),
+        Value::String(s) => s
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| anyhow!("invalid value for '{key}': expected a non-negative integer, got '{s}'")),
+        other => bail!("invalid value for '{key}': expected a non-negative integer, got {other:?}"),
+    }
+}
+
+/// Parses Cassandra 4.1+ duration values like `10000ms`, `10s`, `1m`, or a bare number of
+/// `default_unit_ms` milliseconds.
+fn as_duration_ms(key: &str, v: &Value) -> Result<u64> {
+    if let Value::String(s) = v {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let n: u64 = num
+            .parse()
+            .map_err(|_| anyhow!("invalid duration for '{key}': '{s}'"))?;
+        let factor = match unit.trim() {
+            "" | "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            other => bail!("invalid duration unit '{other}' for '{key}' (use ms, s, m or h)"),
+        };
+        return Ok(n * factor);
+    }
+    as_u64(key, v)
+}
+
+fn as_ip(key: &str, v: &Value) -> Result<IpAddr> {
+    let s = as_str(key, v)?;
+    s.parse()
+        .map_err(|_| anyhow!("invalid value for '{key}': '{s}' is not an IP address"))
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<(Config, Vec<String>)> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        Config::parse(&text).with_context(|| format!("invalid config file {}", path.display()))
+    }
+
+    /// Parses YAML; returns the config and warnings about keys that were not used.
+    pub fn parse(text: &str) -> Result<(Config, Vec<String>)> {
+        let mut config = Config::default();
+        let mut warnings = Vec::new();
+        let doc: Value = serde_yaml::from_str(text).context("not valid YAML")?;
+        let map = match doc {
+            Value::Mapping(m) => m,
+            Value::Null => return Ok((config, warnings)),
+            _ => bail!("the top level must be a mapping of key: value"),
+        };
+        for (k, v) in &map {
+            let key = k
+                .as_str()
+                .ok_or_else(|| anyhow!("config keys must be strings, got {k:?}"))?;
+            if v.is_null() {
+                continue;
+            }
+            match key {
+                "cluster_name" => config.cluster_name = as_str(key, v)?.to_string(),
+                "listen_address" => config.listen_address = as_ip(key, v)?,
+                "rpc_address" => config.rpc_address = as_ip(key, v)?,
+                "native_transport_port" => {
+                    let p = as_u64(key, v)?;
+                    config.native_transport_port = u16::try_from(p)
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| anyhow!("invalid value for '{key}': {p} is not a TCP port"))?;
+                }
+                "data_file_directories" => {
+                    let list = v
+                        .as_sequence()
+                        .ok_or_else(|| anyhow!("invalid value for '{key}': expected a list of directories"))?;
+                    let dirs: Vec<PathBuf> = list
+                        .iter()
+                        .map(|d| as_str(key, d).map(PathBuf::from))
+                        .collect::<Result<_>>()?;
+                    if dirs.len() != 1 {
+                        bail!("'{key}' must name exactly one directory (several data directories are not supported yet)");
+                    }
+                    config.data_file_directories = dirs;
+                }
+                "commitlog_directory" => config.commitlog_directory = PathBuf::from(as_str(key, v)?),
+                "commitlog_sync" => {
+                    config.commitlog_sync = match as_str(key, v)? {
+                        "periodic" => CommitLogSync::Periodic,
+                        "batch" => CommitLogSync::Batch,
+                        "group" => bail!("commitlog_sync 'group' is not supported; use 'batch' (which groups concurrent syncs) or 'periodic'"),
+                        other => bail!("invalid value for 'commitlog_sync': '{other}' (expected periodic or batch)"),
+                    }
+                }
+                "commitlog_sync_period_in_ms" | "commitlog_sync_period" => {
+                    let ms = as_duration_ms(key, v)?;
+                    if ms == 0 && config.commitlog_sync == CommitLogSync::Periodic {
+                        bail!("'{key}' must be positive");
+                    }
+                    config.commitlog_sync_period_ms = ms;
+                }
+                "commitlog_sync_batch_window_in_ms" | "commitlog_sync_group_window_in_ms" | "commitlog_sync_group_window" => {
+                    // Batch mode shares one fsync among concurrent writers without a fixed
+                    // window; the value is validated and otherwise unused.
+                    as_duration_ms(key, v)?;
+                }
+                "num_tokens" => {
+                    let n = as_u64(key, v)?;
+                    if n == 0 || n > 1536 {
+                        bail!("invalid value for 'num_tokens': {n} (expected 1..=1536)");
+                    }
+                    config.num_tokens = n as usize;
+                }
+                "endpoint_snitch" => config.endpoint_snitch = as_str(key, v)?.to_string(),
+                "dc" => config.dc = as_str(key, v)?.to_string(),
+                "rack" => config.rack = as_str(key, v)?.to_string(),
+                "native_transport_max_frame_size_in_mb" => {
+                    let mb = as_u64(key, v)?;
+                    if mb == 0 || mb > 256 {
+                        bail!("invalid value for '{key}': {mb} (expected 1..=256)");
+                    }
+                    config.native_transport_max_frame_size_bytes = (mb as usize) * 1024 * 1024;
+                }
+                "native_transport_max_requests_per_connection" => {
+                    let n = as_u64(key, v)?;
+                    if n == 0 || n > 32_768 {
+                        bail!("invalid value for '{key}': {n} (expected 1..=32768)");
+                    }
+                    config.native_transport_max_requests_per_connection = n as usize;
+                }
+                "block_cache_size_in_mb" => {
+                    let mb = as_u64(key, v)?;
+                    if mb == 0 {
+                        bail!("'{key}' must be positive");
+                    }
+                    config.block_cache_size_bytes = (mb as usize) * 1024 * 1024;
+                }
+                other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
+                    warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));
+                }
+                other => warnings.push(format!("unknown config key '{other}' ignored")),
+            }
+        }
+        if !config.endpoint_snitch.ends_with("SimpleSnitch")
+            && !config.endpoint_snitch.ends_with("GossipingPropertyFileSnitch")
+        {
+            bail!(
+                "invalid value for 'endpoint_snitch': '{}' (supported: SimpleSnitch, GossipingPropertyFileSnitch)",
+                config.endpoint_snitch
+            );
+        }
+        Ok((config, warnings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_no_file() {
+        let (c, w) = Config::parse("").expect("empty config");
+        assert_eq!(c.native_transport_port, 9042);
+        assert_eq!(c.commitlog_sync, CommitLogSync::Periodic);
+        assert_eq!(c.commitlog_sync_period_ms, 10_000);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn cassandra_keys_and_units() {
+        let (c, w) = Config::parse(
+            "cluster_name: 'Prod'\nnative_transport_port: 19042\ncommitlog_sync: batch\ncommitlog_sync_period: 2s\nnum_tokens: 8\nseed_provider: []\nfoo: 1\n",
+        )
+        .expect("valid");
+        assert_eq!(c.cluster_name, "Prod");
+        assert_eq!(c.native_transport_port, 19042);
+        assert_eq!(c.commitlog_sync, CommitLogSync::Batch);
+        assert_eq!(c.commitlog_sync_period_ms, 2000);
+        assert_eq!(c.num_tokens, 8);
+        assert_eq!(w.len(), 2, "{w:?}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for bad in [
+            "native_transport_port: 70000",
+            "commitlog_sync: sometimes",
+            "listen_address: not-an-ip",
+            "num_tokens: 0",
+            "data_file_directories: /x",
+            "- a list",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+}

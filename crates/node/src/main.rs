@@ -1,0 +1,241 @@
+//! The `helenus` binary.
+//!
+//! Owns: the command line, configuration loading, and the order in which a node starts
+//! (config → storage → node identity → schema → coordinator → query processor → CQL server)
+//! and stops (stop accepting → drain requests → sync the commit log and flush memtables).
+//!
+//! Must not contain: request handling or storage logic; it wires crates together.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use config::{CommitLogSync, Config};
+use coordinator::{Coordinator, LocalReplica, Ring};
+use query::{NodeInfo, QueryProcessor};
+use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
+
+/// What `release_version` reports. Drivers switch features on the Cassandra version (the
+/// Python driver reads `system_virtual_schema` only from 4.0), so Helenus reports the Cassandra
+/// release whose behaviour it follows.
+const RELEASE_VERSION: &str = "5.0.2";
+
+const USAGE: &str = "usage: helenus server [--config FILE]\n       helenus --version";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("helenus: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("server") => {
+            let mut config_path: Option<PathBuf> = None;
+            let mut rest = args[1..].iter();
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--config" | "-c" => {
+                        let path = rest.next().context("--config needs a file name")?;
+                        config_path = Some(PathBuf::from(path));
+                    }
+                    other => bail!("unknown argument '{other}'\n{USAGE}"),
+                }
+            }
+            server(config_path)
+        }
+        Some("--version") | Some("version") => {
+            println!("helenus {} (CQL {RELEASE_VERSION})", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        _ => bail!("{USAGE}"),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HELENUS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Where node identity lives in storage's meta space.
+const HOST_ID_KEY: &[u8] = b"local/host_id";
+const TOKENS_KEY: &[u8] = b"local/tokens";
+
+/// Loads this node's host id and tokens, creating them on first start.
+fn node_identity(engine: &dyn StorageEngine, num_tokens: usize) -> Result<(uuid::Uuid, Vec<i64>)> {
+    let host_id = match engine.get_meta(HOST_ID_KEY)? {
+        Some(b) => uuid::Uuid::from_slice(&b).context("corrupt stored host id")?,
+        None => {
+            let id = uuid::Uuid::new_v4();
+            engine.put_meta(HOST_ID_KEY, id.as_bytes())?;
+            id
+        }
+    };
+    let tokens = match engine.get_meta(TOKENS_KEY)? {
+        Some(b) => {
+            if b.len() % 8 != 0 {
+                bail!("corrupt stored tokens ({} bytes)", b.len());
+            }
+            b.chunks_exact(8)
+                .map(|c| i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect()
+        }
+        None => {
+            let seed = host_id.as_u64_pair().0;
+            let tokens = partitioner::random_tokens(num_tokens, seed);
+            let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_be_bytes()).collect();
+            engine.put_meta(TOKENS_KEY, &bytes)?;
+            tokens
+        }
+    };
+    Ok((host_id, tokens))
+}
+
+fn server(config_path: Option<PathBuf>) -> Result<()> {
+    init_logging();
+    let config = match &config_path {
+        Some(p) => {
+            let (config, warnings) = Config::load(p)?;
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            config
+        }
+        None => Config::default(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("helenus-worker")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> Result<()> {
+    let data_dir = config.data_file_directories[0].clone();
+    let durability = match config.commitlog_sync {
+        CommitLogSync::Periodic => Durability::Periodic,
+        CommitLogSync::Batch => Durability::Batch,
+    };
+    let engine_config = RocksConfig {
+        data_dir: data_dir.clone(),
+        commit_log_dir: Some(config.commitlog_directory.clone()),
+        block_cache_bytes: config.block_cache_size_bytes,
+        commit_log_sync: durability,
+    };
+    let engine: Arc<dyn StorageEngine> = Arc::new(
+        tokio::task::spawn_blocking(move || RocksEngine::open(engine_config))
+            .await?
+            .with_context(|| format!("cannot open storage in {}", data_dir.display()))?,
+    );
+    let (host_id, tokens) = node_identity(engine.as_ref(), config.num_tokens)?;
+    let ring = Ring {
+        local_address: config.listen_address,
+        tokens: tokens.clone(),
+    };
+    let coordinator = Arc::new(Coordinator::new(
+        ring,
+        Arc::new(LocalReplica::new(engine.clone())),
+    ));
+    let node = NodeInfo {
+        cluster_name: config.cluster_name.clone(),
+        host_id,
+        listen_address: config.listen_address,
+        rpc_address: config.rpc_address,
+        native_port: config.native_transport_port,
+        data_center: config.dc.clone(),
+        rack: config.rack.clone(),
+        tokens,
+        release_version: RELEASE_VERSION.to_string(),
+    };
+    let processor = Arc::new(
+        QueryProcessor::open(node, coordinator, engine.clone(), durability)
+            .context("cannot load the schema")?,
+    );
+
+    // Periodic commit log sync: the only thing between an acknowledged write and the disk in
+    // periodic mode. Owned here; stopped after the server has drained.
+    let (stop_sync, mut sync_stopped) = tokio::sync::watch::channel(false);
+    let sync_task = if config.commitlog_sync == CommitLogSync::Periodic {
+        let engine = engine.clone();
+        let period = Duration::from_millis(config.commitlog_sync_period_ms);
+        Some(tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(period);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = sync_stopped.changed() => break,
+                }
+                let engine = engine.clone();
+                match tokio::task::spawn_blocking(move || engine.sync_commit_log()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!(error = %e, "commit log sync failed"),
+                    Err(e) => tracing::error!(error = %e, "commit log sync task failed"),
+                }
+            }
+        }))
+    } else {
+        None
+    };
+
+    let addr = SocketAddr::new(config.rpc_address, config.native_transport_port);
+    let server = cql_server::Server::bind(
+        addr,
+        processor.clone(),
+        cql_server::ServerConfig {
+            max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
+            max_requests_per_connection: config.native_transport_max_requests_per_connection,
+        },
+    )
+    .await
+    .with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(
+        address = %server.local_addr(),
+        cluster = %config.cluster_name,
+        commitlog_sync = ?config.commitlog_sync,
+        "Starting listening for CQL clients"
+    );
+    server.run(shutdown_signal()).await;
+    tracing::info!("CQL server stopped; flushing");
+
+    let _ = stop_sync.send(true);
+    if let Some(task) = sync_task {
+        let _ = task.await;
+    }
+    let flush_engine = engine.clone();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        flush_engine.sync_commit_log()?;
+        flush_engine.flush(None)?;
+        Ok(())
+    })
+    .await??;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install the SIGTERM handler");
+            std::future::pending::<()>().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+    }
+}
