@@ -1,0 +1,122 @@
+"""Fixtures for the end-to-end suite.
+
+By default the suite starts the real `helenus` binary ($HELENUS_BIN, else
+$CARGO_TARGET_DIR/debug/helenus, else <repo>/target/debug/helenus) in a fresh temporary directory
+on a free port, and stops it with SIGTERM at the end. With `--host HOST:PORT` (or
+$HELENUS_TEST_HOST) it runs against a server that is already up instead — that is how the suite
+is proved right against Apache Cassandra 5.0:
+
+    scripts/cassandra.sh start
+    pytest tests/e2e --host 127.0.0.1:9042
+
+Tests marked `helenus_only` start and stop their own Helenus nodes; they are skipped with --host.
+"""
+
+import os
+
+import pytest
+
+from util import HelenusNode, default_helenus_bin, new_cluster, unique_name, wait_for_cql
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--host",
+        default=os.environ.get("HELENUS_TEST_HOST"),
+        help="HOST:PORT of an already running server (Helenus or Cassandra) to test instead of "
+        "starting the helenus binary; default $HELENUS_TEST_HOST",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "helenus_only: starts/stops its own Helenus nodes; skipped with --host"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--host"):
+        return
+    skip = pytest.mark.skip(reason="starts its own Helenus nodes; not possible with --host")
+    for item in items:
+        if "helenus_only" in item.keywords:
+            item.add_marker(skip)
+
+
+def _parse_host(value):
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value, 9042
+    return host.strip("[]"), int(port)
+
+
+@pytest.fixture(scope="session")
+def server(request, tmp_path_factory):
+    """(host, port) of the server under test, running for the whole session."""
+    given = request.config.getoption("--host")
+    if given:
+        host, port = _parse_host(given)
+        wait_for_cql(host, port, timeout_s=30)
+        yield host, port
+        return
+    binary = default_helenus_bin()
+    if not os.access(binary, os.X_OK):
+        pytest.exit(
+            f"helenus binary not found at {binary}: build it (cargo build --bin helenus), set "
+            "HELENUS_BIN, or run against a running server with --host HOST:PORT",
+            returncode=3,
+        )
+    node = HelenusNode(binary, tmp_path_factory.mktemp("helenus-node"))
+    node.start()
+    try:
+        yield node.host, node.port
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(server):
+    """A driver Cluster shared by the session. The protocol version is negotiated: the driver
+    offers its newest version and steps down on a protocol error, so it settles on v5."""
+    c = new_cluster(*server)
+    yield c
+    c.shutdown()
+
+
+@pytest.fixture(scope="session")
+def cql(cluster):
+    """The shared Session. Tests use fully qualified names and never `USE` on it."""
+    return cluster.connect()
+
+
+@pytest.fixture(scope="session")
+def test_keyspace(cql):
+    """A keyspace (SimpleStrategy, RF 1) for the whole session, dropped at the end."""
+    name = unique_name("ks")
+    cql.execute(
+        f"CREATE KEYSPACE {name} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    yield name
+    cql.execute(f"DROP KEYSPACE {name}")
+
+
+@pytest.fixture
+def node_factory(request, tmp_path_factory):
+    """Makes Helenus nodes (`factory()` or `factory(directory)`) that the test starts, stops and
+    restarts itself; every node still running at the end is stopped. Helenus-only."""
+    if request.config.getoption("--host"):
+        pytest.skip("starts its own Helenus nodes; not possible with --host")
+    binary = default_helenus_bin()
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"helenus binary not found at {binary}")
+    nodes = []
+
+    def factory(directory=None, port=None):
+        node = HelenusNode(binary, directory or tmp_path_factory.mktemp("node"), port=port)
+        nodes.append(node)
+        return node
+
+    yield factory
+    for node in nodes:
+        node.stop()

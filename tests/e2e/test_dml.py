@@ -1,0 +1,503 @@
+"""Reads and writes: INSERT/UPDATE/DELETE/SELECT, values of every type, clustering order and
+slices, paging, tokens, static columns, timestamps and TTLs, batches, UNSET values."""
+
+import datetime
+import struct
+import time
+import uuid
+from decimal import Decimal
+
+import pytest
+from cassandra import InvalidRequest
+from cassandra.metadata import Murmur3Token
+from cassandra.query import (
+    UNSET_VALUE,
+    BatchStatement,
+    BatchType,
+    SimpleStatement,
+)
+from cassandra.util import Date, Duration, Time
+
+from util import new_table, new_type
+
+
+@pytest.fixture
+def kv(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int, t text") as t:
+        yield t
+
+
+@pytest.fixture
+def kcv(cql, test_keyspace):
+    """A partition of clustered rows: k partition key, c clustering (ascending)."""
+    with new_table(cql, test_keyspace, "k int, c int, v int, PRIMARY KEY (k, c)") as t:
+        yield t
+
+
+# --- basic statements ----------------------------------------------------------------------------
+
+
+def test_insert_select_unprepared(cql, kv):
+    cql.execute(f"INSERT INTO {kv} (k, v, t) VALUES (1, 2, 'three')")
+    assert cql.execute(f"SELECT k, v, t FROM {kv} WHERE k = 1").one() == (1, 2, "three")
+    # Driver-side formatting of values, positional and named.
+    cql.execute(f"INSERT INTO {kv} (k, v, t) VALUES (%s, %s, %s)", [2, 3, "it's"])
+    cql.execute(f"INSERT INTO {kv} (k, v, t) VALUES (%(k)s, %(v)s, %(t)s)", {"k": 3, "v": 4, "t": "x"})
+    assert cql.execute(f"SELECT t FROM {kv} WHERE k = 2").one().t == "it's"
+    assert cql.execute(f"SELECT v FROM {kv} WHERE k = 3").one().v == 4
+    assert cql.execute(f"SELECT * FROM {kv} WHERE k = 99").one() is None
+
+
+def test_prepared_positional_and_named(cql, kv):
+    insert = cql.prepare(f"INSERT INTO {kv} (k, v, t) VALUES (?, ?, ?)")
+    cql.execute(insert, [1, 10, "a"])
+    named = cql.prepare(f"INSERT INTO {kv} (k, v, t) VALUES (:k, :v, :t)")
+    cql.execute(named, {"k": 2, "v": 20, "t": "b"})
+    select = cql.prepare(f"SELECT v, t FROM {kv} WHERE k = :k")
+    assert cql.execute(select, {"k": 1}).one() == (10, "a")
+    assert cql.execute(select, [2]).one() == (20, "b")
+    # The prepared metadata names the bind markers and the result columns.
+    assert [c.name for c in select.column_metadata] == ["k"]
+    assert [c[2] for c in select.result_metadata] == ["v", "t"]
+
+
+def test_update_and_upsert(cql, kv):
+    cql.execute(f"UPDATE {kv} SET v = 5 WHERE k = 1")  # UPDATE of a missing row creates it
+    assert cql.execute(f"SELECT k, v, t FROM {kv} WHERE k = 1").one() == (1, 5, None)
+    cql.execute(f"UPDATE {kv} SET v = 6, t = 'x' WHERE k = 1")
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (1, 7)")  # INSERT overwrites, keeps t
+    assert cql.execute(f"SELECT k, v, t FROM {kv} WHERE k = 1").one() == (1, 7, "x")
+    update = cql.prepare(f"UPDATE {kv} SET t = ? WHERE k = ?")
+    cql.execute(update, ["y", 1])
+    assert cql.execute(f"SELECT t FROM {kv} WHERE k = 1").one().t == "y"
+
+
+# --- types ---------------------------------------------------------------------------------------
+
+# column name, CQL type, a Python value, and the CQL literal of the same value.
+NATIVE_VALUES = [
+    ("a_ascii", "ascii", "hello", "'hello'"),
+    ("a_bigint", "bigint", -(2**62), str(-(2**62))),
+    ("a_blob", "blob", b"\x00\x01\xfe\xff", "0x0001feff"),
+    ("a_boolean", "boolean", True, "true"),
+    ("a_date", "date", Date(datetime.date(2024, 2, 29)), "'2024-02-29'"),
+    ("a_decimal", "decimal", Decimal("-12345.6789"), "-12345.6789"),
+    ("a_double", "double", 2.5e300, "2.5e300"),
+    ("a_duration", "duration", Duration(1, 2, 3_000_000_000), "1mo2d3s"),
+    ("a_float", "float", 1.5, "1.5"),
+    ("a_inet", "inet", "192.168.0.1", "'192.168.0.1'"),
+    ("a_inet6", "inet", "::1", "'::1'"),
+    ("a_int", "int", -(2**31), str(-(2**31))),
+    ("a_smallint", "smallint", -32768, "-32768"),
+    ("a_text", "text", "héllo wörld ✓", "'héllo wörld ✓'"),
+    ("a_time", "time", Time(datetime.time(13, 14, 15, 123456)), "'13:14:15.123456'"),
+    (
+        "a_timestamp",
+        "timestamp",
+        datetime.datetime(2024, 1, 2, 3, 4, 5, 678000),
+        "'2024-01-02 03:04:05.678+0000'",
+    ),
+    (
+        "a_timeuuid",
+        "timeuuid",
+        uuid.UUID("50554d6e-29bb-11e5-b345-feff819cdc9f"),
+        "50554d6e-29bb-11e5-b345-feff819cdc9f",
+    ),
+    ("a_tinyint", "tinyint", -128, "-128"),
+    (
+        "a_uuid",
+        "uuid",
+        uuid.UUID("123e4567-e89b-12d3-a456-426614174000"),
+        "123e4567-e89b-12d3-a456-426614174000",
+    ),
+    ("a_varint", "varint", 2**100 + 1, str(2**100 + 1)),
+]
+
+
+@pytest.fixture
+def all_types(cql, test_keyspace):
+    schema = ", ".join(f"{name} {typ}" for name, typ, _, _ in NATIVE_VALUES)
+    with new_table(cql, test_keyspace, f"k int PRIMARY KEY, {schema}") as t:
+        yield t
+
+
+def test_native_types_round_trip_prepared(cql, all_types):
+    names = [n for n, _, _, _ in NATIVE_VALUES]
+    insert = cql.prepare(
+        f"INSERT INTO {all_types} (k, {', '.join(names)}) VALUES (?, {', '.join('?' * len(names))})"
+    )
+    cql.execute(insert, [1] + [v for _, _, v, _ in NATIVE_VALUES])
+    row = cql.execute(f"SELECT {', '.join(names)} FROM {all_types} WHERE k = 1").one()
+    for (name, _, value, _), got in zip(NATIVE_VALUES, row):
+        assert got == value, name
+
+
+def test_native_types_round_trip_literals(cql, all_types):
+    names = [n for n, _, _, _ in NATIVE_VALUES]
+    literals = [lit for _, _, _, lit in NATIVE_VALUES]
+    cql.execute(f"INSERT INTO {all_types} (k, {', '.join(names)}) VALUES (2, {', '.join(literals)})")
+    row = cql.execute(f"SELECT {', '.join(names)} FROM {all_types} WHERE k = 2").one()
+    for (name, _, value, _), got in zip(NATIVE_VALUES, row):
+        assert got == value, name
+    # ... and the same values are usable as keys in WHERE.
+    assert cql.execute(f"SELECT k FROM {all_types} WHERE k = 2").one().k == 2
+
+
+def test_native_type_edge_values(cql, all_types):
+    insert = cql.prepare(
+        f"INSERT INTO {all_types} (k, a_text, a_blob, a_varint, a_decimal, a_double, a_bigint) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    )
+    cql.execute(insert, [3, "", b"", -(2**200), Decimal("0.000000001"), float("inf"), 2**63 - 1])
+    row = cql.execute(
+        f"SELECT a_text, a_blob, a_varint, a_decimal, a_double, a_bigint FROM {all_types} WHERE k = 3"
+    ).one()
+    assert row == ("", b"", -(2**200), Decimal("0.000000001"), float("inf"), 2**63 - 1)
+
+
+def test_frozen_collections_tuple_and_udt(cql, test_keyspace):
+    with new_type(cql, test_keyspace, "x int, y text") as typ:
+        type_name = typ.split(".")[1]
+        schema = (
+            "k int PRIMARY KEY, l frozen<list<int>>, s frozen<set<text>>, m frozen<map<text, int>>, "
+            f"tu tuple<int, text, boolean>, u frozen<{type_name}>, "
+            f"nested frozen<map<int, frozen<list<frozen<{type_name}>>>>>"
+        )
+        with new_table(cql, test_keyspace, schema) as t:
+            insert = cql.prepare(f"INSERT INTO {t} (k, l, s, m, tu, u, nested) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            cql.execute(
+                insert,
+                [1, [3, 1, 3], {"b", "a"}, {"z": 1, "a": 2}, (7, "seven", True), (5, "five"),
+                 {1: [(1, "one")], 2: []}],
+            )
+            cql.execute(
+                f"INSERT INTO {t} (k, l, s, m, tu, u) VALUES "
+                "(2, [3, 1, 3], {'b', 'a'}, {'z': 1, 'a': 2}, (7, 'seven', true), {x: 5, y: 'five'})"
+            )
+            for k in (1, 2):
+                row = cql.execute(f"SELECT l, s, m, tu, u FROM {t} WHERE k = {k}").one()
+                assert row.l == [3, 1, 3]
+                assert list(row.s) == ["a", "b"]  # sets come back sorted
+                assert list(row.m.items()) == [("a", 2), ("z", 1)]  # maps sorted by key
+                assert row.tu == (7, "seven", True)
+                assert (row.u.x, row.u.y) == (5, "five")
+            nested = cql.execute(f"SELECT nested FROM {t} WHERE k = 1").one().nested
+            assert [(k, [tuple(u) for u in v]) for k, v in nested.items()] == [(1, [(1, "one")]), (2, [])]
+
+
+def test_non_frozen_collections_written_whole(cql, test_keyspace):
+    schema = "k int PRIMARY KEY, l list<int>, s set<text>, m map<int, text>"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, l, s, m) VALUES (1, [1, 2, 2], {{'x', 'y'}}, {{1: 'a', 2: 'b'}})")
+        insert = cql.prepare(f"INSERT INTO {t} (k, l, s, m) VALUES (?, ?, ?, ?)")
+        cql.execute(insert, [2, [1, 2, 2], {"y", "x"}, {2: "b", 1: "a"}])
+        for k in (1, 2):
+            row = cql.execute(f"SELECT l, s, m FROM {t} WHERE k = {k}").one()
+            assert (row.l, set(row.s), dict(row.m)) == ([1, 2, 2], {"x", "y"}, {1: "a", 2: "b"})
+        # Overwriting the whole collection replaces it (it does not merge).
+        cql.execute(f"UPDATE {t} SET l = [9], s = {{'z'}}, m = {{3: 'c'}} WHERE k = 1")
+        row = cql.execute(f"SELECT l, s, m FROM {t} WHERE k = 1").one()
+        assert (row.l, set(row.s), dict(row.m)) == ([9], {"z"}, {3: "c"})
+
+
+# --- clustering, slices, ordering, paging -------------------------------------------------------
+
+
+def fill(cql, table, partitions, rows_per_partition):
+    insert = cql.prepare(f"INSERT INTO {table} (k, c, v) VALUES (?, ?, ?)")
+    for k in partitions:
+        for c in range(rows_per_partition):
+            cql.execute(insert, [k, c, k * 1000 + c])
+
+
+def test_clustering_order_and_slices(cql, kcv):
+    fill(cql, kcv, [1], 10)
+    cs = lambda q: [r.c for r in cql.execute(f"SELECT c FROM {kcv} WHERE k = 1 {q}")]  # noqa: E731
+    assert cs("") == list(range(10))
+    assert cs("AND c > 6") == [7, 8, 9]
+    assert cs("AND c >= 3 AND c < 6") == [3, 4, 5]
+    assert cs("AND c <= 2") == [0, 1, 2]
+    assert cs("AND c = 4") == [4]
+    assert cs("AND c IN (8, 2, 5)") == [2, 5, 8]
+    assert cs("ORDER BY c DESC") == list(range(9, -1, -1))
+    assert cs("AND c > 6 ORDER BY c DESC") == [9, 8, 7]
+    assert cs("LIMIT 3") == [0, 1, 2]
+    assert cs("ORDER BY c DESC LIMIT 2") == [9, 8]
+    prepared = cql.prepare(f"SELECT c FROM {kcv} WHERE k = ? AND c >= ? AND c < ?")
+    assert [r.c for r in cql.execute(prepared, [1, 4, 7])] == [4, 5, 6]
+
+
+def test_clustering_order_desc(cql, test_keyspace):
+    schema = "k int, c int, d text, v int, PRIMARY KEY (k, c, d)"
+    with new_table(cql, test_keyspace, schema, "WITH CLUSTERING ORDER BY (c DESC, d ASC)") as t:
+        for c in range(4):
+            for d in ("b", "a"):
+                cql.execute(f"INSERT INTO {t} (k, c, d, v) VALUES (1, {c}, '{d}', 0)")
+        rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1")]
+        assert rows == [(3, "a"), (3, "b"), (2, "a"), (2, "b"), (1, "a"), (1, "b"), (0, "a"), (0, "b")]
+        rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1 AND c < 2 ORDER BY c ASC")]
+        assert rows == [(0, "b"), (0, "a"), (1, "b"), (1, "a")]
+        assert [r.d for r in cql.execute(f"SELECT d FROM {t} WHERE k = 1 AND c = 2 AND d > 'a'")] == ["b"]
+
+
+def test_single_partition_paging(cql, kcv):
+    fill(cql, kcv, [1], 50)
+    stmt = SimpleStatement(f"SELECT c FROM {kcv} WHERE k = 1", fetch_size=7)
+    result = cql.execute(stmt)
+    assert len(result.current_rows) == 7 and result.has_more_pages
+    assert [r.c for r in result] == list(range(50))  # iterating fetches the remaining pages
+    # Reversed, prepared, with a slice: still every row once, in order.
+    prepared = cql.prepare(f"SELECT c FROM {kcv} WHERE k = ? AND c >= ? ORDER BY c DESC")
+    prepared.fetch_size = 4
+    assert [r.c for r in cql.execute(prepared, [1, 10])] == list(range(49, 9, -1))
+    # A page size that divides the row count exactly must not produce an extra empty page.
+    stmt = SimpleStatement(f"SELECT c FROM {kcv} WHERE k = 1", fetch_size=10)
+    assert [r.c for r in cql.execute(stmt)] == list(range(50))
+
+
+def test_paging_manual_with_paging_state(cql, kcv):
+    fill(cql, kcv, [1], 12)
+    stmt = SimpleStatement(f"SELECT c FROM {kcv} WHERE k = 1", fetch_size=5)
+    seen, paging_state = [], None
+    for _ in range(10):  # bound: 12 rows / 5 per page = 3 pages
+        page = cql.execute(stmt, paging_state=paging_state)
+        seen += [r.c for r in page.current_rows]
+        paging_state = page.paging_state
+        if paging_state is None:
+            break
+    assert seen == list(range(12))
+
+
+def test_full_table_scan_paging(cql, kcv):
+    fill(cql, kcv, range(30), 3)
+    stmt = SimpleStatement(f"SELECT k, c FROM {kcv}", fetch_size=4)
+    rows = [(r.k, r.c) for r in cql.execute(stmt)]
+    assert len(rows) == 90
+    assert set(rows) == {(k, c) for k in range(30) for c in range(3)}
+    # Partitions come in token order, rows of a partition in clustering order.
+    tokens = [Murmur3Token.from_key(struct.pack(">i", k)).value for k, _ in rows]
+    assert tokens == sorted(tokens)
+
+
+def test_composite_partition_key(cql, test_keyspace):
+    schema = "a int, b text, c int, v int, PRIMARY KEY ((a, b), c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (a, b, c, v) VALUES (?, ?, ?, ?)")
+        for a in (1, 2):
+            for b in ("x", "y"):
+                for c in range(3):
+                    cql.execute(insert, [a, b, c, a * 100 + c])
+        rows = list(cql.execute(f"SELECT c, v FROM {t} WHERE a = 2 AND b = 'y'"))
+        assert rows == [(0, 200), (1, 201), (2, 202)]
+        assert len(list(cql.execute(f"SELECT * FROM {t}"))) == 12
+        # The routing key of a composite partition key is the components, each length-prefixed.
+        bound = cql.prepare(f"SELECT v FROM {t} WHERE a = ? AND b = ?").bind([1, "x"])
+        assert bound.routing_key == b"\x00\x04\x00\x00\x00\x01\x00" + b"\x00\x01x\x00"
+
+
+def test_token_function(cql, kv):
+    for k in range(20):
+        cql.execute(f"INSERT INTO {kv} (k, v) VALUES ({k}, {k})")
+    rows = list(cql.execute(f"SELECT token(k), k FROM {kv}"))
+    expected = {k: Murmur3Token.from_key(struct.pack(">i", k)).value for k in range(20)}
+    assert {r.k: r[0] for r in rows} == expected  # bit-identical Murmur3 tokens
+    low, high = sorted(expected.values())[5], sorted(expected.values())[14]
+    in_range = cql.execute(f"SELECT k FROM {kv} WHERE token(k) > {low} AND token(k) <= {high}")
+    assert {r.k for r in in_range} == {k for k, tok in expected.items() if low < tok <= high}
+    prepared = cql.prepare(f"SELECT k FROM {kv} WHERE token(k) >= ?")
+    assert {r.k for r in cql.execute(prepared, [high])} == {k for k, tok in expected.items() if tok >= high}
+
+
+def test_static_columns(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, s text STATIC, v int, PRIMARY KEY (k, c)") as t:
+        cql.execute(f"INSERT INTO {t} (k, c, s, v) VALUES (1, 1, 'first', 1)")
+        cql.execute(f"INSERT INTO {t} (k, c, v) VALUES (1, 2, 2)")
+        cql.execute(f"INSERT INTO {t} (k, c, s, v) VALUES (2, 1, 'other', 1)")
+        assert [r.s for r in cql.execute(f"SELECT s FROM {t} WHERE k = 1")] == ["first", "first"]
+        cql.execute(f"UPDATE {t} SET s = 'shared' WHERE k = 1")  # static: partition key only
+        assert [(r.c, r.s) for r in cql.execute(f"SELECT c, s FROM {t} WHERE k = 1")] == [
+            (1, "shared"),
+            (2, "shared"),
+        ]
+        assert cql.execute(f"SELECT s FROM {t} WHERE k = 2").one().s == "other"
+        assert [r.s for r in cql.execute(f"SELECT DISTINCT k, s FROM {t} WHERE k = 1")] == ["shared"]
+        # A partition with only a static value still shows up, with null clustering columns.
+        cql.execute(f"INSERT INTO {t} (k, s) VALUES (3, 'alone')")
+        assert cql.execute(f"SELECT k, c, s, v FROM {t} WHERE k = 3").one() == (3, None, "alone", None)
+
+
+# --- deletes -------------------------------------------------------------------------------------
+
+
+def test_delete_row_partition_column_and_range(cql, kcv):
+    fill(cql, kcv, [1, 2, 3, 4], 10)
+    cs = lambda k: [r.c for r in cql.execute(f"SELECT c FROM {kcv} WHERE k = {k}")]  # noqa: E731
+    cql.execute(f"DELETE FROM {kcv} WHERE k = 1 AND c = 3")  # one row
+    assert cs(1) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    cql.execute(f"DELETE FROM {kcv} WHERE k = 2")  # the whole partition
+    assert cs(2) == []
+    cql.execute(f"DELETE v FROM {kcv} WHERE k = 3 AND c = 0")  # one column; the row stays
+    assert cql.execute(f"SELECT c, v FROM {kcv} WHERE k = 3 AND c = 0").one() == (0, None)
+    cql.execute(f"DELETE FROM {kcv} WHERE k = 4 AND c > 5")  # a clustering range
+    assert cs(4) == [0, 1, 2, 3, 4, 5]
+    cql.execute(f"DELETE FROM {kcv} WHERE k = 4 AND c >= 1 AND c < 3")
+    assert cs(4) == [0, 3, 4, 5]
+    # Writes after a delete (with later timestamps) are visible again.
+    cql.execute(f"INSERT INTO {kcv} (k, c, v) VALUES (2, 5, 5)")
+    assert cs(2) == [5]
+    prepared = cql.prepare(f"DELETE FROM {kcv} WHERE k = ? AND c = ?")
+    cql.execute(prepared, [1, 0])
+    assert cs(1)[0] == 1
+
+
+def test_row_with_only_primary_key_survives_column_deletes(cql, kv):
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (1, 1)")
+    cql.execute(f"DELETE v FROM {kv} WHERE k = 1")
+    assert cql.execute(f"SELECT k, v FROM {kv} WHERE k = 1").one() == (1, None)  # INSERT's row marker
+    cql.execute(f"UPDATE {kv} SET v = 2 WHERE k = 2")
+    cql.execute(f"DELETE v FROM {kv} WHERE k = 2")
+    assert cql.execute(f"SELECT k FROM {kv} WHERE k = 2").one() is None  # UPDATE has no row marker
+
+
+# --- timestamps and TTL --------------------------------------------------------------------------
+
+
+def test_using_timestamp_last_write_wins(cql, kv):
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (1, 2) USING TIMESTAMP 2000")
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (1, 1) USING TIMESTAMP 1000")  # older: loses
+    row = cql.execute(f"SELECT v, writetime(v) FROM {kv} WHERE k = 1").one()
+    assert (row[0], row[1]) == (2, 2000)
+    cql.execute(f"DELETE FROM {kv} USING TIMESTAMP 1500 WHERE k = 1")  # older than the write
+    assert cql.execute(f"SELECT v FROM {kv} WHERE k = 1").one().v == 2
+    cql.execute(f"DELETE FROM {kv} USING TIMESTAMP 2500 WHERE k = 1")
+    assert cql.execute(f"SELECT v FROM {kv} WHERE k = 1").one() is None
+    cql.execute(f"UPDATE {kv} USING TIMESTAMP 2400 SET v = 9 WHERE k = 1")  # shadowed by delete
+    assert cql.execute(f"SELECT v FROM {kv} WHERE k = 1").one() is None
+
+
+def test_writetime_of_server_timestamp(cql, kv):
+    before_us = int(time.time() * 1_000_000)
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (1, 1)")
+    after_us = int(time.time() * 1_000_000)
+    # The driver (protocol v3+) sends a client timestamp; either way it is microseconds now.
+    writetime = cql.execute(f"SELECT writetime(v) FROM {kv} WHERE k = 1").one()[0]
+    assert before_us - 60_000_000 <= writetime <= after_us + 60_000_000
+
+
+def test_using_ttl(cql, kv):
+    cql.execute(f"INSERT INTO {kv} (k, v, t) VALUES (1, 1, 'a') USING TTL 100")
+    row = cql.execute(f"SELECT ttl(v), ttl(t) FROM {kv} WHERE k = 1").one()
+    assert 90 <= row[0] <= 100 and 90 <= row[1] <= 100
+    cql.execute(f"UPDATE {kv} USING TTL 200 SET t = 'b' WHERE k = 1")
+    row = cql.execute(f"SELECT ttl(v), ttl(t) FROM {kv} WHERE k = 1").one()
+    assert 90 <= row[0] <= 100 and 190 <= row[1] <= 200
+    insert = cql.prepare(f"INSERT INTO {kv} (k, v) VALUES (?, ?) USING TTL ?")
+    cql.execute(insert, [2, 2, 50])
+    assert 40 <= cql.execute(f"SELECT ttl(v) FROM {kv} WHERE k = 2").one()[0] <= 50
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (3, 3)")
+    assert cql.execute(f"SELECT ttl(v) FROM {kv} WHERE k = 3").one()[0] is None
+
+
+def test_ttl_expiry(cql, kv):
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (1, 1) USING TTL 1")
+    cql.execute(f"INSERT INTO {kv} (k, v) VALUES (2, 2)")
+    deadline = time.monotonic() + 3  # TTLs have 1 s resolution: gone within 2 s
+    while cql.execute(f"SELECT v FROM {kv} WHERE k = 1").one() is not None:
+        assert time.monotonic() < deadline, "row with TTL 1 still visible after 3 s"
+        time.sleep(0.1)  # poll interval
+    assert cql.execute(f"SELECT v FROM {kv} WHERE k = 2").one().v == 2
+
+
+def test_default_time_to_live(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int", "WITH default_time_to_live = 100") as t:
+        cql.execute(f"INSERT INTO {t} (k, v) VALUES (1, 1)")
+        assert 90 <= cql.execute(f"SELECT ttl(v) FROM {t} WHERE k = 1").one()[0] <= 100
+
+
+# --- batches -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_type", [BatchType.LOGGED, BatchType.UNLOGGED])
+def test_driver_batch_with_prepared_statements(cql, kcv, batch_type):
+    insert = cql.prepare(f"INSERT INTO {kcv} (k, c, v) VALUES (?, ?, ?)")
+    batch = BatchStatement(batch_type=batch_type)
+    for c in range(5):
+        batch.add(insert, (1, c, c))
+    batch.add(insert, (2, 0, 20))  # a second partition
+    batch.add(f"UPDATE {kcv} SET v = %s WHERE k = %s AND c = %s", (99, 1, 4))  # unprepared
+    cql.execute(batch)
+    assert [r.v for r in cql.execute(f"SELECT v FROM {kcv} WHERE k = 1")] == [0, 1, 2, 3, 99]
+    assert cql.execute(f"SELECT v FROM {kcv} WHERE k = 2").one().v == 20
+
+
+def test_cql_batch(cql, kcv):
+    cql.execute(
+        f"BEGIN BATCH "
+        f"INSERT INTO {kcv} (k, c, v) VALUES (1, 1, 1); "
+        f"INSERT INTO {kcv} (k, c, v) VALUES (1, 2, 2); "
+        f"UPDATE {kcv} SET v = 3 WHERE k = 2 AND c = 1; "
+        f"DELETE FROM {kcv} WHERE k = 1 AND c = 2; "
+        f"APPLY BATCH"
+    )
+    # All statements of a batch share one timestamp; the DELETE shadows the INSERT of (1, 2).
+    assert list(cql.execute(f"SELECT c, v FROM {kcv} WHERE k = 1")) == [(1, 1)]
+    assert cql.execute(f"SELECT v FROM {kcv} WHERE k = 2 AND c = 1").one().v == 3
+    cql.execute(
+        f"BEGIN UNLOGGED BATCH USING TIMESTAMP 1000 "
+        f"INSERT INTO {kcv} (k, c, v) VALUES (3, 1, 1); "
+        f"INSERT INTO {kcv} (k, c, v) VALUES (4, 1, 1); "
+        f"APPLY BATCH"
+    )
+    assert cql.execute(f"SELECT writetime(v) FROM {kcv} WHERE k = 4 AND c = 1").one()[0] == 1000
+    prepared = cql.prepare(
+        f"BEGIN BATCH INSERT INTO {kcv} (k, c, v) VALUES (?, ?, ?); "
+        f"INSERT INTO {kcv} (k, c, v) VALUES (?, ?, ?); APPLY BATCH"
+    )
+    cql.execute(prepared, [5, 1, 1, 5, 2, 2])
+    assert [r.c for r in cql.execute(f"SELECT c FROM {kcv} WHERE k = 5")] == [1, 2]
+
+
+# --- unset values, aggregates, IN, filtering -----------------------------------------------------
+
+
+def test_unset_values_leave_columns_untouched(cql, kv):
+    insert = cql.prepare(f"INSERT INTO {kv} (k, v, t) VALUES (?, ?, ?)")
+    cql.execute(insert, [1, 1, "one"])
+    cql.execute(insert, [1, UNSET_VALUE, "uno"])
+    assert cql.execute(f"SELECT v, t FROM {kv} WHERE k = 1").one() == (1, "uno")
+    update = cql.prepare(f"UPDATE {kv} SET v = :v, t = :t WHERE k = :k")
+    cql.execute(update, {"k": 1, "v": 2, "t": UNSET_VALUE})
+    assert cql.execute(f"SELECT v, t FROM {kv} WHERE k = 1").one() == (2, "uno")
+    # Missing named values are sent as UNSET by the driver (protocol v4+).
+    cql.execute(update, {"k": 1, "v": 3})
+    assert cql.execute(f"SELECT v, t FROM {kv} WHERE k = 1").one() == (3, "uno")
+    # null (None), unlike UNSET, deletes.
+    cql.execute(insert, [1, None, "x"])
+    assert cql.execute(f"SELECT v, t FROM {kv} WHERE k = 1").one() == (None, "x")
+
+
+def test_count(cql, kcv):
+    fill(cql, kcv, [1, 2], 5)
+    assert cql.execute(f"SELECT count(*) FROM {kcv}").one()[0] == 10
+    assert cql.execute(f"SELECT count(*) FROM {kcv} WHERE k = 1").one()[0] == 5
+    assert cql.execute(f"SELECT count(*) FROM {kcv} WHERE k = 1 AND c > 2").one()[0] == 2
+    assert cql.execute(f"SELECT count(*) FROM {kcv} WHERE k = 42").one()[0] == 0
+    assert cql.execute(f"SELECT COUNT(1) FROM {kcv} WHERE k = 2").one()[0] == 5
+
+
+def test_in_on_partition_key(cql, kcv):
+    fill(cql, kcv, range(6), 2)
+    rows = {(r.k, r.c) for r in cql.execute(f"SELECT k, c FROM {kcv} WHERE k IN (1, 3, 5, 42)")}
+    assert rows == {(1, 0), (1, 1), (3, 0), (3, 1), (5, 0), (5, 1)}
+    prepared = cql.prepare(f"SELECT k, c FROM {kcv} WHERE k IN ? AND c = ?")
+    assert {(r.k, r.c) for r in cql.execute(prepared, [[0, 2], 1])} == {(0, 1), (2, 1)}
+
+
+def test_allow_filtering(cql, kcv):
+    fill(cql, kcv, range(4), 4)
+    with pytest.raises(InvalidRequest, match="ALLOW FILTERING"):
+        cql.execute(f"SELECT k, c FROM {kcv} WHERE v = 2002")
+    rows = list(cql.execute(f"SELECT k, c FROM {kcv} WHERE v = 2002 ALLOW FILTERING"))
+    assert rows == [(2, 2)]
+    rows = cql.execute(f"SELECT c FROM {kcv} WHERE k = 3 AND v > 3001 ALLOW FILTERING")
+    assert [r.c for r in rows] == [2, 3]

@@ -1,0 +1,301 @@
+"""Schema statements: keyspaces, tables, user-defined types, and what system_schema reports."""
+
+import pytest
+from cassandra import AlreadyExists, InvalidRequest
+from cassandra.protocol import ConfigurationException
+
+from util import new_keyspace, new_session, new_table, new_type, unique_name
+
+SIMPLE_RF1 = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+
+
+def keyspace_row(cql, name):
+    return cql.execute(
+        "SELECT replication, durable_writes FROM system_schema.keyspaces WHERE keyspace_name = %s",
+        [name],
+    ).one()
+
+
+def table_row(cql, qualified):
+    ks, name = qualified.split(".")
+    return cql.execute(
+        "SELECT * FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        [ks, name],
+    ).one()
+
+
+def columns(cql, qualified):
+    """{column name: (kind, position, clustering_order, type)} from system_schema.columns."""
+    ks, name = qualified.split(".")
+    rows = cql.execute(
+        "SELECT column_name, kind, position, clustering_order, type FROM system_schema.columns "
+        "WHERE keyspace_name = %s AND table_name = %s",
+        [ks, name],
+    )
+    return {r.column_name: (r.kind, r.position, r.clustering_order, r.type) for r in rows}
+
+
+# --- keyspaces -----------------------------------------------------------------------------------
+
+
+def test_create_keyspace_simple_strategy(cql):
+    with new_keyspace(cql) as ks:
+        row = keyspace_row(cql, ks)
+        assert row.replication == {
+            "class": "org.apache.cassandra.locator.SimpleStrategy",
+            "replication_factor": "1",
+        }
+        assert row.durable_writes is True
+
+
+def test_create_keyspace_network_topology(cql):
+    replication = "{'class': 'NetworkTopologyStrategy', 'datacenter1': 1}"
+    with new_keyspace(cql, replication, "AND durable_writes = false") as ks:
+        row = keyspace_row(cql, ks)
+        assert row.replication == {
+            "class": "org.apache.cassandra.locator.NetworkTopologyStrategy",
+            "datacenter1": "1",
+        }
+        assert row.durable_writes is False
+        assert cql.cluster.metadata.keyspaces[ks].durable_writes is False
+
+
+def test_alter_keyspace(cql):
+    with new_keyspace(cql) as ks:
+        cql.execute(
+            f"ALTER KEYSPACE {ks} WITH replication = "
+            "{'class': 'NetworkTopologyStrategy', 'datacenter1': 1} AND durable_writes = false"
+        )
+        row = keyspace_row(cql, ks)
+        assert row.replication["class"] == "org.apache.cassandra.locator.NetworkTopologyStrategy"
+        assert row.durable_writes is False
+
+
+def test_drop_keyspace_drops_its_tables(cql):
+    ks = unique_name("ks")
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {SIMPLE_RF1}")
+    cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY)")
+    cql.execute(f"DROP KEYSPACE {ks}")
+    assert keyspace_row(cql, ks) is None
+    assert table_row(cql, f"{ks}.t") is None
+    with pytest.raises(InvalidRequest):
+        cql.execute(f"SELECT * FROM {ks}.t")
+
+
+def test_keyspace_if_not_exists_and_already_exists(cql):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {SIMPLE_RF1}")
+        with pytest.raises(AlreadyExists) as e:
+            cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {SIMPLE_RF1}")
+        assert e.value.keyspace == ks
+    cql.execute(f"DROP KEYSPACE IF EXISTS {ks}")  # already gone: no error
+    with pytest.raises(InvalidRequest):
+        cql.execute(f"DROP KEYSPACE {ks}")
+
+
+def test_unknown_replication_strategy(cql):
+    name = unique_name("ks")
+    with pytest.raises(ConfigurationException, match="NoSuchStrategy"):
+        cql.execute(f"CREATE KEYSPACE {name} WITH replication = {{'class': 'NoSuchStrategy'}}")
+    assert keyspace_row(cql, name) is None
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+
+def test_create_table_reported_in_system_schema(cql, test_keyspace):
+    schema = "a int, b text, c timestamp, d uuid, s int STATIC, v list<int>, PRIMARY KEY ((a, b), c, d)"
+    extra = "WITH CLUSTERING ORDER BY (c DESC, d ASC)"
+    with new_table(cql, test_keyspace, schema, extra) as t:
+        assert columns(cql, t) == {
+            "a": ("partition_key", 0, "none", "int"),
+            "b": ("partition_key", 1, "none", "text"),
+            "c": ("clustering", 0, "desc", "timestamp"),
+            "d": ("clustering", 1, "asc", "uuid"),
+            "s": ("static", -1, "none", "int"),
+            "v": ("regular", -1, "none", "list<int>"),
+        }
+        meta = cql.cluster.metadata.keyspaces[test_keyspace].tables[t.split(".")[1]]
+        assert [c.name for c in meta.partition_key] == ["a", "b"]
+        assert [c.name for c in meta.clustering_key] == ["c", "d"]
+        assert meta.columns["c"].is_reversed and not meta.columns["d"].is_reversed
+        assert meta.columns["s"].is_static
+
+
+def test_table_options_reported(cql, test_keyspace):
+    extra = "WITH comment = 'hello' AND gc_grace_seconds = 3600 AND default_time_to_live = 60"
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int", extra) as t:
+        row = table_row(cql, t)
+        assert (row.comment, row.gc_grace_seconds, row.default_time_to_live) == ("hello", 3600, 60)
+        cql.execute(f"ALTER TABLE {t} WITH comment = 'bye' AND default_time_to_live = 0")
+        row = table_row(cql, t)
+        assert (row.comment, row.gc_grace_seconds, row.default_time_to_live) == ("bye", 3600, 0)
+
+
+def test_alter_table_add_drop_column(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int") as t:
+        cql.execute(f"INSERT INTO {t} (k, v) VALUES (1, 10)")
+        cql.execute(f"ALTER TABLE {t} ADD w text")
+        assert cql.execute(f"SELECT k, v, w FROM {t}").one() == (1, 10, None)
+        cql.execute(f"UPDATE {t} SET w = 'x' WHERE k = 1")
+        cql.execute(f"ALTER TABLE {t} DROP v")
+        assert "v" not in columns(cql, t)
+        assert list(cql.execute(f"SELECT * FROM {t}")) == [(1, "x")]
+        with pytest.raises(InvalidRequest):
+            cql.execute(f"SELECT v FROM {t}")
+        with pytest.raises(InvalidRequest):  # primary key columns cannot be dropped
+            cql.execute(f"ALTER TABLE {t} DROP k")
+        with pytest.raises(InvalidRequest):  # already there
+            cql.execute(f"ALTER TABLE {t} ADD w int")
+
+
+def test_alter_table_rename_clustering_column(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, v int, PRIMARY KEY (k, c)") as t:
+        cql.execute(f"INSERT INTO {t} (k, c, v) VALUES (1, 2, 3)")
+        cql.execute(f"ALTER TABLE {t} RENAME c TO c2")
+        assert cql.execute(f"SELECT c2, v FROM {t} WHERE k = 1").one() == (2, 3)
+        assert columns(cql, t)["c2"][0] == "clustering"
+        with pytest.raises(InvalidRequest):  # only primary key columns can be renamed
+            cql.execute(f"ALTER TABLE {t} RENAME v TO v2")
+
+
+def test_drop_table(cql, test_keyspace):
+    name = f"{test_keyspace}.{unique_name('tbl')}"
+    cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY)")
+    cql.execute(f"DROP TABLE {name}")
+    assert table_row(cql, name) is None
+    with pytest.raises(InvalidRequest):
+        cql.execute(f"DROP TABLE {name}")
+    cql.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_table_if_not_exists_and_already_exists(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int") as t:
+        # IF NOT EXISTS does not replace the existing definition.
+        cql.execute(f"CREATE TABLE IF NOT EXISTS {t} (k int PRIMARY KEY, w text)")
+        assert set(columns(cql, t)) == {"k", "v"}
+        with pytest.raises(AlreadyExists) as e:
+            cql.execute(f"CREATE TABLE {t} (k int PRIMARY KEY)")
+        assert (e.value.keyspace, e.value.table) == tuple(t.split("."))
+
+
+def test_create_table_in_missing_keyspace(cql):
+    with pytest.raises(InvalidRequest):
+        cql.execute("CREATE TABLE no_such_keyspace_e2e.t (k int PRIMARY KEY)")
+
+
+def test_invalid_table_definitions(cql, test_keyspace):
+    name = f"{test_keyspace}.{unique_name('tbl')}"
+    with pytest.raises(InvalidRequest):  # no primary key
+        cql.execute(f"CREATE TABLE {name} (k int, v int)")
+    with pytest.raises(InvalidRequest):  # primary key names an unknown column
+        cql.execute(f"CREATE TABLE {name} (k int, v int, PRIMARY KEY (x))")
+    with pytest.raises(InvalidRequest):  # static column without clustering columns
+        cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, s int STATIC)")
+    with pytest.raises(InvalidRequest):  # non-frozen collection in the primary key
+        cql.execute(f"CREATE TABLE {name} (k list<int> PRIMARY KEY)")
+    assert table_row(cql, name) is None
+
+
+def test_quoted_identifiers_are_case_sensitive(cql, test_keyspace):
+    name = unique_name("Mixed")  # upper case, only reachable quoted
+    t = f'{test_keyspace}."{name}"'
+    cql.execute(f'CREATE TABLE {t} ("Key" int PRIMARY KEY, "Value" text, value int)')
+    try:
+        assert table_row(cql, f"{test_keyspace}.{name}") is not None
+        cql.execute(f'INSERT INTO {t} ("Key", "Value", value) VALUES (1, \'upper\', 2)')
+        row = cql.execute(f'SELECT "Value", value, "Key" FROM {t} WHERE "Key" = 1').one()
+        assert row == ("upper", 2, 1)
+        # Unquoted names are folded to lower case, so these name things that do not exist.
+        with pytest.raises(InvalidRequest):
+            cql.execute(f"SELECT * FROM {test_keyspace}.{name}")
+        with pytest.raises(InvalidRequest):
+            cql.execute(f"SELECT * FROM {t} WHERE Key = 1")
+        # ... and an unquoted upper-case name means the lower-case column.
+        assert cql.execute(f'SELECT VALUE FROM {t} WHERE "Key" = 1').one()[0] == 2
+    finally:
+        cql.execute(f"DROP TABLE {t}")
+
+
+def test_use_and_unqualified_names(cql, server, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int") as t:
+        unqualified = t.split(".")[1]
+        with new_session(*server) as s:
+            with pytest.raises(InvalidRequest):  # no keyspace yet
+                s.execute(f"SELECT * FROM {unqualified}")
+            s.execute(f"USE {test_keyspace}")
+            s.execute(f"INSERT INTO {unqualified} (k, v) VALUES (1, 2)")
+            assert s.execute(f"SELECT v FROM {unqualified} WHERE k = 1").one().v == 2
+            prepared = s.prepare(f"SELECT v FROM {unqualified} WHERE k = ?")
+            assert s.execute(prepared, [1]).one().v == 2
+        with new_session(*server, keyspace=test_keyspace) as s:  # USE at connect time
+            assert s.execute(f"SELECT v FROM {unqualified} WHERE k = 1").one().v == 2
+        with pytest.raises(InvalidRequest):
+            cql.execute("USE no_such_keyspace_e2e")
+
+
+def test_truncate(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, v int, PRIMARY KEY (k, c)") as t:
+        for i in range(10):
+            cql.execute(f"INSERT INTO {t} (k, c, v) VALUES ({i % 3}, {i}, {i})")
+        cql.execute(f"TRUNCATE {t}")
+        assert list(cql.execute(f"SELECT * FROM {t}")) == []
+        cql.execute(f"INSERT INTO {t} (k, c, v) VALUES (1, 1, 1)")  # still writable
+        cql.execute(f"TRUNCATE TABLE {t}")
+        assert list(cql.execute(f"SELECT * FROM {t}")) == []
+    with pytest.raises(InvalidRequest):
+        cql.execute(f"TRUNCATE {test_keyspace}.no_such_table")
+
+
+# --- user-defined types --------------------------------------------------------------------------
+
+
+def test_create_type_and_frozen_udt_column(cql, test_keyspace):
+    with new_type(cql, test_keyspace, "street text, number int") as typ:
+        type_name = typ.split(".")[1]
+        row = cql.execute(
+            "SELECT field_names, field_types FROM system_schema.types "
+            "WHERE keyspace_name = %s AND type_name = %s",
+            [test_keyspace, type_name],
+        ).one()
+        assert (row.field_names, row.field_types) == (["street", "number"], ["text", "int"])
+        with new_table(cql, test_keyspace, f"k int PRIMARY KEY, addr frozen<{type_name}>") as t:
+            cql.execute(f"INSERT INTO {t} (k, addr) VALUES (1, {{street: 'Main', number: 5}})")
+            addr = cql.execute(f"SELECT addr FROM {t} WHERE k = 1").one().addr
+            assert (addr.street, addr.number) == ("Main", 5)
+            assert columns(cql, t)["addr"][3] == f"frozen<{type_name}>"
+            with pytest.raises(InvalidRequest):  # a type in use cannot be dropped
+                cql.execute(f"DROP TYPE {typ}")
+
+
+def test_alter_type(cql, test_keyspace):
+    with new_type(cql, test_keyspace, "a int") as typ:
+        type_name = typ.split(".")[1]
+        with new_table(cql, test_keyspace, f"k int PRIMARY KEY, u frozen<{type_name}>") as t:
+            cql.execute(f"INSERT INTO {t} (k, u) VALUES (1, {{a: 1}})")
+            cql.execute(f"ALTER TYPE {typ} ADD b text")
+            cql.execute(f"ALTER TYPE {typ} RENAME a TO a2")
+            row = cql.execute(
+                "SELECT field_names, field_types FROM system_schema.types "
+                "WHERE keyspace_name = %s AND type_name = %s",
+                [test_keyspace, type_name],
+            ).one()
+            assert (row.field_names, row.field_types) == (["a2", "b"], ["int", "text"])
+            cql.execute(f"INSERT INTO {t} (k, u) VALUES (2, {{a2: 2, b: 'two'}})")
+            # The old value reads back with the new field names; the added field is null.
+            rows = {r.k: (r.u.a2, r.u.b) for r in cql.execute(f"SELECT k, u FROM {t}")}
+            assert rows == {1: (1, None), 2: (2, "two")}
+
+
+def test_type_if_not_exists_and_errors(cql, test_keyspace):
+    with new_type(cql, test_keyspace, "a int") as typ:
+        cql.execute(f"CREATE TYPE IF NOT EXISTS {typ} (x text)")
+        with pytest.raises(InvalidRequest):  # Cassandra: "A user type ... already exists"
+            cql.execute(f"CREATE TYPE {typ} (a int)")
+        with pytest.raises(InvalidRequest):
+            cql.execute(f"ALTER TYPE {typ} ADD a text")  # field already there
+    with pytest.raises(InvalidRequest):
+        cql.execute(f"DROP TYPE {typ}")
+    cql.execute(f"DROP TYPE IF EXISTS {typ}")
+    with pytest.raises(InvalidRequest):  # unknown type in a table definition
+        cql.execute(f"CREATE TABLE {test_keyspace}.{unique_name('tbl')} (k int PRIMARY KEY, u frozen<no_such_type>)")

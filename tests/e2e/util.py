@@ -1,0 +1,259 @@
+"""Helpers shared by the end-to-end tests: unique names, throw-away tables and types, a driver
+`Cluster` factory, a CQL readiness probe, and `HelenusNode`, which runs the real `helenus` binary.
+
+Everything here works the same against Helenus and against Apache Cassandra, except
+`HelenusNode`, which only the Helenus-only (restart/durability) tests use.
+"""
+
+import itertools
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
+
+# Generous because Cassandra's schema changes on a loaded 2-core machine can take seconds.
+REQUEST_TIMEOUT_S = 30
+# How long a node may take to open its CQL port (Helenus: RocksDB open + commit log replay).
+NODE_START_TIMEOUT_S = 60
+# How long a node may take to drain and exit after SIGTERM before we SIGKILL it.
+NODE_STOP_TIMEOUT_S = 30
+
+_counter = itertools.count()
+
+
+def unique_name(prefix="t"):
+    """A lowercase identifier no other test (or earlier run) uses: prefix, counter, random part.
+
+    Kept well under Cassandra's 48-character limit for keyspace and table names."""
+    return f"{prefix}_{next(_counter)}_{uuid.uuid4().hex[:12]}"
+
+
+def new_cluster(host, port, **kwargs):
+    """A driver `Cluster` for one node. Protocol version is negotiated unless given."""
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
+        request_timeout=REQUEST_TIMEOUT_S,
+    )
+    kwargs.setdefault("connect_timeout", 10)
+    kwargs.setdefault("control_connection_timeout", 10)
+    # Refresh quickly on SCHEMA_CHANGE events (default window is 2 s) so tests that wait for
+    # another Cluster to see a change finish fast.
+    kwargs.setdefault("schema_event_refresh_window", 0.1)
+    return Cluster(
+        contact_points=[host],
+        port=port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        **kwargs,
+    )
+
+
+@contextmanager
+def new_session(host, port, keyspace=None, **kwargs):
+    """A fresh Cluster + Session, shut down on exit."""
+    cluster = new_cluster(host, port, **kwargs)
+    try:
+        yield cluster.connect(keyspace)
+    finally:
+        cluster.shutdown()
+
+
+@contextmanager
+def new_table(cql, keyspace, schema, extra=""):
+    """Creates `keyspace.<unique>` with the given column/primary-key schema; yields the qualified
+    name and drops the table afterwards."""
+    name = f"{keyspace}.{unique_name('tbl')}"
+    cql.execute(f"CREATE TABLE {name} ({schema}) {extra}")
+    try:
+        yield name
+    finally:
+        cql.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+@contextmanager
+def new_type(cql, keyspace, fields):
+    """Creates a user-defined type `keyspace.<unique>` with the given fields; yields the
+    qualified name and drops it afterwards."""
+    name = f"{keyspace}.{unique_name('typ')}"
+    cql.execute(f"CREATE TYPE {name} ({fields})")
+    try:
+        yield name
+    finally:
+        cql.execute(f"DROP TYPE IF EXISTS {name}")
+
+
+@contextmanager
+def new_keyspace(cql, replication="{'class': 'SimpleStrategy', 'replication_factor': 1}", extra=""):
+    name = unique_name("ks")
+    cql.execute(f"CREATE KEYSPACE {name} WITH replication = {replication} {extra}")
+    try:
+        yield name
+    finally:
+        cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# A protocol v4 OPTIONS frame: version 0x04, flags 0, stream 0, opcode 0x05, body length 0.
+OPTIONS_FRAME_V4 = struct.pack(">BBhBi", 0x04, 0x00, 0, 0x05, 0)
+OPCODE_ERROR = 0x00
+OPCODE_SUPPORTED = 0x06
+
+
+def cql_ready(host, port, timeout_s=1.0):
+    """True if a server at host:port answers a v4 OPTIONS frame with SUPPORTED.
+
+    An open port alone is not enough: a server may listen before it serves requests."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as s:
+            s.sendall(OPTIONS_FRAME_V4)
+            header = recv_exact(s, 9)
+            return header is not None and header[4] == OPCODE_SUPPORTED
+    except OSError:
+        return False
+
+
+def wait_for_cql(host, port, timeout_s, alive=lambda: True):
+    """Polls until `cql_ready`, failing after `timeout_s` or as soon as `alive()` is false."""
+    deadline = time.monotonic() + timeout_s
+    while not cql_ready(host, port):
+        if not alive():
+            raise RuntimeError(f"server for {host}:{port} exited while starting")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no CQL server answered on {host}:{port} within {timeout_s} s")
+        time.sleep(0.1)  # poll interval
+
+
+def recv_exact(sock, n):
+    """Reads exactly n bytes, or returns None if the peer closed the connection first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def read_frame(sock):
+    """Reads one pre-v5-framing response frame: (version byte, opcode, body), or None at EOF."""
+    header = recv_exact(sock, 9)
+    if header is None:
+        return None
+    version, _flags, _stream, opcode, length = struct.unpack(">BBhBi", header)
+    body = recv_exact(sock, length)
+    if body is None:
+        return None
+    return version, opcode, body
+
+
+class HelenusNode:
+    """One `helenus server` process on 127.0.0.1 with its own directory and port.
+
+    The directory holds `helenus.yaml`, `data/`, `commitlog/` and `helenus.log`; it survives
+    stop/start so restart tests can check durability. Only the PID this object started is ever
+    signalled."""
+
+    def __init__(self, binary, directory, port=None, cluster_name="helenus-e2e"):
+        self.binary = str(binary)
+        self.directory = Path(directory)
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.cluster_name = cluster_name
+        self.process = None
+        self.log_path = self.directory / "helenus.log"
+        self.config_path = self.directory / "helenus.yaml"
+
+    def write_config(self):
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            f"cluster_name: '{self.cluster_name}'\n"
+            f"listen_address: {self.host}\n"
+            f"rpc_address: {self.host}\n"
+            f"native_transport_port: {self.port}\n"
+            f"data_file_directories:\n"
+            f"  - {self.directory / 'data'}\n"
+            f"commitlog_directory: {self.directory / 'commitlog'}\n"
+            f"commitlog_sync: periodic\n"
+        )
+
+    def is_running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def start(self):
+        assert not self.is_running(), "node already running"
+        if not os.access(self.binary, os.X_OK):
+            raise FileNotFoundError(f"helenus binary not found or not executable: {self.binary}")
+        self.write_config()
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                [self.binary, "server", "--config", str(self.config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session: a Ctrl-C in the terminal reaches pytest, which stops us in order.
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        try:
+            wait_for_cql(self.host, self.port, NODE_START_TIMEOUT_S, alive=self.is_running)
+        except Exception as e:
+            self.kill()
+            raise RuntimeError(f"{e}\n--- last lines of {self.log_path} ---\n{self.log_tail()}")
+        return self
+
+    def stop(self, timeout_s=NODE_STOP_TIMEOUT_S):
+        """SIGTERM (a clean shutdown) and wait. A node that does not exit in time is SIGKILLed and
+        the stop is reported as a failure: a slow shutdown is a bug."""
+        if not self.is_running():
+            self.process = None
+            return
+        pid = self.process.pid
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(f"helenus (pid {pid}) did not exit within {timeout_s} s of SIGTERM")
+        finally:
+            self.process = None
+
+    def kill(self):
+        """SIGKILL: a crash, for crash-consistency tests."""
+        if self.is_running():
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def log_tail(self, lines=40):
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def default_helenus_bin():
+    """$HELENUS_BIN, else $CARGO_TARGET_DIR/debug/helenus, else <repo>/target/debug/helenus."""
+    if os.environ.get("HELENUS_BIN"):
+        return Path(os.environ["HELENUS_BIN"])
+    if os.environ.get("CARGO_TARGET_DIR"):
+        return Path(os.environ["CARGO_TARGET_DIR"]) / "debug" / "helenus"
+    return Path(__file__).resolve().parents[2] / "target" / "debug" / "helenus"
