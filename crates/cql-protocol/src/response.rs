@@ -139,7 +139,8 @@ pub enum ErrorExtra {
         reasons: Vec<(IpAddr, u16)>,
         write_type: String,
     },
-    /// 0x1700: `<cl><received><blockfor>`.
+    /// 0x1700 (v5 only): `<cl><received><blockfor>`. A v4 client is sent a 0x1100
+    /// WRITE_TIMEOUT with write type `CAS` and the same fields instead.
     CasWriteUnknown {
         consistency: Consistency,
         received: i32,
@@ -247,9 +248,12 @@ pub struct RowsMetadata {
     /// Set when there are more pages (flag Has_more_pages).
     pub paging_state: Option<Bytes>,
     /// The client asked to skip metadata: only flags, count and paging state are written.
+    /// Overridden in v5 by `new_metadata_id` (see there).
     pub no_metadata: bool,
     /// v5: the result metadata changed since the client prepared; written with flag
-    /// Metadata_changed (ignored in v4).
+    /// Metadata_changed (ignored in v4). Metadata_changed requires No_metadata to be unset
+    /// (spec v5 section 4.2.5.2), so when this is set the full metadata is written even if
+    /// `no_metadata` is.
     pub new_metadata_id: Option<Bytes>,
 }
 
@@ -375,6 +379,30 @@ impl Response {
 }
 
 fn encode_error(version: Version, e: &ErrorBody, out: &mut BytesMut) {
+    // CAS_WRITE_UNKNOWN (0x1700) exists only from v5; a v4 client gets it as a WRITE_TIMEOUT
+    // of write type CAS, as Cassandra's `ErrorMessage.getBackwardsCompatibleException` does.
+    if let (
+        Version::V4,
+        ErrorCode::CasWriteUnknown,
+        ErrorExtra::CasWriteUnknown {
+            consistency,
+            received,
+            block_for,
+        },
+    ) = (version, e.code, &e.extra)
+    {
+        let timeout = ErrorBody {
+            code: ErrorCode::WriteTimeout,
+            message: e.message.clone(),
+            extra: ErrorExtra::WriteTimeout {
+                consistency: *consistency,
+                received: *received,
+                block_for: *block_for,
+                write_type: "CAS".to_string(),
+            },
+        };
+        return encode_error(version, &timeout, out);
+    }
     out.put_i32(e.code.code());
     put_string(out, &e.message);
     match &e.extra {
@@ -515,7 +543,12 @@ fn count(columns: &[ColumnSpec]) -> i32 {
 }
 
 /// `[<global_table_spec>]<col_spec_1>...<col_spec_n>`, each spec `[(<ks><table>)]<name><type>`.
-fn put_column_specs(global: Option<(&str, &str)>, columns: &[ColumnSpec], out: &mut BytesMut) {
+fn put_column_specs(
+    version: Version,
+    global: Option<(&str, &str)>,
+    columns: &[ColumnSpec],
+    out: &mut BytesMut,
+) {
     if let Some((keyspace, table)) = global {
         put_string(out, keyspace);
         put_string(out, table);
@@ -526,7 +559,7 @@ fn put_column_specs(global: Option<(&str, &str)>, columns: &[ColumnSpec], out: &
             put_string(out, &c.table);
         }
         put_string(out, &c.name);
-        put_type_option(out, &c.ty);
+        put_type_option(version, out, &c.ty);
     }
 }
 
@@ -538,8 +571,11 @@ fn put_rows_metadata(version: Version, m: &RowsMetadata, out: &mut BytesMut) {
         .new_metadata_id
         .as_ref()
         .filter(|_| version == Version::V5);
+    // Metadata_changed and No_metadata are mutually exclusive: a client told that the
+    // metadata changed needs the new metadata (drivers stop reading at No_metadata).
+    let no_metadata = m.no_metadata && new_metadata_id.is_none();
     let mut flags = 0;
-    if m.no_metadata {
+    if no_metadata {
         flags |= rows_flags::NO_METADATA;
     } else if global.is_some() {
         flags |= rows_flags::GLOBAL_TABLES_SPEC;
@@ -558,8 +594,8 @@ fn put_rows_metadata(version: Version, m: &RowsMetadata, out: &mut BytesMut) {
     if let Some(id) = new_metadata_id {
         put_short_bytes(out, id);
     }
-    if !m.no_metadata {
-        put_column_specs(global, &m.columns, out);
+    if !no_metadata {
+        put_column_specs(version, global, &m.columns, out);
     }
 }
 
@@ -583,7 +619,7 @@ fn put_prepared(version: Version, p: &PreparedResult, out: &mut BytesMut) {
     for i in &p.pk_indexes {
         out.put_u16(*i);
     }
-    put_column_specs(global, &p.bind_columns, out);
+    put_column_specs(version, global, &p.bind_columns, out);
 
     if p.result_columns.is_empty() {
         out.put_i32(rows_flags::NO_METADATA);

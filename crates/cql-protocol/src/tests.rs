@@ -453,6 +453,202 @@ fn bad_requests_are_errors() {
     assert!(Request::decode(v, opcode::REGISTER, Bytes::from_static(&[0, 1, 0, 1, 0xFF])).is_err());
 }
 
+// Request bodies written byte by byte from the spec, independent of the test encoder.
+
+fn decode_bytes(version: Version, op: u8, parts: &[&[u8]]) -> Request {
+    Request::decode(version, op, Bytes::from(parts.concat())).expect("valid request")
+}
+
+#[test]
+fn query_parameters_from_spec_bytes() {
+    // v5 4.1.4: <consistency><flags:[int]>[<n><value_i>][<page_size>][<paging_state>]
+    // [<serial_consistency>][<timestamp>][<keyspace>][<now_in_seconds>].
+    let params: &[&[u8]] = &[
+        &[0, 0, 0, 6],
+        b"SELECT",
+        &[0, 4],                   // QUORUM
+        &[0, 0, 0x01, 0xBD],       // 0x01|0x04|0x08|0x10|0x20|0x80|0x100
+        &[0, 2],                   // n
+        &[0, 0, 0, 1, 0x2A],       // value
+        &[0xFF, 0xFF, 0xFF, 0xFF], // null
+        &[0, 0, 0x13, 0x88],       // page size 5000
+        &[0, 0, 0, 2, 0xAB, 0xCD], // paging state
+        &[0, 9],                   // LOCAL_SERIAL
+        &[0, 0, 0, 0, 0, 0, 0, 100],
+        &[0, 2, b'k', b's'],
+        &[0, 0, 0, 10],
+    ];
+    let expected = QueryParameters {
+        consistency: Consistency::Quorum,
+        values: Values::Positional(vec![value(b"\x2A"), RawValue::Null]),
+        skip_metadata: false,
+        page_size: Some(5000),
+        paging_state: Some(Bytes::from_static(b"\xAB\xCD")),
+        serial_consistency: Some(Consistency::LocalSerial),
+        default_timestamp: Some(100),
+        keyspace: Some("ks".into()),
+        now_in_seconds: Some(10),
+    };
+    assert_eq!(
+        decode_bytes(Version::V5, opcode::QUERY, params),
+        Request::Query {
+            query: "SELECT".into(),
+            params: expected
+        }
+    );
+
+    // v4 4.1.4: <flags> is a [byte]; named values (0x40) and Skip_metadata (0x02).
+    let v4: &[&[u8]] = &[
+        &[0, 0, 0, 1],
+        b"q",
+        &[0, 1],          // ONE
+        &[0x43],          // Values | Skip_metadata | Names
+        &[0, 1],          // n
+        &[0, 1, b'x'],    // name
+        &[0, 0, 0, 1, 7], // value
+        &[0xFF, 0xFF, 0xFF, 0xFE],
+    ];
+    let Request::Query { params, .. } = decode_bytes(Version::V4, opcode::QUERY, v4) else {
+        panic!("not a query");
+    };
+    assert_eq!(
+        params.values,
+        Values::Named(vec![("x".into(), value(b"\x07"))])
+    );
+    assert!(params.skip_metadata);
+    assert_eq!(params.keyspace, None);
+}
+
+#[test]
+fn prepare_and_execute_from_spec_bytes() {
+    // v4 4.1.5: PREPARE is only the [long string].
+    assert_eq!(
+        decode_bytes(Version::V4, opcode::PREPARE, &[&[0, 0, 0, 1], b"q"]),
+        Request::Prepare {
+            query: "q".into(),
+            keyspace: None
+        }
+    );
+    // v5 4.1.5: <query><flags:[int]>[<keyspace>], flag 0x01 With keyspace.
+    assert_eq!(
+        decode_bytes(
+            Version::V5,
+            opcode::PREPARE,
+            &[&[0, 0, 0, 1], b"q", &[0, 0, 0, 1], &[0, 2, b'k', b's']]
+        ),
+        Request::Prepare {
+            query: "q".into(),
+            keyspace: Some("ks".into())
+        }
+    );
+    assert_eq!(
+        decode_bytes(
+            Version::V5,
+            opcode::PREPARE,
+            &[&[0, 0, 0, 1], b"q", &[0, 0, 0, 0]]
+        ),
+        Request::Prepare {
+            query: "q".into(),
+            keyspace: None
+        }
+    );
+    let skip = QueryParameters {
+        skip_metadata: true,
+        ..minimal_params()
+    };
+    // v4 4.1.6: <id><query_parameters>.
+    assert_eq!(
+        decode_bytes(
+            Version::V4,
+            opcode::EXECUTE,
+            &[&[0, 2, 0xDE, 0xAD], &[0, 1], &[0x02]]
+        ),
+        Request::Execute {
+            id: Bytes::from_static(b"\xDE\xAD"),
+            result_metadata_id: None,
+            params: skip.clone(),
+        }
+    );
+    // v5 4.1.6: <id><result_metadata_id><query_parameters>.
+    assert_eq!(
+        decode_bytes(
+            Version::V5,
+            opcode::EXECUTE,
+            &[
+                &[0, 2, 0xDE, 0xAD],
+                &[0, 1, 0x77],
+                &[0, 1],
+                &[0, 0, 0, 0x02]
+            ]
+        ),
+        Request::Execute {
+            id: Bytes::from_static(b"\xDE\xAD"),
+            result_metadata_id: Some(Bytes::from_static(b"\x77")),
+            params: skip,
+        }
+    );
+}
+
+#[test]
+fn batch_from_spec_bytes() {
+    // 4.1.7: <type><n><query_1>...<query_n><consistency><flags>[<serial_consistency>]
+    // [<timestamp>] (+ v5: [<keyspace>][<now_in_seconds>]); flags [byte] in v4, [int] in v5.
+    let queries: &[u8] = &[
+        1, // unlogged
+        0, 2, // n
+        0, 0, 0, 0, 1, b'q', 0, 1, 0, 0, 0, 1, 5, // kind 0, [long string], 1 value
+        1, 0, 1, 0x99, 0, 0, // kind 1, [short bytes] id, 0 values
+        0, 4, // QUORUM
+    ];
+    let statements = vec![
+        BatchStatement {
+            kind: BatchStatementKind::Query("q".into()),
+            values: Values::Positional(vec![value(b"\x05")]),
+        },
+        BatchStatement {
+            kind: BatchStatementKind::Prepared(Bytes::from_static(b"\x99")),
+            values: Values::Positional(vec![]),
+        },
+    ];
+    let timestamp: &[u8] = &[0, 0, 0, 0, 0, 0, 0, 100];
+    let v4 = Batch {
+        kind: BatchKind::Unlogged,
+        statements,
+        consistency: Consistency::Quorum,
+        serial_consistency: Some(Consistency::Serial),
+        default_timestamp: Some(100),
+        keyspace: None,
+        now_in_seconds: None,
+    };
+    assert_eq!(
+        decode_bytes(
+            Version::V4,
+            opcode::BATCH,
+            &[queries, &[0x30], &[0, 8], timestamp]
+        ),
+        Request::Batch(v4.clone())
+    );
+    assert_eq!(
+        decode_bytes(
+            Version::V5,
+            opcode::BATCH,
+            &[
+                queries,
+                &[0, 0, 0x01, 0xB0], // 0x10|0x20|0x80|0x100
+                &[0, 8],
+                timestamp,
+                &[0, 2, b'k', b's'],
+                &[0, 0, 0, 1],
+            ]
+        ),
+        Request::Batch(Batch {
+            keyspace: Some("ks".into()),
+            now_in_seconds: Some(1),
+            ..v4
+        })
+    );
+}
+
 // ---- legacy framing ------------------------------------------------------------------------
 
 #[test]
@@ -679,6 +875,39 @@ fn compressed_segment_header_layout() {
     assert_eq!(header & 0x1_FFFF, 1);
     assert_eq!((header >> 17) & 0x1_FFFF, 0);
     assert_eq!(&out[8..9], b"b");
+}
+
+#[test]
+fn segment_headers_from_spec_bytes() {
+    // v5 2.2: 5 header bytes, little-endian: compressed length (17 bits), uncompressed length
+    // (17 bits, 0 = not compressed), self-contained (bit 34); then CRC24 (3 bytes), payload,
+    // CRC32. CRC values computed independently with the Python driver's algorithm.
+    let mut out = BytesMut::new();
+    segment::encode_segments(b"b", true, &mut out);
+    assert_eq!(
+        &out[..],
+        &[0x01, 0x00, 0x00, 0x00, 0x04, 0x06, 0xa5, 0x87, b'b', 0xe9, 0x1b, 0x20, 0x6e]
+    );
+    let mut wire = out.clone();
+    let seg = segment::decode_segment(&mut wire, true).unwrap().unwrap();
+    assert!(seg.self_contained);
+    assert_eq!(&seg.payload[..], b"b");
+
+    // v5 2.1: a frame longer than 2^17 - 1 bytes is split into non-self-contained segments of
+    // at most 2^17 - 1 bytes each; header 0x01FFFF is length 131071, flag bit 17 clear.
+    let frame = vec![0x5Au8; 2 * MAX_SEGMENT_PAYLOAD_BYTES + 10];
+    let mut out = BytesMut::new();
+    segment::encode_segments(&frame, false, &mut out);
+    let full = 6 + MAX_SEGMENT_PAYLOAD_BYTES + 4;
+    assert_eq!(out.len(), 2 * full + 6 + 10 + 4);
+    for start in [0, full] {
+        assert_eq!(
+            &out[start..start + 6],
+            &[0xff, 0xff, 0x01, 0x38, 0x91, 0xfe]
+        );
+    }
+    let last = &out[2 * full..2 * full + 3];
+    assert_eq!(last, &[0x0a, 0x00, 0x00], "10 bytes, not self-contained");
 }
 
 fn big_request() -> Request {
@@ -909,13 +1138,44 @@ fn rows_layout() {
         body(Version::V4, &r),
         [&[0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 2][..], tail].concat()
     );
+    // Spec v5 4.2.5.2: "Metadata_changed: if set, the No_metadata flag has to be unset and
+    // <new_metadata_id> has to be supplied", so the full metadata follows the new id.
     assert_eq!(
         body(Version::V5, &r),
         [
-            &[0, 0, 0, 2, 0, 0, 0, 0x0C, 0, 0, 0, 2, 0, 2, 1, 2][..],
+            &[0, 0, 0, 2][..],
+            &[0, 0, 0, 0x09], // flags: Global_tables_spec | Metadata_changed
+            &[0, 0, 0, 2],    // columns_count
+            &[0, 2, 1, 2],    // new_metadata_id
+            &[0, 2, b'k', b's', 0, 1, b't'],
+            &[0, 1, b'k', 0, 0x09, 0, 1, b'v', 0, 0x0D],
             tail
         ]
         .concat()
+    );
+}
+
+#[test]
+fn rows_v5_paging_state_precedes_new_metadata_id() {
+    // Spec v5 4.2.5.2: <flags><columns_count>[<paging_state>][<new_metadata_id>][<specs>].
+    let rows = RowsWriter::new(1).finish(RowsMetadata {
+        columns: vec![spec("k", CqlType::Int)],
+        paging_state: Some(Bytes::from_static(b"\xAA\xBB")),
+        no_metadata: false,
+        new_metadata_id: Some(Bytes::from_static(b"\x07")),
+    });
+    let expected: &[u8] = &[
+        0, 0, 0, 2, // kind Rows
+        0, 0, 0, 0x0B, // Global_tables_spec | Has_more_pages | Metadata_changed
+        0, 0, 0, 1, // columns_count
+        0, 0, 0, 2, 0xAA, 0xBB, // paging_state [bytes]
+        0, 1, 0x07, // new_metadata_id [short bytes]
+        0, 2, b'k', b's', 0, 1, b't', 0, 1, b'k', 0, 0x09, // specs
+        0, 0, 0, 0, // rows_count
+    ];
+    assert_eq!(
+        body(Version::V5, &Response::Result(ResultBody::Rows(rows))),
+        expected
     );
 }
 
@@ -1079,6 +1339,154 @@ fn error_bodies() {
 }
 
 #[test]
+fn error_bodies_for_the_remaining_codes() {
+    let e = |code, extra| {
+        Response::Error(ErrorBody {
+            code,
+            message: "m".into(),
+            extra,
+        })
+    };
+    let head = |code: [u8; 4]| [&code[..], &[0, 1, b'm']].concat();
+    let localhost = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+    // 0x1100 Write_timeout, not CAS: no <contentions> in v5.
+    let simple = e(
+        ErrorCode::WriteTimeout,
+        ErrorExtra::WriteTimeout {
+            consistency: Consistency::Two,
+            received: 1,
+            block_for: 2,
+            write_type: "SIMPLE".into(),
+        },
+    );
+    let expected = [
+        head([0, 0, 0x11, 0]),
+        vec![0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 6],
+        b"SIMPLE".to_vec(),
+    ]
+    .concat();
+    assert_eq!(body(Version::V4, &simple), expected);
+    assert_eq!(body(Version::V5, &simple), expected);
+
+    // 0x1200 Read_timeout: <cl><received><blockfor><data_present>.
+    assert_eq!(
+        body(
+            Version::V5,
+            &e(
+                ErrorCode::ReadTimeout,
+                ErrorExtra::ReadTimeout {
+                    consistency: Consistency::LocalQuorum,
+                    received: 1,
+                    block_for: 2,
+                    data_present: true,
+                }
+            )
+        ),
+        [head([0, 0, 0x12, 0]), vec![0, 6, 0, 0, 0, 1, 0, 0, 0, 2, 1]].concat()
+    );
+
+    // 0x1500 Write_failure: v4 <numfailures>, v5 <reasonmap>, then <write_type>.
+    let write_failure = e(
+        ErrorCode::WriteFailure,
+        ErrorExtra::WriteFailure {
+            consistency: Consistency::All,
+            received: 2,
+            block_for: 3,
+            reasons: vec![(localhost, 0x0003)],
+            write_type: "BATCH".into(),
+        },
+    );
+    let cl_received_blockfor = vec![0, 5, 0, 0, 0, 2, 0, 0, 0, 3];
+    assert_eq!(
+        body(Version::V4, &write_failure),
+        [
+            head([0, 0, 0x15, 0]),
+            cl_received_blockfor.clone(),
+            vec![0, 0, 0, 1], // numfailures
+            vec![0, 5],
+            b"BATCH".to_vec()
+        ]
+        .concat()
+    );
+    assert_eq!(
+        body(Version::V5, &write_failure),
+        [
+            head([0, 0, 0x15, 0]),
+            cl_received_blockfor,
+            vec![0, 0, 0, 1, 4, 10, 0, 0, 2, 0, 3], // [int] n, [inetaddr], [short] code
+            vec![0, 5],
+            b"BATCH".to_vec()
+        ]
+        .concat()
+    );
+
+    // 0x1400 Function_failure: <keyspace><function><arg_types>.
+    assert_eq!(
+        body(
+            Version::V4,
+            &e(
+                ErrorCode::FunctionFailure,
+                ErrorExtra::FunctionFailure {
+                    keyspace: "k".into(),
+                    function: "f".into(),
+                    arg_types: vec!["int".into()],
+                }
+            )
+        ),
+        [
+            head([0, 0, 0x14, 0]),
+            vec![0, 1, b'k', 0, 1, b'f', 0, 1, 0, 3, b'i', b'n', b't']
+        ]
+        .concat()
+    );
+
+    // 0x1600 CDC_WRITE_FAILURE: no extra content.
+    assert_eq!(
+        body(
+            Version::V5,
+            &e(ErrorCode::CdcWriteFailure, ErrorExtra::None)
+        ),
+        head([0, 0, 0x16, 0])
+    );
+
+    // 0x1700 CAS_WRITE_UNKNOWN: <cl><received><blockfor> in v5. v4 has no such code
+    // (v4 spec section 9): Cassandra sends a Write_timeout of write type CAS instead.
+    let cas_unknown = e(
+        ErrorCode::CasWriteUnknown,
+        ErrorExtra::CasWriteUnknown {
+            consistency: Consistency::Serial,
+            received: 0,
+            block_for: 1,
+        },
+    );
+    let fields = vec![0, 8, 0, 0, 0, 0, 0, 0, 0, 1];
+    assert_eq!(
+        body(Version::V5, &cas_unknown),
+        [head([0, 0, 0x17, 0]), fields.clone()].concat()
+    );
+    assert_eq!(
+        body(Version::V4, &cas_unknown),
+        [head([0, 0, 0x11, 0]), fields, vec![0, 3, b'C', b'A', b'S']].concat()
+    );
+
+    // Codes without extra content.
+    for (code, bytes) in [
+        (ErrorCode::ServerError, [0, 0, 0, 0]),
+        (ErrorCode::AuthenticationError, [0, 0, 1, 0]),
+        (ErrorCode::Overloaded, [0, 0, 0x10, 0x01]),
+        (ErrorCode::IsBootstrapping, [0, 0, 0x10, 0x02]),
+        (ErrorCode::TruncateError, [0, 0, 0x10, 0x03]),
+        (ErrorCode::SyntaxError, [0, 0, 0x20, 0]),
+        (ErrorCode::Unauthorized, [0, 0, 0x21, 0]),
+        (ErrorCode::Invalid, [0, 0, 0x22, 0]),
+        (ErrorCode::ConfigError, [0, 0, 0x23, 0]),
+    ] {
+        assert_eq!(body(Version::V4, &e(code, ErrorExtra::None)), head(bytes));
+    }
+}
+
+#[test]
 fn schema_change_result_and_event() {
     let change = SchemaChange {
         change_type: SchemaChangeType::Created,
@@ -1171,7 +1579,7 @@ fn type_options() {
         ])))),
     );
     let mut out = BytesMut::new();
-    crate::type_option::put_type_option(&mut out, &ty);
+    crate::type_option::put_type_option(Version::V5, &mut out, &ty);
     let expected: Vec<u8> = [
         &[0, 0x21, 0, 0x0D, 0, 0x31, 0, 2, 0, 0x0C, 0, 0x30][..],
         &[
@@ -1183,11 +1591,54 @@ fn type_options() {
 
     let mut out = BytesMut::new();
     let vector = CqlType::Vector(Box::new(CqlType::Float), 3);
-    crate::type_option::put_type_option(&mut out, &vector);
+    crate::type_option::put_type_option(Version::V4, &mut out, &vector);
     let class =
         "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FloatType , 3)";
     assert_eq!(&out[..4], &[0, 0, 0, class.len() as u8]);
     assert_eq!(&out[4..], class.as_bytes());
+}
+
+#[test]
+fn duration_type_option_is_custom_in_v4() {
+    // v5 spec 4.2.5.2 lists 0x0015 Duration; the v4 spec has no such id, and Cassandra sends
+    // types newer than the connection's version as Custom with the marshal class name.
+    let class = b"org.apache.cassandra.db.marshal.DurationType";
+    let option = |version, ty: &CqlType| {
+        let mut out = BytesMut::new();
+        crate::type_option::put_type_option(version, &mut out, ty);
+        out.to_vec()
+    };
+    assert_eq!(option(Version::V5, &CqlType::Duration), [0, 0x15]);
+    assert_eq!(
+        option(Version::V4, &CqlType::Duration),
+        [&[0, 0, 0, class.len() as u8][..], class].concat()
+    );
+    // Nested: list<duration> is a List (0x0020) whose element is Custom.
+    let list = CqlType::List(Box::new(CqlType::Duration));
+    assert_eq!(option(Version::V5, &list), [0, 0x20, 0, 0x15]);
+    assert_eq!(
+        option(Version::V4, &list),
+        [&[0, 0x20, 0, 0, 0, class.len() as u8][..], class].concat()
+    );
+    // And through a Rows result.
+    let rows = RowsWriter::new(1).finish(RowsMetadata {
+        columns: vec![spec("d", CqlType::Duration)],
+        paging_state: None,
+        no_metadata: false,
+        new_metadata_id: None,
+    });
+    let b = body(Version::V4, &Response::Result(ResultBody::Rows(rows)));
+    assert_eq!(
+        b,
+        [
+            &[0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1][..],
+            &[0, 2, b'k', b's', 0, 1, b't', 0, 1, b'd'],
+            &[0, 0, 0, class.len() as u8],
+            class,
+            &[0, 0, 0, 0],
+        ]
+        .concat()
+    );
 }
 
 #[test]

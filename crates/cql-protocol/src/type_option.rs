@@ -11,17 +11,20 @@
 //! ```
 //! `frozen<x>` is encoded as `x`: frozenness does not change a value's encoding. `vector<e, n>`
 //! (Cassandra 5.0) has no id of its own and is sent as `custom` with its marshal class name,
-//! exactly as Cassandra does.
+//! exactly as Cassandra does. `duration` has id 0x0015 only from v5 (the v4 spec lists no such
+//! id); to a v4 client it is sent as `custom` `org.apache.cassandra.db.marshal.DurationType`,
+//! as Cassandra's `DataType.fromType` does for types newer than the connection's version.
 
 use bytes::{BufMut, BytesMut};
 use types::CqlType;
 
+use crate::frame::Version;
 use crate::wire::put_string;
 
 const MARSHAL: &str = "org.apache.cassandra.db.marshal.";
 
-/// Appends the `[option]` describing `ty`.
-pub(crate) fn put_type_option(out: &mut BytesMut, ty: &CqlType) {
+/// Appends the `[option]` describing `ty` to a client speaking `version`.
+pub(crate) fn put_type_option(version: Version, out: &mut BytesMut, ty: &CqlType) {
     let native_id: u16 = match ty {
         CqlType::Ascii => 0x0001,
         CqlType::Bigint => 0x0002,
@@ -42,21 +45,26 @@ pub(crate) fn put_type_option(out: &mut BytesMut, ty: &CqlType) {
         CqlType::Time => 0x0012,
         CqlType::Smallint => 0x0013,
         CqlType::Tinyint => 0x0014,
+        CqlType::Duration if version == Version::V4 => {
+            out.put_u16(0x0000);
+            put_string(out, &marshal_class_name(ty));
+            return;
+        }
         CqlType::Duration => 0x0015,
         CqlType::List(elem) => {
             out.put_u16(0x0020);
-            put_type_option(out, elem);
+            put_type_option(version, out, elem);
             return;
         }
         CqlType::Map(key, value) => {
             out.put_u16(0x0021);
-            put_type_option(out, key);
-            put_type_option(out, value);
+            put_type_option(version, out, key);
+            put_type_option(version, out, value);
             return;
         }
         CqlType::Set(elem) => {
             out.put_u16(0x0022);
-            put_type_option(out, elem);
+            put_type_option(version, out, elem);
             return;
         }
         CqlType::Udt(udt) => {
@@ -67,7 +75,7 @@ pub(crate) fn put_type_option(out: &mut BytesMut, ty: &CqlType) {
             out.put_u16(n);
             for (name, field_ty) in &udt.fields {
                 put_string(out, name);
-                put_type_option(out, field_ty);
+                put_type_option(version, out, field_ty);
             }
             return;
         }
@@ -76,12 +84,12 @@ pub(crate) fn put_type_option(out: &mut BytesMut, ty: &CqlType) {
             let n = u16::try_from(items.len()).expect("a tuple has fewer than 64Ki components");
             out.put_u16(n);
             for item in items {
-                put_type_option(out, item);
+                put_type_option(version, out, item);
             }
             return;
         }
         CqlType::Frozen(inner) => {
-            put_type_option(out, inner);
+            put_type_option(version, out, inner);
             return;
         }
         CqlType::Vector(..) => {
