@@ -1879,12 +1879,10 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        let Some((partition_key, clustering_columns)) = primary_key else {
-            return Err(self.error(format!(
-                "No PRIMARY KEY specifed for table '{}' (exactly one required)",
-                name.name
-            )));
-        };
+        // A missing PRIMARY KEY is a semantic error in Cassandra (InvalidRequest, raised when the
+        // statement is prepared), so it parses to an empty partition key for the executor to
+        // refuse.
+        let (partition_key, clustering_columns) = primary_key.unwrap_or_default();
         Ok(Statement::CreateTable(CreateTable {
             name,
             if_not_exists,

@@ -954,7 +954,10 @@ fn errors_are_phrased_like_cassandra() {
         err("CREATE TABLE t (a int PRIMARY KEY, b int PRIMARY KEY)"),
         "line 1:41 Multiple PRIMARY KEYs specified (exactly one required)"
     );
-    assert!(err("CREATE TABLE t (a int)").contains("No PRIMARY KEY specifed for table 't'"));
+    assert!(matches!(
+        parse("CREATE TABLE t (a int)"),
+        Statement::CreateTable(CreateTable { partition_key, .. }) if partition_key.is_empty()
+    ));
     assert!(err("UPDATE t SET a = b + 1 WHERE k = 1")
         .contains("Only expressions of the form X = X + <value>"));
     assert!(err("CREATE TYPE byte (a int)").contains("Invalid (reserved) user type name byte"));

@@ -469,9 +469,19 @@ pub(crate) fn resolve_values(
             resolved.len()
         )));
     }
-    for (value, spec) in resolved.iter().zip(specs) {
+    let mut resolved = resolved;
+    for (value, spec) in resolved.iter_mut().zip(specs) {
         if let BoundValue::Value(bytes) = value {
-            types::validate(&spec.ty, bytes).map_err(|e| {
+            // Validates, and puts sets and maps in Cassandra's order (clients bind any order).
+            match types::canonicalize(&spec.ty, bytes) {
+                Ok(None) => types::validate(&spec.ty, bytes),
+                Ok(Some(canonical)) => {
+                    *bytes = canonical.into();
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+            .map_err(|e| {
                 QueryError::Invalid(format!("Invalid value for column {}: {e}", spec.name))
             })?;
         }

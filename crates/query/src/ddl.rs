@@ -319,6 +319,35 @@ fn uses_type(t: &CqlType, name: &str) -> bool {
     }
 }
 
+/// `t` with every embedded copy of the user type `altered` (same keyspace and name) replaced by
+/// its new definition.
+fn with_altered_type(t: &CqlType, altered: &UdtType) -> CqlType {
+    let recurse = |e: &CqlType| Box::new(with_altered_type(e, altered));
+    match t {
+        CqlType::Udt(u) if u.name == altered.name && u.keyspace == altered.keyspace => {
+            CqlType::Udt(altered.clone())
+        }
+        CqlType::Udt(u) => CqlType::Udt(UdtType {
+            keyspace: u.keyspace.clone(),
+            name: u.name.clone(),
+            fields: u
+                .fields
+                .iter()
+                .map(|(n, f)| (n.clone(), with_altered_type(f, altered)))
+                .collect(),
+        }),
+        CqlType::List(e) => CqlType::List(recurse(e)),
+        CqlType::Set(e) => CqlType::Set(recurse(e)),
+        CqlType::Frozen(e) => CqlType::Frozen(recurse(e)),
+        CqlType::Vector(e, n) => CqlType::Vector(recurse(e), *n),
+        CqlType::Map(k, v) => CqlType::Map(recurse(k), recurse(v)),
+        CqlType::Tuple(items) => {
+            CqlType::Tuple(items.iter().map(|i| with_altered_type(i, altered)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
 struct Change {
     schema: Schema,
     event: Option<SchemaChangeEvent>,
@@ -473,8 +502,9 @@ fn plan_change(
                 if s.if_exists {
                     return Ok(None);
                 }
-                return Err(QueryError::Config(format!(
-                    "Cannot drop non existing keyspace '{name}'."
+                // Cassandra 5.0's DropKeyspaceStatement: an InvalidRequest.
+                return Err(QueryError::Invalid(format!(
+                    "Keyspace '{name}' doesn't exist"
                 )));
             }
             let ks = user_keyspace(&schema, name)?.clone();
@@ -489,6 +519,11 @@ fn plan_change(
             let ks = user_keyspace(&schema, &ks_name)?.clone();
             let name = s.name.name.as_str();
             valid_name(name, "Table")?;
+            if s.partition_key.is_empty() {
+                return Err(QueryError::Invalid(format!(
+                    "No PRIMARY KEY specifed for table '{name}' (exactly one required)"
+                )));
+            }
             if ks.tables.contains_key(name) {
                 if s.if_not_exists {
                     return Ok(None);
@@ -633,11 +668,10 @@ fn plan_change(
                 if s.if_not_exists {
                     return Ok(None);
                 }
-                return Err(QueryError::AlreadyExists {
-                    keyspace: ks_name.clone(),
-                    table: name.to_string(),
-                    message: format!("A user type with name '{name}' already exists"),
-                });
+                // Cassandra 5.0's CreateTypeStatement: an InvalidRequest, not AlreadyExists.
+                return Err(QueryError::Invalid(format!(
+                    "A user type with name '{name}' already exists"
+                )));
             }
             if CqlType::from_native_name(name).is_some() {
                 return Err(QueryError::Invalid(format!(
@@ -736,16 +770,33 @@ fn plan_change(
                     ))
                 }
             }
-            if ks
-                .tables
-                .values()
-                .any(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
-            {
-                return Err(QueryError::Invalid(format!(
-                    "Altering type {name}, which is used by a table, is not supported yet by Helenus"
-                )));
-            }
+            // Adding and renaming fields leave stored values valid (fields are stored by
+            // position; old values simply lack the new trailing fields), so every column and
+            // type that embeds this one takes the new definition, as in Cassandra.
+            let altered = UdtType {
+                keyspace: ks_name.clone(),
+                name: name.to_string(),
+                fields: t.fields.clone(),
+            };
             let mut ksm = (*ks).clone();
+            for table in ksm.tables.values_mut() {
+                if table.columns.iter().any(|c| uses_type(&c.ty, name)) {
+                    let mut tm = (**table).clone();
+                    for column in &mut tm.columns {
+                        column.ty = with_altered_type(&column.ty, &altered);
+                    }
+                    *table = Arc::new(tm);
+                }
+            }
+            for other in ksm.types.values_mut() {
+                if other.name != name && other.fields.iter().any(|(_, f)| uses_type(f, name)) {
+                    let mut ut = (**other).clone();
+                    for (_, f) in &mut ut.fields {
+                        *f = with_altered_type(f, &altered);
+                    }
+                    *other = Arc::new(ut);
+                }
+            }
             ksm.types.insert(name.to_string(), Arc::new(t));
             schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
             let mut c = change(schema, event(Updated, T::Type, &ks_name, Some(name)));

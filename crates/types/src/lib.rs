@@ -21,4 +21,4 @@ pub use compare::compare;
 pub use cql_type::{CqlType, UdtType};
 pub use error::TypeError;
 pub use literal::Literal;
-pub use value::{validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};
+pub use value::{canonicalize, validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};
