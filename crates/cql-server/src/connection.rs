@@ -280,10 +280,8 @@ fn startup_compression(
     for (k, v) in options {
         match k.to_ascii_uppercase().as_str() {
             "CQL_VERSION" => {
-                cql_version_ok = v.starts_with('3');
-                if !cql_version_ok {
-                    return Err(format!("Invalid or unsupported CQL version: {v}"));
-                }
+                check_cql_version(v)?;
+                cql_version_ok = true;
             }
             "COMPRESSION" => {
                 compression = match (v.to_ascii_lowercase().as_str(), version) {
@@ -302,6 +300,27 @@ fn startup_compression(
         return Err("Missing value CQL_VERSION in STARTUP message".to_string());
     }
     Ok(compression)
+}
+
+/// Cassandra's STARTUP check: any well-formed CQL version from 3.0.0 up (drivers send 3.0.0,
+/// 3.4.x, or, like the Rust `scylla` crate, 4.0.0).
+fn check_cql_version(v: &str) -> Result<(), String> {
+    let mut parts = v.splitn(3, '.');
+    let mut number = || -> Option<u32> {
+        let part = parts.next()?;
+        // The patch level may carry a suffix ("3.4.7-SNAPSHOT").
+        let digits = part.split(|c: char| !c.is_ascii_digit()).next()?;
+        digits.parse().ok()
+    };
+    let (Some(major), Some(minor)) = (number(), number()) else {
+        return Err(format!("Invalid version value: {v}"));
+    };
+    if (major, minor) < (2, 99) {
+        return Err(format!(
+            "CQL version {v} is not supported by the binary protocol (supported version are >= 3.0.0)"
+        ));
+    }
+    Ok(())
 }
 
 fn spawn_events(
@@ -520,4 +539,22 @@ fn result_response(
         }
     };
     wire::Response::Result(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_cql_version;
+
+    #[test]
+    fn cql_versions_from_3_0_0_up_are_accepted() {
+        for ok in ["3.0.0", "3.4.7", "4.0.0", "3.4.7-SNAPSHOT", "3.0"] {
+            assert_eq!(check_cql_version(ok), Ok(()), "{ok}");
+        }
+        assert!(check_cql_version("2.0.0")
+            .unwrap_err()
+            .contains("supported version are >= 3.0.0"));
+        for bad in ["", "x", "3", "three.0.0"] {
+            assert!(check_cql_version(bad).unwrap_err().starts_with("Invalid version value"));
+        }
+    }
 }
