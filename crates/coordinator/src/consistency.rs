@@ -66,9 +66,9 @@ impl ConsistencyLevel {
                 ))
             }
             (ConsistencyLevel::Serial | ConsistencyLevel::LocalSerial, ReadOrWrite::Write) => {
-                return Err(CoordinatorError::InvalidConsistency(format!(
-                    "You must use conditional updates for serializable writes"
-                )))
+                return Err(CoordinatorError::InvalidConsistency(
+                    "You must use conditional updates for serializable writes".to_string(),
+                ))
             }
             (ConsistencyLevel::Any, ReadOrWrite::Write) => 1,
             (ConsistencyLevel::One | ConsistencyLevel::LocalOne, _) => 1,

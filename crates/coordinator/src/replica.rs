@@ -5,8 +5,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use storage::{
-    ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage,
-    ScanStart, StorageEngine, TableId,
+    ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
+    StorageEngine, TableId,
 };
 
 use crate::CoordinatorError;

@@ -72,10 +72,18 @@ pub(crate) async fn run(
             let mut close = false;
             while let Some(msg) = next.take() {
                 match msg {
-                    Outgoing::Response { version, stream, response } => {
+                    Outgoing::Response {
+                        version,
+                        stream,
+                        response,
+                    } => {
                         encoder.encode(version, stream, &response, &mut buf);
                     }
-                    Outgoing::Ready { version, stream, compression } => {
+                    Outgoing::Ready {
+                        version,
+                        stream,
+                        compression,
+                    } => {
                         encoder.encode(version, stream, &wire::Response::Ready, &mut buf);
                         // Everything after READY uses the negotiated compression, and v5
                         // switches to segment framing.
@@ -90,7 +98,11 @@ pub(crate) async fn run(
                             encoder.switch_to_v5_segments();
                         }
                     }
-                    Outgoing::Fatal { version, stream, response } => {
+                    Outgoing::Fatal {
+                        version,
+                        stream,
+                        response,
+                    } => {
                         encoder.encode(version, stream, &response, &mut buf);
                         close = true;
                     }
@@ -127,7 +139,13 @@ pub(crate) async fn run(
                         message,
                         extra: wire::ErrorExtra::None,
                     });
-                    let _ = out_tx.send(Outgoing::Fatal { version, stream, response }).await;
+                    let _ = out_tx
+                        .send(Outgoing::Fatal {
+                            version,
+                            stream,
+                            response,
+                        })
+                        .await;
                     break 'read;
                 }
             };
@@ -141,14 +159,28 @@ pub(crate) async fn run(
                         message: e.to_string(),
                         extra: wire::ErrorExtra::None,
                     });
-                    let _ = out_tx.send(Outgoing::Fatal { version, stream, response }).await;
+                    let _ = out_tx
+                        .send(Outgoing::Fatal {
+                            version,
+                            stream,
+                            response,
+                        })
+                        .await;
                     break 'read;
                 }
             };
             match request {
                 wire::Request::Options => {
                     let response = supported();
-                    if out_tx.send(Outgoing::Response { version, stream, response }).await.is_err() {
+                    if out_tx
+                        .send(Outgoing::Response {
+                            version,
+                            stream,
+                            response,
+                        })
+                        .await
+                        .is_err()
+                    {
                         break 'read;
                     }
                 }
@@ -161,17 +193,31 @@ pub(crate) async fn run(
                                 message,
                                 extra: wire::ErrorExtra::None,
                             });
-                            let _ = out_tx.send(Outgoing::Response { version, stream, response }).await;
+                            let _ = out_tx
+                                .send(Outgoing::Response {
+                                    version,
+                                    stream,
+                                    response,
+                                })
+                                .await;
                             continue;
                         }
                     };
                     if shared.is_some() {
                         let response = wire::Response::Error(wire::ErrorBody {
                             code: wire::ErrorCode::ProtocolError,
-                            message: "Unexpected message STARTUP, the connection is already started".to_string(),
+                            message:
+                                "Unexpected message STARTUP, the connection is already started"
+                                    .to_string(),
                             extra: wire::ErrorExtra::None,
                         });
-                        let _ = out_tx.send(Outgoing::Response { version, stream, response }).await;
+                        let _ = out_tx
+                            .send(Outgoing::Response {
+                                version,
+                                stream,
+                                response,
+                            })
+                            .await;
                         continue;
                     }
                     shared = Some(Arc::new(Shared {
@@ -179,7 +225,15 @@ pub(crate) async fn run(
                         session: Mutex::new(Session::default()),
                         version,
                     }));
-                    if out_tx.send(Outgoing::Ready { version, stream, compression }).await.is_err() {
+                    if out_tx
+                        .send(Outgoing::Ready {
+                            version,
+                            stream,
+                            compression,
+                        })
+                        .await
+                        .is_err()
+                    {
                         break 'read;
                     }
                     if let Some(c) = compression {
@@ -196,15 +250,30 @@ pub(crate) async fn run(
                             message: "Unexpected message, expecting STARTUP or OPTIONS".to_string(),
                             extra: wire::ErrorExtra::None,
                         });
-                        let _ = out_tx.send(Outgoing::Response { version, stream, response }).await;
+                        let _ = out_tx
+                            .send(Outgoing::Response {
+                                version,
+                                stream,
+                                response,
+                            })
+                            .await;
                         continue;
                     };
                     if let wire::Request::Register { events } = &other {
                         if events.iter().any(|e| e == "SCHEMA_CHANGE") && events_task.is_none() {
-                            events_task = Some(spawn_events(&processor, shared.version, out_tx.clone()));
+                            events_task =
+                                Some(spawn_events(&processor, shared.version, out_tx.clone()));
                         }
                         let response = wire::Response::Ready;
-                        if out_tx.send(Outgoing::Response { version, stream, response }).await.is_err() {
+                        if out_tx
+                            .send(Outgoing::Response {
+                                version,
+                                stream,
+                                response,
+                            })
+                            .await
+                            .is_err()
+                        {
                             break 'read;
                         }
                         continue;
@@ -216,7 +285,13 @@ pub(crate) async fn run(
                     let out = out_tx.clone();
                     tokio::spawn(async move {
                         let response = handle(&shared, other).await;
-                        let _ = out.send(Outgoing::Response { version, stream, response }).await;
+                        let _ = out
+                            .send(Outgoing::Response {
+                                version,
+                                stream,
+                                response,
+                            })
+                            .await;
                         drop(permit);
                     });
                 }
@@ -243,7 +318,9 @@ pub(crate) async fn run(
     tracing::debug!(%peer, "connection closed");
 }
 
-fn protocol_error_details(e: &wire::ProtocolError) -> (i16, wire::Version, String, wire::ErrorCode) {
+fn protocol_error_details(
+    e: &wire::ProtocolError,
+) -> (i16, wire::Version, String, wire::ErrorCode) {
     match e {
         wire::ProtocolError::UnsupportedVersion { version, stream } => (
             *stream,
@@ -333,8 +410,17 @@ fn spawn_events(
         loop {
             match events.recv().await {
                 Ok(e) => {
-                    let response = wire::Response::Event(wire::Event::SchemaChange(schema_change(&e)));
-                    if out.send(Outgoing::Response { version, stream: -1, response }).await.is_err() {
+                    let response =
+                        wire::Response::Event(wire::Event::SchemaChange(schema_change(&e)));
+                    if out
+                        .send(Outgoing::Response {
+                            version,
+                            stream: -1,
+                            response,
+                        })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -436,7 +522,9 @@ async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Respon
             let skip_metadata = params.skip_metadata;
             let mut session = session_snapshot(shared);
             let before = session.keyspace.clone();
-            let result = processor.query(&query, options(params), &mut session).await?;
+            let result = processor
+                .query(&query, options(params), &mut session)
+                .await?;
             if session.keyspace != before {
                 store_session(shared, session);
             }
@@ -445,13 +533,15 @@ async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Respon
         wire::Request::Prepare { query, keyspace } => {
             let session = session_snapshot(shared);
             let prepared = processor.prepare(&query, keyspace.as_deref(), &session)?;
-            Ok(wire::Response::Result(wire::ResultBody::Prepared(wire::PreparedResult {
-                id: prepared.id.clone(),
-                result_metadata_id: Some(prepared.result_metadata_id.clone()),
-                bind_columns: column_specs(&prepared.bind_specs),
-                pk_indexes: prepared.pk_indexes.clone(),
-                result_columns: column_specs(&prepared.result_columns),
-            })))
+            Ok(wire::Response::Result(wire::ResultBody::Prepared(
+                wire::PreparedResult {
+                    id: prepared.id.clone(),
+                    result_metadata_id: Some(prepared.result_metadata_id.clone()),
+                    bind_columns: column_specs(&prepared.bind_specs),
+                    pk_indexes: prepared.pk_indexes.clone(),
+                    result_columns: column_specs(&prepared.result_columns),
+                },
+            )))
         }
         wire::Request::Execute {
             id,
@@ -462,7 +552,9 @@ async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Respon
             // v5: when the client's result metadata is stale (the table changed since it
             // prepared), send the full metadata and its new id instead of skipping it.
             let mut new_metadata_id = None;
-            if let (Some(client_id), Some(prepared)) = (&result_metadata_id, processor.prepared(&id)) {
+            if let (Some(client_id), Some(prepared)) =
+                (&result_metadata_id, processor.prepared(&id))
+            {
                 if *client_id != prepared.result_metadata_id {
                     skip_metadata = false;
                     new_metadata_id = Some(prepared.result_metadata_id.clone());
@@ -470,7 +562,9 @@ async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Respon
             }
             let mut session = session_snapshot(shared);
             let before = session.keyspace.clone();
-            let result = processor.execute(&id, options(params), &mut session).await?;
+            let result = processor
+                .execute(&id, options(params), &mut session)
+                .await?;
             if session.keyspace != before {
                 store_session(shared, session);
             }
@@ -554,7 +648,9 @@ mod tests {
             .unwrap_err()
             .contains("supported version are >= 3.0.0"));
         for bad in ["", "x", "3", "three.0.0"] {
-            assert!(check_cql_version(bad).unwrap_err().starts_with("Invalid version value"));
+            assert!(check_cql_version(bad)
+                .unwrap_err()
+                .starts_with("Invalid version value"));
         }
     }
 }

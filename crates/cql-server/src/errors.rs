@@ -42,7 +42,9 @@ pub(crate) fn error_body(e: &QueryError) -> ErrorBody {
         QueryError::Invalid(_) => (ErrorCode::Invalid, ErrorExtra::None),
         QueryError::Unauthorized(_) => (ErrorCode::Unauthorized, ErrorExtra::None),
         QueryError::Config(_) => (ErrorCode::ConfigError, ErrorExtra::None),
-        QueryError::AlreadyExists { keyspace, table, .. } => (
+        QueryError::AlreadyExists {
+            keyspace, table, ..
+        } => (
             ErrorCode::AlreadyExists,
             ErrorExtra::AlreadyExists {
                 keyspace: keyspace.clone(),

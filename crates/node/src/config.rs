@@ -99,13 +99,12 @@ fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
 
 fn as_u64(key: &str, v: &Value) -> Result<u64> {
     match v {
-        Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| anyhow!("invalid value for '{key}': expected a non-negative integer, got {n}")),
-        Value::String(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| anyhow!("invalid value for '{key}': expected a non-negative integer, got '{s}'")),
+        Value::Number(n) => n.as_u64().ok_or_else(|| {
+            anyhow!("invalid value for '{key}': expected a non-negative integer, got {n}")
+        }),
+        Value::String(s) => s.trim().parse::<u64>().map_err(|_| {
+            anyhow!("invalid value for '{key}': expected a non-negative integer, got '{s}'")
+        }),
         other => bail!("invalid value for '{key}': expected a non-negative integer, got {other:?}"),
     }
 }
@@ -245,7 +244,9 @@ impl Config {
             }
         }
         if !config.endpoint_snitch.ends_with("SimpleSnitch")
-            && !config.endpoint_snitch.ends_with("GossipingPropertyFileSnitch")
+            && !config
+                .endpoint_snitch
+                .ends_with("GossipingPropertyFileSnitch")
         {
             bail!(
                 "invalid value for 'endpoint_snitch': '{}' (supported: SimpleSnitch, GossipingPropertyFileSnitch)",

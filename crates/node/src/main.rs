@@ -51,7 +51,10 @@ fn run() -> Result<()> {
             server(config_path)
         }
         Some("--version") | Some("version") => {
-            println!("helenus {} (CQL {RELEASE_VERSION})", env!("CARGO_PKG_VERSION"));
+            println!(
+                "helenus {} (CQL {RELEASE_VERSION})",
+                env!("CARGO_PKG_VERSION")
+            );
             Ok(())
         }
         _ => bail!("{USAGE}"),

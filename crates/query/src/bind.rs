@@ -259,12 +259,15 @@ fn relations(
     Ok(())
 }
 
+/// The table whose partition key the markers may bind, and (column name, marker index) pairs.
+type PkCandidates = (std::sync::Arc<TableMetadata>, Vec<(String, usize)>);
+
 fn walk(
     statement: &Statement,
     schema: &Schema,
     keyspace: Option<&str>,
     specs: &mut Specs,
-    pk_candidates: &mut Option<(std::sync::Arc<TableMetadata>, Vec<(String, usize)>)>,
+    pk_candidates: &mut Option<PkCandidates>,
     result_columns: &mut Vec<ColumnSpec>,
 ) -> Result<(), QueryError> {
     match statement {

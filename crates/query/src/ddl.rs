@@ -341,9 +341,12 @@ fn with_altered_type(t: &CqlType, altered: &UdtType) -> CqlType {
         CqlType::Frozen(e) => CqlType::Frozen(recurse(e)),
         CqlType::Vector(e, n) => CqlType::Vector(recurse(e), *n),
         CqlType::Map(k, v) => CqlType::Map(recurse(k), recurse(v)),
-        CqlType::Tuple(items) => {
-            CqlType::Tuple(items.iter().map(|i| with_altered_type(i, altered)).collect())
-        }
+        CqlType::Tuple(items) => CqlType::Tuple(
+            items
+                .iter()
+                .map(|i| with_altered_type(i, altered))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

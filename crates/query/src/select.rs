@@ -312,9 +312,9 @@ fn limit_value(
         TermValue::Value(b) if b.len() == 4 => {
             let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
             if v <= 0 {
-                return Err(QueryError::Invalid(format!(
-                    "LIMIT must be strictly positive"
-                )));
+                return Err(QueryError::Invalid(
+                    "LIMIT must be strictly positive".to_string(),
+                ));
             }
             Ok(Some(v as usize))
         }
@@ -368,7 +368,7 @@ fn build_plan(
                         };
                         let v = in_values(value, &elem, &col.name, values)?;
                         needs_filtering = true;
-                        filters.push(Filter::Compare { column: idx, op: op.clone(), values: v });
+                        filters.push(Filter::Compare { column: idx, op: *op, values: v });
                         continue;
                     }
                     Operator::Like => {
@@ -404,14 +404,14 @@ fn build_plan(
                         if matches!(op, Operator::Eq | Operator::In) {
                             ck_eq[col.position as usize] = Some(v.clone());
                         } else if let Some(first) = v.first() {
-                            ck_slices.push((col.position as usize, op.clone(), first.clone()));
+                            ck_slices.push((col.position as usize, *op, first.clone()));
                         }
                     }
                     _ => needs_filtering = true,
                 }
                 filters.push(Filter::Compare {
                     column: idx,
-                    op: op.clone(),
+                    op: *op,
                     values: v,
                 });
             }
@@ -454,7 +454,7 @@ fn build_plan(
                 }
                 filters.push(Filter::MultiColumn {
                     columns: idxs,
-                    op: op.clone(),
+                    op: *op,
                     tuples,
                 });
             }
@@ -501,10 +501,7 @@ fn build_plan(
                         ))
                     }
                 }
-                filters.push(Filter::Token {
-                    op: op.clone(),
-                    value: v,
-                });
+                filters.push(Filter::Token { op: *op, value: v });
             }
             Relation::CustomIndex { .. } => {
                 return Err(QueryError::Invalid(
@@ -843,7 +840,7 @@ pub(crate) async fn execute(
     let mut state = state;
     let mut count: i64 = 0;
     loop {
-        let want = out.wanted().min(INTERNAL_PAGE_ROWS).max(1);
+        let want = out.wanted().clamp(1, INTERNAL_PAGE_ROWS);
         let (pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
             Some(keys) => {
                 let idx = state.partition_index as usize;
@@ -1321,8 +1318,8 @@ fn partition_rows(plan: &Plan, data: &PartitionData, now: i32, continuing: bool)
         };
         let row_deletion = newer(covering, row.deletion);
         let marker_live = row.liveness.as_ref().is_some_and(|l| {
-            !row_deletion.is_some_and(|d| l.timestamp <= d.marked_for_delete_at)
-                && !l.expiry.is_some_and(|e| e.local_expiration_time <= now)
+            row_deletion.is_none_or(|d| l.timestamp > d.marked_for_delete_at)
+                && l.expiry.is_none_or(|e| e.local_expiration_time > now)
         });
         let cells_live = fill_cells(table, row, covering, now, &mut values);
         if !(marker_live || cells_live) {
@@ -1346,14 +1343,11 @@ fn partition_rows(plan: &Plan, data: &PartitionData, now: i32, continuing: bool)
     }
     // A partition with a live static row but no live clustering rows shows up as one row of
     // static values (only on its first page, and only without clustering restrictions).
-    if out.is_empty() && static_live && plan.static_only_rows && !continuing && data.rows.is_empty()
-    {
+    // DISTINCT shows such a partition too. (Storage already returns reversed slices in order.)
+    let static_only_row =
+        (plan.static_only_rows && !continuing && data.rows.is_empty()) || plan.distinct;
+    if out.is_empty() && static_live && static_only_row {
         out.push(base);
-    } else if plan.distinct && out.is_empty() && static_live {
-        out.push(base);
-    }
-    if plan.slice.reversed {
-        // Storage already returns reversed order for reversed slices.
     }
     out
 }

@@ -487,7 +487,7 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         given[table.partition_key_count + table.clustering_count + i].is_none()
             || c.kind == ColumnKind::Static
     });
-    if !missing.is_empty() && !(ck.is_empty() && static_only) {
+    if !(missing.is_empty() || (ck.is_empty() && static_only)) {
         return Err(QueryError::Invalid(format!(
             "Some clustering keys are missing: {}",
             missing.join(", ")
@@ -557,12 +557,15 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
 
 /// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
 /// values (IN gives several), and the clustering restriction.
+/// A slice bound: the encoded clustering value and whether it is inclusive.
+type SliceBound = (Vec<u8>, bool);
+
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
     /// Values for a prefix of the clustering columns; each entry one combination.
     clustering_prefixes: Vec<Vec<Vec<u8>>>,
-    /// A slice on the clustering column after the prefix (DELETE only).
-    slice: Option<(Option<(Vec<u8>, bool)>, Option<(Vec<u8>, bool)>)>,
+    /// A slice on the clustering column after the prefix (DELETE only): start and end.
+    slice: Option<(Option<SliceBound>, Option<SliceBound>)>,
 }
 
 fn key_restrictions(
@@ -636,11 +639,13 @@ fn key_restrictions(
                         }
                         continue;
                     }
-                    _ => return Err(QueryError::Invalid(format!(
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
                         "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
                         op_name(op),
                         col.name
-                    ))),
+                    )))
+                    }
                 };
                 if eq.insert(idx, values).is_some() {
                     return Err(QueryError::Invalid(format!(
@@ -685,19 +690,16 @@ fn key_restrictions(
     let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     let mut prefix_len = 0;
     for i in 0..table.clustering_count {
-        match eq.get(&(table.partition_key_count + i)) {
-            Some(values) => {
-                if prefix_len != i {
-                    return Err(QueryError::Invalid(format!(
-                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                        table.clustering()[i].name,
-                        table.clustering()[prefix_len].name
-                    )));
-                }
-                prefixes = cartesian(prefixes, values);
-                prefix_len += 1;
+        if let Some(values) = eq.get(&(table.partition_key_count + i)) {
+            if prefix_len != i {
+                return Err(QueryError::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                    table.clustering()[i].name,
+                    table.clustering()[prefix_len].name
+                )));
             }
-            None => {}
+            prefixes = cartesian(prefixes, values);
+            prefix_len += 1;
         }
     }
     if let Some(s) = slice_col {

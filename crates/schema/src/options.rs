@@ -21,9 +21,9 @@ impl Replication {
         options: &BTreeMap<String, String>,
         default_dc: &str,
     ) -> Result<Replication, SchemaError> {
-        let class = options.get("class").ok_or_else(|| {
-            SchemaError::Config("Missing replication strategy class".to_string())
-        })?;
+        let class = options
+            .get("class")
+            .ok_or_else(|| SchemaError::Config("Missing replication strategy class".to_string()))?;
         let short = class.rsplit('.').next().unwrap_or(class);
         let mut out = BTreeMap::new();
         match short {
@@ -45,8 +45,7 @@ impl Replication {
                 }
                 if !out.contains_key("replication_factor") {
                     return Err(SchemaError::Config(
-                        "SimpleStrategy requires a replication_factor strategy option."
-                            .to_string(),
+                        "SimpleStrategy requires a replication_factor strategy option.".to_string(),
                     ));
                 }
             }
@@ -69,8 +68,8 @@ impl Replication {
             }
             other => {
                 return Err(SchemaError::Config(format!(
-                    "Unable to find replication strategy class 'org.apache.cassandra.locator.{other}'"
-                )))
+                "Unable to find replication strategy class 'org.apache.cassandra.locator.{other}'"
+            )))
             }
         }
         Ok(Replication(out))
@@ -199,15 +198,15 @@ impl TableOptions {
         }
         fn int(name: &str, v: OptionValue) -> Result<i32, SchemaError> {
             let t = text(name, v)?;
-            t.trim().parse::<i32>().map_err(|_| {
-                SchemaError::Syntax(format!("Invalid integer value {t} for '{name}'"))
-            })
+            t.trim()
+                .parse::<i32>()
+                .map_err(|_| SchemaError::Syntax(format!("Invalid integer value {t} for '{name}'")))
         }
         fn double(name: &str, v: OptionValue) -> Result<f64, SchemaError> {
             let t = text(name, v)?;
-            t.trim().parse::<f64>().map_err(|_| {
-                SchemaError::Syntax(format!("Invalid double value {t} for '{name}'"))
-            })
+            t.trim()
+                .parse::<f64>()
+                .map_err(|_| SchemaError::Syntax(format!("Invalid double value {t} for '{name}'")))
         }
         fn boolean(name: &str, v: OptionValue) -> Result<bool, SchemaError> {
             let t = text(name, v)?;
@@ -236,7 +235,9 @@ impl TableOptions {
             "compaction" => {
                 let mut m = map(name, value)?;
                 let class = m.get("class").cloned().ok_or_else(|| {
-                    SchemaError::Config("Missing sub-option 'class' for the 'compaction' option.".to_string())
+                    SchemaError::Config(
+                        "Missing sub-option 'class' for the 'compaction' option.".to_string(),
+                    )
                 })?;
                 if !class.contains('.') {
                     m.insert(

@@ -221,12 +221,18 @@ fn canonical_value(ty: &CqlType, value: Value) -> Value {
     };
     match (ty, value) {
         (CqlType::Frozen(inner), v) => canonical_value(inner, v),
-        (CqlType::List(elem), Value::List(items)) => {
-            Value::List(items.into_iter().map(|v| canonical_value(elem, v)).collect())
-        }
-        (CqlType::Vector(elem, _), Value::Vector(items)) => {
-            Value::Vector(items.into_iter().map(|v| canonical_value(elem, v)).collect())
-        }
+        (CqlType::List(elem), Value::List(items)) => Value::List(
+            items
+                .into_iter()
+                .map(|v| canonical_value(elem, v))
+                .collect(),
+        ),
+        (CqlType::Vector(elem, _), Value::Vector(items)) => Value::Vector(
+            items
+                .into_iter()
+                .map(|v| canonical_value(elem, v))
+                .collect(),
+        ),
         (CqlType::Set(elem), Value::Set(items)) => {
             let mut keyed: Vec<(Vec<u8>, Value)> = items
                 .into_iter()
@@ -252,7 +258,9 @@ fn canonical_value(ty: &CqlType, value: Value) -> Value {
             let mut out: Vec<(Vec<u8>, (Value, Value))> = Vec::with_capacity(keyed.len());
             for entry in keyed {
                 match out.last_mut() {
-                    Some(last) if crate::compare(key_ty, &last.0, &entry.0).is_eq() => *last = entry,
+                    Some(last) if crate::compare(key_ty, &last.0, &entry.0).is_eq() => {
+                        *last = entry
+                    }
                     _ => out.push(entry),
                 }
             }
@@ -722,15 +730,25 @@ mod tests {
             (text("z"), Value::Int(3)),
         ]);
         let sorted = Value::Map(vec![(text("a"), Value::Int(2)), (text("z"), Value::Int(3))]);
-        assert_eq!(canonicalize(&map_ty, &enc(&unordered)).unwrap(), Some(enc(&sorted)));
+        assert_eq!(
+            canonicalize(&map_ty, &enc(&unordered)).unwrap(),
+            Some(enc(&sorted))
+        );
         assert_eq!(canonicalize(&map_ty, &enc(&sorted)).unwrap(), None);
 
         let nested = CqlType::List(Box::new(CqlType::Frozen(Box::new(CqlType::Set(Box::new(
             CqlType::Int,
         ))))));
-        let value = Value::List(vec![Value::Set(vec![Value::Int(3), Value::Int(-1), Value::Int(3)])]);
+        let value = Value::List(vec![Value::Set(vec![
+            Value::Int(3),
+            Value::Int(-1),
+            Value::Int(3),
+        ])]);
         let expected = Value::List(vec![Value::Set(vec![Value::Int(-1), Value::Int(3)])]);
-        assert_eq!(canonicalize(&nested, &enc(&value)).unwrap(), Some(enc(&expected)));
+        assert_eq!(
+            canonicalize(&nested, &enc(&value)).unwrap(),
+            Some(enc(&expected))
+        );
 
         assert_eq!(canonicalize(&CqlType::Int, &[0, 0, 0, 1]).unwrap(), None);
         assert!(canonicalize(&map_ty, &[0, 0, 0, 1]).is_err());
