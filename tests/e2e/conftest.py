@@ -112,8 +112,8 @@ def node_factory(request, tmp_path_factory):
         pytest.fail(f"helenus binary not found at {binary}")
     nodes = []
 
-    def factory(directory=None, port=None):
-        node = HelenusNode(binary, directory or tmp_path_factory.mktemp("node"), port=port)
+    def factory(directory=None, port=None, **config):
+        node = HelenusNode(binary, directory or tmp_path_factory.mktemp("node"), port=port, **config)
         nodes.append(node)
         return node
 

@@ -166,12 +166,15 @@ class HelenusNode:
     stop/start so restart tests can check durability. Only the PID this object started is ever
     signalled."""
 
-    def __init__(self, binary, directory, port=None, cluster_name="helenus-e2e"):
+    def __init__(self, binary, directory, port=None, cluster_name="helenus-e2e",
+                 commitlog_sync="periodic", commitlog_sync_period_in_ms=None):
         self.binary = str(binary)
         self.directory = Path(directory)
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.cluster_name = cluster_name
+        self.commitlog_sync = commitlog_sync
+        self.commitlog_sync_period_in_ms = commitlog_sync_period_in_ms
         self.process = None
         self.log_path = self.directory / "helenus.log"
         self.config_path = self.directory / "helenus.yaml"
@@ -186,7 +189,9 @@ class HelenusNode:
             f"data_file_directories:\n"
             f"  - {self.directory / 'data'}\n"
             f"commitlog_directory: {self.directory / 'commitlog'}\n"
-            f"commitlog_sync: periodic\n"
+            f"commitlog_sync: {self.commitlog_sync}\n"
+            + (f"commitlog_sync_period_in_ms: {self.commitlog_sync_period_in_ms}\n"
+               if self.commitlog_sync_period_in_ms is not None else "")
         )
 
     def is_running(self):

@@ -1,0 +1,110 @@
+"""Crash consistency: clients write under load, the node is killed with SIGKILL at a random
+moment, restarted on the same directory, and every acknowledged write is read back.
+
+`commitlog_sync: batch` acknowledges only after the commit log is synced, so nothing
+acknowledged may be lost. `periodic` acknowledges before the sync and may lose what was
+acknowledged within the last sync period; anything acknowledged earlier must survive. (A
+process crash leaves the OS's buffers intact, so in practice periodic loses nothing here either,
+but the test holds the node only to its contract.) Helenus-only: the tests kill their own nodes.
+"""
+
+import random
+import threading
+import time
+
+import pytest
+from util import new_session
+
+pytestmark = pytest.mark.helenus_only
+
+ROUNDS = 3                 # kills per mode
+WRITERS = 4                # client threads writing concurrently
+LOAD_S = (0.5, 2.0)        # the kill comes at a uniformly random moment in this window
+PERIOD_MS = 200            # periodic mode's sync period, short so the allowance is small
+PERIODIC_SLACK_S = 0.5     # timer jitter on a loaded 2-core machine, on top of the period
+
+
+def write_until_failure(session, insert, key_base, writer, acked, stop):
+    """Writes keys key_base + writer, + WRITERS, ... until a write fails (the node died) or
+    `stop` is set, recording (key, monotonic time of the acknowledgement)."""
+    n = 0
+    while not stop.is_set():
+        key = key_base + writer + n * WRITERS
+        try:
+            session.execute(insert, [key, f"value-{key}"], timeout=5)
+        except Exception:  # noqa: BLE001 - any failure means the node is gone
+            return
+        acked.append((key, time.monotonic()))
+        n += 1
+
+
+def crash_rounds(node_factory, mode):
+    node = node_factory(commitlog_sync=mode, commitlog_sync_period_in_ms=PERIOD_MS).start()
+    with new_session(node.host, node.port) as s:
+        s.execute(
+            "CREATE KEYSPACE crash WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        s.execute("CREATE TABLE crash.t (k int PRIMARY KEY, v text)")
+    all_acked = []
+    for round_no in range(ROUNDS):
+        acked, stop = [], threading.Event()
+        with new_session(node.host, node.port) as s:
+            insert = s.prepare("INSERT INTO crash.t (k, v) VALUES (?, ?)")
+            writers = [
+                threading.Thread(
+                    target=write_until_failure,
+                    args=(s, insert, round_no * 10_000_000, w, acked, stop),
+                )
+                for w in range(WRITERS)
+            ]
+            for t in writers:
+                t.start()
+            time.sleep(random.uniform(*LOAD_S))
+            killed_at = time.monotonic()
+            node.kill()
+            stop.set()
+            for t in writers:
+                t.join(timeout=30)
+            assert not any(t.is_alive() for t in writers), "a writer hung after the kill"
+        assert acked, f"round {round_no}: no write was acknowledged before the kill"
+        all_acked.append((killed_at, acked))
+        node.start()
+
+    with new_session(node.host, node.port) as s:
+        stored = {r.k: r.v for r in s.execute("SELECT k, v FROM crash.t")}
+    node.stop()
+    for round_no, (killed_at, acked) in enumerate(all_acked):
+        if mode == "batch":
+            must_survive = acked
+        else:
+            horizon = killed_at - PERIOD_MS / 1000 - PERIODIC_SLACK_S
+            must_survive = [(k, t) for k, t in acked if t < horizon]
+        lost = [k for k, _ in must_survive if stored.get(k) != f"value-{k}"]
+        assert not lost, (
+            f"{mode} round {round_no}: {len(lost)} of {len(must_survive)} acknowledged writes "
+            f"lost after SIGKILL, e.g. {lost[:5]}"
+        )
+    return sum(len(a) for _, a in all_acked)
+
+
+@pytest.mark.parametrize("mode", ["batch", "periodic"])
+def test_acknowledged_writes_survive_sigkill(node_factory, mode):
+    acknowledged = crash_rounds(node_factory, mode)
+    assert acknowledged > 0
+
+
+def test_killed_node_restarts_with_schema_and_serves(node_factory):
+    # A kill right after DDL: the schema is written synchronously, so it must be there.
+    node = node_factory().start()
+    with new_session(node.host, node.port) as s:
+        s.execute(
+            "CREATE KEYSPACE k2 WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        s.execute("CREATE TABLE k2.t (k int PRIMARY KEY, v int)")
+    node.kill()
+    node.start()
+    with new_session(node.host, node.port) as s:
+        s.execute("INSERT INTO k2.t (k, v) VALUES (1, 2)")
+        assert s.execute("SELECT v FROM k2.t WHERE k = 1").one().v == 2
