@@ -128,6 +128,22 @@ pub enum Durability {
     None,
 }
 
+/// One table's storage footprint, for `helenus admin stats`. Counts come from the engine's own
+/// bookkeeping, so they are cheap; entries count storage keys (partition headers, static and
+/// clustering rows), and a key written again before compaction counts once per version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Immutable data files (RocksDB SSTables).
+    pub live_files: u64,
+    pub live_file_bytes: u64,
+    /// Entries in those files.
+    pub file_entries: u64,
+    /// Bytes in memtables not yet flushed.
+    pub memtable_bytes: u64,
+    /// Entries in memtables not yet flushed.
+    pub memtable_entries: u64,
+}
+
 /// Storage failures. Every variant carries enough context to log without the request.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -198,4 +214,6 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError>;
     /// Fsyncs the commit log (periodic mode's timer calls this).
     fn sync_commit_log(&self) -> Result<(), StorageError>;
+    /// The table's footprint; `UnknownTable` if it has no storage.
+    fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError>;
 }

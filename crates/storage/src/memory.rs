@@ -11,7 +11,7 @@ use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, TableId,
+    StorageEngine, StorageError, TableId, TableStats,
 };
 
 type Table = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -219,6 +219,20 @@ impl StorageEngine for MemoryEngine {
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
         self.check_table(table)
+    }
+
+    fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError> {
+        let state = self.read();
+        let data = state
+            .tables
+            .get(&table)
+            .ok_or(StorageError::UnknownTable(table))?;
+        // Everything lives in the "memtable": there are no files.
+        Ok(TableStats {
+            memtable_bytes: data.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum(),
+            memtable_entries: data.len() as u64,
+            ..TableStats::default()
+        })
     }
 
     fn sync_commit_log(&self) -> Result<(), StorageError> {

@@ -28,7 +28,7 @@ use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, TableId,
+    StorageEngine, StorageError, TableId, TableStats,
 };
 
 type Db = DBWithThreadMode<MultiThreaded>;
@@ -517,6 +517,32 @@ impl StorageEngine for RocksEngine {
             self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
         }
         Ok(())
+    }
+
+    fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError> {
+        let cf = self.cf(table)?;
+        let name = cf_name(table);
+        let files = self
+            .db
+            .live_files()
+            .map_err(|e| engine_error("list live files", Some(table), e))?;
+        let mut stats = TableStats::default();
+        for f in files.iter().filter(|f| f.column_family_name == name) {
+            stats.live_files += 1;
+            stats.live_file_bytes += f.size as u64;
+            stats.file_entries += f.num_entries;
+        }
+        let property = |p: &str| -> Result<u64, StorageError> {
+            Ok(self
+                .db
+                .property_int_value_cf(&cf, p)
+                .map_err(|e| engine_error("read a table property", Some(table), e))?
+                .unwrap_or(0))
+        };
+        stats.memtable_bytes = property("rocksdb.cur-size-all-mem-tables")?;
+        stats.memtable_entries = property("rocksdb.num-entries-active-mem-table")?
+            + property("rocksdb.num-entries-imm-mem-tables")?;
+        Ok(stats)
     }
 
     fn sync_commit_log(&self) -> Result<(), StorageError> {

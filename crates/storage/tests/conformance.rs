@@ -11,7 +11,7 @@ use mutation::{
 };
 use storage::{
     ClusteringSlice, Durability, MemoryEngine, PartitionData, PartitionKey, PartitionUpdate,
-    RocksConfig, RocksEngine, ScanStart, StorageEngine, StorageError, TableId,
+    RocksConfig, RocksEngine, ScanStart, StorageEngine, StorageError, TableId, TableStats,
 };
 
 fn table(n: u128) -> TableId {
@@ -613,6 +613,39 @@ pub fn maintenance_calls_succeed(engine: &dyn StorageEngine) {
     assert_eq!(all(engine, t, &pk(1, b"m")).rows.len(), 1);
 }
 
+pub fn table_stats_follow_writes_and_flushes(engine: &dyn StorageEngine) {
+    let t = table(12);
+    engine.create_table(t).expect("create");
+    let empty = engine.table_stats(t).expect("stats");
+    // An empty memtable may still report its arena's bytes.
+    let nothing = TableStats {
+        memtable_bytes: empty.memtable_bytes,
+        ..TableStats::default()
+    };
+    assert_eq!(empty, nothing);
+    for i in 0..10i64 {
+        let mut u = update(t, pk(i, b"s"));
+        u.rows = vec![(vec![0], insert(1, b"x")), (vec![1], insert(1, b"y"))];
+        engine.apply(&[u], Durability::Periodic).expect("apply");
+    }
+    let before = engine.table_stats(t).expect("stats");
+    // 20 rows (no partition headers were written), all in memory or all in files.
+    assert_eq!(
+        before.memtable_entries + before.file_entries,
+        20,
+        "{before:?}"
+    );
+    engine.flush(Some(t)).expect("flush");
+    let after = engine.table_stats(t).expect("stats");
+    assert_eq!(after.memtable_entries + after.file_entries, 20, "{after:?}");
+    assert_eq!(after.live_files > 0, after.file_entries > 0, "{after:?}");
+    assert_eq!(after.live_files > 0, after.live_file_bytes > 0, "{after:?}");
+    assert!(matches!(
+        engine.table_stats(table(4243)),
+        Err(StorageError::UnknownTable(_))
+    ));
+}
+
 pub fn concurrent_writers_converge(engine: &dyn StorageEngine) {
     let t = table(11);
     engine.create_table(t).expect("create");
@@ -663,6 +696,7 @@ macro_rules! conformance {
                 metadata,
                 maintenance_calls_succeed,
                 concurrent_writers_converge,
+                table_stats_follow_writes_and_flushes,
             );
         }
     };
