@@ -172,6 +172,7 @@ class HelenusNode:
         self.directory = Path(directory)
         self.host = "127.0.0.1"
         self.port = port or free_port()
+        self.admin_port = free_port()
         self.cluster_name = cluster_name
         self.commitlog_sync = commitlog_sync
         self.commitlog_sync_period_in_ms = commitlog_sync_period_in_ms
@@ -186,6 +187,7 @@ class HelenusNode:
             f"listen_address: {self.host}\n"
             f"rpc_address: {self.host}\n"
             f"native_transport_port: {self.port}\n"
+            f"admin_port: {self.admin_port}\n"
             f"data_file_directories:\n"
             f"  - {self.directory / 'data'}\n"
             f"commitlog_directory: {self.directory / 'commitlog'}\n"
@@ -247,6 +249,14 @@ class HelenusNode:
     def restart(self):
         self.stop()
         return self.start()
+
+    def admin(self, *command):
+        """Runs `helenus admin` against this node; returns (exit code, stdout, stderr)."""
+        result = subprocess.run(
+            [self.binary, "admin", "--host", self.host, "--port", str(self.admin_port), *command],
+            capture_output=True, text=True, timeout=600,
+        )
+        return result.returncode, result.stdout, result.stderr
 
     def log_tail(self, lines=40):
         try:

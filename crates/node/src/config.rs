@@ -21,6 +21,9 @@ pub struct Config {
     pub listen_address: IpAddr,
     pub rpc_address: IpAddr,
     pub native_transport_port: u16,
+    /// Helenus's own: where `helenus admin` reaches the node (on `listen_address`). Cassandra's
+    /// nodetool uses JMX on 7199; so does this by default.
+    pub admin_port: u16,
     pub data_file_directories: Vec<PathBuf>,
     pub commitlog_directory: PathBuf,
     pub commitlog_sync: CommitLogSync,
@@ -43,6 +46,7 @@ impl Default for Config {
             listen_address: IpAddr::from([127, 0, 0, 1]),
             rpc_address: IpAddr::from([127, 0, 0, 1]),
             native_transport_port: 9042,
+            admin_port: 7199,
             data_file_directories: vec![data.join("data")],
             commitlog_directory: data.join("commitlog"),
             commitlog_sync: CommitLogSync::Periodic,
@@ -95,6 +99,14 @@ const IGNORED_CASSANDRA_KEYS: &[&str] = &[
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
     v.as_str()
         .ok_or_else(|| anyhow!("invalid value for '{key}': expected a string, got {v:?}"))
+}
+
+fn as_port(key: &str, v: &Value) -> Result<u16> {
+    let p = as_u64(key, v)?;
+    u16::try_from(p)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| anyhow!("invalid value for '{key}': {p} is not a TCP port"))
 }
 
 fn as_u64(key: &str, v: &Value) -> Result<u64> {
@@ -165,13 +177,8 @@ impl Config {
                 "cluster_name" => config.cluster_name = as_str(key, v)?.to_string(),
                 "listen_address" => config.listen_address = as_ip(key, v)?,
                 "rpc_address" => config.rpc_address = as_ip(key, v)?,
-                "native_transport_port" => {
-                    let p = as_u64(key, v)?;
-                    config.native_transport_port = u16::try_from(p)
-                        .ok()
-                        .filter(|p| *p > 0)
-                        .ok_or_else(|| anyhow!("invalid value for '{key}': {p} is not a TCP port"))?;
-                }
+                "native_transport_port" => config.native_transport_port = as_port(key, v)?,
+                "admin_port" => config.admin_port = as_port(key, v)?,
                 "data_file_directories" => {
                     let list = v
                         .as_sequence()

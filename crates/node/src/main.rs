@@ -4,8 +4,11 @@
 //! (config → storage → node identity → schema → coordinator → query processor → CQL server)
 //! and stops (stop accepting → drain requests → sync the commit log and flush memtables).
 //!
-//! Must not contain: request handling or storage logic; it wires crates together.
+//! Also the operator endpoint (`admin`), which only calls the schema and the storage engine.
+//!
+//! Must not contain: CQL request handling or storage logic; it wires crates together.
 
+mod admin;
 mod config;
 
 use std::net::SocketAddr;
@@ -24,7 +27,9 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 /// release whose behaviour it follows.
 const RELEASE_VERSION: &str = "5.0.2";
 
-const USAGE: &str = "usage: helenus server [--config FILE]\n       helenus --version";
+const USAGE: &str = "usage: helenus server [--config FILE]
+       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]]
+       helenus --version";
 
 fn main() {
     if let Err(e) = run() {
@@ -49,6 +54,29 @@ fn run() -> Result<()> {
                 }
             }
             server(config_path)
+        }
+        Some("admin") => {
+            let mut host = std::net::IpAddr::from([127, 0, 0, 1]);
+            let mut port: u16 = 7199;
+            let mut command = Vec::new();
+            let mut rest = args[1..].iter();
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--host" | "-h" => {
+                        let h = rest.next().context("--host needs an address")?;
+                        host = h.parse().with_context(|| format!("invalid --host '{h}'"))?;
+                    }
+                    "--port" | "-p" => {
+                        let p = rest.next().context("--port needs a port")?;
+                        port = p.parse().with_context(|| format!("invalid --port '{p}'"))?;
+                    }
+                    other => command.push(other.to_string()),
+                }
+            }
+            if command.is_empty() {
+                bail!("admin needs a command\n{USAGE}");
+            }
+            admin::run_client(SocketAddr::new(host, port), &command.join(" "))
         }
         Some("--version") | Some("version") => {
             println!(
@@ -192,6 +220,18 @@ async fn serve(config: Config) -> Result<()> {
         None
     };
 
+    let admin_addr = SocketAddr::new(config.listen_address, config.admin_port);
+    let admin_listener = tokio::net::TcpListener::bind(admin_addr)
+        .await
+        .with_context(|| {
+            format!("cannot listen for admin commands on {admin_addr} (admin_port)")
+        })?;
+    let admin_task = tokio::spawn(admin::serve(
+        admin_listener,
+        engine.clone(),
+        processor.clone(),
+    ));
+
     let addr = SocketAddr::new(config.rpc_address, config.native_transport_port);
     let server = cql_server::Server::bind(
         addr,
@@ -211,6 +251,7 @@ async fn serve(config: Config) -> Result<()> {
     );
     server.run(shutdown_signal()).await;
     tracing::info!("CQL server stopped; flushing");
+    admin_task.abort();
 
     let _ = stop_sync.send(true);
     if let Some(task) = sync_task {

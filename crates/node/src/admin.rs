@@ -1,0 +1,197 @@
+//! `helenus admin`: operator commands (flush, compact, per-table statistics), Helenus's
+//! counterpart of Cassandra's `nodetool`.
+//!
+//! The node listens on `listen_address:admin_port` (default 7199, Cassandra's JMX port) for a
+//! line protocol: the client sends one command line, the node answers with zero or more result
+//! lines and a last line that is `OK` or `ERROR: <message>`, then closes the connection.
+//!
+//!     flush   [keyspace[.table]]    memtables to data files (all tables, one keyspace, one table)
+//!     compact [keyspace[.table]]    a full compaction
+//!     stats   [keyspace[.table]]    one line per table: ks.table key=value ...
+//!
+//! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
+//! and are skipped.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use query::QueryProcessor;
+use storage::{StorageEngine, TableId};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
+use tokio::net::{TcpListener, TcpStream as AsyncTcpStream};
+
+/// A command line longer than this is refused (names are at most 48 characters each).
+const MAX_COMMAND_BYTES: u64 = 1024;
+/// How long the CLI waits for a flush or compaction before giving up on the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Serves admin connections until the task is dropped (the node aborts it at shutdown).
+pub async fn serve(
+    listener: TcpListener,
+    engine: Arc<dyn StorageEngine>,
+    processor: Arc<QueryProcessor>,
+) {
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "admin accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let engine = engine.clone();
+        let processor = processor.clone();
+        tokio::spawn(async move {
+            if let Err(e) = handle(socket, engine, processor).await {
+                tracing::debug!(%peer, error = %e, "admin connection failed");
+            }
+        });
+    }
+}
+
+async fn handle(
+    socket: AsyncTcpStream,
+    engine: Arc<dyn StorageEngine>,
+    processor: Arc<QueryProcessor>,
+) -> Result<()> {
+    let (read, mut write) = socket.into_split();
+    let mut line = String::new();
+    AsyncBufReader::new(tokio::io::AsyncReadExt::take(read, MAX_COMMAND_BYTES))
+        .read_line(&mut line)
+        .await?;
+    let command = line.trim().to_string();
+    tracing::info!(%command, "admin command");
+    let reply = tokio::task::spawn_blocking(move || execute(&command, engine.as_ref(), &processor))
+        .await
+        .context("admin command panicked")?;
+    let mut out = String::new();
+    match reply {
+        Ok(lines) => {
+            for l in lines {
+                out.push_str(&l);
+                out.push('\n');
+            }
+            out.push_str("OK\n");
+        }
+        Err(e) => out.push_str(&format!("ERROR: {e:#}\n")),
+    }
+    write.write_all(out.as_bytes()).await?;
+    write.shutdown().await?;
+    Ok(())
+}
+
+/// Runs one command; blocking (storage calls), so it runs on the blocking pool.
+fn execute(
+    command: &str,
+    engine: &dyn StorageEngine,
+    processor: &QueryProcessor,
+) -> Result<Vec<String>> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let (verb, target) = match words.as_slice() {
+        [verb] => (*verb, None),
+        [verb, target] => (*verb, Some(*target)),
+        _ => bail!("expected '<flush|compact|stats> [keyspace[.table]]', got '{command}'"),
+    };
+    let tables = resolve(processor, target)?;
+    match verb {
+        "flush" | "compact" => {
+            let whole_node = target.is_none();
+            if whole_node {
+                // Also the node's own metadata.
+                if verb == "flush" {
+                    engine.flush(None)?;
+                } else {
+                    engine.compact(None)?;
+                }
+            } else {
+                for (_, id) in &tables {
+                    if verb == "flush" {
+                        engine.flush(Some(*id))?;
+                    } else {
+                        engine.compact(Some(*id))?;
+                    }
+                }
+            }
+            Ok(vec![format!("{verb}ed {} table(s)", tables.len())])
+        }
+        "stats" => tables
+            .iter()
+            .map(|(name, id)| {
+                let s = engine.table_stats(*id)?;
+                Ok(format!(
+                    "{name} live_files={} live_file_bytes={} file_entries={} memtable_bytes={} memtable_entries={}",
+                    s.live_files, s.live_file_bytes, s.file_entries, s.memtable_bytes, s.memtable_entries
+                ))
+            })
+            .collect(),
+        other => bail!("unknown admin command '{other}' (expected flush, compact or stats)"),
+    }
+}
+
+/// The stored tables a target names: every table (`None`), a keyspace's, or one.
+fn resolve(processor: &QueryProcessor, target: Option<&str>) -> Result<Vec<(String, TableId)>> {
+    let schema = processor.schema();
+    let stored_in = |ks_name: &str| -> Vec<(String, TableId)> {
+        schema
+            .keyspace(ks_name)
+            .into_iter()
+            .flat_map(|ks| ks.tables.values())
+            .filter(|t| !t.virtual_table)
+            .map(|t| (format!("{ks_name}.{}", t.name), t.id))
+            .collect()
+    };
+    let Some(target) = target else {
+        return Ok(schema
+            .keyspaces
+            .keys()
+            .flat_map(|ks| stored_in(ks))
+            .collect());
+    };
+    let (ks_name, table_name) = match target.split_once('.') {
+        Some((k, t)) => (k, Some(t)),
+        None => (target, None),
+    };
+    if schema.keyspace(ks_name).is_none() {
+        bail!("unknown keyspace '{ks_name}'");
+    }
+    match table_name {
+        None => Ok(stored_in(ks_name)),
+        Some(t) => match schema.table(ks_name, t) {
+            Some(table) if !table.virtual_table => Ok(vec![(target.to_string(), table.id)]),
+            Some(_) => bail!("'{target}' is a virtual table; it has no storage"),
+            None => bail!("unknown table '{target}'"),
+        },
+    }
+}
+
+/// The CLI side: sends `command` to the node at `addr`, prints the result lines, and fails with
+/// the node's message on `ERROR`.
+pub fn run_client(addr: SocketAddr, command: &str) -> Result<()> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
+            format!("cannot reach the node's admin port at {addr} (is it running?)")
+        })?;
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.write_all(format!("{command}\n").as_bytes())?;
+    let mut last = None;
+    for line in BufReader::new(stream).lines() {
+        let line = line.context("reading the node's answer")?;
+        if line == "OK" {
+            return Ok(());
+        }
+        if let Some(message) = line.strip_prefix("ERROR: ") {
+            bail!("{message}");
+        }
+        println!("{line}");
+        last = Some(line);
+    }
+    bail!(
+        "the node closed the connection without an answer{}",
+        last.map(|l| format!(" (last line: {l})"))
+            .unwrap_or_default()
+    )
+}
