@@ -19,9 +19,9 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBWithThreadMode,
-    ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions, SliceTransform, WriteBatch,
-    WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode,
+    DBWithThreadMode, ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions,
+    SliceTransform, WriteBatch, WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
 use crate::read::{self, Source, Visit, Visitor};
@@ -103,6 +103,11 @@ fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
     opts.set_compaction_readahead_size(COMPACTION_READAHEAD_BYTES);
     opts.set_max_background_jobs(MAX_BACKGROUND_JOBS);
     opts.set_keep_log_file_num(INFO_LOG_FILES_KEPT);
+    // A crash can leave a torn last record, a disk garbage after it: replay every complete
+    // record up to the first damaged one and start (Cassandra truncates its commit log the same
+    // way). Named explicitly because it is the commit log's contract; tested by
+    // tests/e2e/test_crash.py.
+    opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
     opts
 }
 
