@@ -66,6 +66,7 @@ def test_admin_errors(node_factory):
         (("flush", "no_such_ks"), "unknown keyspace"),
         (("stats", "system_schema.nope"), "unknown table"),
         (("frobnicate",), "unknown admin command"),
+        (("frobnicate", "x"), "unknown admin command"),
         (("flush", "a", "b"), "expected"),
     ]:
         code, out, err = node.admin(*command)
@@ -79,3 +80,35 @@ def test_admin_without_a_node_says_so(node_factory):
     node = node_factory()  # never started
     code, out, err = node.admin("stats")
     assert code != 0 and "cannot reach the node's admin port" in err
+
+
+def metrics(node):
+    code, out, err = node.admin("metrics")
+    assert code == 0, err
+    return {k: int(v) for k, v in (line.split("=") for line in out.splitlines())}
+
+
+def test_metrics_count_point_reads_and_disk_bytes(node_factory):
+    node = node_factory().start()
+    with new_session(node.host, node.port) as s:
+        s.execute("CREATE KEYSPACE met WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE met.t (k int PRIMARY KEY, v blob)")
+        insert = s.prepare("INSERT INTO met.t (k, v) VALUES (?, ?)")
+        for k in range(200):
+            s.execute(insert, [k, bytes(100)])
+        assert node.admin("flush", "met.t")[0] == 0
+        before = metrics(node)
+        select = s.prepare("SELECT v FROM met.t WHERE k = ?")
+        for k in range(0, 200, 10):
+            assert s.execute(select, [k]).one().v == bytes(100)
+        after = metrics(node)
+    assert after["partition_reads"] - before["partition_reads"] >= 20
+    assert after["file_read_bytes"] > before["file_read_bytes"]
+    assert after["block_cache_hits"] + after["block_cache_misses"] > \
+        before["block_cache_hits"] + before["block_cache_misses"]
+    for name in ("bloom_prefix_useful", "pending_compaction_bytes", "write_stall_micros",
+                 "memtable_bytes", "running_compactions"):
+        assert name in after
+    code, out, err = node.admin("metrics", "met.t")
+    assert code != 0 and "node-wide" in err

@@ -8,6 +8,7 @@
 //!     flush   [keyspace[.table]]    memtables to data files (all tables, one keyspace, one table)
 //!     compact [keyspace[.table]]    a full compaction
 //!     stats   [keyspace[.table]]    one line per table: ks.table key=value ...
+//!     metrics                       node-wide storage counters, one name=value per line
 //!
 //! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
 //! and are skipped.
@@ -94,31 +95,40 @@ fn execute(
     let (verb, target) = match words.as_slice() {
         [verb] => (*verb, None),
         [verb, target] => (*verb, Some(*target)),
-        _ => bail!("expected '<flush|compact|stats> [keyspace[.table]]', got '{command}'"),
+        _ => bail!(
+            "expected '<flush|compact|stats> [keyspace[.table]]' or 'metrics', got '{command}'"
+        ),
     };
-    let tables = resolve(processor, target)?;
     match verb {
+        "metrics" => {
+            if target.is_some() {
+                bail!("metrics takes no table: its counters are node-wide");
+            }
+            Ok(engine
+                .metrics()?
+                .into_iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect())
+        }
         "flush" | "compact" => {
-            let whole_node = target.is_none();
-            if whole_node {
-                // Also the node's own metadata.
+            let tables = resolve(processor, target)?;
+            let run = |table: Option<TableId>| {
                 if verb == "flush" {
-                    engine.flush(None)?;
+                    engine.flush(table)
                 } else {
-                    engine.compact(None)?;
+                    engine.compact(table)
                 }
+            };
+            if target.is_none() {
+                run(None)?; // every table, and the node's own metadata
             } else {
                 for (_, id) in &tables {
-                    if verb == "flush" {
-                        engine.flush(Some(*id))?;
-                    } else {
-                        engine.compact(Some(*id))?;
-                    }
+                    run(Some(*id))?;
                 }
             }
             Ok(vec![format!("{verb}ed {} table(s)", tables.len())])
         }
-        "stats" => tables
+        "stats" => resolve(processor, target)?
             .iter()
             .map(|(name, id)| {
                 let s = engine.table_stats(*id)?;
@@ -128,7 +138,9 @@ fn execute(
                 ))
             })
             .collect(),
-        other => bail!("unknown admin command '{other}' (expected flush, compact or stats)"),
+        other => {
+            bail!("unknown admin command '{other}' (expected flush, compact, stats or metrics)")
+        }
     }
 }
 

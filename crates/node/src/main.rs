@@ -28,7 +28,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE]
-       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]]
+       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
        helenus --version";
 
 fn main() {

@@ -216,4 +216,9 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn sync_commit_log(&self) -> Result<(), StorageError>;
     /// The table's footprint; `UnknownTable` if it has no storage.
     fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError>;
+    /// Engine-wide counters since start, by name: point reads (`partition_reads`) and the disk
+    /// bytes they cost (`file_read_bytes`), block cache hits and misses, bloom filter checks and
+    /// false positives, memtable and compaction backlog, write stalls. Engines report what they
+    /// have; names are stable for tools.
+    fn metrics(&self) -> Result<Vec<(&'static str, u64)>, StorageError>;
 }

@@ -235,6 +235,18 @@ impl StorageEngine for MemoryEngine {
         })
     }
 
+    fn metrics(&self) -> Result<Vec<(&'static str, u64)>, StorageError> {
+        // Nothing is cached or read from disk here.
+        let memtable_bytes = self
+            .read()
+            .tables
+            .values()
+            .flat_map(|t| t.iter())
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum();
+        Ok(vec![("memtable_bytes", memtable_bytes)])
+    }
+
     fn sync_commit_log(&self) -> Result<(), StorageError> {
         Ok(())
     }

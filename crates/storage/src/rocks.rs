@@ -16,12 +16,13 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Mutex, MutexGuard};
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode,
-    DBWithThreadMode, ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions,
-    SliceTransform, WriteBatch, WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
+    statistics::Ticker, BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType,
+    DBRecoveryMode, DBWithThreadMode, ErrorKind, MergeOperands, MultiThreaded, Options,
+    ReadOptions, SliceTransform, WriteBatch, WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
 use crate::read::{self, Source, Visit, Visitor};
@@ -71,6 +72,10 @@ pub struct RocksEngine {
     tables: Mutex<BTreeSet<TableId>>,
     config: RocksConfig,
     direct_io: bool,
+    /// The DB options the engine was opened with: they own RocksDB's statistics (`metrics`).
+    db_options: Options,
+    /// `read_partition` calls, to relate disk bytes read to point reads.
+    partition_reads: AtomicU64,
 }
 
 /// RocksDB's merge operator for table column families. Returning `None` makes RocksDB report
@@ -108,6 +113,9 @@ fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
     // way). Named explicitly because it is the commit log's contract; tested by
     // tests/e2e/test_crash.py.
     opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+    // Tickers for `metrics` (block cache, bloom filters, bytes read from files, stalls). The
+    // default level skips the expensive per-operation timers.
+    opts.enable_statistics();
     opts
 }
 
@@ -232,6 +240,8 @@ impl RocksEngine {
             tables: Mutex::new(tables),
             config: config.clone(),
             direct_io,
+            db_options: opts,
+            partition_reads: AtomicU64::new(0),
         })
     }
 
@@ -424,6 +434,7 @@ impl StorageEngine for RocksEngine {
         max_rows: usize,
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError> {
+        self.partition_reads.fetch_add(1, AtomicOrdering::Relaxed);
         let view = TableView {
             engine: self,
             table,
@@ -548,6 +559,75 @@ impl StorageEngine for RocksEngine {
         stats.memtable_entries = property("rocksdb.num-entries-active-mem-table")?
             + property("rocksdb.num-entries-imm-mem-tables")?;
         Ok(stats)
+    }
+
+    fn metrics(&self) -> Result<Vec<(&'static str, u64)>, StorageError> {
+        let ticker = |t: Ticker| self.db_options.get_ticker_count(t);
+        let mut pending_compaction_bytes = 0;
+        let mut memtable_bytes = 0;
+        for t in self.selected_tables(None)? {
+            if let Ok(cf) = self.cf(t) {
+                let property = |p: &str| -> Result<u64, StorageError> {
+                    Ok(self
+                        .db
+                        .property_int_value_cf(&cf, p)
+                        .map_err(|e| engine_error("read a table property", Some(t), e))?
+                        .unwrap_or(0))
+                };
+                pending_compaction_bytes += property("rocksdb.estimate-pending-compaction-bytes")?;
+                memtable_bytes += property("rocksdb.cur-size-all-mem-tables")?;
+            }
+        }
+        let running_compactions = self
+            .db
+            .property_int_value("rocksdb.num-running-compactions")
+            .map_err(|e| engine_error("read a property", None, e))?
+            .unwrap_or(0);
+        Ok(vec![
+            (
+                "partition_reads",
+                self.partition_reads.load(AtomicOrdering::Relaxed),
+            ),
+            (
+                "file_read_bytes",
+                ticker(Ticker::LastLevelReadBytes) + ticker(Ticker::NonLastLevelReadBytes),
+            ),
+            ("block_cache_hits", ticker(Ticker::BlockCacheHit)),
+            ("block_cache_misses", ticker(Ticker::BlockCacheMiss)),
+            ("block_cache_data_hits", ticker(Ticker::BlockCacheDataHit)),
+            (
+                "block_cache_data_misses",
+                ticker(Ticker::BlockCacheDataMiss),
+            ),
+            (
+                "bloom_prefix_checked",
+                ticker(Ticker::BloomFilterPrefixChecked),
+            ),
+            (
+                "bloom_prefix_useful",
+                ticker(Ticker::BloomFilterPrefixUseful),
+            ),
+            (
+                "bloom_prefix_true_positive",
+                ticker(Ticker::BloomFilterPrefixTruePositive),
+            ),
+            ("bloom_full_useful", ticker(Ticker::BloomFilterUseful)),
+            (
+                "bloom_full_positive",
+                ticker(Ticker::BloomFilterFullPositive),
+            ),
+            (
+                "bloom_full_true_positive",
+                ticker(Ticker::BloomFilterFullTruePositive),
+            ),
+            ("memtable_bytes", memtable_bytes),
+            ("pending_compaction_bytes", pending_compaction_bytes),
+            ("running_compactions", running_compactions),
+            ("compaction_read_bytes", ticker(Ticker::CompactReadBytes)),
+            ("compaction_write_bytes", ticker(Ticker::CompactWriteBytes)),
+            ("flush_write_bytes", ticker(Ticker::FlushWriteBytes)),
+            ("write_stall_micros", ticker(Ticker::StallMicros)),
+        ])
     }
 
     fn sync_commit_log(&self) -> Result<(), StorageError> {

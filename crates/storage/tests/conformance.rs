@@ -827,3 +827,47 @@ fn rocksdb_uses_direct_io_on_a_real_disk() {
     // Informational where the disk cannot do direct I/O; on ext4/xfs it must be on.
     eprintln!("direct I/O: {}", fixture.engine.uses_direct_io());
 }
+
+#[test]
+fn rocksdb_metrics_count_reads_cache_and_bloom_filters() {
+    let fixture = rocks();
+    let engine = fixture.engine();
+    let metric = |name: &str| -> u64 {
+        let metrics = engine.metrics().expect("metrics");
+        metrics
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no metric {name} in {metrics:?}"))
+            .1
+    };
+    let t = table(20);
+    engine.create_table(t).expect("create");
+    for i in 0..100i64 {
+        let mut u = update(t, pk(i * 1000, b"p"));
+        u.rows = vec![(vec![0], insert(1, &[7u8; 100]))];
+        engine.apply(&[u], Durability::Periodic).expect("apply");
+    }
+    engine.flush(Some(t)).expect("flush");
+    assert!(metric("flush_write_bytes") > 0);
+
+    let reads_before = metric("partition_reads");
+    let file_bytes_before = metric("file_read_bytes");
+    assert_eq!(all(engine, t, &pk(5000, b"p")).rows.len(), 1);
+    assert_eq!(metric("partition_reads"), reads_before + 1);
+    assert!(
+        metric("file_read_bytes") > file_bytes_before,
+        "a cold read reads the file"
+    );
+
+    // The same read again is served from the block cache.
+    let hits_before = metric("block_cache_hits");
+    assert_eq!(all(engine, t, &pk(5000, b"p")).rows.len(), 1);
+    assert!(metric("block_cache_hits") > hits_before);
+
+    // Partitions that do not exist are answered by a bloom filter without reading data blocks.
+    let useful_before = metric("bloom_prefix_useful") + metric("bloom_full_useful");
+    for i in 0..20i64 {
+        assert!(all(engine, t, &pk(i * 1000 + 1, b"absent")).rows.is_empty());
+    }
+    assert!(metric("bloom_prefix_useful") + metric("bloom_full_useful") > useful_before);
+}
