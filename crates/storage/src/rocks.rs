@@ -277,6 +277,20 @@ impl RocksEngine {
             .ok_or(StorageError::UnknownTable(table))
     }
 
+    /// An integer property of a table's column family (0 if RocksDB does not report it).
+    fn cf_property(
+        &self,
+        cf: &std::sync::Arc<rocksdb::BoundColumnFamily<'_>>,
+        table: TableId,
+        name: &str,
+    ) -> Result<u64, StorageError> {
+        Ok(self
+            .db
+            .property_int_value_cf(cf, name)
+            .map_err(|e| engine_error("read a table property", Some(table), e))?
+            .unwrap_or(0))
+    }
+
     fn selected_tables(&self, table: Option<TableId>) -> Result<Vec<TableId>, StorageError> {
         match table {
             Some(t) => {
@@ -548,13 +562,7 @@ impl StorageEngine for RocksEngine {
             stats.live_file_bytes += f.size as u64;
             stats.file_entries += f.num_entries;
         }
-        let property = |p: &str| -> Result<u64, StorageError> {
-            Ok(self
-                .db
-                .property_int_value_cf(&cf, p)
-                .map_err(|e| engine_error("read a table property", Some(table), e))?
-                .unwrap_or(0))
-        };
+        let property = |p: &str| self.cf_property(&cf, table, p);
         stats.memtable_bytes = property("rocksdb.cur-size-all-mem-tables")?;
         stats.memtable_entries = property("rocksdb.num-entries-active-mem-table")?
             + property("rocksdb.num-entries-imm-mem-tables")?;
@@ -567,13 +575,7 @@ impl StorageEngine for RocksEngine {
         let mut memtable_bytes = 0;
         for t in self.selected_tables(None)? {
             if let Ok(cf) = self.cf(t) {
-                let property = |p: &str| -> Result<u64, StorageError> {
-                    Ok(self
-                        .db
-                        .property_int_value_cf(&cf, p)
-                        .map_err(|e| engine_error("read a table property", Some(t), e))?
-                        .unwrap_or(0))
-                };
+                let property = |p: &str| self.cf_property(&cf, t, p);
                 pending_compaction_bytes += property("rocksdb.estimate-pending-compaction-bytes")?;
                 memtable_bytes += property("rocksdb.cur-size-all-mem-tables")?;
             }
