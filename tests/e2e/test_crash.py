@@ -155,3 +155,32 @@ def test_torn_or_garbage_commit_log_tail_is_truncated_not_fatal(node_factory):
     # Only the torn record (the last write) may be gone.
     assert set(range(200, 399)) <= keys, sorted(set(range(200, 400)) - keys)[:10]
     assert "panicked" not in node.log_tail(200)
+
+
+def test_corrupt_data_file_is_an_error_naming_the_file(node_factory):
+    # Bit rot in a data file: the read that meets it fails with an error naming the file; the
+    # node neither panics nor refuses other requests.
+    node = node_factory().start()
+    with new_session(node.host, node.port) as s:
+        s.execute("CREATE KEYSPACE rot WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE rot.t (k int PRIMARY KEY, v text)")
+        insert = s.prepare("INSERT INTO rot.t (k, v) VALUES (?, ?)")
+        for k in range(500):
+            s.execute(insert, [k, "x" * 200])
+    code, _, err = node.admin("flush", "rot.t")
+    assert code == 0, err
+    node.stop()
+    data_file = max((node.directory / "data").glob("*.sst"), key=lambda p: p.stat().st_size)
+    damaged = bytearray(data_file.read_bytes())
+    for i in range(1000, 1100):  # inside the first data blocks, well before the footer
+        damaged[i] ^= 0xFF
+    data_file.write_bytes(bytes(damaged))
+    node.start()
+    with new_session(node.host, node.port) as s:
+        # A server error (code 0x0000); the driver wraps it once it has no other host to try.
+        with pytest.raises((ServerError, NoHostAvailable)) as e:
+            list(s.execute("SELECT * FROM rot.t"))
+        assert data_file.name in str(e.value)
+        assert s.execute("SELECT key FROM system.local").one().key == "local"
+    assert "panicked" not in node.log_tail(200)
