@@ -13,6 +13,9 @@ import threading
 import time
 
 import pytest
+from cassandra.cluster import NoHostAvailable
+from cassandra.protocol import ServerError
+
 from util import new_session
 
 pytestmark = pytest.mark.helenus_only
