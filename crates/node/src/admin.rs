@@ -1,8 +1,9 @@
 //! `helenus admin`: operator commands (flush, compact, per-table statistics), Helenus's
 //! counterpart of Cassandra's `nodetool`.
 //!
-//! The node listens on `listen_address:admin_port` (default 7199, Cassandra's JMX port) for a
-//! line protocol: the client sends one command line, the node answers with zero or more result
+//! The node listens on `admin_address` (see `main.rs`: `listen_address` when that is a loopback
+//! address, else 127.0.0.1, so the unauthenticated endpoint stays local as Cassandra's JMX does
+//! by default) and `admin_port` (default 7199, Cassandra's JMX port) for a line protocol: the client sends one command line, the node answers with zero or more result
 //! lines and a last line that is `OK` or `ERROR: <message>`, then closes the connection.
 //!
 //!     flush   [keyspace[.table]]    memtables to data files (all tables, one keyspace, one table)
@@ -26,6 +27,8 @@ use tokio::net::{TcpListener, TcpStream as AsyncTcpStream};
 
 /// A command line longer than this is refused (names are at most 48 characters each).
 const MAX_COMMAND_BYTES: u64 = 1024;
+/// How long a connection may take to send its command line.
+const COMMAND_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the CLI waits for a flush or compaction before giving up on the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -61,9 +64,10 @@ async fn handle(
 ) -> Result<()> {
     let (read, mut write) = socket.into_split();
     let mut line = String::new();
-    AsyncBufReader::new(tokio::io::AsyncReadExt::take(read, MAX_COMMAND_BYTES))
-        .read_line(&mut line)
-        .await?;
+    let mut reader = AsyncBufReader::new(tokio::io::AsyncReadExt::take(read, MAX_COMMAND_BYTES));
+    tokio::time::timeout(COMMAND_READ_TIMEOUT, reader.read_line(&mut line))
+        .await
+        .context("no command within the time limit")??;
     let command = line.trim().to_string();
     tracing::info!(%command, "admin command");
     let reply = tokio::task::spawn_blocking(move || execute(&command, engine.as_ref(), &processor))

@@ -220,7 +220,14 @@ async fn serve(config: Config) -> Result<()> {
         None
     };
 
-    let admin_addr = SocketAddr::new(config.listen_address, config.admin_port);
+    // Unauthenticated, so local only: a loopback listen_address (127.0.0.x, one per node of a
+    // local cluster) or else 127.0.0.1.
+    let admin_ip = if config.listen_address.is_loopback() {
+        config.listen_address
+    } else {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    };
+    let admin_addr = SocketAddr::new(admin_ip, config.admin_port);
     let admin_listener = tokio::net::TcpListener::bind(admin_addr)
         .await
         .with_context(|| {
