@@ -8,7 +8,7 @@ use cql_syntax::ast::{
     QualifiedName, Statement, TypeExpr,
 };
 use schema::{
-    ClusteringOrder, KeyspaceMetadata, OptionValue, Replication, Schema, TableMetadata,
+    ClusteringOrder, ColumnKind, KeyspaceMetadata, OptionValue, Replication, Schema, TableMetadata,
     TableOptions, UserType, SYSTEM_KEYSPACES,
 };
 use types::{CqlType, UdtType};
@@ -744,6 +744,20 @@ fn plan_change(
                         return Err(QueryError::Invalid(format!(
                             "Cannot add new field {} to type {ks_name}.{name}: a field with name {} already exists",
                             f.as_str(), f.as_str()
+                        )));
+                    }
+                    // A key stored before the field existed and the same value written with
+                    // the new field null would serialise differently: two partitions or rows
+                    // for one key. Refused until keys are normalised on write.
+                    if let Some(table) = ks.tables.values().find(|tb| {
+                        tb.columns.iter().any(|c| {
+                            matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering)
+                                && uses_type(&c.ty, name)
+                        })
+                    }) {
+                        return Err(QueryError::Invalid(format!(
+                            "Adding a field to type {ks_name}.{name}, which is used in the primary key of table {}, is not supported yet by Helenus",
+                            table.name
                         )));
                     }
                     let ty = resolve_type(ty, &ks_name, &ks.types, false, false)?;

@@ -435,3 +435,62 @@ async fn driver_metadata_queries_answer() {
         ]]
     );
 }
+
+#[tokio::test]
+async fn alter_type_reaches_tables_and_types_that_use_it() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TYPE inner_t (a int)").await;
+    h.ok("CREATE TYPE outer_t (i frozen<inner_t>)").await;
+    h.ok("CREATE TABLE t (k int PRIMARY KEY, o frozen<outer_t>, i frozen<inner_t>)")
+        .await;
+    h.ok("INSERT INTO t (k, i, o) VALUES (1, {a: 1}, {i: {a: 2}})")
+        .await;
+    h.ok("ALTER TYPE inner_t ADD b text").await;
+    h.ok("ALTER TYPE inner_t RENAME a TO a2").await;
+    // The new field is usable through the table and through the enclosing type.
+    h.ok("INSERT INTO t (k, i, o) VALUES (2, {a2: 3, b: 'x'}, {i: {a2: 4, b: 'y'}})")
+        .await;
+    let rows = h.rows("SELECT k, i FROM t WHERE k IN (1, 2)").await;
+    assert_eq!(
+        rows,
+        vec![
+            // Stored before the field existed: it reads back as null.
+            vec![int(1), Some(Value::Udt(vec![Some(Value::Int(1)), None]))],
+            vec![
+                int(2),
+                Some(Value::Udt(vec![
+                    Some(Value::Int(3)),
+                    Some(Value::Text("x".into()))
+                ]))
+            ],
+        ]
+    );
+    // A field added to a type in a primary key would change how keys serialise: refused.
+    h.ok("CREATE TYPE key_t (a int)").await;
+    h.ok("CREATE TABLE keyed (k frozen<key_t> PRIMARY KEY, v int)")
+        .await;
+    match h.run("ALTER TYPE key_t ADD b int").await {
+        Err(QueryError::Invalid(m)) => assert!(m.contains("primary key"), "{m}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    h.ok("ALTER TYPE key_t RENAME a TO a2").await;
+}
+
+#[tokio::test]
+async fn ddl_errors_are_the_kinds_cassandra_5_uses() {
+    let mut h = with_keyspace().await;
+    for (cql, what) in [
+        ("DROP KEYSPACE no_such_ks", "missing keyspace"),
+        ("CREATE TABLE nopk (k int, v int)", "no primary key"),
+    ] {
+        assert!(
+            matches!(h.run(cql).await, Err(QueryError::Invalid(_))),
+            "{what}"
+        );
+    }
+    h.ok("CREATE TYPE ty (a int)").await;
+    assert!(matches!(
+        h.run("CREATE TYPE ty (a int)").await,
+        Err(QueryError::Invalid(_))
+    ));
+}
