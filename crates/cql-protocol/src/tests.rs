@@ -1735,3 +1735,18 @@ fn random_bytes_never_panic() {
         }
     }
 }
+
+#[test]
+fn overlong_strings_are_cut_at_a_character_boundary() {
+    // 'é' is two bytes: 40,000 of them (80,000 bytes) do not fit a [string].
+    let text = "é".repeat(40_000);
+    let mut out = BytesMut::new();
+    put_string(&mut out, &text);
+    let n = u16::from_be_bytes([out[0], out[1]]) as usize;
+    assert_eq!(n, 65_534, "the last whole character below 64 KiB");
+    assert_eq!(out.len(), 2 + n);
+    assert!(std::str::from_utf8(&out[2..]).is_ok());
+    let mut short = BytesMut::new();
+    put_string(&mut short, "abc");
+    assert_eq!(&short[..], b"\x00\x03abc");
+}

@@ -164,12 +164,19 @@ impl Reader {
 
 // ---- writers -------------------------------------------------------------------------------
 // Lengths that do not fit the notation are programmer errors on the server side (we never
-// build a 64 KiB keyspace name), so they are clamped by `expect` with the reason.
+// build a 2 GiB body), so they are checked by `expect` with the reason; `[string]`, which can
+// carry client text in error messages, is truncated instead.
 
+/// A `[string]`. Its length is a u16, and a server-built string can echo client input (an error
+/// message quoting a 70 KB token), so a longer string is cut at the last character boundary that
+/// fits rather than failing the whole response.
 pub(crate) fn put_string(out: &mut BytesMut, s: &str) {
-    let n = u16::try_from(s.len()).expect("server-built [string] is shorter than 64 KiB");
-    out.put_u16(n);
-    out.put_slice(s.as_bytes());
+    let mut end = s.len().min(u16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.put_u16(end as u16);
+    out.put_slice(&s.as_bytes()[..end]);
 }
 
 #[cfg(test)]
