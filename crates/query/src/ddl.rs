@@ -148,6 +148,12 @@ pub(crate) fn resolve_type(
             CqlType::Map(Box::new(k), Box::new(v))
         }
         TypeExpr::Tuple(items) => {
+            if items.len() > MAX_COMPONENTS {
+                return Err(QueryError::Invalid(format!(
+                    "A tuple may have at most {MAX_COMPONENTS} components, got {}",
+                    items.len()
+                )));
+            }
             let mut out = Vec::with_capacity(items.len());
             for i in items {
                 let t = resolve_type(i, keyspace, types, true, true)?;
@@ -318,6 +324,10 @@ fn uses_type(t: &CqlType, name: &str) -> bool {
         _ => false,
     }
 }
+
+/// The most fields a user type, or components a tuple, may have: the protocol's type option
+/// counts them in a `[short]`.
+const MAX_COMPONENTS: usize = u16::MAX as usize;
 
 /// `t` with every embedded copy of the user type `altered` (same keyspace and name) replaced by
 /// its new definition.
@@ -681,6 +691,12 @@ fn plan_change(
                     "Cannot use reserved type name {name} as a user type name"
                 )));
             }
+            if s.fields.len() > MAX_COMPONENTS {
+                return Err(QueryError::Invalid(format!(
+                    "A user type may have at most {MAX_COMPONENTS} fields, got {}",
+                    s.fields.len()
+                )));
+            }
             let mut fields = Vec::new();
             for (f, t) in &s.fields {
                 if fields
@@ -758,6 +774,11 @@ fn plan_change(
                         return Err(QueryError::Invalid(format!(
                             "Adding a field to type {ks_name}.{name}, which is used in the primary key of table {}, is not supported yet by Helenus",
                             table.name
+                        )));
+                    }
+                    if t.fields.len() >= MAX_COMPONENTS {
+                        return Err(QueryError::Invalid(format!(
+                            "A user type may have at most {MAX_COMPONENTS} fields"
                         )));
                     }
                     let ty = resolve_type(ty, &ks_name, &ks.types, false, false)?;

@@ -494,3 +494,26 @@ async fn ddl_errors_are_the_kinds_cassandra_5_uses() {
         Err(QueryError::Invalid(_))
     ));
 }
+
+#[tokio::test]
+async fn types_too_wide_for_the_protocol_are_refused() {
+    let mut h = with_keyspace().await;
+    let fields: Vec<String> = (0..70_000).map(|i| format!("f{i} int")).collect();
+    match h
+        .run(&format!("CREATE TYPE wide ({})", fields.join(", ")))
+        .await
+    {
+        Err(QueryError::Invalid(m)) => assert!(m.contains("at most 65535 fields"), "{m}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    let items = vec!["int"; 70_000].join(", ");
+    match h
+        .run(&format!(
+            "CREATE TABLE wide_t (k int PRIMARY KEY, t tuple<{items}>)"
+        ))
+        .await
+    {
+        Err(QueryError::Invalid(m)) => assert!(m.contains("at most 65535 components"), "{m}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
