@@ -492,6 +492,164 @@ impl Row {
     }
 }
 
+/// What a compaction may purge: Cassandra's `DeletionPurger`, with
+/// `gcBefore = now - gc_grace_seconds` and, for the data outside the compaction, the smallest
+/// write timestamp found there.
+///
+/// A tombstone (or an expired TTL) is purgeable when its local deletion time is strictly before
+/// `gc_before` and its write timestamp strictly below `timestamps_below`. Purging is only
+/// correct when everything older than the compacted data for the same key is in the
+/// compaction, and everything outside it was written at `timestamps_below` or later (so a
+/// write that arrived late, carrying an old timestamp, keeps its tombstone alive as in
+/// Cassandra). Storage guarantees that; this type does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Purger {
+    /// The server clock, seconds since the epoch: decides whether a TTL has expired.
+    pub now_seconds: i32,
+    /// Tombstones with `local_deletion_time < gc_before` may be dropped.
+    pub gc_before: i32,
+    /// ... if their write timestamp is below this (`i64::MAX`: nothing outside).
+    pub timestamps_below: i64,
+}
+
+impl Purger {
+    /// Purges what is `gc_grace_seconds` old at `now_seconds` (saturating: a huge grace
+    /// purges nothing), with nothing outside the compaction.
+    pub fn new(now_seconds: i32, gc_grace_seconds: i32) -> Purger {
+        Purger {
+            now_seconds,
+            gc_before: now_seconds.saturating_sub(gc_grace_seconds.max(0)),
+            timestamps_below: i64::MAX,
+        }
+    }
+
+    /// Cassandra's `DeletionPurger.shouldPurge(timestamp, localDeletionTime)`.
+    pub fn should_purge(&self, timestamp: i64, local_deletion_time: i32) -> bool {
+        local_deletion_time < self.gc_before && timestamp < self.timestamps_below
+    }
+
+    fn purges(&self, deletion: &DeletionTime) -> bool {
+        self.should_purge(deletion.marked_for_delete_at, deletion.local_deletion_time)
+    }
+
+    /// Cassandra's `AbstractCell.purge`: a purgeable tombstone or expired cell is dropped; an
+    /// expired cell that is not yet purgeable becomes a tombstone (smaller, and equivalent),
+    /// dated at its write (`expiration - ttl`), so it too is purged once that is old enough.
+    /// Unlike Cassandra, only when no cell outside the compaction can share its timestamp.
+    fn purge_cell(&self, cell: Cell) -> Option<Cell> {
+        let ts = cell.timestamp;
+        match cell.value {
+            CellValue::Tombstone {
+                local_deletion_time,
+            } => (!self.should_purge(ts, local_deletion_time)).then_some(cell),
+            CellValue::Live {
+                expiry: Some(e), ..
+            } if self.now_seconds >= e.local_expiration_time => {
+                if self.should_purge(ts, e.local_expiration_time) {
+                    return None;
+                }
+                if ts >= self.timestamps_below {
+                    // A cell outside may tie on the timestamp, and a tombstone would beat it
+                    // where the expired cell might not: keep the cell as it is.
+                    return Some(cell);
+                }
+                let written = e.local_expiration_time.saturating_sub(e.ttl_seconds);
+                (!self.should_purge(ts, written)).then(|| Cell::tombstone(ts, written))
+            }
+            CellValue::Live { .. } => Some(cell),
+        }
+    }
+}
+
+impl Row {
+    /// Cassandra's `Row.purge`: drops purgeable tombstones (row, collection and cell) and expired
+    /// data (marker and cells) whose grace has passed, and turns expired cells into tombstones.
+    /// What a dropped tombstone shadowed must already be gone, which `merge` and `normalize`
+    /// ensure. Only for a row that is complete for its key (see `Purger`).
+    pub fn purge_tombstones(&mut self, purger: &Purger) {
+        self.normalize();
+        if self.deletion.is_some_and(|d| purger.purges(&d)) {
+            self.deletion = None;
+        }
+        if let Some(LivenessInfo {
+            timestamp,
+            expiry: Some(e),
+        }) = self.liveness
+        {
+            if purger.now_seconds >= e.local_expiration_time
+                && purger.should_purge(timestamp, e.local_expiration_time)
+            {
+                self.liveness = None;
+            }
+        }
+        self.columns = std::mem::take(&mut self.columns)
+            .into_iter()
+            .filter_map(|column| match column {
+                ColumnData::Simple { id, cell } => purger
+                    .purge_cell(cell)
+                    .map(|cell| ColumnData::Simple { id, cell }),
+                ColumnData::Complex {
+                    id,
+                    deletion,
+                    cells,
+                } => {
+                    let deletion = deletion.filter(|d| !purger.purges(d));
+                    let cells: Vec<_> = cells
+                        .into_iter()
+                        .filter_map(|(path, c)| purger.purge_cell(c).map(|c| (path, c)))
+                        .collect();
+                    (deletion.is_some() || !cells.is_empty()).then_some(ColumnData::Complex {
+                        id,
+                        deletion,
+                        cells,
+                    })
+                }
+            })
+            .collect();
+    }
+}
+
+impl Row {
+    /// The smallest write timestamp anywhere in the row (marker, deletions, cells).
+    pub fn min_timestamp(&self) -> Option<i64> {
+        let marker = self.liveness.map(|l| l.timestamp);
+        let deletion = self.deletion.map(|d| d.marked_for_delete_at);
+        let columns = self.columns.iter().filter_map(|c| match c {
+            ColumnData::Simple { cell, .. } => Some(cell.timestamp),
+            ColumnData::Complex {
+                deletion, cells, ..
+            } => deletion
+                .map(|d| d.marked_for_delete_at)
+                .into_iter()
+                .chain(cells.iter().map(|(_, c)| c.timestamp))
+                .min(),
+        });
+        marker.into_iter().chain(deletion).chain(columns).min()
+    }
+}
+
+impl PartitionHeader {
+    /// Drops the purgeable partition deletion and range tombstones. Unlike a row's, these shadow
+    /// rows stored under other keys: storage may only call this once every row they shadow has
+    /// been rid of what they shadowed (see `Row::apply_deletions`).
+    pub fn purge_tombstones(&mut self, purger: &Purger) {
+        if self.deletion.is_some_and(|d| purger.purges(&d)) {
+            self.deletion = None;
+        }
+        self.range_tombstones
+            .retain(|rt| !purger.purges(&rt.deletion));
+    }
+
+    /// The smallest write timestamp of its deletions.
+    pub fn min_timestamp(&self) -> Option<i64> {
+        self.deletion
+            .iter()
+            .chain(self.range_tombstones.iter().map(|rt| &rt.deletion))
+            .map(|d| d.marked_for_delete_at)
+            .min()
+    }
+}
+
 /// `ColumnData::id` by reference, as the sorted-list helpers want a borrowed key.
 fn column_id_ref(column: &ColumnData) -> &ColumnId {
     match column {

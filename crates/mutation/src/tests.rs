@@ -637,3 +637,171 @@ fn merge_accepts_rows_built_in_any_order() {
         })
     );
 }
+
+/// What a read at `now` shows of a row: liveness, and every live cell with its timestamp and
+/// expiry (what `writetime()` and `ttl()` would see).
+#[allow(clippy::type_complexity)]
+fn visible(row: &Row, now: i32) -> (bool, Vec<(ColumnId, Vec<u8>, Vec<u8>, i64, Option<Expiry>)>) {
+    let mut row = row.clone();
+    row.apply_deletions(None);
+    let mut cells = Vec::new();
+    let mut push = |id: ColumnId, path: &[u8], c: &Cell| {
+        if let CellValue::Live { value, expiry } = &c.value {
+            if c.is_live(now) {
+                cells.push((id, path.to_vec(), value.clone(), c.timestamp, *expiry));
+            }
+        }
+    };
+    for column in &row.columns {
+        match column {
+            ColumnData::Simple { id, cell } => push(*id, &[], cell),
+            ColumnData::Complex { id, cells: cs, .. } => {
+                for (path, c) in cs {
+                    push(*id, path, c);
+                }
+            }
+        }
+    }
+    (row.is_live(now), cells)
+}
+
+#[test]
+fn purge_drops_only_tombstones_past_grace() {
+    let purger = Purger::new(1_000, 100); // gc_before = 900
+    let mut row = Row {
+        liveness: Some(LivenessInfo {
+            timestamp: 1,
+            expiry: None,
+        }),
+        deletion: Some(DeletionTime {
+            marked_for_delete_at: 0,
+            local_deletion_time: 899,
+        }),
+        columns: vec![
+            ColumnData::Simple {
+                id: 0,
+                cell: Cell::tombstone(5, 899),
+            },
+            ColumnData::Simple {
+                id: 1,
+                cell: Cell::tombstone(5, 900),
+            },
+        ],
+    };
+    row.purge_tombstones(&purger);
+    assert_eq!(row.deletion, None, "deleted at 899 < gc_before 900");
+    assert_eq!(
+        row.columns,
+        vec![ColumnData::Simple {
+            id: 1,
+            cell: Cell::tombstone(5, 900)
+        }],
+        "a tombstone exactly at gc_before stays (strictly before, as Cassandra)"
+    );
+}
+
+#[test]
+fn purge_turns_expired_cells_into_tombstones_then_drops_them() {
+    let expiry = |exp| Expiry {
+        ttl_seconds: 50,
+        local_expiration_time: exp,
+    };
+    let purger = Purger::new(1_000, 100); // gc_before = 900
+                                          // Expired at 950: not purgeable yet, but written at 900, so the tombstone it becomes is
+                                          // dated 900 and kept.
+    let mut row = Row::default();
+    row.columns.push(ColumnData::Simple {
+        id: 0,
+        cell: Cell::expiring(7, vec![1], expiry(950)),
+    });
+    row.purge_tombstones(&purger);
+    assert_eq!(
+        row.columns[0],
+        ColumnData::Simple {
+            id: 0,
+            cell: Cell::tombstone(7, 900)
+        }
+    );
+    // Expired at 899: gone. Still live at 1000: untouched.
+    let mut row = Row::default();
+    row.columns.push(ColumnData::Simple {
+        id: 0,
+        cell: Cell::expiring(7, vec![1], expiry(899)),
+    });
+    row.columns.push(ColumnData::Simple {
+        id: 1,
+        cell: Cell::expiring(7, vec![1], expiry(1_001)),
+    });
+    row.purge_tombstones(&purger);
+    assert_eq!(row.columns.len(), 1);
+    assert_eq!(row.columns[0].id(), 1);
+}
+
+#[test]
+fn purge_keeps_tombstones_newer_data_outside_may_need() {
+    // A late write with an older timestamp sits outside the compaction: a tombstone at or
+    // above its timestamp keeps shadowing it, however old.
+    let purger = Purger {
+        now_seconds: 1_000,
+        gc_before: 900,
+        timestamps_below: 10,
+    };
+    let mut row = Row {
+        deletion: Some(DeletionTime {
+            marked_for_delete_at: 10,
+            local_deletion_time: 1,
+        }),
+        ..Row::default()
+    };
+    row.purge_tombstones(&purger);
+    assert!(row.deletion.is_some());
+    let mut header = PartitionHeader {
+        deletion: Some(DeletionTime {
+            marked_for_delete_at: 9,
+            local_deletion_time: 1,
+        }),
+        range_tombstones: vec![],
+    };
+    header.purge_tombstones(&purger);
+    assert!(header.deletion.is_none());
+}
+
+#[test]
+fn property_purge_never_resurrects() {
+    // The storage contract: fragments `inside` a compaction hold everything older for the key;
+    // fragments `outside` were all written with timestamps >= `timestamps_below`. Purging the
+    // merged inside and merging the rest later must show exactly what merging everything
+    // without purging shows, at the purge's `now` and any later read.
+    let mut r = Rng(0x5eed_0007);
+    for case in 0..CASES {
+        let inside: Vec<Row> = (0..1 + r.below(3)).map(|_| gen_row(&mut r)).collect();
+        let purger = Purger {
+            now_seconds: 99 + r.below(4) as i32,
+            gc_before: r.below(4) as i32,
+            timestamps_below: if r.chance(2) {
+                i64::MAX
+            } else {
+                r.below(7) as i64
+            },
+        };
+        let outside: Vec<Row> = (0..r.below(3))
+            .map(|_| gen_row(&mut r))
+            .filter(|row| {
+                row.min_timestamp()
+                    .is_none_or(|ts| ts >= purger.timestamps_below)
+            })
+            .collect();
+        let merged_inside = inside.iter().cloned().fold(Row::default(), Row::merge);
+        let mut purged = merged_inside.clone();
+        purged.purge_tombstones(&purger);
+        let all = outside.iter().cloned().fold(merged_inside, Row::merge);
+        let with_purge = outside.iter().cloned().fold(purged, Row::merge);
+        for now in purger.now_seconds..purger.now_seconds + 4 {
+            assert_eq!(
+                visible(&with_purge, now),
+                visible(&all, now),
+                "case {case} now {now} {purger:?}:\ninside {inside:?}\noutside {outside:?}"
+            );
+        }
+    }
+}
