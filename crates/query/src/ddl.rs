@@ -404,6 +404,16 @@ pub(crate) async fn execute(
     let created = change.created_table;
     let dropped = change.dropped_tables.clone();
     let truncated = change.truncated_table;
+    // Every table's grace, so a CREATE or ALTER of gc_grace_seconds reaches compaction (cheap:
+    // one store per table, and DDL is rare).
+    let graces: Vec<(uuid::Uuid, i32)> = change
+        .schema
+        .keyspaces
+        .iter()
+        .filter(|(name, _)| !SYSTEM_KEYSPACES.contains(&name.as_str()))
+        .flat_map(|(_, k)| k.tables.values())
+        .map(|t| (t.id, t.options.gc_grace_seconds))
+        .collect();
     // Storage first for creation (a table exists before the schema names it), schema first for
     // drops (the schema stops naming a table before its data goes).
     tokio::task::spawn_blocking(move || -> Result<(), storage::StorageError> {
@@ -416,6 +426,9 @@ pub(crate) async fn execute(
         engine.put_meta(SCHEMA_META_KEY, &persisted)?;
         for id in dropped {
             engine.drop_table(id)?;
+        }
+        for (id, grace) in graces {
+            engine.set_gc_grace(id, grace)?;
         }
         Ok(())
     })

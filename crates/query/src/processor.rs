@@ -204,6 +204,7 @@ impl QueryProcessor {
         for table in schema.keyspaces.values().flat_map(|k| k.tables.values()) {
             engine
                 .create_table(table.id)
+                .and_then(|()| engine.set_gc_grace(table.id, table.options.gc_grace_seconds))
                 .map_err(|e| QueryError::Server(e.to_string()))?;
         }
         system_tables::add_system_keyspaces(&mut schema)?;

@@ -9,9 +9,10 @@
 //! Architecture invariant: no RocksDB type appears in any public signature, so no crate above
 //! this one depends on RocksDB transitively through our API (as TiKV's `engine_traits`). Every
 //! engine passes the same conformance suite (`tests/conformance.rs`): `MemoryEngine` for fast
-//! unit tests elsewhere, `RocksEngine` in production. Storage does not know CQL types, the schema
-//! or the clock: it returns merged fragments, and the caller applies deletions and TTL with its
-//! `now` (`mutation::Row::apply_deletions`, `Row::is_live`).
+//! unit tests elsewhere, `RocksEngine` in production. Storage does not know CQL types or the schema,
+//! and reads never look at the clock: they return merged fragments, and the caller applies
+//! deletions and TTL with its `now` (`mutation::Row::apply_deletions`, `Row::is_live`). Only
+//! compaction reads the clock, to purge what `gc_grace_seconds` allows (`compact`).
 //!
 //! Architecture invariant: writes never read. Both engines reconcile with `mutation`'s rules
 //! (RocksDB through its merge operator), so a write arriving late with an older timestamp loses
@@ -29,6 +30,16 @@ pub use memory::MemoryEngine;
 pub use rocks::{RocksConfig, RocksEngine};
 
 use mutation::{ClusteringBound, PartitionHeader, Row};
+
+/// The server clock in seconds since the epoch, as `mutation` stores local deletion times.
+/// Storage reads the clock for one thing only: deciding, in compaction, what gc_grace allows
+/// to purge.
+pub(crate) fn now_seconds() -> i32 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    i32::try_from(secs).unwrap_or(i32::MAX)
+}
 
 /// A table's id (`system_schema.tables.id`). RocksDB keeps each table in its own column family
 /// named by this id.
@@ -210,8 +221,13 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn scan_meta(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>;
     /// Flushes memtables to disk (one table, or all tables and metadata).
     fn flush(&self, table: Option<TableId>) -> Result<(), StorageError>;
-    /// Runs a full compaction (one table, or all).
+    /// Runs a full (major) compaction (one table, or all). This is where tombstones and expired
+    /// data older than the table's `gc_grace_seconds` are purged, with what they shadow, as
+    /// Cassandra's compaction does; a table whose grace was never set purges nothing.
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError>;
+    /// Sets the table's `gc_grace_seconds` (on creation, at startup and on ALTER): how long a
+    /// tombstone is kept before compaction may purge it. Until it is set, nothing is purged.
+    fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError>;
     /// Fsyncs the commit log (periodic mode's timer calls this).
     fn sync_commit_log(&self) -> Result<(), StorageError>;
     /// The table's footprint; `UnknownTable` if it has no storage.

@@ -1,14 +1,17 @@
 //! `MemoryEngine`: the storage boundary over ordered in-memory maps, for unit tests of the
 //! crates above storage. Same key layout, value encoding, merge rules and page assembly as
 //! `RocksEngine` (it passes the same conformance suite); no durability: everything is lost on
-//! drop, and `flush`, `compact` and `sync_commit_log` do nothing.
+//! drop, and `flush` and `sync_commit_log` do nothing. `compact` purges what gc_grace allows:
+//! every value here is already complete for its key, so it applies each header's deletions to
+//! the rows they shadow and purges everything, with nothing outside to protect.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::keys::{parse_key, KIND_HEADER, KIND_STATIC};
 use crate::read::{self, Source, Visit, Visitor};
-use crate::write::{fragments, merge_values};
+use crate::write::{fragments, merge_values, purge_value, Purged};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
     StorageEngine, StorageError, TableId, TableStats,
@@ -19,6 +22,8 @@ type Table = BTreeMap<Vec<u8>, Vec<u8>>;
 #[derive(Default)]
 struct State {
     tables: HashMap<TableId, Table>,
+    /// `set_gc_grace` per table; tables absent here are never purged.
+    gc_grace: HashMap<TableId, i32>,
     meta: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
@@ -87,6 +92,60 @@ impl Source for Table {
         }
         Ok(())
     }
+}
+
+/// Purges a whole table: each row first loses what its partition's header shadows, then
+/// everything is purged by `purger`, and keys left empty are removed.
+fn purge_table(
+    table: TableId,
+    data: &mut Table,
+    purger: &mutation::Purger,
+) -> Result<(), StorageError> {
+    let corrupt = |key: &[u8], e: &dyn std::fmt::Display| StorageError::Corruption {
+        table,
+        detail: format!("key of {} bytes: {e}", key.len()),
+    };
+    // The header of the partition being walked (keys are ordered header, static, rows).
+    let mut partition: &[u8] = &[];
+    let mut header = mutation::PartitionHeader::default();
+    let mut updates: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    for (key, value) in data.iter() {
+        let parsed = parse_key(key).ok_or_else(|| corrupt(key, &"malformed key"))?;
+        if key[..parsed.prefix_len] != *partition {
+            partition = &key[..parsed.prefix_len];
+            header = mutation::PartitionHeader::default();
+        }
+        let mut value = value.clone();
+        if parsed.kind == KIND_HEADER {
+            header = mutation::decode_partition_header(&value).map_err(|e| corrupt(key, &e))?;
+        } else {
+            let covering = if parsed.kind == KIND_STATIC {
+                header.deletion
+            } else {
+                header.covering_deletion(parsed.clustering)
+            };
+            let mut row = mutation::decode_row(&value).map_err(|e| corrupt(key, &e))?;
+            row.apply_deletions(covering);
+            value.clear();
+            mutation::encode_row(&row, &mut value);
+        }
+        match purge_value(key, &value, purger).map_err(|e| corrupt(key, &e))? {
+            Purged::Keep => updates.push((key.clone(), Some(value))),
+            Purged::Change(v) => updates.push((key.clone(), Some(v))),
+            Purged::Remove => updates.push((key.clone(), None)),
+        }
+    }
+    for (key, value) in updates {
+        match value {
+            Some(v) => {
+                data.insert(key, v);
+            }
+            None => {
+                data.remove(&key);
+            }
+        }
+    }
+    Ok(())
 }
 
 impl StorageEngine for MemoryEngine {
@@ -218,7 +277,27 @@ impl StorageEngine for MemoryEngine {
     }
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
-        self.check_table(table)
+        self.check_table(table)?;
+        let mut state = self.write();
+        let State {
+            tables, gc_grace, ..
+        } = &mut *state;
+        let now = crate::now_seconds();
+        for (id, data) in tables.iter_mut() {
+            if table.is_some_and(|t| t != *id) {
+                continue;
+            }
+            if let Some(&grace) = gc_grace.get(id) {
+                purge_table(*id, data, &mutation::Purger::new(now, grace))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError> {
+        self.check_table(Some(table))?;
+        self.write().gc_grace.insert(table, gc_grace_seconds);
+        Ok(())
     }
 
     fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError> {

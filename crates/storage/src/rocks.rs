@@ -13,20 +13,44 @@
 //! without sync (a process crash loses nothing, the OS has it; `sync_commit_log` fsyncs);
 //! Batch: `sync = true`, RocksDB group-commits concurrent syncing writers into one fsync;
 //! None: the WAL is skipped for that write.
+//!
+//! Purging (gc_grace). A tombstone may only go once nothing it shadows can resurface, and in an
+//! LSM that needs two guarantees RocksDB's merge operator cannot see, so purging happens only
+//! in `compact` (a major compaction), never in automatic compactions or reads:
+//! - Newer-but-older-timestamped data outside the compaction (a late write, a hint) must keep
+//!   its tombstone. `compact` flushes first, so every key's history is in the compaction, and
+//!   tracks the smallest timestamp written to the table while it runs
+//!   (`TablePurge::min_write_timestamp`); the purger spares tombstones at or above it, as
+//!   Cassandra spares those overlapping memtables and other SSTables.
+//! - A partition deletion or range tombstone shadows rows under other keys, which a per-key
+//!   compaction filter cannot see. `compact` first pushes each purgeable one down: a row
+//!   deletion with the same timestamps merged into every stored row it shadows
+//!   (`push_down_header_tombstones`). Then each row key carries its own copy and the header's
+//!   can go.
+//!
+//! The compaction filter (`PurgeFilter`, manual compactions during a `compact` run only) sees
+//! the values the first pass of the major compaction produced (bottommost level compaction is
+//! forced, so each value is compacted again) and purges with `mutation::Purger`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::CStr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use mutation::{decode_partition_header, decode_row, encode_row, PartitionHeader, Purger, Row};
+use rocksdb::compaction_filter::{CompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::{
-    statistics::Ticker, BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType,
-    DBRecoveryMode, DBWithThreadMode, ErrorKind, MergeOperands, MultiThreaded, Options,
-    ReadOptions, SliceTransform, WriteBatch, WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
+    statistics::Ticker, BlockBasedOptions, BottommostLevelCompaction, Cache,
+    ColumnFamilyDescriptor, CompactOptions, DBCompressionType, DBRecoveryMode, DBWithThreadMode,
+    ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions, SliceTransform, WriteBatch,
+    WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
+use crate::keys::{parse_key, prefix_successor, KIND_HEADER, KIND_STATIC};
 use crate::read::{self, Source, Visit, Visitor};
-use crate::write::{fragments, merge_values};
+use crate::write::{fragments, merge_values, min_timestamp, purge_value, Purged};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
     StorageEngine, StorageError, TableId, TableStats,
@@ -45,6 +69,10 @@ const TOKEN_PREFIX_BYTES: usize = 8;
 const MAX_BACKGROUND_JOBS: i32 = 2;
 /// RocksDB info log files kept, so its logs have a bound on disk.
 const INFO_LOG_FILES_KEPT: usize = 5;
+/// Row deletions pushed down per write batch during `compact`.
+const PUSH_DOWN_BATCH: usize = 1024;
+/// `TablePurge::gc_grace_seconds` before `set_gc_grace`: purge nothing.
+const GC_GRACE_UNSET: i32 = -1;
 
 /// How to open a `RocksEngine`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,8 +93,13 @@ pub struct RocksConfig {
 /// The production engine. See the module documentation for layout and durability.
 pub struct RocksEngine {
     db: Db,
-    /// Options every table column family is created with (merge operator, bloom, cache).
-    table_options: Options,
+    /// The block cache every table column family shares.
+    cache: Cache,
+    /// Purge state per table, shared with its column family's compaction filter factory.
+    /// Written by DDL; `apply` reads it only while a `compact` run is tracking writes.
+    purge: RwLock<HashMap<TableId, Arc<TablePurge>>>,
+    /// `compact` runs in progress, so `apply` skips the purge map when there are none.
+    purge_runs: AtomicU64,
     /// Table column families that exist, for `flush(None)`/`compact(None)`. Only DDL and
     /// maintenance take this lock, never reads or writes.
     tables: Mutex<BTreeSet<TableId>>,
@@ -119,7 +152,121 @@ fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
     opts
 }
 
-fn table_options(cache: &Cache) -> Options {
+/// What one table's compactions need to know to purge (see the module documentation).
+struct TablePurge {
+    /// The table's `gc_grace_seconds`, `GC_GRACE_UNSET` until `set_gc_grace`.
+    gc_grace_seconds: AtomicI32,
+    /// Set while a `compact` run tracks the table's writes.
+    tracking: AtomicBool,
+    /// The smallest write timestamp applied while `tracking` (i64::MAX: none).
+    min_write_timestamp: AtomicI64,
+    /// The purge horizon of the `compact` run in progress, read by filters it creates.
+    run: Mutex<Option<PurgeRun>>,
+    /// Serialises `compact` runs of the table.
+    compacting: Mutex<()>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PurgeRun {
+    now_seconds: i32,
+    gc_before: i32,
+}
+
+impl TablePurge {
+    fn new() -> TablePurge {
+        TablePurge {
+            gc_grace_seconds: AtomicI32::new(GC_GRACE_UNSET),
+            tracking: AtomicBool::new(false),
+            min_write_timestamp: AtomicI64::new(i64::MAX),
+            run: Mutex::new(None),
+            compacting: Mutex::new(()),
+        }
+    }
+
+    fn run(&self) -> MutexGuard<'_, Option<PurgeRun>> {
+        self.run
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Creates a `PurgeFilter` for each compaction of one table: purging only for manual
+/// compactions while a `compact` run is in progress.
+struct PurgeFilterFactory {
+    table: TableId,
+    state: Arc<TablePurge>,
+}
+
+impl CompactionFilterFactory for PurgeFilterFactory {
+    type Filter = PurgeFilter;
+
+    fn create(&mut self, context: CompactionFilterContext) -> PurgeFilter {
+        let run = if context.is_manual_compaction {
+            *self.state.run()
+        } else {
+            None
+        };
+        PurgeFilter {
+            table: self.table,
+            state: self.state.clone(),
+            run,
+            changed: Vec::new(),
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"helenus-purge"
+    }
+}
+
+struct PurgeFilter {
+    table: TableId,
+    state: Arc<TablePurge>,
+    run: Option<PurgeRun>,
+    /// The last changed value, which `Decision::Change` borrows.
+    changed: Vec<u8>,
+}
+
+impl CompactionFilter for PurgeFilter {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
+        let Some(run) = self.run else {
+            return Decision::Keep;
+        };
+        let purger = Purger {
+            now_seconds: run.now_seconds,
+            gc_before: run.gc_before,
+            // Read per value: a late write arriving during the compaction protects its keys
+            // from then on.
+            timestamps_below: self.state.min_write_timestamp.load(AtomicOrdering::SeqCst),
+        };
+        match purge_value(key, value, &purger) {
+            Ok(Purged::Keep) => Decision::Keep,
+            Ok(Purged::Remove) => Decision::Remove,
+            Ok(Purged::Change(v)) => {
+                self.changed = v;
+                // SAFETY: RocksDB's C filter (`rocksdb_compactionfilter_t::Filter` in c.cc)
+                // copies the new value into its own string before this filter is called again
+                // or dropped, and `self.changed` is neither touched nor freed until then, so
+                // the borrow is valid for as long as it is used; the 'static is only the
+                // binding's signature.
+                let changed: &'static [u8] =
+                    unsafe { std::mem::transmute::<&[u8], &'static [u8]>(&self.changed) };
+                Decision::Change(changed)
+            }
+            Err(e) => {
+                // Keep what cannot be decoded: reads will report it as corruption.
+                tracing::error!(table = %self.table, error = %e, "cannot purge a stored value");
+                Decision::Keep
+            }
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"helenus-purge"
+    }
+}
+
+fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Options {
     let mut block = BlockBasedOptions::default();
     block.set_block_cache(cache);
     // Full (not block-based) bloom filter. Whole-key filtering serves the header and static
@@ -135,6 +282,7 @@ fn table_options(cache: &Cache) -> Options {
     opts.set_block_based_table_factory(&block);
     opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(TOKEN_PREFIX_BYTES));
     opts.set_merge_operator("helenus-mutation-merge-v1", merge_operator, merge_operator);
+    opts.set_compaction_filter_factory(PurgeFilterFactory { table, state });
     opts.set_compression_type(DBCompressionType::Lz4);
     opts
 }
@@ -170,8 +318,7 @@ impl RocksEngine {
             detail: format!("{}: {e}", config.data_dir.display()),
         })?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
-        let table_options = table_options(&cache);
-        match Self::open_with(&config, &table_options, true) {
+        match Self::open_with(&config, &cache, true) {
             Ok(engine) => Ok(engine),
             Err(e) if Self::direct_io_unsupported(&e) => {
                 tracing::warn!(
@@ -179,7 +326,7 @@ impl RocksEngine {
                     error = %e,
                     "direct I/O not supported by the filesystem; using buffered I/O"
                 );
-                Self::open_with(&config, &table_options, false)
+                Self::open_with(&config, &cache, false)
             }
             Err(e) => Err(e),
         }
@@ -199,7 +346,7 @@ impl RocksEngine {
 
     fn open_with(
         config: &RocksConfig,
-        table_options: &Options,
+        cache: &Cache,
         direct_io: bool,
     ) -> Result<RocksEngine, StorageError> {
         let opts = db_options(config, direct_io);
@@ -211,6 +358,7 @@ impl RocksEngine {
             Vec::new()
         };
         let mut tables = BTreeSet::new();
+        let mut purge = HashMap::new();
         let mut descriptors = vec![ColumnFamilyDescriptor::new(
             DEFAULT_COLUMN_FAMILY_NAME,
             Options::default(),
@@ -224,7 +372,10 @@ impl RocksEngine {
                 detail: format!("column family {name:?} is not a table id"),
             })?;
             tables.insert(id);
-            descriptors.push(ColumnFamilyDescriptor::new(name, table_options.clone()));
+            let state = Arc::new(TablePurge::new());
+            let options = table_options(cache, id, state.clone());
+            purge.insert(id, state);
+            descriptors.push(ColumnFamilyDescriptor::new(name, options));
         }
         let db = Db::open_cf_descriptors(&opts, &config.data_dir, descriptors)
             .map_err(|e| engine_error("open", None, e))?;
@@ -236,7 +387,9 @@ impl RocksEngine {
         );
         Ok(RocksEngine {
             db,
-            table_options: table_options.clone(),
+            cache: cache.clone(),
+            purge: RwLock::new(purge),
+            purge_runs: AtomicU64::new(0),
             tables: Mutex::new(tables),
             config: config.clone(),
             direct_io,
@@ -289,6 +442,208 @@ impl RocksEngine {
             .property_int_value_cf(cf, name)
             .map_err(|e| engine_error("read a table property", Some(table), e))?
             .unwrap_or(0))
+    }
+
+    /// The table's purge state, created on first use.
+    fn purge_state(&self, table: TableId) -> Arc<TablePurge> {
+        if let Some(state) = self
+            .purge
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&table)
+        {
+            return state.clone();
+        }
+        self.purge
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(table)
+            .or_insert_with(|| Arc::new(TablePurge::new()))
+            .clone()
+    }
+
+    /// The options a table's column family is created with (merge operator, purge filter,
+    /// bloom filters, the shared cache).
+    fn options_for(&self, table: TableId) -> Options {
+        table_options(&self.cache, table, self.purge_state(table))
+    }
+
+    /// Records the smallest timestamp of `updates` for tables a `compact` run is tracking.
+    /// Called after the write, so a write the run's flush missed is always seen here.
+    fn track_write_timestamps(&self, updates: &[PartitionUpdate]) {
+        if self.purge_runs.load(AtomicOrdering::SeqCst) == 0 {
+            return;
+        }
+        let purge = self
+            .purge
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for update in updates {
+            let Some(state) = purge.get(&update.table) else {
+                continue;
+            };
+            if state.tracking.load(AtomicOrdering::SeqCst) {
+                if let Some(ts) = min_timestamp(update) {
+                    state
+                        .min_write_timestamp
+                        .fetch_min(ts, AtomicOrdering::SeqCst);
+                }
+            }
+        }
+    }
+
+    /// A major compaction of one table that purges what gc_grace allows (see the module
+    /// documentation for why each step is needed).
+    fn compact_table(&self, table: TableId) -> Result<(), StorageError> {
+        let state = self.purge_state(table);
+        let _serial = state
+            .compacting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let cf = self.cf(table)?;
+        let mut options = CompactOptions::default();
+        // Force: the bottommost level is compacted again after everything reaches it, so the
+        // purge filter sees the fully merged values.
+        options.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        let gc_grace = state.gc_grace_seconds.load(AtomicOrdering::SeqCst);
+        if gc_grace == GC_GRACE_UNSET {
+            self.db
+                .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
+            return Ok(());
+        }
+        // Track before the flush: a write that misses the flushed memtable is recorded.
+        state
+            .min_write_timestamp
+            .store(i64::MAX, AtomicOrdering::SeqCst);
+        state.tracking.store(true, AtomicOrdering::SeqCst);
+        self.purge_runs.fetch_add(1, AtomicOrdering::SeqCst);
+        let result = (|| {
+            self.db
+                .flush_cf(&cf)
+                .map_err(|e| engine_error("flush", Some(table), e))?;
+            let now_seconds = crate::now_seconds();
+            let gc_before = now_seconds.saturating_sub(gc_grace);
+            let pushed = self.push_down_header_tombstones(table, now_seconds, gc_before)?;
+            if pushed > 0 {
+                self.db
+                    .flush_cf(&cf)
+                    .map_err(|e| engine_error("flush", Some(table), e))?;
+            }
+            *state.run() = Some(PurgeRun {
+                now_seconds,
+                gc_before,
+            });
+            self.db
+                .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
+            tracing::info!(%table, gc_before, pushed_row_deletions = pushed, "major compaction done");
+            Ok(())
+        })();
+        *state.run() = None;
+        state.tracking.store(false, AtomicOrdering::SeqCst);
+        self.purge_runs.fetch_sub(1, AtomicOrdering::SeqCst);
+        result
+    }
+
+    /// Copies every partition deletion and range tombstone purgeable at `gc_before` into the
+    /// stored rows it shadows, as a row deletion with the same timestamps (a blind merge, so
+    /// concurrent writes are safe), so that the header's can be purged without resurrecting
+    /// them. Rows it shadows nothing in are skipped. Returns the number of rows written.
+    fn push_down_header_tombstones(
+        &self,
+        table: TableId,
+        now_seconds: i32,
+        gc_before: i32,
+    ) -> Result<u64, StorageError> {
+        let cf = self.cf(table)?;
+        let corrupt = |key: &[u8], what: &dyn std::fmt::Display| StorageError::Corruption {
+            table,
+            detail: format!("key of {} bytes: {what}", key.len()),
+        };
+        let purger = Purger {
+            now_seconds,
+            gc_before,
+            timestamps_below: i64::MAX,
+        };
+        let snapshot = self.db.snapshot();
+        let mut opts = ReadOptions::default();
+        opts.set_snapshot(&snapshot);
+        opts.set_total_order_seek(true);
+        opts.fill_cache(false);
+        let mut it = self.db.raw_iterator_cf_opt(&cf, opts);
+        let mut batch = WriteBatch::default();
+        let mut pushed = 0;
+        let write = |batch: WriteBatch| {
+            self.db
+                .write(batch)
+                .map_err(|e| engine_error("write", Some(table), e))
+        };
+        it.seek_to_first();
+        // The purgeable tombstones of the partition being walked, and its key prefix.
+        let mut partition: Vec<u8> = Vec::new();
+        let mut purgeable = PartitionHeader::default();
+        while it.valid() {
+            let (Some(key), Some(value)) = (it.key(), it.value()) else {
+                break;
+            };
+            let parsed = parse_key(key).ok_or_else(|| corrupt(key, &"malformed key"))?;
+            let prefix = &key[..parsed.prefix_len];
+            if prefix != partition.as_slice() {
+                partition = prefix.to_vec();
+                purgeable = PartitionHeader::default();
+                if parsed.kind == KIND_HEADER {
+                    let header = decode_partition_header(value).map_err(|e| corrupt(key, &e))?;
+                    let mut kept = header.clone();
+                    kept.purge_tombstones(&purger);
+                    purgeable.deletion = header.deletion.filter(|_| kept.deletion.is_none());
+                    purgeable.range_tombstones = header
+                        .range_tombstones
+                        .into_iter()
+                        .filter(|rt| !kept.range_tombstones.contains(rt))
+                        .collect();
+                }
+                if purgeable.is_empty() {
+                    // Nothing to push in this partition: skip its rows.
+                    match prefix_successor(&partition) {
+                        Some(next) => it.seek(&next),
+                        None => break,
+                    }
+                    continue;
+                }
+            } else if parsed.kind != KIND_HEADER {
+                let covering = if parsed.kind == KIND_STATIC {
+                    purgeable.deletion
+                } else {
+                    purgeable.covering_deletion(parsed.clustering)
+                };
+                if let Some(deletion) = covering {
+                    let row = decode_row(value).map_err(|e| corrupt(key, &e))?;
+                    let mut rest = row.clone();
+                    rest.apply_deletions(Some(deletion));
+                    if rest != row {
+                        let mut encoded = Vec::new();
+                        encode_row(
+                            &Row {
+                                deletion: Some(deletion),
+                                ..Row::default()
+                            },
+                            &mut encoded,
+                        );
+                        batch.merge_cf(&cf, key, encoded);
+                        pushed += 1;
+                        if batch.len() >= PUSH_DOWN_BATCH {
+                            write(std::mem::take(&mut batch))?;
+                        }
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status()
+            .map_err(|e| engine_error("read", Some(table), e))?;
+        if !batch.is_empty() {
+            write(batch)?;
+        }
+        Ok(pushed)
     }
 
     fn selected_tables(&self, table: Option<TableId>) -> Result<Vec<TableId>, StorageError> {
@@ -382,7 +737,7 @@ impl StorageEngine for RocksEngine {
         let mut tables = self.tables();
         if self.db.cf_handle(&cf_name(table)).is_none() {
             self.db
-                .create_cf(cf_name(table), &self.table_options)
+                .create_cf(cf_name(table), &self.options_for(table))
                 .map_err(|e| engine_error("create table", Some(table), e))?;
         }
         tables.insert(table);
@@ -397,6 +752,10 @@ impl StorageEngine for RocksEngine {
                 .map_err(|e| engine_error("drop table", Some(table), e))?;
         }
         tables.remove(&table);
+        self.purge
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&table);
         Ok(())
     }
 
@@ -413,7 +772,7 @@ impl StorageEngine for RocksEngine {
             .drop_cf(&name)
             .map_err(|e| engine_error("truncate table", Some(table), e))?;
         self.db
-            .create_cf(&name, &self.table_options)
+            .create_cf(&name, &self.options_for(table))
             .map_err(|e| engine_error("truncate table", Some(table), e))
     }
 
@@ -437,7 +796,9 @@ impl StorageEngine for RocksEngine {
         }
         self.db
             .write_opt(batch, &opts)
-            .map_err(|e| engine_error("write", None, e))
+            .map_err(|e| engine_error("write", None, e))?;
+        self.track_write_timestamps(updates);
+        Ok(())
     }
 
     fn read_partition(
@@ -539,13 +900,23 @@ impl StorageEngine for RocksEngine {
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
         for t in self.selected_tables(table)? {
-            if let Ok(cf) = self.cf(t) {
-                self.db.compact_range_cf(&cf, None::<&[u8]>, None::<&[u8]>);
+            match self.compact_table(t) {
+                // A table dropped meanwhile has nothing left to compact.
+                Err(StorageError::UnknownTable(_)) if table.is_none() => {}
+                other => other?,
             }
         }
         if table.is_none() {
             self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
         }
+        Ok(())
+    }
+
+    fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError> {
+        self.cf(table)?;
+        self.purge_state(table)
+            .gc_grace_seconds
+            .store(gc_grace_seconds.max(0), AtomicOrdering::SeqCst);
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! memory engine both call `merge_values`).
 
 use mutation::{
-    decode_partition_header, decode_row, encode_partition_header, encode_row, MutationError,
+    decode_partition_header, decode_row, encode_partition_header, encode_row, MutationError, Purger,
 };
 
 use crate::keys::{parse_key, partition_prefix, KIND_HEADER, KIND_ROW, KIND_STATIC};
@@ -73,6 +73,60 @@ pub(crate) fn merge_values<'a>(
         encode_row(&merged, &mut out);
     }
     Ok(out)
+}
+
+/// The smallest write timestamp in an update (what a compaction in progress must not purge
+/// tombstones at or above, see `mutation::Purger::timestamps_below`).
+pub(crate) fn min_timestamp(update: &PartitionUpdate) -> Option<i64> {
+    let header = update.header.as_ref().and_then(|h| h.min_timestamp());
+    let rows = update
+        .static_row
+        .iter()
+        .chain(update.rows.iter().map(|(_, row)| row))
+        .filter_map(|row| row.min_timestamp());
+    header.into_iter().chain(rows).min()
+}
+
+/// What purging did to one stored value.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Purged {
+    Keep,
+    /// Nothing is left under the key.
+    Remove,
+    Change(Vec<u8>),
+}
+
+/// Purges one stored value with `purger`'s rules (`Row::purge_tombstones`,
+/// `PartitionHeader::purge_tombstones`). The caller guarantees what `Purger` requires: the value
+/// holds everything older under its key, and for a header, the rows it shadows no longer hold
+/// what it shadowed (RocksEngine pushes header tombstones down to rows first).
+pub(crate) fn purge_value(key: &[u8], value: &[u8], purger: &Purger) -> Result<Purged, MergeError> {
+    let parsed = parse_key(key).ok_or(MergeError::Key)?;
+    let mut out = Vec::new();
+    if parsed.kind == KIND_HEADER {
+        let header = decode_partition_header(value)?;
+        let mut purged = header.clone();
+        purged.purge_tombstones(purger);
+        if purged.is_empty() {
+            return Ok(Purged::Remove);
+        }
+        if purged == header {
+            return Ok(Purged::Keep);
+        }
+        encode_partition_header(&purged, &mut out);
+    } else {
+        let row = decode_row(value)?;
+        let mut purged = row.clone();
+        purged.purge_tombstones(purger);
+        if purged.is_empty() {
+            return Ok(Purged::Remove);
+        }
+        if purged == row {
+            return Ok(Purged::Keep);
+        }
+        encode_row(&purged, &mut out);
+    }
+    Ok(Purged::Change(out))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -679,6 +679,192 @@ pub fn concurrent_writers_converge(engine: &dyn StorageEngine) {
     }
 }
 
+/// A deletion written long ago (1970): past any grace.
+fn old_deletion(ts: i64) -> DeletionTime {
+    deletion(ts)
+}
+
+/// A deletion written now: within any grace but zero.
+fn recent_deletion(ts: i64) -> DeletionTime {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    DeletionTime {
+        marked_for_delete_at: ts,
+        local_deletion_time: i32::try_from(now).expect("before 2038"),
+    }
+}
+
+fn row_deleted(d: DeletionTime) -> Row {
+    Row {
+        deletion: Some(d),
+        ..Row::default()
+    }
+}
+
+/// Data first, pushed to the bottom by a compaction; tombstones later, in a newer file: the
+/// layout where a careless purge resurrects what the tombstone shadowed.
+fn purge_fixture(engine: &dyn StorageEngine, t: TableId) {
+    let rows = |ks: &[u8]| ks.iter().map(|&k| (vec![k], insert(10, b"old"))).collect();
+    let mut data = Vec::new();
+    for p in [b"a", b"b", b"c", b"d"] {
+        let mut u = update(t, pk(7, p));
+        u.rows = rows(&[1, 2, 3]);
+        u.static_row = Some(Row {
+            columns: vec![ColumnData::Simple {
+                id: 9,
+                cell: Cell::live(10, b"s".to_vec()),
+            }],
+            ..Row::default()
+        });
+        data.push(u);
+    }
+    engine.apply(&data, Durability::Batch).expect("data");
+    engine.flush(Some(t)).expect("flush");
+    engine.compact(Some(t)).expect("compact");
+
+    // a: row deletions (old at 1, recent at 2), an old cell tombstone over nothing at 4, a
+    //    long-expired TTL cell at 5.
+    let mut a = update(t, pk(7, b"a"));
+    a.rows = vec![
+        (vec![1], row_deleted(old_deletion(20))),
+        (vec![2], row_deleted(recent_deletion(20))),
+        (
+            vec![4],
+            Row {
+                columns: vec![ColumnData::Simple {
+                    id: 1,
+                    cell: Cell::tombstone(20, 1_000),
+                }],
+                ..Row::default()
+            },
+        ),
+        (
+            vec![5],
+            Row {
+                columns: vec![ColumnData::Simple {
+                    id: 1,
+                    cell: Cell::expiring(
+                        5,
+                        b"gone".to_vec(),
+                        mutation::Expiry {
+                            ttl_seconds: 10,
+                            local_expiration_time: 2_000,
+                        },
+                    ),
+                }],
+                ..Row::default()
+            },
+        ),
+    ];
+    // b: an old partition deletion; c: an old range tombstone over rows 1..=2; d: an old
+    //    partition deletion and a row written after it.
+    let mut b = update(t, pk(7, b"b"));
+    b.header = Some(PartitionHeader {
+        deletion: Some(old_deletion(20)),
+        range_tombstones: vec![],
+    });
+    let mut c = update(t, pk(7, b"c"));
+    c.header = Some(PartitionHeader {
+        deletion: None,
+        range_tombstones: vec![RangeTombstone {
+            start: Some(ClusteringBound {
+                prefix: vec![1],
+                inclusive: true,
+            }),
+            end: Some(ClusteringBound {
+                prefix: vec![2],
+                inclusive: true,
+            }),
+            deletion: old_deletion(20),
+        }],
+    });
+    let mut d = update(t, pk(7, b"d"));
+    d.header = b.header.clone();
+    d.rows = vec![(vec![3], insert(30, b"new"))];
+    engine
+        .apply(&[a, b, c, d], Durability::Batch)
+        .expect("tombstones");
+    engine.flush(Some(t)).expect("flush");
+}
+
+fn keys_of(data: &PartitionData) -> Vec<u8> {
+    data.rows.iter().map(|(k, _)| k[0]).collect()
+}
+
+pub fn compaction_purges_after_gc_grace(engine: &dyn StorageEngine) {
+    let t = table(20);
+    engine.create_table(t).expect("create");
+    engine.set_gc_grace(t, 3600).expect("grace");
+    purge_fixture(engine, t);
+    engine.compact(Some(t)).expect("compact");
+
+    let a = all(engine, t, &pk(7, b"a"));
+    assert_eq!(
+        keys_of(&a),
+        vec![2, 3],
+        "1 purged with its data, 4 and 5 purged: {a:?}"
+    );
+    assert_eq!(
+        a.rows[0].1.deletion.map(|d| d.marked_for_delete_at),
+        Some(20),
+        "within grace: kept"
+    );
+    assert_eq!(value_of(&a.rows[1].1), Some(&b"old"[..]));
+
+    let b = all(engine, t, &pk(7, b"b"));
+    assert_eq!(b.header, PartitionHeader::default(), "{b:?}");
+    assert!(b.rows.is_empty() && b.static_row.is_none(), "{b:?}");
+
+    let c = all(engine, t, &pk(7, b"c"));
+    assert_eq!(c.header, PartitionHeader::default(), "{c:?}");
+    assert_eq!(keys_of(&c), vec![3]);
+    assert_eq!(value_of(&c.rows[0].1), Some(&b"old"[..]));
+    assert!(
+        c.static_row.is_some(),
+        "a range tombstone does not cover the static row"
+    );
+
+    let d = all(engine, t, &pk(7, b"d"));
+    assert_eq!(d.header, PartitionHeader::default(), "{d:?}");
+    assert_eq!(keys_of(&d), vec![3]);
+    assert_eq!(
+        d.rows[0].1,
+        insert(30, b"new"),
+        "newer than the deletion: untouched"
+    );
+
+    // Once purged, a write older than the tombstone is no longer shadowed (Cassandra's
+    // contract: such a write must arrive within gc_grace).
+    let mut late = update(t, pk(7, b"b"));
+    late.rows = vec![(vec![1], insert(15, b"late"))];
+    engine.apply(&[late], Durability::Batch).expect("late");
+    let b = all(engine, t, &pk(7, b"b"));
+    assert_eq!(b.rows, vec![(vec![1], insert(15, b"late"))]);
+}
+
+pub fn compaction_keeps_tombstones_without_grace(engine: &dyn StorageEngine) {
+    // A table whose grace was never set purges nothing, however old.
+    let t = table(21);
+    engine.create_table(t).expect("create");
+    purge_fixture(engine, t);
+    let before: Vec<PartitionData> = [b"a", b"b", b"c", b"d"]
+        .iter()
+        .map(|p| all(engine, t, &pk(7, *p)))
+        .collect();
+    engine.compact(Some(t)).expect("compact");
+    for (p, expected) in [b"a", b"b", b"c", b"d"].iter().zip(before) {
+        assert_eq!(all(engine, t, &pk(7, *p)), expected);
+    }
+    let b = all(engine, t, &pk(7, b"b"));
+    assert!(b.header.deletion.is_some());
+    assert!(matches!(
+        engine.set_gc_grace(table(4244), 0),
+        Err(StorageError::UnknownTable(_))
+    ));
+}
+
 macro_rules! conformance {
     ($module:ident, $fixture:expr) => {
         mod $module {
@@ -697,6 +883,8 @@ macro_rules! conformance {
                 maintenance_calls_succeed,
                 concurrent_writers_converge,
                 table_stats_follow_writes_and_flushes,
+                compaction_purges_after_gc_grace,
+                compaction_keeps_tombstones_without_grace,
             );
         }
     };
