@@ -144,6 +144,8 @@ def test_torn_or_garbage_commit_log_tail_is_truncated_not_fatal(node_factory):
         f.write(bytes(random.getrandbits(8) for _ in range(300)))
     node.start()
     assert stored_keys(node) == set(range(0, 200))
+    # The discarded tail is reported in the node's own log, naming the commit log file.
+    assert count_truncation_warnings(node) == 1, node.log_tail(50)
 
     with new_session(node.host, node.port) as s:
         write_rows(s, range(200, 400))
@@ -157,7 +159,15 @@ def test_torn_or_garbage_commit_log_tail_is_truncated_not_fatal(node_factory):
     assert set(range(0, 200)) <= keys
     # Only the torn record (the last write) may be gone.
     assert set(range(200, 399)) <= keys, sorted(set(range(200, 400)) - keys)[:10]
+    assert count_truncation_warnings(node) == 2, node.log_tail(50)
     assert "panicked" not in node.log_tail(200)
+
+
+def count_truncation_warnings(node):
+    return sum(
+        1 for line in node.log_path.read_text(errors="replace").splitlines()
+        if "commit log replay stopped" in line and ".log: dropping" in line
+    )
 
 
 def test_corrupt_data_file_is_an_error_naming_the_file(node_factory):

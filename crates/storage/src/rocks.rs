@@ -287,6 +287,35 @@ fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Optio
     opts
 }
 
+/// The most of RocksDB's info log read when relaying recovery warnings.
+const INFO_LOG_SCAN_BYTES: u64 = 1 << 20;
+
+/// Relays, as warnings in the node's own log, what commit log replay dropped: RocksDB reports a
+/// torn or corrupt tail (point-in-time recovery stops there) only in its info log, as
+/// `<wal file>: dropping N bytes; Corruption: ...`. The info log is started afresh by each
+/// open, so everything in it is about this recovery.
+fn relay_commit_log_recovery_warnings(data_dir: &std::path::Path) {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::fs::File::open(data_dir.join("LOG"))
+        .and_then(|f| f.take(INFO_LOG_SCAN_BYTES).read_to_string(&mut text));
+    if read.is_err() {
+        return; // no info log (or not text): nothing to relay
+    }
+    for line in text.lines() {
+        if let Some(at) = line.find(": dropping ") {
+            let detail = line[..at]
+                .rsplit(' ')
+                .next()
+                .map_or(String::new(), |file| format!("{file}{}", &line[at..]));
+            tracing::warn!(
+                detail,
+                "commit log replay stopped at a damaged record; the tail after it was discarded"
+            );
+        }
+    }
+}
+
 fn engine_error(
     operation: &'static str,
     table: Option<TableId>,
@@ -385,6 +414,7 @@ impl RocksEngine {
             direct_io,
             "storage opened"
         );
+        relay_commit_log_recovery_warnings(&config.data_dir);
         Ok(RocksEngine {
             db,
             cache: cache.clone(),
