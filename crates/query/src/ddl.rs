@@ -893,11 +893,6 @@ fn plan_change(
             c.invalidates_prepared = true;
             c
         }
-        Statement::Describe(_) => {
-            return Err(QueryError::Invalid(
-                "DESCRIBE is not supported yet by Helenus".to_string(),
-            ))
-        }
         _ => {
             return Err(QueryError::Invalid(
                 "This statement is not supported yet by Helenus".to_string(),

@@ -11,6 +11,7 @@
 
 mod bind;
 mod ddl;
+mod describe;
 mod error;
 mod eval;
 mod prepared;
@@ -24,5 +25,5 @@ pub use error::QueryError;
 pub use processor::{
     BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, PreparedInfo,
     QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,
-    SchemaChangeTarget, Session,
+    SchemaChangeTarget, Session, StatementKind,
 };

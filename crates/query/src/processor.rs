@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::bind::{self, Bound};
 use crate::prepared::PreparedCache;
-use crate::{ddl, select, system_tables, write, QueryError};
+use crate::{ddl, describe, select, system_tables, write, QueryError};
 
 /// Facts about this node that system tables report.
 #[derive(Debug, Clone)]
@@ -141,6 +141,62 @@ pub struct PreparedInfo {
     pub result_columns: Vec<ColumnSpec>,
     pub(crate) statement: Statement,
     pub(crate) keyspace: Option<String>,
+}
+
+/// What a prepared statement does, for a front end that answers reads and writes of user data
+/// without running them (the `ceiling` benchmark server). Executing the statement is unchanged
+/// by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementKind {
+    /// A SELECT from a table of a user (non-system) keyspace; its rows would be described by
+    /// [`PreparedInfo::result_columns`].
+    UserRead,
+    /// An INSERT, UPDATE or DELETE without `IF` conditions, or a BATCH of only such statements,
+    /// on tables of user keyspaces; a successful one answers Void.
+    UserWrite,
+    /// Anything else: statements on system keyspaces, conditional (`IF`) writes, DDL, USE,
+    /// TRUNCATE, DESCRIBE and unsupported statements.
+    Other,
+}
+
+impl PreparedInfo {
+    /// What this statement does; see [`StatementKind`]. The keyspace of an unqualified table is
+    /// the one the statement was prepared in, as for execution.
+    pub fn kind(&self) -> StatementKind {
+        statement_kind(&self.statement, self.keyspace.as_deref())
+    }
+}
+
+fn statement_kind(statement: &Statement, keyspace: Option<&str>) -> StatementKind {
+    use cql_syntax::ast::QualifiedName;
+    let user = |table: &QualifiedName| {
+        match table.keyspace.as_ref().map(|k| k.as_str()).or(keyspace) {
+            Some(ks) => !schema::SYSTEM_KEYSPACES.contains(&ks),
+            // Cannot happen for a prepared statement (analysis needs the keyspace); not data.
+            None => false,
+        }
+    };
+    let write = |is_user: bool, conditional: bool| {
+        if is_user && !conditional {
+            StatementKind::UserWrite
+        } else {
+            StatementKind::Other
+        }
+    };
+    match statement {
+        Statement::Select(s) if user(&s.table) => StatementKind::UserRead,
+        Statement::Insert(s) => write(user(&s.table), s.if_not_exists),
+        Statement::Update(s) => write(user(&s.table), s.conditions.is_some()),
+        Statement::Delete(s) => write(user(&s.table), s.conditions.is_some()),
+        Statement::Batch(b)
+            if b.statements
+                .iter()
+                .all(|s| statement_kind(s, keyspace) == StatementKind::UserWrite) =>
+        {
+            StatementKind::UserWrite
+        }
+        _ => StatementKind::Other,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,6 +497,9 @@ impl QueryProcessor {
                 write::collect_mutations(statement, &ctx, &mut collected)?;
                 write::apply(self, &schema, collected, options.consistency).await?;
                 Ok(QueryResult::Void)
+            }
+            Statement::Describe(describe) => {
+                describe::execute(&schema, &self.node, describe, keyspace.as_deref())
             }
             Statement::Unsupported { feature } => Err(QueryError::Invalid(format!(
                 "{feature} is not supported yet by Helenus"

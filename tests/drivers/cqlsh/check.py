@@ -9,6 +9,7 @@ What differs from the driver clients, because cqlsh cannot do otherwise:
 - paging: `PAGING 7` makes cqlsh fetch the SELECT in pages of 7 (it pauses between pages only on a
   tty; with -f it fetches them all), but its output does not show page boundaries, so only the
   rows are checked, not the page count;
+- DESCRIBE: cqlsh sends it to the server (Cassandra 4.0+) and prints the CREATE statements;
 - schema metadata: cqlsh formats a SELECT's result using the driver's metadata of the table, so
   the SELECT fails with "not found in keyspace" if the metadata is missing.
 Exit code 0 on success, 1 with a message and cqlsh's output otherwise.
@@ -43,14 +44,20 @@ def script(keyspace):
     lines += [
         f"PAGING {PAGE_SIZE};",
         f"SELECT k, c, v FROM {table};",
+        f"DESCRIBE TABLE {table};",
         f"DROP KEYSPACE {keyspace};",
     ]
     return "\n".join(lines) + "\n"
 
 
-def check_output(stdout):
-    """Every (k, c) exactly once; each partition's rows contiguous and in clustering order."""
+def check_output(stdout, keyspace):
+    """Every (k, c) exactly once; each partition's rows contiguous and in clustering order; the
+    table described with the statement that recreates it."""
     problems = []
+    described = (f"CREATE TABLE {keyspace}.rows (\n    k int,\n    c int,\n    v text,\n"
+                 "    PRIMARY KEY (k, c)\n) WITH CLUSTERING ORDER BY (c ASC)\n")
+    if described not in stdout:
+        problems.append("DESCRIBE TABLE did not print the table's CREATE statement")
     if f"Page size: {PAGE_SIZE}" not in stdout:
         problems.append(f"no 'Page size: {PAGE_SIZE}' line: PAGING was not applied")
     if f"({SIDE * SIDE} rows)" not in stdout:
@@ -98,7 +105,7 @@ def main():
         problems.append(f"cqlsh exited with {proc.returncode}")
     if proc.stderr.strip():
         problems.append("cqlsh wrote to stderr")
-    problems += check_output(proc.stdout)
+    problems += check_output(proc.stdout, keyspace)
     if problems:
         print("cqlsh: FAILED: " + "; ".join(problems), file=sys.stderr)
         print(f"--- cqlsh stdout ---\n{proc.stdout}--- cqlsh stderr ---\n{proc.stderr}",
