@@ -50,7 +50,7 @@ use rocksdb::{
 
 use crate::keys::{parse_key, prefix_successor, KIND_HEADER, KIND_STATIC};
 use crate::read::{self, Source, Visit, Visitor};
-use crate::write::{fragments, merge_values, min_timestamp, purge_value, Purged};
+use crate::write::{fragments, merge_values, purge_value, Purged};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
     StorageEngine, StorageError, TableId, TableStats,
@@ -150,6 +150,18 @@ fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
     // default level skips the expensive per-operation timers.
     opts.enable_statistics();
     opts
+}
+
+/// The smallest write timestamp in an update (what a compaction in progress must not purge
+/// tombstones at or above, see `mutation::Purger::timestamps_below`).
+fn min_timestamp(update: &PartitionUpdate) -> Option<i64> {
+    let header = update.header.as_ref().and_then(|h| h.min_timestamp());
+    let rows = update
+        .static_row
+        .iter()
+        .chain(update.rows.iter().map(|(_, row)| row))
+        .filter_map(|row| row.min_timestamp());
+    header.into_iter().chain(rows).min()
 }
 
 /// What one table's compactions need to know to purge (see the module documentation).

@@ -75,18 +75,6 @@ pub(crate) fn merge_values<'a>(
     Ok(out)
 }
 
-/// The smallest write timestamp in an update (what a compaction in progress must not purge
-/// tombstones at or above, see `mutation::Purger::timestamps_below`).
-pub(crate) fn min_timestamp(update: &PartitionUpdate) -> Option<i64> {
-    let header = update.header.as_ref().and_then(|h| h.min_timestamp());
-    let rows = update
-        .static_row
-        .iter()
-        .chain(update.rows.iter().map(|(_, row)| row))
-        .filter_map(|row| row.min_timestamp());
-    header.into_iter().chain(rows).min()
-}
-
 /// What purging did to one stored value.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Purged {
