@@ -394,6 +394,44 @@ pub(crate) fn new_timeuuid() -> uuid::Uuid {
     timeuuid_from_ticks(ticks, node_bits())
 }
 
+/// Cassandra's list prepend reference time, 2010-01-01T00:00:00Z, in 100 ns ticks since the
+/// UUID epoch (`PrecisionTime.REFERENCE_TIME`).
+const PREPEND_REFERENCE_TICKS: u64 = 1_262_304_000_000 * 10_000 + UUID_EPOCH_OFFSET_100NS;
+/// The first tick of the last block `prepend_timeuuids` handed out (u64::MAX: none yet).
+static LAST_PREPEND_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// `n` timeuuids, increasing, for list elements prepended now: mirrored around 2010-01-01 so
+/// that the later a prepend, the earlier its times, hence before every element of earlier
+/// prepends and appends (which use the current time). Consecutive blocks never overlap.
+pub(crate) fn prepend_timeuuids(n: usize) -> Vec<uuid::Uuid> {
+    let n = n as u64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 / 100)
+        .unwrap_or(0)
+        + UUID_EPOCH_OFFSET_100NS;
+    let mirrored =
+        PREPEND_REFERENCE_TICKS.saturating_sub(now.saturating_sub(PREPEND_REFERENCE_TICKS));
+    let mut last = LAST_PREPEND_TICKS.load(Ordering::Relaxed);
+    let first = loop {
+        // The block [first, first + n) must end before the previous block's first tick.
+        let end = mirrored.min(last.saturating_sub(1));
+        let first = end.saturating_sub(n.saturating_sub(1));
+        match LAST_PREPEND_TICKS.compare_exchange_weak(
+            last,
+            first,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => break first,
+            Err(actual) => last = actual,
+        }
+    };
+    (0..n)
+        .map(|i| timeuuid_from_ticks(first + i, node_bits()))
+        .collect()
+}
+
 fn node_bits() -> u64 {
     static NODE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *NODE.get_or_init(|| {
@@ -416,6 +454,24 @@ pub(crate) fn timeuuid_from_ticks(ticks: u64, clock_and_node: u64) -> uuid::Uuid
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prepended_timeuuids_sort_before_earlier_prepends_and_appends() {
+        let compare = |a: &uuid::Uuid, b: &uuid::Uuid| {
+            types::compare(&types::CqlType::Timeuuid, a.as_bytes(), b.as_bytes())
+        };
+        let appended = new_timeuuid();
+        let first = prepend_timeuuids(3);
+        let second = prepend_timeuuids(2);
+        assert!(first.windows(2).all(|w| compare(&w[0], &w[1]).is_lt()));
+        assert!(second.windows(2).all(|w| compare(&w[0], &w[1]).is_lt()));
+        assert!(
+            compare(&second[1], &first[0]).is_lt(),
+            "a later prepend goes first"
+        );
+        assert!(compare(&first[2], &appended).is_lt());
+        assert_eq!(first[0].get_version_num(), 1);
+    }
 
     #[test]
     fn timeuuids_are_version_1_and_increasing() {

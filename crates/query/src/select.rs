@@ -1270,8 +1270,12 @@ fn assemble_multi_cell(ty: &CqlType, cells: &[(&[u8], &[u8])]) -> Vec<u8> {
             }
         }
         _ => {
-            out.extend_from_slice(&(cells.len() as i32).to_be_bytes());
-            for (_, v) in cells {
+            // List paths are timeuuids: their order is time order, which raw bytes are not
+            // (the low time bits come first).
+            let mut sorted: Vec<&(&[u8], &[u8])> = cells.iter().collect();
+            sorted.sort_by(|a, b| types::compare(&CqlType::Timeuuid, a.0, b.0));
+            out.extend_from_slice(&(sorted.len() as i32).to_be_bytes());
+            for (_, v) in sorted {
                 put(&mut out, v);
             }
         }
@@ -1450,6 +1454,20 @@ fn finish_virtual(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_elements_are_in_time_order_not_byte_order() {
+        // Ticks 2^32 - 1 and 2^32: the later one has the smaller first bytes (time_low wraps
+        // every ~7 minutes), so byte order would put it first.
+        let node = 0x0000_0100_0000_0000;
+        let early = crate::eval::timeuuid_from_ticks(0xFFFF_FFFF, node);
+        let late = crate::eval::timeuuid_from_ticks(0x1_0000_0000, node);
+        assert!(late.as_bytes() < early.as_bytes());
+        let cells: Vec<(&[u8], &[u8])> = vec![(late.as_bytes(), b"2"), (early.as_bytes(), b"1")];
+        let list = assemble_multi_cell(&CqlType::List(Box::new(CqlType::Text)), &cells);
+        let elements = crate::write::split_elements(&list, 1).expect("a list");
+        assert_eq!(elements, vec![vec![&b"1"[..]], vec![&b"2"[..]]]);
+    }
 
     #[test]
     fn paging_state_round_trips_and_rejects_garbage() {

@@ -340,6 +340,87 @@ fn set_column(
     }))
 }
 
+/// One element (map entry, set element) or UDT field of a multi-cell column: a cell at `path`,
+/// a tombstone for null, nothing for unset.
+fn element_data(
+    col: &ColumnMetadata,
+    path: Vec<u8>,
+    value: TermValue,
+    attrs: &WriteAttributes,
+    now: i32,
+) -> Option<ColumnData> {
+    let cell = match value {
+        TermValue::Unset => return None,
+        TermValue::Null => tombstone(attrs.timestamp, now),
+        TermValue::Value(v) => cell(attrs, v),
+    };
+    Some(ColumnData::Complex {
+        id: col.id,
+        deletion: None,
+        cells: vec![(path, cell)],
+    })
+}
+
+/// The index and type of field `name` of the non-frozen UDT column `col`; `op` (`"="` for a
+/// SET) shapes Cassandra's error text.
+fn udt_field(col: &ColumnMetadata, name: &str, op: &str) -> Result<(usize, CqlType), QueryError> {
+    match &col.ty {
+        CqlType::Udt(u) => u
+            .fields
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(|i| (i, u.fields[i].1.clone()))
+            .ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "UDT column {} does not have a field named {name}",
+                    col.name
+                ))
+            }),
+        CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_)) => {
+            Err(QueryError::Invalid(format!(
+                "Invalid operation ({}.{name} {op} ?) for frozen UDT column {}",
+                col.name, col.name
+            )))
+        }
+        _ => Err(QueryError::Invalid(format!(
+            "Invalid operation ({}.{name} {op} ?) for non-UDT column {}",
+            col.name, col.name
+        ))),
+    }
+}
+
+fn push_by_kind(
+    col: &ColumnMetadata,
+    data: Option<ColumnData>,
+    regular: &mut Row,
+    static_row: &mut Row,
+) {
+    if let Some(data) = data {
+        if col.kind == ColumnKind::Static {
+            static_row.columns.push(data);
+        } else {
+            regular.columns.push(data);
+        }
+    }
+}
+
+/// Cells for `[..] + list`: timeuuid paths that sort before every element already in the list
+/// and before those of earlier prepends, in the order given (Cassandra's `Lists.Prepender`).
+fn prepended_list_elements(
+    bytes: &[u8],
+    attrs: &WriteAttributes,
+) -> Result<Vec<(Vec<u8>, Cell)>, QueryError> {
+    let elements = split_elements(bytes, 1)?;
+    let paths = crate::eval::prepend_timeuuids(elements.len());
+    let mut cells: Vec<_> = paths
+        .into_iter()
+        .zip(elements)
+        .map(|(path, e)| (path.as_bytes().to_vec(), cell(attrs, e[0].to_vec())))
+        .collect();
+    cells.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(cells)
+}
+
 /// Splits a serialised collection or UDT into (cell path, cell) pairs sorted by path.
 fn multi_cell_elements(
     ty: &CqlType,
@@ -748,6 +829,21 @@ fn op_name(op: &Operator) -> &'static str {
     }
 }
 
+/// The column an UPDATE assigns: any but a primary key column.
+fn settable<'t>(
+    table: &'t TableMetadata,
+    name: &cql_syntax::ast::Identifier,
+) -> Result<&'t ColumnMetadata, QueryError> {
+    let col = column(table, name)?;
+    if col.kind == ColumnKind::PartitionKey || col.kind == ColumnKind::Clustering {
+        return Err(QueryError::Invalid(format!(
+            "PRIMARY KEY part {} found in SET part",
+            col.name
+        )));
+    }
+    Ok(col)
+}
+
 fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
     if s.conditions.is_some() {
@@ -764,13 +860,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 column: c,
                 value: t,
             } => {
-                let col = column(table, c)?;
-                if col.kind == ColumnKind::PartitionKey || col.kind == ColumnKind::Clustering {
-                    return Err(QueryError::Invalid(format!(
-                        "PRIMARY KEY part {} found in SET part",
-                        col.name
-                    )));
-                }
+                let col = settable(table, c)?;
                 let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
                 (set_column(col, v, &attrs, ctx.now_seconds)?, col)
             }
@@ -782,42 +872,136 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 column: c,
                 value: t,
             } => {
-                let col = column(table, c)?;
+                let col = settable(table, c)?;
                 if !col.ty.is_multi_cell() || !col.ty.is_collection() {
                     return Err(QueryError::Invalid(format!(
                         "Invalid operation ({} = {} + ?) for non collection column {}",
                         col.name, col.name, col.name
                     )));
                 }
-                if matches!(a, Assignment::Prepend { .. }) {
-                    return Err(QueryError::Invalid(
-                        "Prepending to a list is not supported yet by Helenus".to_string(),
-                    ));
+                let prepend = matches!(a, Assignment::Prepend { .. });
+                if prepend && !matches!(col.ty, CqlType::List(_)) {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid operation ({} = ? + {}) for non list column {}",
+                        col.name, col.name, col.name
+                    )));
                 }
                 let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
                 let data = match v {
                     TermValue::Value(b) => Some(ColumnData::Complex {
                         id: col.id,
                         deletion: None,
-                        cells: multi_cell_elements(&col.ty, &b, &attrs)?,
+                        cells: if prepend {
+                            prepended_list_elements(&b, &attrs)?
+                        } else {
+                            multi_cell_elements(&col.ty, &b, &attrs)?
+                        },
                     }),
                     _ => None,
                 };
                 (data, col)
             }
-            Assignment::Subtract { column: c, .. } => {
-                let col = column(table, c)?;
-                return Err(QueryError::Invalid(format!(
-                    "Removing elements from collection {} is not supported yet by Helenus",
-                    col.name
-                )));
+            Assignment::Subtract {
+                column: c,
+                value: t,
+            } => {
+                let col = settable(table, c)?;
+                let elements = match &col.ty {
+                    CqlType::Set(e) => CqlType::Set(e.clone()),
+                    CqlType::Map(k, _) => CqlType::Set(k.clone()),
+                    CqlType::List(_) => {
+                        return Err(QueryError::Invalid(format!(
+                            "Removing elements from list {} is not supported yet by Helenus \
+                             (it needs a read before the write)",
+                            col.name
+                        )))
+                    }
+                    ty if ty.is_collection() => {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid operation ({0} = {0} - ?) for frozen collection column {0}",
+                            col.name
+                        )))
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid operation ({0} = {0} - ?) for non collection column {0}",
+                            col.name
+                        )))
+                    }
+                };
+                let data = match evaluate(t, &elements, &col.name, ctx.values)? {
+                    TermValue::Value(b) => {
+                        let cells = split_elements(&b, 1)?
+                            .into_iter()
+                            .map(|e| (e[0].to_vec(), tombstone(attrs.timestamp, ctx.now_seconds)))
+                            .collect();
+                        Some(ColumnData::Complex {
+                            id: col.id,
+                            deletion: None,
+                            cells,
+                        })
+                    }
+                    // `m = m - null` removes nothing, as in Cassandra.
+                    TermValue::Null | TermValue::Unset => None,
+                };
+                (data, col)
             }
-            Assignment::SetElement { column: c, .. } | Assignment::SetField { column: c, .. } => {
-                let col = column(table, c)?;
-                return Err(QueryError::Invalid(format!(
-                    "Setting an element or field of {} is not supported yet by Helenus",
-                    col.name
-                )));
+            Assignment::SetElement {
+                column: c,
+                key,
+                value,
+            } => {
+                let col = settable(table, c)?;
+                let (key_ty, value_ty) = match &col.ty {
+                    CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
+                    CqlType::List(_) => {
+                        return Err(QueryError::Invalid(format!(
+                            "Setting an element of list {} by index is not supported yet by \
+                             Helenus (it needs a read before the write)",
+                            col.name
+                        )))
+                    }
+                    CqlType::Set(_) => {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid operation ({}[?] = ?) for set column {}",
+                            col.name, col.name
+                        )))
+                    }
+                    ty if ty.is_collection() => {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid operation ({}[?] = ?) for frozen collection column {}",
+                            col.name, col.name
+                        )))
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid operation ({}[?] = ?) for non collection column {}",
+                            col.name, col.name
+                        )))
+                    }
+                };
+                let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
+                    TermValue::Value(b) => b,
+                    TermValue::Null => {
+                        return Err(QueryError::Invalid("Invalid null map key".to_string()))
+                    }
+                    TermValue::Unset => {
+                        return Err(QueryError::Invalid("Invalid unset map key".to_string()))
+                    }
+                };
+                let v = evaluate(value, &value_ty, &col.name, ctx.values)?;
+                (element_data(col, path, v, &attrs, ctx.now_seconds), col)
+            }
+            Assignment::SetField {
+                column: c,
+                field,
+                value,
+            } => {
+                let col = settable(table, c)?;
+                let (index, field_ty) = udt_field(col, field.as_str(), "=")?;
+                let v = evaluate(value, &field_ty, field.as_str(), ctx.values)?;
+                let path = (index as u16).to_be_bytes().to_vec();
+                (element_data(col, path, v, &attrs, ctx.now_seconds), col)
             }
         };
         if let Some(data) = data {
@@ -906,13 +1090,63 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         for sel in &s.columns {
             let c = match sel {
                 DeleteSelector::Column(c) => c,
-                DeleteSelector::Element { column: c, .. }
-                | DeleteSelector::Field { column: c, .. } => {
+                DeleteSelector::Element { column: c, key } => {
                     let col = column(table, c)?;
-                    return Err(QueryError::Invalid(format!(
-                        "Deleting an element or field of {} is not supported yet by Helenus",
-                        col.name
-                    )));
+                    let key_ty = match &col.ty {
+                        CqlType::Map(k, _) | CqlType::Set(k) => (**k).clone(),
+                        CqlType::List(_) => {
+                            return Err(QueryError::Invalid(format!(
+                                "Deleting an element of list {} by index is not supported yet \
+                                 by Helenus (it needs a read before the write)",
+                                col.name
+                            )))
+                        }
+                        ty if ty.is_collection() => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid deletion operation for frozen collection column {}",
+                                col.name
+                            )))
+                        }
+                        _ => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid deletion operation for non collection column {}",
+                                col.name
+                            )))
+                        }
+                    };
+                    let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
+                        TermValue::Value(b) => b,
+                        TermValue::Null => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid null value for {} element",
+                                col.name
+                            )))
+                        }
+                        TermValue::Unset => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid unset value for {} element",
+                                col.name
+                            )))
+                        }
+                    };
+                    let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
+                    push_by_kind(col, data, &mut regular, &mut static_row);
+                    continue;
+                }
+                DeleteSelector::Field { column: c, field } => {
+                    let col = column(table, c)?;
+                    if matches!(&col.ty, CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_)))
+                    {
+                        return Err(QueryError::Invalid(format!(
+                            "Frozen UDT column {} does not support field deletions",
+                            col.name
+                        )));
+                    }
+                    let (index, _) = udt_field(col, field.as_str(), "")?;
+                    let path = (index as u16).to_be_bytes().to_vec();
+                    let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
+                    push_by_kind(col, data, &mut regular, &mut static_row);
+                    continue;
                 }
             };
             let col = column(table, c)?;
