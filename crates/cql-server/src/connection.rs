@@ -334,7 +334,8 @@ fn protocol_error_details(
     }
 }
 
-fn supported() -> wire::Response {
+/// SUPPORTED, the answer to OPTIONS: the CQL version, compressions and protocol versions.
+pub fn supported() -> wire::Response {
     wire::Response::Supported(vec![
         ("CQL_VERSION".to_string(), vec!["3.4.7".to_string()]),
         (
@@ -348,7 +349,9 @@ fn supported() -> wire::Response {
     ])
 }
 
-fn startup_compression(
+/// Checks STARTUP's options and returns the compression they ask for. The error is the message
+/// of the protocol error to answer (the connection stays open, unstarted).
+pub fn startup_compression(
     options: &[(String, String)],
     version: wire::Version,
 ) -> Result<Option<wire::Compression>, String> {
@@ -497,41 +500,52 @@ fn column_specs(specs: &[ColumnSpec]) -> Vec<wire::ColumnSpec> {
 }
 
 async fn handle(shared: &Shared, request: wire::Request) -> wire::Response {
-    match execute(shared, request).await {
+    answer(&shared.processor, &shared.session, request).await
+}
+
+/// Answers a QUERY, PREPARE, EXECUTE, BATCH or AUTH_RESPONSE through `processor` exactly as a
+/// connection of this server does, errors included; `session` is the connection's state (its
+/// keyspace after USE). OPTIONS, STARTUP and REGISTER belong to the connection and get a server
+/// error here.
+pub async fn answer(
+    processor: &QueryProcessor,
+    session: &Mutex<Session>,
+    request: wire::Request,
+) -> wire::Response {
+    match execute(processor, session, request).await {
         Ok(r) => r,
         Err(e) => wire::Response::Error(error_body(&e)),
     }
 }
 
-fn session_snapshot(shared: &Shared) -> Session {
-    shared
-        .session
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
+fn session_snapshot(session: &Mutex<Session>) -> Session {
+    session.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-fn store_session(shared: &Shared, session: Session) {
-    *shared.session.lock().unwrap_or_else(|p| p.into_inner()) = session;
+fn store_session(state: &Mutex<Session>, session: Session) {
+    *state.lock().unwrap_or_else(|p| p.into_inner()) = session;
 }
 
-async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Response, QueryError> {
-    let processor = &shared.processor;
+async fn execute(
+    processor: &QueryProcessor,
+    state: &Mutex<Session>,
+    request: wire::Request,
+) -> Result<wire::Response, QueryError> {
     match request {
         wire::Request::Query { query, params } => {
             let skip_metadata = params.skip_metadata;
-            let mut session = session_snapshot(shared);
+            let mut session = session_snapshot(state);
             let before = session.keyspace.clone();
             let result = processor
                 .query(&query, options(params), &mut session)
                 .await?;
             if session.keyspace != before {
-                store_session(shared, session);
+                store_session(state, session);
             }
             Ok(result_response(result, skip_metadata, None))
         }
         wire::Request::Prepare { query, keyspace } => {
-            let session = session_snapshot(shared);
+            let session = session_snapshot(state);
             let prepared = processor.prepare(&query, keyspace.as_deref(), &session)?;
             Ok(wire::Response::Result(wire::ResultBody::Prepared(
                 wire::PreparedResult {
@@ -560,13 +574,13 @@ async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Respon
                     new_metadata_id = Some(prepared.result_metadata_id.clone());
                 }
             }
-            let mut session = session_snapshot(shared);
+            let mut session = session_snapshot(state);
             let before = session.keyspace.clone();
             let result = processor
                 .execute(&id, options(params), &mut session)
                 .await?;
             if session.keyspace != before {
-                store_session(shared, session);
+                store_session(state, session);
             }
             Ok(result_response(result, skip_metadata, new_metadata_id))
         }
@@ -595,7 +609,7 @@ async fn execute(shared: &Shared, request: wire::Request) -> Result<wire::Respon
                 now_in_seconds: batch.now_in_seconds,
                 ..QueryOptions::default()
             };
-            let mut session = session_snapshot(shared);
+            let mut session = session_snapshot(state);
             let result = processor.batch(kind, items, opts, &mut session).await?;
             Ok(result_response(result, false, None))
         }

@@ -11,6 +11,8 @@
 mod connection;
 mod errors;
 
+pub use connection::{answer, startup_compression, supported};
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{
     BoundValue, BoundValues, NodeInfo, QueryError, QueryOptions, QueryProcessor, QueryResult,
-    ResultSet, Session,
+    ResultSet, Session, StatementKind,
 };
 use storage::{Durability, MemoryEngine, StorageEngine};
 use types::Value;
@@ -282,6 +282,55 @@ async fn prepared_statements_with_positional_and_named_values() {
             .await,
         Err(QueryError::Unprepared { .. })
     ));
+}
+
+#[tokio::test]
+async fn prepared_statements_report_their_kind() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int PRIMARY KEY, v int)").await;
+    let cases = [
+        ("SELECT v FROM t WHERE k = ?", StatementKind::UserRead),
+        ("SELECT * FROM ks.t", StatementKind::UserRead),
+        (
+            "INSERT INTO t (k, v) VALUES (?, ?)",
+            StatementKind::UserWrite,
+        ),
+        (
+            "UPDATE ks.t SET v = 1 WHERE k = 2",
+            StatementKind::UserWrite,
+        ),
+        ("DELETE FROM t WHERE k = ?", StatementKind::UserWrite),
+        (
+            "BEGIN BATCH INSERT INTO t (k, v) VALUES (1, 1); DELETE FROM ks.t WHERE k = 2; \
+             APPLY BATCH",
+            StatementKind::UserWrite,
+        ),
+        (
+            "INSERT INTO t (k, v) VALUES (?, ?) IF NOT EXISTS",
+            StatementKind::Other,
+        ),
+        (
+            "UPDATE t SET v = 1 WHERE k = 2 IF v = 0",
+            StatementKind::Other,
+        ),
+        ("DELETE FROM t WHERE k = 2 IF EXISTS", StatementKind::Other),
+        (
+            "BEGIN BATCH INSERT INTO t (k, v) VALUES (1, 1); \
+             UPDATE t SET v = 1 WHERE k = 1 IF v = 0; APPLY BATCH",
+            StatementKind::Other,
+        ),
+        ("SELECT * FROM system.local", StatementKind::Other),
+        ("SELECT * FROM system_schema.tables", StatementKind::Other),
+        ("USE ks", StatementKind::Other),
+        ("CREATE TABLE t2 (k int PRIMARY KEY)", StatementKind::Other),
+    ];
+    for (cql, kind) in cases {
+        let prepared = match h.p.prepare(cql, None, &h.session) {
+            Ok(p) => p,
+            Err(e) => panic!("{cql}: {e:?}"),
+        };
+        assert_eq!(prepared.kind(), kind, "{cql}");
+    }
 }
 
 #[tokio::test]
