@@ -23,7 +23,7 @@ use crate::processor::QueryProcessor;
 use crate::QueryError;
 
 /// Cassandra's limit on TTLs: 20 years.
-pub(crate) const MAX_TTL_SECONDS: i64 = 20 * 365 * 24 * 60 * 60;
+pub(crate) const MAX_TTL_SECONDS: i64 = schema::MAX_TTL_SECONDS as i64;
 /// Partition keys are stored with a 16-bit length, as in Cassandra.
 pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 65_535;
 
@@ -86,6 +86,11 @@ pub(crate) fn collect_mutations(
                     "Global TTL on the BATCH statement is not supported.".to_string(),
                 ));
             }
+            if b.using.timestamp.is_some() && b.statements.iter().any(has_own_timestamp) {
+                return Err(QueryError::Invalid(
+                    "Timestamp must be set either on BATCH or individual statements".to_string(),
+                ));
+            }
             let inner = WriteContext {
                 schema: ctx.schema,
                 keyspace: ctx.keyspace,
@@ -102,6 +107,15 @@ pub(crate) fn collect_mutations(
         _ => Err(QueryError::Invalid(
             "Only INSERT, UPDATE and DELETE statements are allowed in a batch".to_string(),
         )),
+    }
+}
+
+fn has_own_timestamp(statement: &Statement) -> bool {
+    match statement {
+        Statement::Insert(s) => s.using.timestamp.is_some(),
+        Statement::Update(s) => s.using.timestamp.is_some(),
+        Statement::Delete(s) => s.using.timestamp.is_some(),
+        _ => false,
     }
 }
 
@@ -194,7 +208,12 @@ fn attributes(
                 i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64
             }
             TermValue::Unset => table.options.default_time_to_live as i64,
-            _ => return Err(QueryError::Invalid("Invalid null value of TTL".to_string())),
+            // A null TTL means none, even where the table has a default (Cassandra's
+            // `Attributes.getTimeToLive`).
+            TermValue::Null => 0,
+            TermValue::Value(_) => {
+                return Err(QueryError::Invalid("Invalid TTL value".to_string()))
+            }
         },
         None => table.options.default_time_to_live as i64,
     };
@@ -638,14 +657,17 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
 
 /// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
 /// values (IN gives several), and the clustering restriction.
-/// A slice bound: the encoded clustering value and whether it is inclusive.
-type SliceBound = (Vec<u8>, bool);
+/// A slice bound in clustering order: values of the clustering columns from the first one after
+/// the prefix on (one for `c > v`, several for `(c1, c2) > (v1, v2)`), and whether it is
+/// inclusive.
+type SliceBound = (Vec<Vec<u8>>, bool);
 
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
     /// Values for a prefix of the clustering columns; each entry one combination.
     clustering_prefixes: Vec<Vec<Vec<u8>>>,
-    /// A slice on the clustering column after the prefix (DELETE only): start and end.
+    /// A slice on the clustering columns after the prefix (DELETE only): start and end, in
+    /// clustering order (a DESC column's `c > v` is an end bound).
     slice: Option<(Option<SliceBound>, Option<SliceBound>)>,
 }
 
@@ -657,8 +679,12 @@ fn key_restrictions(
 ) -> Result<KeyRestrictions, QueryError> {
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
     let mut slice_col: Option<usize> = None;
-    let mut lower: Option<(Vec<u8>, bool)> = None;
-    let mut upper: Option<(Vec<u8>, bool)> = None;
+    let mut lower: Option<SliceBound> = None;
+    let mut upper: Option<SliceBound> = None;
+    // `(c1, c2) IN ((..), (..))` from clustering column index `start`: whole tuples.
+    let mut multi_in: Option<(usize, Vec<Vec<Vec<u8>>>)> = None;
+    // The clustering index a multi-column slice starts at.
+    let mut multi_slice_start: Option<usize> = None;
     let mut non_key = Vec::new();
     for rel in relations {
         match rel {
@@ -711,12 +737,19 @@ fn key_restrictions(
                                 "Only one clustering column may be restricted by a slice in a DELETE".to_string(),
                             ));
                         }
+                        if multi_slice_start.is_some() {
+                            return Err(QueryError::Invalid(
+                                "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
+                            ));
+                        }
                         slice_col = Some(idx);
-                        match op {
-                            Operator::Gt => lower = Some((v, false)),
-                            Operator::Gte => lower = Some((v, true)),
-                            Operator::Lt => upper = Some((v, false)),
-                            _ => upper = Some((v, true)),
+                        let desc = col.order == ClusteringOrder::Desc;
+                        let inclusive = matches!(op, Operator::Gte | Operator::Lte);
+                        let is_lower = matches!(op, Operator::Gt | Operator::Gte) != desc;
+                        if is_lower {
+                            lower = Some((vec![v], inclusive));
+                        } else {
+                            upper = Some((vec![v], inclusive));
                         }
                         continue;
                     }
@@ -735,8 +768,70 @@ fn key_restrictions(
                     )));
                 }
             }
-            Relation::MultiColumn { .. }
-            | Relation::Token { .. }
+            Relation::MultiColumn { columns, op, value } => {
+                let mut cols = Vec::with_capacity(columns.len());
+                for c in columns {
+                    let col = column(table, c)?;
+                    if col.kind != ColumnKind::Clustering {
+                        return Err(QueryError::Invalid(format!(
+                            "Multi-column relations can only be applied to clustering columns but was applied to: {}",
+                            col.name
+                        )));
+                    }
+                    cols.push(col);
+                }
+                let first = table.column_index(&cols[0].name).unwrap_or(0);
+                for (i, col) in cols.iter().enumerate() {
+                    if table.column_index(&col.name) != Some(first + i) {
+                        return Err(QueryError::Invalid(format!(
+                            "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                            relation_columns(&cols)
+                        )));
+                    }
+                }
+                let tuples = multi_column_values(&cols, value, ctx)?;
+                match op {
+                    Operator::Eq | Operator::In => {
+                        if matches!(op, Operator::Eq) && tuples.len() == 1 {
+                            for (i, v) in tuples[0].iter().enumerate() {
+                                if eq.insert(first + i, vec![v.clone()]).is_some() {
+                                    return Err(QueryError::Invalid(format!(
+                                        "{} cannot be restricted by more than one relation if it includes an Equal",
+                                        cols[i].name
+                                    )));
+                                }
+                            }
+                        } else if multi_in.replace((first, tuples)).is_some() {
+                            return Err(QueryError::Invalid(
+                                "Only one multi-column IN relation is allowed".to_string(),
+                            ));
+                        }
+                    }
+                    Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if allow_slice => {
+                        if slice_col.is_some() || multi_slice_start.is_some_and(|s| s != first) {
+                            return Err(QueryError::Invalid(
+                                "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
+                            ));
+                        }
+                        multi_slice_start = Some(first);
+                        let bound = tuples.into_iter().next().unwrap_or_default();
+                        let inclusive = matches!(op, Operator::Gte | Operator::Lte);
+                        if matches!(op, Operator::Gt | Operator::Gte) {
+                            lower = Some((bound, inclusive));
+                        } else {
+                            upper = Some((bound, inclusive));
+                        }
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid operator {} for multi-column relation on {} in a modification statement",
+                            op_name(op),
+                            relation_columns(&cols)
+                        )))
+                    }
+                }
+            }
+            Relation::Token { .. }
             | Relation::Element { .. }
             | Relation::IsNotNull(_)
             | Relation::CustomIndex { .. } => return Err(QueryError::Invalid(
@@ -771,6 +866,35 @@ fn key_restrictions(
     let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     let mut prefix_len = 0;
     for i in 0..table.clustering_count {
+        if let Some((start, tuples)) = &multi_in {
+            if *start == table.partition_key_count + i {
+                if prefix_len != i {
+                    return Err(QueryError::Invalid(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[i].name,
+                        table.clustering()[prefix_len].name
+                    )));
+                }
+                let width = tuples.first().map_or(0, Vec::len);
+                let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
+                for p in &prefixes {
+                    for t in tuples {
+                        let mut q = p.clone();
+                        q.extend(t.iter().cloned());
+                        next.push(q);
+                    }
+                }
+                prefixes = next;
+                prefix_len += width;
+                continue;
+            }
+            if *start < table.partition_key_count + i && i < prefix_len {
+                continue; // covered by the tuples
+            }
+        }
+        if i < prefix_len {
+            continue;
+        }
         if let Some(values) = eq.get(&(table.partition_key_count + i)) {
             if prefix_len != i {
                 return Err(QueryError::Invalid(format!(
@@ -783,7 +907,7 @@ fn key_restrictions(
             prefix_len += 1;
         }
     }
-    if let Some(s) = slice_col {
+    if let Some(s) = slice_col.or(multi_slice_start) {
         if s != table.partition_key_count + prefix_len {
             return Err(QueryError::Invalid(format!(
                 "PRIMARY KEY column \"{}\" cannot be restricted as preceding column is not restricted",
@@ -794,8 +918,76 @@ fn key_restrictions(
     Ok(KeyRestrictions {
         partitions,
         clustering_prefixes: prefixes,
-        slice: slice_col.map(|_| (lower, upper)),
+        slice: slice_col.or(multi_slice_start).map(|_| (lower, upper)),
     })
+}
+
+fn relation_columns(cols: &[&ColumnMetadata]) -> String {
+    let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
+    format!("({})", names.join(", "))
+}
+
+/// The tuples of a multi-column relation (`= (..)`, `IN ((..), ..)`, `> (..)`), each split
+/// into one value per column; nulls are refused.
+fn multi_column_values(
+    cols: &[&ColumnMetadata],
+    value: &RelationValue,
+    ctx: &WriteContext<'_>,
+) -> Result<Vec<Vec<Vec<u8>>>, QueryError> {
+    let tuple_ty = CqlType::Tuple(cols.iter().map(|c| c.ty.clone()).collect());
+    let name = relation_columns(cols);
+    let raw: Vec<Vec<u8>> = match value {
+        RelationValue::Single(t) => vec![evaluate_tuple(t, &tuple_ty, &name, ctx)?],
+        RelationValue::List(items) => items
+            .iter()
+            .map(|t| evaluate_tuple(t, &tuple_ty, &name, ctx))
+            .collect::<Result<_, _>>()?,
+        RelationValue::Marker(m) => {
+            let list = CqlType::List(Box::new(tuple_ty.clone()));
+            let bytes = evaluate_tuple(&Term::BindMarker(m.clone()), &list, &name, ctx)?;
+            split_elements(&bytes, 1)?
+                .into_iter()
+                .map(|g| g[0].to_vec())
+                .collect()
+        }
+        RelationValue::Between(..) => {
+            return Err(QueryError::Invalid(format!(
+                "BETWEEN is not supported on {name} in a modification statement"
+            )))
+        }
+    };
+    raw.iter()
+        .map(|t| {
+            let mut parts = Vec::with_capacity(cols.len());
+            let mut rest = t.as_slice();
+            for _ in cols {
+                let (v, tail) = read_optional(rest)?;
+                let v = v.ok_or_else(|| {
+                    QueryError::Invalid(format!("Invalid null value in condition for {name}"))
+                })?;
+                parts.push(v.to_vec());
+                rest = tail;
+            }
+            Ok(parts)
+        })
+        .collect()
+}
+
+fn evaluate_tuple(
+    t: &Term,
+    ty: &CqlType,
+    name: &str,
+    ctx: &WriteContext<'_>,
+) -> Result<Vec<u8>, QueryError> {
+    match evaluate(t, ty, name, ctx.values)? {
+        TermValue::Value(b) => Ok(b),
+        TermValue::Null => Err(QueryError::Invalid(format!(
+            "Invalid null value in condition for {name}"
+        ))),
+        TermValue::Unset => Err(QueryError::Invalid(format!(
+            "Invalid unset value for {name}"
+        ))),
+    }
 }
 
 fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
@@ -1176,6 +1368,11 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         }
         sort_columns(&mut regular);
         sort_columns(&mut static_row);
+        if regular.columns.is_empty() && !static_row.columns.is_empty() && prefix_len > 0 {
+            return Err(QueryError::Invalid(
+                "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns".to_string(),
+            ));
+        }
         if !regular.columns.is_empty() && prefix_len != table.clustering_count {
             return Err(QueryError::Invalid(format!(
                 "Some clustering keys are missing: {}",
@@ -1238,11 +1435,14 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     }),
                 ),
                 Some((lower, upper)) => {
-                    let col = &table.clustering()[prefix_len];
-                    let desc = col.order == ClusteringOrder::Desc;
-                    let bound = |v: &Vec<u8>, inclusive: bool| {
+                    // Bounds are in clustering order already; each value is encoded with its
+                    // own column's order, so byte order is clustering order.
+                    let bound = |values: &Vec<Vec<u8>>, inclusive: bool| {
                         let mut p = encoded.clone();
-                        types::byte_comparable::encode(&col.ty, v, desc, &mut p);
+                        for (col, v) in table.clustering()[prefix_len..].iter().zip(values) {
+                            let desc = col.order == ClusteringOrder::Desc;
+                            types::byte_comparable::encode(&col.ty, v, desc, &mut p);
+                        }
                         ClusteringBound {
                             prefix: p,
                             inclusive,
@@ -1254,9 +1454,6 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     };
                     let lo = lower.as_ref().map(|(v, inc)| bound(v, *inc));
                     let hi = upper.as_ref().map(|(v, inc)| bound(v, *inc));
-                    // In a DESC column the byte order is reversed: the lower value is the upper
-                    // key bound.
-                    let (lo, hi) = if desc { (hi, lo) } else { (lo, hi) };
                     (
                         lo.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
                         hi.or_else(|| (!encoded.is_empty()).then(prefix_bound)),

@@ -15,4 +15,4 @@ pub use model::{
     ClusteringOrder, ColumnKind, ColumnMetadata, KeyspaceMetadata, Schema, SchemaError,
     TableMetadata, UserType, SYSTEM_KEYSPACES,
 };
-pub use options::{OptionValue, Replication, TableOptions};
+pub use options::{OptionValue, Replication, TableOptions, MAX_TTL_SECONDS};

@@ -103,6 +103,9 @@ fn parse_replication_factor(v: &str) -> Result<usize, SchemaError> {
     })
 }
 
+/// The longest TTL Cassandra allows, 20 years (`Attributes.MAX_TTL`).
+pub const MAX_TTL_SECONDS: i32 = 20 * 365 * 24 * 60 * 60;
+
 /// Table options as `system_schema.tables` reports them. Options that affect behaviour today
 /// (`default_time_to_live`, `gc_grace_seconds`) are typed; the rest are stored and reported back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,6 +258,11 @@ impl TableOptions {
                 if v < 0 {
                     return Err(SchemaError::Config(format!(
                         "default_time_to_live must be greater than or equal to 0 (got {v})"
+                    )));
+                }
+                if v > MAX_TTL_SECONDS {
+                    return Err(SchemaError::Config(format!(
+                        "default_time_to_live must be less than or equal to {MAX_TTL_SECONDS} (got {v})"
                     )));
                 }
                 self.default_time_to_live = v;
