@@ -133,3 +133,61 @@ def test_invalid_element_operations(cql, table, row, statement):
     # The row is untouched.
     assert get(cql, table, row, "s") == {"a", "b", "c"}
     assert dict(get(cql, table, row, "fm")) == {"q": 1}
+
+
+# --- lists by index and value: a read before the write -------------------------------------
+
+
+def test_list_set_and_delete_by_index(cql, table, row):
+    cql.execute(f"UPDATE {table} SET l[1] = 20 WHERE k = {row}")
+    assert get(cql, table, row, "l") == [1, 20, 3]
+    cql.execute(f"DELETE l[0] FROM {table} WHERE k = {row}")
+    assert get(cql, table, row, "l") == [20, 3]
+    cql.execute(f"UPDATE {table} SET l[1] = null WHERE k = {row}")  # null deletes the element
+    assert get(cql, table, row, "l") == [20]
+
+
+def test_list_remove_values_removes_every_occurrence(cql, table, row):
+    cql.execute(f"UPDATE {table} SET l = l + [2, 1] WHERE k = {row}")
+    cql.execute(f"UPDATE {table} SET l = l - [2, 9] WHERE k = {row}")
+    assert get(cql, table, row, "l") == [1, 3, 1]
+    cql.execute(f"UPDATE {table} SET l = l - null WHERE k = {row}")
+    assert get(cql, table, row, "l") == [1, 3, 1]
+
+
+def test_list_index_with_bind_markers(cql, table, row):
+    stmt = cql.prepare(f"UPDATE {table} SET l[?] = ? WHERE k = ?")
+    assert [c.name for c in stmt.column_metadata] == ["idx(l)", "value(l)", "k"]
+    cql.execute(stmt, [2, 30, row])
+    assert get(cql, table, row, "l") == [1, 2, 30]
+
+
+def test_list_operations_in_a_batch_see_the_list_before_the_batch(cql, table, row):
+    cql.execute(f"BEGIN BATCH UPDATE {table} SET l[0] = 10 WHERE k = {row}; "
+                f"UPDATE {table} SET l = l - [3] WHERE k = {row}; APPLY BATCH")
+    assert get(cql, table, row, "l") == [10, 2]
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE {t} SET l[3] = 1 WHERE k = {k}",
+    "UPDATE {t} SET l[-1] = 1 WHERE k = {k}",
+    "DELETE l[3] FROM {t} WHERE k = {k}",
+    "UPDATE {t} SET l[null] = 1 WHERE k = {k}",
+    "UPDATE {t} SET l[0] = 1 WHERE k = 999999999",   # no list there
+    "DELETE l[0] FROM {t} WHERE k = 999999999",
+])
+def test_list_index_errors(cql, table, row, statement):
+    with pytest.raises(InvalidRequest):
+        cql.execute(statement.format(t=table, k=row))
+    assert get(cql, table, row, "l") == [1, 2, 3]
+
+
+def test_static_list_by_index(cql, test_keyspace):
+    schema = "k int, c int, v int, sl list<text> static, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, c, v, sl) VALUES (1, 1, 1, ['a', 'b'])")
+        cql.execute(f"UPDATE {t} SET sl[0] = 'z' WHERE k = 1")
+        cql.execute(f"UPDATE {t} SET sl = sl - ['b'] WHERE k = 1")
+        assert cql.execute(f"SELECT sl FROM {t} WHERE k = 1").one().sl == ["z"]
+        # SELECT * lists static columns before regular ones.
+        assert cql.execute(f"SELECT * FROM {t}").column_names == ["k", "c", "sl", "v"]

@@ -345,7 +345,7 @@ fn walk(
                             CqlType::List(v) => (CqlType::Int, (**v).clone()),
                             other => (other.clone(), other.clone()),
                         };
-                        term(specs, table, &format!("key({})", col.name), &kt, k);
+                        term(specs, table, &element_marker_name(col), &kt, k);
                         term(specs, table, &format!("value({})", col.name), &vt, v);
                     }
                     Assignment::SetField {
@@ -376,7 +376,7 @@ fn walk(
                         CqlType::Set(e) => (**e).clone(),
                         other => other.clone(),
                     };
-                    term(specs, table, &format!("key({})", col.name), &kt, k);
+                    term(specs, table, &element_marker_name(col), &kt, k);
                 }
             }
             using(specs, table, &s.using);
@@ -500,4 +500,13 @@ pub(crate) fn marker_value<'a>(
     values
         .get(marker.index as usize)
         .ok_or_else(|| QueryError::Invalid("Missing value for bind marker".to_string()))
+}
+
+/// The name Cassandra gives the marker of an element selector: `idx(l)` for a list index,
+/// `key(m)` for a map key or set element.
+fn element_marker_name(col: &schema::ColumnMetadata) -> String {
+    match col.ty.unfrozen() {
+        CqlType::List(_) => format!("idx({})", col.name),
+        _ => format!("key({})", col.name),
+    }
 }

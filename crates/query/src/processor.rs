@@ -417,7 +417,7 @@ impl QueryProcessor {
             Some(t) => t,
             None => self.next_timestamp(),
         };
-        let mut collected = write::MutationSet::default();
+        let mut resolved = Vec::with_capacity(items.len());
         for item in items {
             let (statement, ks, values) = match item {
                 BatchItem::Query(text, values) => {
@@ -440,15 +440,36 @@ impl QueryProcessor {
                     )
                 }
             };
-            let ctx = write::WriteContext {
-                schema: &schema,
-                keyspace: ks.as_deref(),
-                values: &values,
-                default_timestamp: timestamp,
-                now_seconds: Self::now_seconds(&options),
-                in_batch: true,
-            };
-            write::collect_mutations(&statement, &ctx, &mut collected)?;
+            resolved.push((statement, ks, values));
+        }
+        let now_seconds = Self::now_seconds(&options);
+        let collect = |lists: Option<&write::ListState>| {
+            let mut collected = write::MutationSet::default();
+            for (statement, ks, values) in &resolved {
+                let ctx = write::WriteContext {
+                    schema: &schema,
+                    keyspace: ks.as_deref(),
+                    values,
+                    default_timestamp: timestamp,
+                    now_seconds,
+                    in_batch: true,
+                    lists,
+                };
+                write::collect_mutations(statement, &ctx, &mut collected)?;
+            }
+            Ok::<_, QueryError>(collected)
+        };
+        let mut collected = collect(None)?;
+        if !collected.list_reads.is_empty() {
+            let lists = write::read_lists(
+                self,
+                &schema,
+                &collected.list_reads,
+                options.consistency,
+                now_seconds,
+            )
+            .await?;
+            collected = collect(Some(&lists))?;
         }
         write::apply(self, &schema, collected, options.consistency).await?;
         Ok(QueryResult::Void)
@@ -485,16 +506,35 @@ impl QueryProcessor {
                     Some(t) => t,
                     None => self.next_timestamp(),
                 };
-                let ctx = write::WriteContext {
-                    schema: &schema,
-                    keyspace: keyspace.as_deref(),
-                    values,
-                    default_timestamp: timestamp,
-                    now_seconds: Self::now_seconds(options),
-                    in_batch: false,
+                let now_seconds = Self::now_seconds(options);
+                let collect = |lists: Option<&write::ListState>| {
+                    let ctx = write::WriteContext {
+                        schema: &schema,
+                        keyspace: keyspace.as_deref(),
+                        values,
+                        default_timestamp: timestamp,
+                        now_seconds,
+                        in_batch: false,
+                        lists,
+                    };
+                    let mut collected = write::MutationSet::default();
+                    write::collect_mutations(statement, &ctx, &mut collected)?;
+                    Ok::<_, QueryError>(collected)
                 };
-                let mut collected = write::MutationSet::default();
-                write::collect_mutations(statement, &ctx, &mut collected)?;
+                // Operations on lists by index or value need the list: a first pass names the
+                // lists, they are read, and a second pass writes.
+                let mut collected = collect(None)?;
+                if !collected.list_reads.is_empty() {
+                    let lists = write::read_lists(
+                        self,
+                        &schema,
+                        &collected.list_reads,
+                        options.consistency,
+                        now_seconds,
+                    )
+                    .await?;
+                    collected = collect(Some(&lists))?;
+                }
                 write::apply(self, &schema, collected, options.consistency).await?;
                 Ok(QueryResult::Void)
             }

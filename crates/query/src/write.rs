@@ -34,6 +34,38 @@ pub(crate) struct WriteContext<'a> {
     pub default_timestamp: i64,
     pub now_seconds: i32,
     pub in_batch: bool,
+    /// The current contents of the lists that operations by index or value need (`l[i] = v`,
+    /// `DELETE l[i]`, `l = l - [..]`): `None` on the first pass, which records the reads in
+    /// `MutationSet::list_reads`; the caller reads them and runs the statement again with them.
+    pub lists: Option<&'a ListState>,
+}
+
+/// Which list a read-before-write needs: table, partition, row (`None`: the static row) and
+/// column.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ListRead {
+    pub keyspace: String,
+    pub table: uuid::Uuid,
+    pub token: i64,
+    pub partition_key: Vec<u8>,
+    pub clustering: Option<Vec<u8>>,
+    pub column: u32,
+}
+
+/// A list's live elements in list order, as (cell path, value).
+type ListElements = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Lists read for `ListRead`s.
+#[derive(Default)]
+pub(crate) struct ListState {
+    pub lists: BTreeMap<ListRead, ListElements>,
+}
+
+/// An operation on a list that needs its current contents.
+enum ListOp {
+    SetIndex(i32, TermValue),
+    DeleteIndex(i32),
+    Remove(Vec<Vec<u8>>),
 }
 
 /// Updates grouped by table and partition, so a batch touching one partition twice produces one
@@ -41,6 +73,8 @@ pub(crate) struct WriteContext<'a> {
 #[derive(Default)]
 pub(crate) struct MutationSet {
     pub partitions: BTreeMap<(uuid::Uuid, Vec<u8>), (String, PartitionUpdate)>,
+    /// Lists to read before the statements can be applied (see `WriteContext::lists`).
+    pub list_reads: std::collections::BTreeSet<ListRead>,
 }
 
 impl MutationSet {
@@ -98,6 +132,7 @@ pub(crate) fn collect_mutations(
                 default_timestamp: timestamp,
                 now_seconds: ctx.now_seconds,
                 in_batch: true,
+                lists: ctx.lists,
             };
             for s in &b.statements {
                 collect_mutations(s, &inner, out)?;
@@ -1036,6 +1071,241 @@ fn settable<'t>(
     Ok(col)
 }
 
+/// Writes `regular` to every addressed row and `static_row` to every addressed partition,
+/// each with its share of `list_ops` resolved against the lists read for it.
+#[allow(clippy::too_many_arguments)] // one call site per statement kind; a struct adds nothing
+fn write_rows(
+    table: &TableMetadata,
+    keys: &KeyRestrictions,
+    (has_regular, regular): (bool, &Row),
+    (has_static, static_row): (bool, &Row),
+    list_ops: &[(&ColumnMetadata, ListOp)],
+    attrs: &WriteAttributes,
+    ctx: &WriteContext<'_>,
+    out: &mut MutationSet,
+) -> Result<(), QueryError> {
+    for pk in &keys.partitions {
+        let key = partition_key(table, pk)?;
+        let mut static_data = static_row.clone();
+        let mut rows = Vec::new();
+        for (col, op) in list_ops {
+            if col.kind == ColumnKind::Static {
+                static_data.columns.extend(resolve_list_op(
+                    table, &key, None, col, op, attrs, ctx, out,
+                )?);
+            }
+        }
+        if has_regular {
+            for prefix in &keys.clustering_prefixes {
+                let clustering = clustering_key(table, prefix);
+                let mut row = regular.clone();
+                for (col, op) in list_ops {
+                    if col.kind != ColumnKind::Static {
+                        row.columns.extend(resolve_list_op(
+                            table,
+                            &key,
+                            Some(&clustering),
+                            col,
+                            op,
+                            attrs,
+                            ctx,
+                            out,
+                        )?);
+                    }
+                }
+                sort_columns(&mut row);
+                rows.push((clustering, row));
+            }
+        }
+        sort_columns(&mut static_data);
+        let partition = out.partition(table, key);
+        for (clustering, row) in rows {
+            if !row.columns.is_empty() {
+                push_row(partition, clustering, row);
+            }
+        }
+        if has_static && !static_data.columns.is_empty() {
+            merge_static(partition, static_data);
+        }
+    }
+    Ok(())
+}
+
+/// The cells a list operation writes, given the list's current contents; on the first pass
+/// (no `ctx.lists`) it records the read it needs and writes nothing.
+#[allow(clippy::too_many_arguments)]
+fn resolve_list_op(
+    table: &TableMetadata,
+    key: &PartitionKey,
+    clustering: Option<&[u8]>,
+    col: &ColumnMetadata,
+    op: &ListOp,
+    attrs: &WriteAttributes,
+    ctx: &WriteContext<'_>,
+    out: &mut MutationSet,
+) -> Result<Option<ColumnData>, QueryError> {
+    let read = ListRead {
+        keyspace: table.keyspace.clone(),
+        table: table.id,
+        token: key.token,
+        partition_key: key.key.clone(),
+        clustering: clustering.map(<[u8]>::to_vec),
+        column: col.id,
+    };
+    let Some(state) = ctx.lists else {
+        out.list_reads.insert(read);
+        return Ok(None);
+    };
+    let empty = Vec::new();
+    let current = state.lists.get(&read).unwrap_or(&empty);
+    if current.is_empty() {
+        match op {
+            ListOp::SetIndex(..) => {
+                return Err(QueryError::Invalid(
+                    "Attempted to set an element on a list which is null".to_string(),
+                ))
+            }
+            ListOp::DeleteIndex(_) => {
+                return Err(QueryError::Invalid(
+                    "Attempted to delete an element from a list which is null".to_string(),
+                ))
+            }
+            ListOp::Remove(_) => return Ok(None),
+        }
+    }
+    let at = |index: i32| -> Result<&Vec<u8>, QueryError> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| current.get(i))
+            .map(|(path, _)| path)
+            .ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "List index {index} out of bound, list has size {}",
+                    current.len()
+                ))
+            })
+    };
+    let cells = match op {
+        ListOp::SetIndex(index, value) => {
+            let path = at(*index)?.clone();
+            match value {
+                TermValue::Unset => return Ok(None),
+                TermValue::Null => vec![(path, tombstone(attrs.timestamp, ctx.now_seconds))],
+                TermValue::Value(v) => vec![(path, cell(attrs, v.clone()))],
+            }
+        }
+        ListOp::DeleteIndex(index) => {
+            vec![(
+                at(*index)?.clone(),
+                tombstone(attrs.timestamp, ctx.now_seconds),
+            )]
+        }
+        ListOp::Remove(values) => current
+            .iter()
+            .filter(|(_, v)| values.contains(v))
+            .map(|(path, _)| (path.clone(), tombstone(attrs.timestamp, ctx.now_seconds)))
+            .collect(),
+    };
+    if cells.is_empty() {
+        return Ok(None);
+    }
+    let mut cells = cells;
+    cells.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(ColumnData::Complex {
+        id: col.id,
+        deletion: None,
+        cells,
+    }))
+}
+
+/// A list index from a term: an int, never null.
+fn list_index(term: &Term, column: &str, ctx: &WriteContext<'_>) -> Result<i32, QueryError> {
+    match evaluate(term, &CqlType::Int, column, ctx.values)? {
+        TermValue::Value(b) if b.len() == 4 => Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        TermValue::Value(_) => Err(QueryError::Invalid(format!(
+            "Invalid list index for {column}"
+        ))),
+        TermValue::Null => Err(QueryError::Invalid(
+            "Invalid null value for list index".to_string(),
+        )),
+        TermValue::Unset => Err(QueryError::Invalid(format!(
+            "Invalid unset value for list index of {column}"
+        ))),
+    }
+}
+
+/// Reads the lists `reads` names at `consistency`: each list's live elements in order, after
+/// the row's and partition's deletions.
+pub(crate) async fn read_lists(
+    processor: &QueryProcessor,
+    schema: &Schema,
+    reads: &std::collections::BTreeSet<ListRead>,
+    consistency: ConsistencyLevel,
+    now: i32,
+) -> Result<ListState, QueryError> {
+    use coordinator::{ReadCommand, ReadResponse};
+    let mut state = ListState::default();
+    for read in reads {
+        let keyspace = schema.keyspace(&read.keyspace).ok_or_else(|| {
+            QueryError::Invalid(format!("keyspace {} does not exist", read.keyspace))
+        })?;
+        let slice = match &read.clustering {
+            Some(ck) => storage::ClusteringSlice {
+                start: Some(ClusteringBound {
+                    prefix: ck.clone(),
+                    inclusive: true,
+                }),
+                end: Some(ClusteringBound {
+                    prefix: ck.clone(),
+                    inclusive: true,
+                }),
+                reversed: false,
+            },
+            None => storage::ClusteringSlice::all(),
+        };
+        let command = ReadCommand::Partition {
+            table: read.table,
+            key: PartitionKey {
+                token: read.token,
+                key: read.partition_key.clone(),
+            },
+            slice,
+            max_rows: 1,
+            resume: None,
+        };
+        let ReadResponse::Partition(page) = processor
+            .coordinator
+            .read(keyspace, command, consistency)
+            .await?
+        else {
+            return Err(QueryError::Server("unexpected read response".to_string()));
+        };
+        let data = page.data;
+        let (row, covering) = match &read.clustering {
+            Some(ck) => (
+                data.rows
+                    .into_iter()
+                    .find(|(k, _)| k == ck)
+                    .map(|(_, row)| row),
+                data.header.covering_deletion(ck),
+            ),
+            None => (data.static_row, data.header.deletion),
+        };
+        let Some(mut row) = row else { continue };
+        row.apply_deletions(covering);
+        let Some(ColumnData::Complex { cells, .. }) = row.column(read.column) else {
+            continue;
+        };
+        let mut live: ListElements = cells
+            .iter()
+            .filter_map(|(path, c)| c.live_value(now).map(|v| (path.clone(), v.to_vec())))
+            .collect();
+        live.sort_by(|a, b| types::compare(&CqlType::Timeuuid, &a.0, &b.0));
+        state.lists.insert(read.clone(), live);
+    }
+    Ok(state)
+}
+
 fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
     if s.conditions.is_some() {
@@ -1046,6 +1316,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     let attrs = attributes(&s.using, table, ctx)?;
     let mut regular = Row::default();
     let mut static_row = Row::default();
+    let mut list_ops: Vec<(&ColumnMetadata, ListOp)> = Vec::new();
     for a in &s.assignments {
         let (data, col) = match a {
             Assignment::Set {
@@ -1102,11 +1373,14 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     CqlType::Set(e) => CqlType::Set(e.clone()),
                     CqlType::Map(k, _) => CqlType::Set(k.clone()),
                     CqlType::List(_) => {
-                        return Err(QueryError::Invalid(format!(
-                            "Removing elements from list {} is not supported yet by Helenus \
-                             (it needs a read before the write)",
-                            col.name
-                        )))
+                        if let TermValue::Value(b) = evaluate(t, &col.ty, &col.name, ctx.values)? {
+                            let values = split_elements(&b, 1)?
+                                .into_iter()
+                                .map(|e| e[0].to_vec())
+                                .collect();
+                            list_ops.push((col, ListOp::Remove(values)));
+                        }
+                        continue;
                     }
                     ty if ty.is_collection() => {
                         return Err(QueryError::Invalid(format!(
@@ -1146,12 +1420,11 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 let col = settable(table, c)?;
                 let (key_ty, value_ty) = match &col.ty {
                     CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
-                    CqlType::List(_) => {
-                        return Err(QueryError::Invalid(format!(
-                            "Setting an element of list {} by index is not supported yet by \
-                             Helenus (it needs a read before the write)",
-                            col.name
-                        )))
+                    CqlType::List(v) => {
+                        let index = list_index(key, &col.name, ctx)?;
+                        let value = evaluate(value, v, &col.name, ctx.values)?;
+                        list_ops.push((col, ListOp::SetIndex(index, value)));
+                        continue;
                     }
                     CqlType::Set(_) => {
                         return Err(QueryError::Invalid(format!(
@@ -1206,13 +1479,17 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     }
     sort_columns(&mut regular);
     sort_columns(&mut static_row);
+    let has_regular =
+        !regular.columns.is_empty() || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
+    let has_static = !static_row.columns.is_empty()
+        || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
     let keys = key_restrictions(table, &s.where_clause, ctx, false)?;
     let full_clustering = keys
         .clustering_prefixes
         .first()
         .map(|p| p.len() == table.clustering_count)
         .unwrap_or(false);
-    if !full_clustering && !regular.columns.is_empty() {
+    if !full_clustering && has_regular {
         let missing: Vec<String> = table
             .clustering()
             .iter()
@@ -1224,28 +1501,21 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             missing.join(", ")
         )));
     }
-    if full_clustering
-        && table.clustering_count > 0
-        && regular.columns.is_empty()
-        && !static_row.columns.is_empty()
-    {
+    if full_clustering && table.clustering_count > 0 && !has_regular && has_static {
         return Err(QueryError::Invalid(
             "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".to_string(),
         ));
     }
-    for pk in &keys.partitions {
-        let key = partition_key(table, pk)?;
-        let partition = out.partition(table, key);
-        if !regular.columns.is_empty() {
-            for prefix in &keys.clustering_prefixes {
-                push_row(partition, clustering_key(table, prefix), regular.clone());
-            }
-        }
-        if !static_row.columns.is_empty() {
-            merge_static(partition, static_row.clone());
-        }
-    }
-    Ok(())
+    write_rows(
+        table,
+        &keys,
+        (has_regular, &regular),
+        (has_static, &static_row),
+        &list_ops,
+        &attrs,
+        ctx,
+        out,
+    )
 }
 
 fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
@@ -1279,6 +1549,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     if !s.columns.is_empty() {
         let mut regular = Row::default();
         let mut static_row = Row::default();
+        let mut list_ops: Vec<(&ColumnMetadata, ListOp)> = Vec::new();
         for sel in &s.columns {
             let c = match sel {
                 DeleteSelector::Column(c) => c,
@@ -1287,11 +1558,9 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     let key_ty = match &col.ty {
                         CqlType::Map(k, _) | CqlType::Set(k) => (**k).clone(),
                         CqlType::List(_) => {
-                            return Err(QueryError::Invalid(format!(
-                                "Deleting an element of list {} by index is not supported yet \
-                                 by Helenus (it needs a read before the write)",
-                                col.name
-                            )))
+                            let index = list_index(key, &col.name, ctx)?;
+                            list_ops.push((col, ListOp::DeleteIndex(index)));
+                            continue;
                         }
                         ty if ty.is_collection() => {
                             return Err(QueryError::Invalid(format!(
@@ -1368,12 +1637,16 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         }
         sort_columns(&mut regular);
         sort_columns(&mut static_row);
-        if regular.columns.is_empty() && !static_row.columns.is_empty() && prefix_len > 0 {
+        let has_regular = !regular.columns.is_empty()
+            || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
+        let has_static = !static_row.columns.is_empty()
+            || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
+        if !has_regular && has_static && prefix_len > 0 {
             return Err(QueryError::Invalid(
                 "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns".to_string(),
             ));
         }
-        if !regular.columns.is_empty() && prefix_len != table.clustering_count {
+        if has_regular && prefix_len != table.clustering_count {
             return Err(QueryError::Invalid(format!(
                 "Some clustering keys are missing: {}",
                 table.clustering()[prefix_len..]
@@ -1383,18 +1656,16 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     .join(", ")
             )));
         }
-        for pk in &keys.partitions {
-            let partition = out.partition(table, partition_key(table, pk)?);
-            if !regular.columns.is_empty() {
-                for prefix in &keys.clustering_prefixes {
-                    push_row(partition, clustering_key(table, prefix), regular.clone());
-                }
-            }
-            if !static_row.columns.is_empty() {
-                merge_static(partition, static_row.clone());
-            }
-        }
-        return Ok(());
+        return write_rows(
+            table,
+            &keys,
+            (has_regular, &regular),
+            (has_static, &static_row),
+            &list_ops,
+            &attrs,
+            ctx,
+            out,
+        );
     }
 
     for pk in &keys.partitions {

@@ -97,8 +97,9 @@ pub struct TableMetadata {
     pub keyspace: String,
     pub name: String,
     pub id: Uuid,
-    /// Primary-key columns first (partition key, then clustering, in key order), then static and
-    /// regular columns ordered by name — the order `SELECT *` returns them in.
+    /// Primary-key columns first (partition key, then clustering, in key order), then static
+    /// columns, then regular ones, each group ordered by name — the order `SELECT *` returns
+    /// them in.
     pub columns: Vec<ColumnMetadata>,
     pub partition_key_count: usize,
     pub clustering_count: usize,
@@ -190,7 +191,8 @@ impl TableMetadata {
             .iter()
             .filter(|(c, _, _)| !out.iter().any(|k| &k.name == c))
             .collect();
-        rest.sort_by(|a, b| a.0.cmp(&b.0));
+        // Static columns first, then regular ones, each by name: Cassandra's `SELECT *` order.
+        rest.sort_by(|a, b| (!a.2, &a.0).cmp(&(!b.2, &b.0)));
         let has_static = rest.iter().any(|(_, _, s)| *s);
         if has_static && clustering.is_empty() {
             return Err(SchemaError::Invalid(
@@ -298,9 +300,11 @@ impl TableMetadata {
         };
         self.next_column_id += 1;
         let key_count = self.partition_key_count + self.clustering_count;
+        let order = |static_column: bool, name: &str| (!static_column, name.to_string());
+        let new_order = order(is_static, name);
         let at = self.columns[key_count..]
             .iter()
-            .position(|c| c.name.as_str() > name)
+            .position(|c| order(c.kind == ColumnKind::Static, &c.name) > new_order)
             .map(|p| p + key_count)
             .unwrap_or(self.columns.len());
         self.columns.insert(at, column);
@@ -454,10 +458,15 @@ mod tests {
     }
 
     #[test]
-    fn columns_are_ordered_keys_first_then_by_name() {
-        let t = table();
+    fn columns_are_ordered_keys_first_then_statics_then_by_name() {
+        // Cassandra 5.0's SELECT * order.
+        let mut t = table();
         let names: Vec<_> = t.columns.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["k", "c", "a", "s", "v"]);
+        assert_eq!(names, ["k", "c", "s", "a", "v"]);
+        t.add_column("b", CqlType::Int, true).expect("add static");
+        t.add_column("b2", CqlType::Int, false).expect("add regular");
+        let names: Vec<_> = t.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["k", "c", "b", "s", "a", "b2", "v"]);
         assert_eq!(t.clustering()[0].order, ClusteringOrder::Desc);
         assert_eq!(t.column("s").map(|c| c.kind), Some(ColumnKind::Static));
     }
