@@ -563,6 +563,70 @@ pub(crate) fn split_elements(bytes: &[u8], width: usize) -> Result<Vec<Vec<&[u8]
     Ok(out)
 }
 
+/// `INSERT ... JSON '{..}'`: one value per column, from the JSON object's entries (keys are
+/// column names, lowercased unless double-quoted); columns it does not name are null (DEFAULT
+/// NULL, the default) or left untouched (DEFAULT UNSET).
+fn json_values(
+    table: &TableMetadata,
+    value: &Term,
+    default: &cql_syntax::ast::JsonDefault,
+    ctx: &WriteContext<'_>,
+) -> Result<Vec<Option<TermValue>>, QueryError> {
+    let text = match evaluate(value, &CqlType::Text, "[json]", ctx.values)? {
+        TermValue::Value(b) => String::from_utf8(b)
+            .map_err(|_| QueryError::Invalid("JSON value is not valid UTF-8".to_string()))?,
+        TermValue::Null | TermValue::Unset => {
+            return Err(QueryError::Invalid(
+                "Got null for INSERT JSON values".to_string(),
+            ))
+        }
+    };
+    let object = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(object)) => object,
+        Ok(other) => {
+            return Err(QueryError::Invalid(format!(
+                "Could not decode JSON string as a map: {other} is not a JSON object"
+            )))
+        }
+        Err(e) => {
+            return Err(QueryError::Invalid(format!(
+                "Could not decode JSON string as a map: {e}"
+            )))
+        }
+    };
+    let missing = match default {
+        cql_syntax::ast::JsonDefault::Unset => None,
+        cql_syntax::ast::JsonDefault::Null => Some(TermValue::Null),
+    };
+    let mut given: Vec<Option<TermValue>> = vec![missing; table.columns.len()];
+    for (key, json) in &object {
+        let name = types::json_key_to_name(key);
+        let idx = table.column_index(&name).ok_or_else(|| {
+            QueryError::Invalid(format!(
+                "JSON values map contains unrecognized column: {name}"
+            ))
+        })?;
+        let col = &table.columns[idx];
+        let decode_error = |e: &dyn std::fmt::Display| {
+            QueryError::Invalid(format!("Error decoding JSON value for {name}: {e}"))
+        };
+        given[idx] = Some(
+            match types::Value::from_json(&col.ty, json).map_err(|e| decode_error(&e))? {
+                None => TermValue::Null,
+                Some(v) => {
+                    let mut bytes = Vec::new();
+                    v.encode(&mut bytes);
+                    match types::canonicalize(&col.ty, &bytes).map_err(|e| decode_error(&e))? {
+                        Some(canonical) => TermValue::Value(canonical),
+                        None => TermValue::Value(bytes),
+                    }
+                }
+            },
+        );
+    }
+    Ok(given)
+}
+
 fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
     if s.if_not_exists {
@@ -571,32 +635,30 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 .to_string(),
         ));
     }
-    let (columns, values) = match &s.values {
-        InsertValues::Json { .. } => {
-            return Err(QueryError::Invalid(
-                "INSERT JSON is not supported yet by Helenus".to_string(),
-            ))
-        }
-        InsertValues::Values { columns, values } => (columns, values),
-    };
-    if columns.len() != values.len() {
-        return Err(QueryError::Invalid(
-            "Unmatched column names/values".to_string(),
-        ));
-    }
     let attrs = attributes(&s.using, table, ctx)?;
-    let mut given: Vec<Option<TermValue>> = vec![None; table.columns.len()];
-    for (name, term) in columns.iter().zip(values) {
-        let col = column(table, name)?;
-        let idx = table.column_index(&col.name).unwrap_or(0);
-        if given[idx].is_some() {
-            return Err(QueryError::Invalid(format!(
-                "Multiple definitions found for column {}",
-                col.name
-            )));
+    let mut given: Vec<Option<TermValue>> = match &s.values {
+        InsertValues::Json { value, default } => json_values(table, value, default, ctx)?,
+        InsertValues::Values { columns, values } => {
+            if columns.len() != values.len() {
+                return Err(QueryError::Invalid(
+                    "Unmatched column names/values".to_string(),
+                ));
+            }
+            let mut given: Vec<Option<TermValue>> = vec![None; table.columns.len()];
+            for (name, term) in columns.iter().zip(values) {
+                let col = column(table, name)?;
+                let idx = table.column_index(&col.name).unwrap_or(0);
+                if given[idx].is_some() {
+                    return Err(QueryError::Invalid(format!(
+                        "Multiple definitions found for column {}",
+                        col.name
+                    )));
+                }
+                given[idx] = Some(evaluate(term, &col.ty, &col.name, ctx.values)?);
+            }
+            given
         }
-        given[idx] = Some(evaluate(term, &col.ty, &col.name, ctx.values)?);
-    }
+    };
     let mut pk = Vec::new();
     let mut missing = Vec::new();
     for (i, col) in table.partition_key().iter().enumerate() {

@@ -48,7 +48,7 @@ fn float_text(v: f64, shortest: String) -> String {
 
 /// `BigDecimal`-like plain text: the unscaled digits with a decimal point `scale` digits from
 /// the right, or `<unscaled>E<exponent>` for a negative scale.
-fn decimal_text(unscaled: &BigInt, scale: i32) -> String {
+pub(crate) fn decimal_text(unscaled: &BigInt, scale: i32) -> String {
     let digits = unscaled.magnitude().to_string();
     let sign = if unscaled.sign() == Sign::Minus {
         "-"

@@ -2,7 +2,7 @@
 //!
 //! Owns: the [`CqlType`] tree (every native type, collections, tuples, UDTs, vectors), the
 //! native-protocol serialisation of values (which is also how values are stored), CQL literal
-//! text forms, Cassandra's ordering of serialised values, and the byte-comparable encoding used
+//! text forms and JSON forms, Cassandra's ordering of serialised values, and the byte-comparable encoding used
 //! for storage keys.
 //!
 //! Must not depend on: schema, storage, the protocol frame codec, or any I/O. Pure and fuzzable.
@@ -12,6 +12,7 @@ mod compare;
 mod cql_type;
 mod error;
 mod format;
+mod json;
 mod literal;
 mod temporal;
 mod value;
@@ -20,5 +21,6 @@ mod vint;
 pub use compare::compare;
 pub use cql_type::{CqlType, UdtType};
 pub use error::TypeError;
+pub use json::{json_key_to_name, name_to_json_key};
 pub use literal::Literal;
 pub use value::{canonicalize, validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};
