@@ -42,7 +42,7 @@ use mutation::{decode_partition_header, decode_row, encode_row, PartitionHeader,
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::{
-    statistics::Ticker, BlockBasedOptions, BottommostLevelCompaction, Cache,
+    statistics::Ticker, BlockBasedIndexType, BlockBasedOptions, BottommostLevelCompaction, Cache,
     ColumnFamilyDescriptor, CompactOptions, DBCompressionType, DBRecoveryMode, DBWithThreadMode,
     ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions, SliceTransform, WriteBatch,
     WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
@@ -61,6 +61,8 @@ type Db = DBWithThreadMode<MultiThreaded>;
 /// Compaction reads SSTables sequentially; with direct I/O there is no OS readahead, so RocksDB
 /// needs its own. 2 MiB is RocksDB's recommended value for direct I/O.
 const COMPACTION_READAHEAD_BYTES: usize = 2 << 20;
+/// The size of index and filter partitions: one data block's worth.
+const METADATA_BLOCK_BYTES: usize = 4096;
 /// Bloom filter bits per key: ~1% false positives.
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
 /// The prefix extractor's length: the token (see `keys`).
@@ -288,7 +290,17 @@ fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Optio
     // Index and filter blocks count against the block cache, so `block_cache_bytes` bounds
     // them too; L0's are pinned since every read consults them.
     block.set_cache_index_and_filter_blocks(true);
+    block.set_cache_index_and_filter_blocks_with_high_priority(true);
     block.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    // Partitioned index and filters: a file's index and filter are cut into blocks of about
+    // `METADATA_BLOCK_BYTES` under a small pinned top level, so a point read whose partition
+    // fell out of the cache reads one such block, not a whole file's index or filter (hundreds
+    // of KiB for a 64 MiB file, larger than a cache shard, so they thrashed: bench/readamp.py
+    // measured 180-940 KB read per point read with a whole-file index and filter).
+    block.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+    block.set_partition_filters(true);
+    block.set_metadata_block_size(METADATA_BLOCK_BYTES);
+    block.set_pin_top_level_index_and_filter(true);
 
     let mut opts = Options::default();
     opts.set_block_based_table_factory(&block);
