@@ -273,7 +273,11 @@ fn walk(
     match statement {
         Statement::Select(s) => {
             let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
-            *result_columns = select::result_columns(table, s)?;
+            let selection = select::analyze_selection(schema, table, s)?;
+            *result_columns = selection.columns;
+            for m in selection.markers {
+                specs.marker(&m.marker, spec(table, &m.name, m.ty));
+            }
             relations(specs, table, &s.where_clause)?;
             if let Some(Term::BindMarker(m)) = &s.per_partition_limit {
                 specs.marker(m, spec(table, "[per_partition_limit]", CqlType::Int));

@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use coordinator::{ReadCommand, ReadResponse};
-use cql_syntax::ast::{
-    Operator, Order, Relation, RelationValue, Select, Selection, SelectorExpr, Term,
-};
+use cql_syntax::ast::{Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term};
 use mutation::{Cell, CellValue, ColumnData, DeletionTime, RangeTombstone, Row};
 use schema::{ClusteringOrder, ColumnKind, Schema, TableMetadata};
 use storage::{ClusteringSlice, PartitionData, PartitionKey, ScanStart};
@@ -25,177 +23,71 @@ use crate::{system_tables, QueryError};
 /// the rows held per storage read, not the result.
 const INTERNAL_PAGE_ROWS: usize = 5_000;
 
-/// What one output column computes.
-#[derive(Debug, Clone)]
-enum Output {
-    Column(usize),
-    WriteTime(usize),
-    Ttl(usize),
-    Token,
-    CountRows,
+mod aggregates;
+mod functions;
+mod numbers;
+mod operations;
+mod selector;
+
+use selector::{GroupState, Selection, SelectionMarker};
+
+/// Result columns and selection bind markers of a SELECT, for PREPARE.
+pub(crate) struct SelectionInfo {
+    pub columns: Vec<ColumnSpec>,
+    pub markers: Vec<SelectionMarker>,
 }
 
 fn compile_selection(
+    schema: &Schema,
     table: &TableMetadata,
     select: &Select,
-) -> Result<(Vec<Output>, Vec<ColumnSpec>), QueryError> {
-    let spec = |name: &str, ty: CqlType| ColumnSpec {
-        keyspace: table.keyspace.clone(),
-        table: table.name.clone(),
-        name: name.to_string(),
-        ty,
-    };
-    let mut outputs = Vec::new();
-    let mut specs = Vec::new();
-    match &select.selection {
-        Selection::Wildcard => {
-            for (i, c) in table.columns.iter().enumerate() {
-                outputs.push(Output::Column(i));
-                specs.push(spec(&c.name, c.ty.clone()));
-            }
-        }
-        Selection::Columns(selectors) => {
-            for s in selectors {
-                let (out, default_name, ty) = match &s.expr {
-                    SelectorExpr::Column(c) => {
-                        let col = column(table, c)?;
-                        let i = table.column_index(&col.name).unwrap_or(0);
-                        (Output::Column(i), col.name.clone(), col.ty.clone())
-                    }
-                    SelectorExpr::WriteTime(inner) | SelectorExpr::Ttl(inner) => {
-                        let is_ttl = matches!(s.expr, SelectorExpr::Ttl(_));
-                        let SelectorExpr::Column(c) = inner.as_ref() else {
-                            return Err(QueryError::Invalid(
-                                "writetime() and ttl() of collection elements or UDT fields are not supported yet by Helenus".to_string(),
-                            ));
-                        };
-                        let col = column(table, c)?;
-                        let what = if is_ttl { "ttl" } else { "writetime" };
-                        if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
-                            return Err(QueryError::Invalid(format!(
-                                "Cannot use selection function {what} on PRIMARY KEY part {}",
-                                col.name
-                            )));
-                        }
-                        if col.ty.is_multi_cell() {
-                            return Err(QueryError::Invalid(format!(
-                                "Cannot use selection function {what} on non-frozen collection {} (supported from Cassandra 5.0; not yet by Helenus)",
-                                col.name
-                            )));
-                        }
-                        let i = table.column_index(&col.name).unwrap_or(0);
-                        if is_ttl {
-                            (Output::Ttl(i), format!("ttl({})", col.name), CqlType::Int)
-                        } else {
-                            (
-                                Output::WriteTime(i),
-                                format!("writetime({})", col.name),
-                                CqlType::Bigint,
-                            )
-                        }
-                    }
-                    SelectorExpr::CountRows => {
-                        (Output::CountRows, "count".to_string(), CqlType::Bigint)
-                    }
-                    SelectorExpr::FunctionCall { name, args, .. } => {
-                        let fname = name.as_str().to_ascii_lowercase();
-                        if fname == "token" {
-                            let names: Vec<String> = args
-                                .iter()
-                                .map(|a| match a {
-                                    SelectorExpr::Column(c) => Ok(c.as_str().to_string()),
-                                    _ => Err(QueryError::Invalid(
-                                        "Invalid arguments to token()".to_string(),
-                                    )),
-                                })
-                                .collect::<Result<_, _>>()?;
-                            let pk: Vec<String> = table
-                                .partition_key()
-                                .iter()
-                                .map(|c| c.name.clone())
-                                .collect();
-                            if names != pk {
-                                return Err(QueryError::Invalid(format!(
-                                    "Type error: token() requires the partition key columns ({}) in order",
-                                    pk.join(", ")
-                                )));
-                            }
-                            (
-                                Output::Token,
-                                format!("system.token({})", names.join(", ")),
-                                CqlType::Bigint,
-                            )
-                        } else if fname == "count" && args.len() == 1 {
-                            (
-                                Output::CountRows,
-                                format!("system.count({})", selector_text(&args[0])),
-                                CqlType::Bigint,
-                            )
-                        } else {
-                            return Err(QueryError::Invalid(format!(
-                                "Function {} in a selection is not supported yet by Helenus",
-                                name.as_str()
-                            )));
-                        }
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(
-                            "This kind of selector is not supported yet by Helenus".to_string(),
-                        ))
-                    }
-                };
-                let name = s
-                    .alias
-                    .as_ref()
-                    .map(|a| a.as_str().to_string())
-                    .unwrap_or(default_name);
-                outputs.push(out);
-                specs.push(spec(&name, ty));
-            }
-        }
-    }
-    let aggregates = outputs
-        .iter()
-        .filter(|o| matches!(o, Output::CountRows))
-        .count();
-    if aggregates > 0 && aggregates != outputs.len() {
-        return Err(QueryError::Invalid(
-            "Mixing aggregates and plain columns without GROUP BY is not supported yet by Helenus"
-                .to_string(),
-        ));
-    }
-    Ok((outputs, specs))
+) -> Result<Selection, QueryError> {
+    let types = schema.keyspace(&table.keyspace).map(|k| &k.types);
+    selector::compile(table, types, select)
 }
 
-fn selector_text(s: &SelectorExpr) -> String {
-    match s {
-        SelectorExpr::Column(c) => c.as_str().to_string(),
-        SelectorExpr::Term(Term::Constant(_)) => "1".to_string(),
-        _ => "*".to_string(),
-    }
-}
-
-pub(crate) fn result_columns(
+pub(crate) fn analyze_selection(
+    schema: &Schema,
     table: &TableMetadata,
     select: &Select,
-) -> Result<Vec<ColumnSpec>, QueryError> {
+) -> Result<SelectionInfo, QueryError> {
     if select.json {
-        return Ok(vec![ColumnSpec {
-            keyspace: table.keyspace.clone(),
-            table: table.name.clone(),
-            name: "[json]".to_string(),
-            ty: CqlType::Text,
-        }]);
+        return Ok(SelectionInfo {
+            columns: vec![ColumnSpec {
+                keyspace: table.keyspace.clone(),
+                table: table.name.clone(),
+                name: "[json]".to_string(),
+                ty: CqlType::Text,
+            }],
+            markers: Vec::new(),
+        });
     }
-    Ok(compile_selection(table, select)?.1)
+    let selection = compile_selection(schema, table, select)?;
+    Ok(SelectionInfo {
+        columns: selection.specs.clone(),
+        markers: selection.markers,
+    })
 }
 
 /// A materialised row: every column's value, with write times and TTLs of simple cells.
+#[derive(Debug, Clone)]
 struct RowValues {
     values: Vec<Option<Vec<u8>>>,
     writetimes: Vec<Option<i64>>,
     ttls: Vec<Option<i32>>,
+    /// For multi-cell columns, each live cell in the order of the column's value; filled only
+    /// when the selection asks for write times or TTLs of multi-cell columns (else empty).
+    cells: Vec<Option<Vec<CellTime>>>,
     token: i64,
+}
+
+/// One live cell of a multi-cell column: its path (map key, set element, list timeuuid or
+/// UDT field number), write time and remaining TTL.
+#[derive(Debug, Clone)]
+struct CellTime {
+    path: Vec<u8>,
+    timestamp: i64,
+    ttl: Option<i32>,
 }
 
 /// One WHERE relation as a row predicate.
@@ -219,8 +111,7 @@ enum Filter {
 
 struct Plan {
     table: Arc<TableMetadata>,
-    outputs: Vec<Output>,
-    specs: Vec<ColumnSpec>,
+    selection: Selection,
     filters: Vec<Filter>,
     /// Partitions to read, when the partition key is fully restricted by = or IN.
     partitions: Option<Vec<PartitionKey>>,
@@ -228,7 +119,10 @@ struct Plan {
     limit: Option<usize>,
     per_partition_limit: Option<usize>,
     distinct: bool,
+    /// An aggregate selection without GROUP BY: one result row over every row read.
     aggregate: bool,
+    /// GROUP BY: how many clustering columns (after the whole partition key) make a group.
+    group_by: Option<usize>,
     token_start: Option<i64>,
     token_end: Option<i64>,
     /// Whether a partition with only a live static row shows up as a row (no clustering
@@ -326,11 +220,13 @@ fn limit_value(
 }
 
 fn build_plan(
+    schema: &Schema,
     table: &Arc<TableMetadata>,
     select: &Select,
     values: &[Bound],
 ) -> Result<Plan, QueryError> {
-    let (outputs, specs) = compile_selection(table, select)?;
+    let mut selection = compile_selection(schema, table, select)?;
+    selection.bind(values)?;
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
     let mut filters = Vec::new();
@@ -537,6 +433,16 @@ fn build_plan(
             }
             combos = next;
         }
+        // Cassandra reads the partitions of an IN in key order, not in the order written.
+        let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
+        combos.sort_by(|a, b| {
+            a.iter()
+                .zip(b)
+                .zip(&key_types)
+                .map(|((x, y), ty)| types::compare(ty, x, y))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        });
         let mut keys = Vec::with_capacity(combos.len());
         for c in combos {
             let key = partition_key(table, &c)?;
@@ -669,27 +575,26 @@ fn build_plan(
             ));
         }
     }
-    if !select.group_by.is_empty() {
-        return Err(QueryError::Invalid(
-            "GROUP BY is not supported yet by Helenus".to_string(),
-        ));
-    }
     if select.json {
         return Err(QueryError::Invalid(
             "SELECT JSON is not supported yet by Helenus".to_string(),
         ));
     }
-    let aggregate = outputs.iter().any(|o| matches!(o, Output::CountRows));
+    let group_by = group_by_prefix(table, select)?;
+    let aggregate = selection.is_aggregate() && group_by.is_none();
+    if aggregate && select.per_partition_limit.is_some() {
+        return Err(QueryError::Invalid(
+            "PER PARTITION LIMIT is not allowed with aggregate queries.".to_string(),
+        ));
+    }
     if select.distinct {
-        for o in &outputs {
-            if let Output::Column(i) = o {
-                let kind = table.columns[*i].kind;
-                if !matches!(kind, ColumnKind::PartitionKey | ColumnKind::Static) {
-                    return Err(QueryError::Invalid(format!(
-                        "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
-                        table.columns[*i].name
-                    )));
-                }
+        for i in selection.columns_read() {
+            let kind = table.columns[i].kind;
+            if !matches!(kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+                return Err(QueryError::Invalid(format!(
+                    "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
+                    table.columns[i].name
+                )));
             }
         }
         if has_clustering_restriction {
@@ -700,8 +605,7 @@ fn build_plan(
     }
     Ok(Plan {
         table: table.clone(),
-        outputs,
-        specs,
+        selection,
         filters,
         partitions,
         slice: ClusteringSlice {
@@ -717,18 +621,101 @@ fn build_plan(
         )?,
         distinct: select.distinct,
         aggregate,
+        group_by,
         token_start,
         token_end,
         static_only_rows: !has_clustering_restriction,
     })
 }
 
+/// Validates GROUP BY as Cassandra does and returns how many clustering columns a group key
+/// has. GROUP BY names primary key columns in order; a column restricted by `=` may be left out;
+/// the partition key must be whole.
+fn group_by_prefix(table: &TableMetadata, select: &Select) -> Result<Option<usize>, QueryError> {
+    if select.group_by.is_empty() {
+        return Ok(None);
+    }
+    let restricted_by_eq = |name: &str| {
+        select.where_clause.iter().any(|r| match r {
+            Relation::Simple {
+                column,
+                op: Operator::Eq,
+                ..
+            } => column.as_str() == name,
+            Relation::MultiColumn {
+                columns,
+                op: Operator::Eq,
+                ..
+            } => columns.iter().any(|c| c.as_str() == name),
+            _ => false,
+        })
+    };
+    let order_error = || {
+        QueryError::Invalid(
+            "Group by currently only support groups of columns following their declared order in the PRIMARY KEY".to_string(),
+        )
+    };
+    let key_columns: Vec<&schema::ColumnMetadata> = table
+        .partition_key()
+        .iter()
+        .chain(table.clustering().iter())
+        .collect();
+    let mut next = 0;
+    let mut clustering_prefix = 0;
+    for expr in &select.group_by {
+        let SelectorExpr::Column(name) = expr else {
+            return Err(QueryError::Invalid(
+                "GROUP BY with functions is not supported yet by Helenus".to_string(),
+            ));
+        };
+        let col = column(table, name)?;
+        if !matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+            return Err(QueryError::Invalid(format!(
+                "Group by is currently only supported on the columns of the PRIMARY KEY, got {}",
+                col.name
+            )));
+        }
+        loop {
+            let Some(key_column) = key_columns.get(next) else {
+                return Err(order_error());
+            };
+            next += 1;
+            if key_column.kind == ColumnKind::Clustering {
+                clustering_prefix += 1;
+            }
+            if key_column.name == col.name {
+                break;
+            }
+            if !restricted_by_eq(&key_column.name) {
+                return Err(order_error());
+            }
+        }
+    }
+    if key_columns
+        .get(next)
+        .is_some_and(|c| c.kind == ColumnKind::PartitionKey)
+    {
+        return Err(QueryError::Invalid(
+            "Group by is not supported on only a part of the partition key".to_string(),
+        ));
+    }
+    if clustering_prefix > 0 && select.distinct {
+        return Err(QueryError::Invalid(
+            "Grouping on clustering columns is not allowed for SELECT DISTINCT queries".to_string(),
+        ));
+    }
+    Ok(Some(clustering_prefix))
+}
+
 /// Paging state (opaque to clients; byte layout, big-endian):
-/// `version u8 (=1) | partition_index u32 | returned u32 | partition_returned u32 |
-///  resume_len u32 | resume bytes`.
-/// `partition_index` counts partitions of an IN list already finished; `returned` is rows
-/// returned so far (for LIMIT); `partition_returned` rows of the current partition (for PER
-/// PARTITION LIMIT); `resume` is the storage position to continue from.
+/// `version u8 (1, or 2 with a group) | partition_index u32 | returned u32 |
+///  partition_returned u32 | resume_len u32 | resume bytes | last_partition_len u32 |
+///  last_partition bytes` and, in version 2, `group_partition_len u32 | group_partition bytes |
+///  group_token i64 | group_clustering_len u32 | group_clustering bytes | partition_groups u32`.
+/// A length of `u32::MAX` stands for an absent part.
+/// `partition_index` counts partitions of an IN list already finished; `returned` is rows (with
+/// GROUP BY: groups) returned so far (for LIMIT); `partition_returned` rows of the current
+/// partition (for PER PARTITION LIMIT); `resume` is the storage position to continue from.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct PagingState {
     partition_index: u32,
@@ -737,22 +724,50 @@ struct PagingState {
     resume: Option<Vec<u8>>,
     /// The partition the resume position belongs to (so a per-partition count continues).
     last_partition: Option<Vec<u8>>,
+    /// GROUP BY: the last group returned. `resume` is then a position at or before the next
+    /// group's first row, and rows up to the end of this group are skipped.
+    group: Option<GroupResume>,
+}
+
+/// Where a GROUP BY page ended: the last group returned and its ordinal in its partition.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupResume {
+    key: GroupKey,
+    partition_groups: u32,
+}
+
+/// What identifies a group: the partition and the group's clustering prefix, encoded
+/// byte-comparably (empty when the group is a whole partition or a static-only row).
+#[derive(Debug, Clone, PartialEq)]
+struct GroupKey {
+    partition: Vec<u8>,
+    token: i64,
+    clustering: Vec<u8>,
+}
+
+fn put_part(out: &mut Vec<u8>, part: Option<&[u8]>) {
+    match part {
+        Some(r) => {
+            out.extend_from_slice(&(r.len() as u32).to_be_bytes());
+            out.extend_from_slice(r);
+        }
+        None => out.extend_from_slice(&u32::MAX.to_be_bytes()),
+    }
 }
 
 impl PagingState {
     fn encode(&self) -> Vec<u8> {
-        let mut out = vec![1u8];
+        let mut out = vec![if self.group.is_some() { 2u8 } else { 1u8 }];
         out.extend_from_slice(&self.partition_index.to_be_bytes());
         out.extend_from_slice(&self.returned.to_be_bytes());
         out.extend_from_slice(&self.partition_returned.to_be_bytes());
-        for part in [&self.resume, &self.last_partition] {
-            match part {
-                Some(r) => {
-                    out.extend_from_slice(&(r.len() as u32).to_be_bytes());
-                    out.extend_from_slice(r);
-                }
-                None => out.extend_from_slice(&u32::MAX.to_be_bytes()),
-            }
+        put_part(&mut out, self.resume.as_deref());
+        put_part(&mut out, self.last_partition.as_deref());
+        if let Some(g) = &self.group {
+            put_part(&mut out, Some(&g.key.partition));
+            out.extend_from_slice(&g.key.token.to_be_bytes());
+            put_part(&mut out, Some(&g.key.clustering));
+            out.extend_from_slice(&g.partition_groups.to_be_bytes());
         }
         out
     }
@@ -760,44 +775,99 @@ impl PagingState {
     fn decode(bytes: &[u8]) -> Result<PagingState, QueryError> {
         let bad = || QueryError::Invalid("Invalid value for the paging state".to_string());
         let mut rest = bytes;
-        let u32_at = |rest: &mut &[u8]| -> Result<u32, QueryError> {
-            if rest.len() < 4 {
+        let take = |rest: &mut &[u8], n: usize| -> Result<Vec<u8>, QueryError> {
+            if rest.len() < n {
                 return Err(bad());
             }
-            let v = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
-            *rest = &rest[4..];
-            Ok(v)
+            let (head, tail) = rest.split_at(n);
+            *rest = tail;
+            Ok(head.to_vec())
         };
-        if rest.first() != Some(&1) {
-            return Err(bad());
-        }
+        let u32_at = |rest: &mut &[u8]| -> Result<u32, QueryError> {
+            let b = take(rest, 4)?;
+            Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let part = |rest: &mut &[u8]| -> Result<Option<Vec<u8>>, QueryError> {
+            let len = u32_at(rest)?;
+            if len == u32::MAX {
+                return Ok(None);
+            }
+            take(rest, len as usize).map(Some)
+        };
+        let version = match rest.first() {
+            Some(v @ (1 | 2)) => *v,
+            _ => return Err(bad()),
+        };
         rest = &rest[1..];
         let partition_index = u32_at(&mut rest)?;
         let returned = u32_at(&mut rest)?;
         let partition_returned = u32_at(&mut rest)?;
-        let mut parts = [None, None];
-        for part in parts.iter_mut() {
-            let len = u32_at(&mut rest)?;
-            if len != u32::MAX {
-                let len = len as usize;
-                if rest.len() < len {
-                    return Err(bad());
-                }
-                *part = Some(rest[..len].to_vec());
-                rest = &rest[len..];
-            }
-        }
+        let resume = part(&mut rest)?;
+        let last_partition = part(&mut rest)?;
+        let group = if version == 2 {
+            let partition = part(&mut rest)?.ok_or_else(bad)?;
+            let t = take(&mut rest, 8)?;
+            let token = i64::from_be_bytes(t.try_into().map_err(|_| bad())?);
+            let clustering = part(&mut rest)?.ok_or_else(bad)?;
+            let partition_groups = u32_at(&mut rest)?;
+            Some(GroupResume {
+                key: GroupKey {
+                    partition,
+                    token,
+                    clustering,
+                },
+                partition_groups,
+            })
+        } else {
+            None
+        };
         if !rest.is_empty() {
             return Err(bad());
         }
-        let [resume, last_partition] = parts;
         Ok(PagingState {
             partition_index,
             returned,
             partition_returned,
             resume,
             last_partition,
+            group,
         })
+    }
+}
+
+/// Where the rows read go: result rows, one aggregate over everything, or groups.
+enum Sink {
+    Rows(Rows),
+    Aggregate(Box<GroupState>),
+    Grouped(Grouper),
+}
+
+/// What a grouped read does after a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    /// The page is full; the row was not consumed and starts a later page.
+    PageFull,
+    /// LIMIT groups were returned.
+    Done,
+}
+
+impl Sink {
+    /// Rows to ask storage for next.
+    fn wanted(&self) -> usize {
+        match self {
+            Sink::Rows(out) => out.wanted(),
+            Sink::Aggregate(_) => INTERNAL_PAGE_ROWS,
+            Sink::Grouped(g) => g.wanted(),
+        }
+    }
+
+    fn limit_reached(&self) -> bool {
+        match self {
+            Sink::Rows(out) => out.limit_reached(),
+            Sink::Aggregate(_) => false,
+            Sink::Grouped(g) => g.done,
+        }
     }
 }
 
@@ -815,8 +885,9 @@ pub(crate) async fn execute(
         keyspace,
         &select.table.name,
     )?;
-    let plan = build_plan(table, select, values)?;
+    let plan = build_plan(schema, table, select, values)?;
     let now = QueryProcessor::now_seconds(options);
+    // An aggregate without GROUP BY is one row computed over every page read internally.
     let page_size = match options.page_size {
         Some(n) if n > 0 && !plan.aggregate => Some(n as usize),
         _ => None,
@@ -836,11 +907,20 @@ pub(crate) async fn execute(
     let keyspace_meta = schema.keyspace(&table.keyspace).ok_or_else(|| {
         QueryError::Invalid(format!("keyspace {} does not exist", table.keyspace))
     })?;
-    let mut out = Rows::new(&plan, page_size, state.returned as usize);
-    let mut state = state;
-    let mut count: i64 = 0;
+    let mut sink = match plan.group_by {
+        _ if plan.aggregate => Sink::Aggregate(Box::new(plan.selection.new_group())),
+        Some(prefix) => Sink::Grouped(Grouper::new(&plan, prefix, page_size, &state)),
+        None => Sink::Rows(Rows::new(&plan, page_size, state.returned as usize)),
+    };
+    let mut state = PagingState {
+        group: None,
+        ..state
+    };
+    let grouped = plan.group_by.is_some();
+    let mut group_paging_state = None;
     loop {
-        let want = out.wanted().clamp(1, INTERNAL_PAGE_ROWS);
+        let want = sink.wanted().clamp(1, INTERNAL_PAGE_ROWS);
+        let page_start = state.clone();
         let (pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
             Some(keys) => {
                 let idx = state.partition_index as usize;
@@ -908,21 +988,38 @@ pub(crate) async fn execute(
                 (page.partitions, next)
             }
         };
-        for data in &pages {
+        let mut flow = Flow::Continue;
+        'partitions: for data in &pages {
             let continuing = state.last_partition.as_deref() == Some(data.key.key.as_slice());
             let mut partition_returned = if continuing {
                 state.partition_returned as usize
             } else {
                 0
             };
-            let rows = partition_rows(&plan, data, now, state.resume.is_some() && continuing);
+            // Whether the partition ends in this storage page (it goes on when the page stopped
+            // inside it), and whether earlier pages returned rows of it.
+            let complete = !next.as_ref().is_some_and(|n| {
+                n.resume.is_some() && n.last_partition.as_deref() == Some(data.key.key.as_slice())
+            });
+            let resumed = state.resume.is_some() && continuing;
+            let rows = partition_rows(
+                &plan,
+                data,
+                now,
+                PartitionPosition {
+                    rows_before: resumed && partition_returned > 0,
+                    complete,
+                },
+            );
             for row in rows {
                 if plan.distinct && partition_returned > 0 {
                     break;
                 }
-                if plan
-                    .per_partition_limit
-                    .is_some_and(|l| partition_returned >= l)
+                // With GROUP BY, PER PARTITION LIMIT counts groups (the grouper applies it).
+                if !grouped
+                    && plan
+                        .per_partition_limit
+                        .is_some_and(|l| partition_returned >= l)
                 {
                     break;
                 }
@@ -930,14 +1027,34 @@ pub(crate) async fn execute(
                     continue;
                 }
                 partition_returned += 1;
-                if plan.aggregate {
-                    count += 1;
-                } else {
-                    out.push(&plan, &row);
+                match &mut sink {
+                    Sink::Rows(out) => out.push(&plan, &row)?,
+                    Sink::Aggregate(group) => plan.selection.add_row(group, &row)?,
+                    Sink::Grouped(g) => {
+                        flow = g.accept(&plan, &data.key, &row)?;
+                        if flow != Flow::Continue {
+                            break 'partitions;
+                        }
+                    }
                 }
             }
             state.last_partition = Some(data.key.key.clone());
             state.partition_returned = partition_returned as u32;
+        }
+        match flow {
+            Flow::Continue => {}
+            Flow::Done => break,
+            Flow::PageFull => {
+                // The next page re-reads this storage page and skips the groups returned.
+                if let Sink::Grouped(g) = &sink {
+                    group_paging_state = Some(PagingState {
+                        returned: g.returned as u32,
+                        group: g.resume(),
+                        ..page_start
+                    });
+                }
+                break;
+            }
         }
         match next {
             Some(n) => {
@@ -956,34 +1073,33 @@ pub(crate) async fn execute(
                 break;
             }
         }
-        if out.limit_reached() {
+        if sink.limit_reached() {
             break;
         }
-        if out.page_full() {
-            out.paging_state = Some(PagingState {
-                returned: out.total_returned as u32,
-                ..state.clone()
-            });
-            break;
+        if let Sink::Rows(out) = &mut sink {
+            if out.page_full() {
+                out.paging_state = Some(PagingState {
+                    returned: out.total_returned as u32,
+                    ..state.clone()
+                });
+                break;
+            }
         }
     }
-    if plan.aggregate {
-        let row: Vec<Option<Bytes>> = plan
-            .outputs
-            .iter()
-            .map(|_| Some(Bytes::copy_from_slice(&count.to_be_bytes())))
-            .collect();
-        return Ok(QueryResult::Rows(ResultSet {
-            columns: plan.specs,
-            rows: vec![row],
-            paging_state: None,
-            skip_metadata: false,
-        }));
-    }
+    let (rows, paging_state) = match sink {
+        Sink::Rows(out) => (out.rows, out.paging_state.map(|s| s.encode())),
+        Sink::Aggregate(group) => (vec![plan.selection.finish(&group)?], None),
+        Sink::Grouped(mut g) => {
+            if group_paging_state.is_none() {
+                g.flush(&plan)?;
+            }
+            (g.rows, group_paging_state.map(|s| s.encode()))
+        }
+    };
     Ok(QueryResult::Rows(ResultSet {
-        columns: plan.specs,
-        rows: out.rows,
-        paging_state: out.paging_state.map(|s| s.encode()),
+        columns: plan.selection.specs,
+        rows,
+        paging_state,
         skip_metadata: false,
     }))
 }
@@ -1020,12 +1136,13 @@ impl Rows {
         by_page.min(by_limit)
     }
 
-    fn push(&mut self, plan: &Plan, row: &RowValues) {
+    fn push(&mut self, plan: &Plan, row: &RowValues) -> Result<(), QueryError> {
         if self.limit_reached() || self.page_full() {
-            return;
+            return Ok(());
         }
-        self.rows.push(project(plan, row));
+        self.rows.push(plan.selection.project(row)?);
         self.total_returned += 1;
+        Ok(())
     }
 
     fn limit_reached(&self) -> bool {
@@ -1037,19 +1154,175 @@ impl Rows {
     }
 }
 
-fn project(plan: &Plan, row: &RowValues) -> Vec<Option<Bytes>> {
-    plan.outputs
-        .iter()
-        .map(|o| match o {
-            Output::Column(i) => row.values[*i].as_ref().map(|v| Bytes::copy_from_slice(v)),
-            Output::WriteTime(i) => {
-                row.writetimes[*i].map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
+/// GROUP BY: rows arrive in clustering order, so a group is a run of rows with the same
+/// partition and clustering prefix. A page holds whole groups: it ends when a group closes and
+/// the page is full, and the next page skips rows up to the end of that group.
+struct Grouper {
+    /// Clustering columns in the group key.
+    prefix: usize,
+    page_size: Option<usize>,
+    limit: Option<usize>,
+    per_partition_limit: Option<usize>,
+    reversed: bool,
+    /// A token-ordered scan (partitions compare by token), not a list of partitions.
+    range_scan: bool,
+    /// Groups returned, by earlier pages and this one (for LIMIT).
+    returned: usize,
+    rows: Vec<Vec<Option<Bytes>>>,
+    /// The group being aggregated, with its ordinal among its partition's groups.
+    open: Option<(GroupKey, Box<GroupState>, usize)>,
+    last_returned: Option<(GroupKey, usize)>,
+    /// The partition of the last row accepted, and how many groups of it were opened.
+    partition: Option<Vec<u8>>,
+    partition_groups: usize,
+    /// Rows up to the end of this group were returned by earlier pages.
+    skip: Option<GroupResume>,
+    done: bool,
+}
+
+impl Grouper {
+    fn new(plan: &Plan, prefix: usize, page_size: Option<usize>, state: &PagingState) -> Grouper {
+        Grouper {
+            prefix,
+            page_size,
+            limit: plan.limit,
+            per_partition_limit: plan.per_partition_limit,
+            reversed: plan.slice.reversed,
+            range_scan: plan.partitions.is_none(),
+            returned: state.returned as usize,
+            rows: Vec::new(),
+            open: None,
+            last_returned: None,
+            partition: None,
+            partition_groups: 0,
+            skip: state.group.clone(),
+            done: false,
+        }
+    }
+
+    /// Rows to ask storage for: a few per group still wanted, since groups may be small.
+    fn wanted(&self) -> usize {
+        let by_page = self
+            .page_size
+            .map(|p| p.saturating_sub(self.rows.len()))
+            .unwrap_or(usize::MAX);
+        let by_limit = self
+            .limit
+            .map(|l| l.saturating_sub(self.returned))
+            .unwrap_or(usize::MAX);
+        by_page
+            .min(by_limit)
+            .saturating_add(1)
+            .saturating_mul(4)
+            .max(100)
+    }
+
+    fn key(&self, plan: &Plan, partition: &PartitionKey, row: &RowValues) -> GroupKey {
+        let first = plan.table.partition_key_count;
+        let prefix: Option<Vec<Vec<u8>>> = row.values[first..first + self.prefix]
+            .iter()
+            .cloned()
+            .collect();
+        GroupKey {
+            partition: partition.key.clone(),
+            token: partition.token,
+            clustering: prefix
+                .map(|p| clustering_key(&plan.table, &p))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether a row of group `key` comes after group `last` in read order.
+    fn after(&self, key: &GroupKey, last: &GroupKey) -> bool {
+        if key.partition != last.partition {
+            // Partitions of a scan come in token order. (Two keys with the same token are
+            // taken to be in order; a 64-bit token collision is not a practical concern.)
+            return !self.range_scan || key.token >= last.token;
+        }
+        if last.clustering.is_empty() {
+            // The whole partition was one group (or a static-only row).
+            return false;
+        }
+        if key.clustering.is_empty() {
+            return true;
+        }
+        if self.reversed {
+            key.clustering < last.clustering
+        } else {
+            key.clustering > last.clustering
+        }
+    }
+
+    fn accept(
+        &mut self,
+        plan: &Plan,
+        partition: &PartitionKey,
+        row: &RowValues,
+    ) -> Result<Flow, QueryError> {
+        let key = self.key(plan, partition, row);
+        if let Some(skip) = &self.skip {
+            if !self.after(&key, &skip.key) {
+                return Ok(Flow::Continue);
             }
-            Output::Ttl(i) => row.ttls[*i].map(|t| Bytes::copy_from_slice(&t.to_be_bytes())),
-            Output::Token => Some(Bytes::copy_from_slice(&row.token.to_be_bytes())),
-            Output::CountRows => None,
-        })
-        .collect()
+            if key.partition == skip.key.partition {
+                self.partition = Some(key.partition.clone());
+                self.partition_groups = skip.partition_groups as usize;
+            }
+            self.skip = None;
+        }
+        if self.partition.as_ref() != Some(&key.partition) {
+            self.partition = Some(key.partition.clone());
+            self.partition_groups = 0;
+        }
+        if let Some((open_key, group, _)) = &mut self.open {
+            if *open_key == key {
+                plan.selection.add_row(group, row)?;
+                return Ok(Flow::Continue);
+            }
+            self.close(plan)?;
+            if self.limit.is_some_and(|l| self.returned >= l) {
+                self.done = true;
+                return Ok(Flow::Done);
+            }
+            if self.page_size.is_some_and(|p| self.rows.len() >= p) {
+                return Ok(Flow::PageFull);
+            }
+        }
+        if self
+            .per_partition_limit
+            .is_some_and(|l| self.partition_groups >= l)
+        {
+            return Ok(Flow::Continue);
+        }
+        self.partition_groups += 1;
+        let mut group = Box::new(plan.selection.new_group());
+        plan.selection.add_row(&mut group, row)?;
+        self.open = Some((key, group, self.partition_groups));
+        Ok(Flow::Continue)
+    }
+
+    fn close(&mut self, plan: &Plan) -> Result<(), QueryError> {
+        if let Some((key, group, ordinal)) = self.open.take() {
+            self.rows.push(plan.selection.finish(&group)?);
+            self.returned += 1;
+            self.last_returned = Some((key, ordinal));
+        }
+        Ok(())
+    }
+
+    /// The end of the data: the open group is complete.
+    fn flush(&mut self, plan: &Plan) -> Result<(), QueryError> {
+        self.close(plan)
+    }
+
+    fn resume(&self) -> Option<GroupResume> {
+        self.last_returned
+            .as_ref()
+            .map(|(key, ordinal)| GroupResume {
+                key: key.clone(),
+                partition_groups: *ordinal as u32,
+            })
+    }
 }
 
 fn passes(plan: &Plan, row: &RowValues) -> bool {
@@ -1198,6 +1471,7 @@ fn fill_cells(
     now: i32,
     out: &mut RowValues,
 ) -> bool {
+    let keep_cells = !out.cells.is_empty();
     let covering = newer(covering, row.deletion);
     let mut any_live = false;
     for data in &row.columns {
@@ -1223,6 +1497,7 @@ fn fill_cells(
                 deletion, cells, ..
             } => {
                 let covering = newer(covering, *deletion);
+                let ty = &table.columns[idx].ty;
                 let live: Vec<(&[u8], &[u8])> = cells
                     .iter()
                     .filter_map(|(path, cell)| {
@@ -1233,11 +1508,35 @@ fn fill_cells(
                     continue;
                 }
                 any_live = true;
-                out.values[idx] = Some(assemble_multi_cell(&table.columns[idx].ty, &live));
+                out.values[idx] = Some(assemble_multi_cell(ty, &live));
+                if keep_cells {
+                    let mut times: Vec<CellTime> = cells
+                        .iter()
+                        .filter_map(|(path, cell)| {
+                            live_cell(cell, covering, now).map(|(_, ttl)| CellTime {
+                                path: path.clone(),
+                                timestamp: cell.timestamp,
+                                ttl,
+                            })
+                        })
+                        .collect();
+                    times.sort_by(|a, b| cell_order(ty, &a.path, &b.path));
+                    out.cells[idx] = Some(times);
+                }
             }
         }
     }
     any_live
+}
+
+/// The order of a multi-cell column's cells in its value: UDT fields by number, map and set
+/// entries by key, list elements by their timeuuid's time.
+fn cell_order(ty: &CqlType, a: &[u8], b: &[u8]) -> Ordering {
+    match ty {
+        CqlType::Udt(_) => a.cmp(b),
+        CqlType::Map(k, _) | CqlType::Set(k) => types::compare(k, a, b),
+        _ => types::compare(&CqlType::Timeuuid, a, b),
+    }
 }
 
 /// Serialises live cells of a multi-cell column back into the collection/UDT value.
@@ -1284,13 +1583,32 @@ fn assemble_multi_cell(ty: &CqlType, cells: &[(&[u8], &[u8])]) -> Vec<u8> {
 }
 
 /// Live rows of a partition page, in order, with key columns decoded.
-fn partition_rows(plan: &Plan, data: &PartitionData, now: i32, continuing: bool) -> Vec<RowValues> {
+/// Where a storage page's part of a partition lies within the partition.
+#[derive(Debug, Clone, Copy)]
+struct PartitionPosition {
+    /// Earlier pages returned rows of the partition.
+    rows_before: bool,
+    /// The partition ends in this page.
+    complete: bool,
+}
+
+fn partition_rows(
+    plan: &Plan,
+    data: &PartitionData,
+    now: i32,
+    position: PartitionPosition,
+) -> Vec<RowValues> {
     let table = &plan.table;
     let n = table.columns.len();
     let blank = || RowValues {
         values: vec![None; n],
         writetimes: vec![None; n],
         ttls: vec![None; n],
+        cells: if plan.selection.needs_cell_times() {
+            vec![None; n]
+        } else {
+            Vec::new()
+        },
         token: data.key.token,
     };
     let mut base = blank();
@@ -1314,12 +1632,7 @@ fn partition_rows(plan: &Plan, data: &PartitionData, now: i32, continuing: bool)
     let mut out = Vec::new();
     for (clustering, row) in &data.rows {
         let covering = covering_deletion(&data.header, clustering);
-        let mut values = RowValues {
-            values: base.values.clone(),
-            writetimes: base.writetimes.clone(),
-            ttls: base.ttls.clone(),
-            token: base.token,
-        };
+        let mut values = base.clone();
         let row_deletion = newer(covering, row.deletion);
         let marker_live = row.liveness.as_ref().is_some_and(|l| {
             row_deletion.is_none_or(|d| l.timestamp > d.marked_for_delete_at)
@@ -1345,11 +1658,12 @@ fn partition_rows(plan: &Plan, data: &PartitionData, now: i32, continuing: bool)
         }
         out.push(values);
     }
-    // A partition with a live static row but no live clustering rows shows up as one row of
-    // static values (only on its first page, and only without clustering restrictions).
-    // DISTINCT shows such a partition too. (Storage already returns reversed slices in order.)
+    // A partition with a live static row but no live clustering rows (none stored, or all
+    // deleted or expired) shows up as one row of static values, once, when its last page is read
+    // and no page returned a row of it; only without clustering restrictions. DISTINCT shows such
+    // a partition too. (Storage already returns reversed slices in order.)
     let static_only_row =
-        (plan.static_only_rows && !continuing && data.rows.is_empty()) || plan.distinct;
+        (plan.static_only_rows && position.complete && !position.rows_before) || plan.distinct;
     if out.is_empty() && static_live && static_only_row {
         out.push(base);
     }
@@ -1376,6 +1690,7 @@ fn finish_virtual(
             values,
             writetimes: vec![None; n],
             ttls: vec![None; n],
+            cells: Vec::new(),
             token,
         };
         if let Some(keys) = &plan.partitions {
@@ -1402,7 +1717,10 @@ fn finish_virtual(
                 1
             }
         };
-        if plan.per_partition_limit.is_some_and(|l| count > l) || (plan.distinct && count > 1) {
+        // With GROUP BY, PER PARTITION LIMIT counts groups (the grouper applies it).
+        let over_limit =
+            plan.group_by.is_none() && plan.per_partition_limit.is_some_and(|l| count > l);
+        if over_limit || (plan.distinct && count > 1) {
             continue;
         }
         matching.push(row);
@@ -1411,31 +1729,55 @@ fn finish_virtual(
         matching.reverse();
     }
     if plan.aggregate {
-        let count = matching.len() as i64;
+        let mut group = plan.selection.new_group();
+        for row in &matching {
+            plan.selection.add_row(&mut group, row)?;
+        }
         return Ok(ResultSet {
-            columns: plan.specs.clone(),
-            rows: vec![plan
-                .outputs
-                .iter()
-                .map(|_| Some(Bytes::copy_from_slice(&count.to_be_bytes())))
-                .collect()],
+            columns: plan.selection.specs.clone(),
+            rows: vec![plan.selection.finish(&group)?],
             paging_state: None,
             skip_metadata: false,
         });
     }
+    // Node-local tables are small: build every result row (or group), then cut the page.
+    let grouped: Option<Vec<Vec<Option<Bytes>>>> = match plan.group_by {
+        Some(prefix) => {
+            let mut grouper = Grouper::new(plan, prefix, None, &PagingState::default());
+            grouper.limit = None;
+            for row in &matching {
+                let pk: Vec<Vec<u8>> = row.values[..plan.table.partition_key_count]
+                    .iter()
+                    .map(|v| v.clone().unwrap_or_default())
+                    .collect();
+                let key = partition_key(&plan.table, &pk)?;
+                grouper.accept(plan, &key, row)?;
+            }
+            grouper.flush(plan)?;
+            Some(grouper.rows)
+        }
+        None => None,
+    };
+    let total = grouped.as_ref().map_or(matching.len(), Vec::len);
     let offset = state.returned as usize;
     let limit = plan.limit.unwrap_or(usize::MAX);
-    let end_by_limit = limit.min(matching.len());
+    let end_by_limit = limit.min(total);
     let end = match page_size {
         Some(p) => (offset + p).min(end_by_limit),
         None => end_by_limit,
     };
-    let rows = matching
-        .get(offset.min(end)..end)
-        .unwrap_or(&[])
-        .iter()
-        .map(|r| project(plan, r))
-        .collect();
+    let range = offset.min(end)..end;
+    let rows = match grouped {
+        Some(mut all) => {
+            all.truncate(range.end);
+            all.drain(..range.start);
+            all
+        }
+        None => matching[range]
+            .iter()
+            .map(|r| plan.selection.project(r))
+            .collect::<Result<_, _>>()?,
+    };
     let paging_state = (end < end_by_limit).then(|| {
         PagingState {
             returned: end as u32,
@@ -1444,7 +1786,7 @@ fn finish_virtual(
         .encode()
     });
     Ok(ResultSet {
-        columns: plan.specs.clone(),
+        columns: plan.selection.specs.clone(),
         rows,
         paging_state,
         skip_metadata: false,
@@ -1477,6 +1819,7 @@ mod tests {
             partition_returned: 2,
             resume: Some(vec![1, 2, 3]),
             last_partition: None,
+            group: None,
         };
         assert_eq!(PagingState::decode(&s.encode()).ok(), Some(s));
         assert!(PagingState::decode(&[]).is_err());

@@ -1,0 +1,1082 @@
+//! The native scalar functions of Cassandra 5.0 that a selection can call, with Cassandra's
+//! overload resolution (`FunctionResolver`) and its argument compatibility rules.
+//!
+//! Every function takes and returns serialised values; a null argument gives a null result
+//! (except where a function has no arguments). Names are Cassandra's: the camelCase names of
+//! 4.x lowercased (`todate`, `intasblob`) and the snake_case aliases added in 5.0 (`to_date`,
+//! `int_as_blob`).
+
+use std::cmp::Ordering;
+
+use cql_syntax::ast::Constant;
+use num_bigint::BigInt;
+use types::{CqlType, Value, DATE_EPOCH};
+
+use super::numbers::{self, Decimal};
+use crate::QueryError;
+
+/// Offset between the UUID epoch (1582-10-15) and the Unix epoch, in 100 ns units.
+const UUID_EPOCH_OFFSET_100NS: i64 = 0x01B2_1DD2_1381_4000;
+const MILLIS_PER_DAY: i64 = 86_400_000;
+/// `minTimeuuid`/`maxTimeuuid` clock sequence and node: the smallest and largest under
+/// Cassandra's timeuuid comparison (`TimeUUID.MIN_CLOCK_SEQ_AND_NODE` / `MAX_...`).
+const MIN_CLOCK_SEQ_AND_NODE: u64 = 0x8080_8080_8080_8080;
+const MAX_CLOCK_SEQ_AND_NODE: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// What a scalar function computes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Scalar {
+    Now,
+    Uuid,
+    CurrentTimestamp,
+    CurrentDate,
+    CurrentTime,
+    /// `toDate` of a timestamp or timeuuid argument.
+    ToDate(CqlType),
+    /// `toTimestamp` of a date or timeuuid argument.
+    ToTimestamp(CqlType),
+    /// `toUnixTimestamp` of a timestamp, date or timeuuid argument.
+    ToUnixTimestamp(CqlType),
+    MinTimeuuid,
+    MaxTimeuuid,
+    /// `<type>AsBlob`: the bytes unchanged.
+    AsBlob,
+    /// `blobAs<type>`: the bytes, validated as the type.
+    BlobAs(CqlType),
+    /// `CAST(x AS to)` (`cast_as_<to>`).
+    Cast {
+        from: CqlType,
+        to: CqlType,
+    },
+    /// `token(...)` over values of the partition key's types.
+    Token,
+    /// `a + b`, `a - b`, `a * b`, `a / b`, `a % b`.
+    Operation(super::operations::Operation),
+    /// `-a` of a number of this type.
+    Negate(CqlType),
+}
+
+/// One signature of a function: its name as Cassandra prints it, argument and return types.
+#[derive(Debug, Clone)]
+pub(crate) struct Signature {
+    pub name: String,
+    pub args: Vec<CqlType>,
+    pub ret: CqlType,
+    pub function: Scalar,
+}
+
+impl Signature {
+    fn new(name: &str, args: Vec<CqlType>, ret: CqlType, function: Scalar) -> Signature {
+        Signature {
+            name: name.to_string(),
+            args,
+            ret,
+            function,
+        }
+    }
+
+    /// `system.todate : (timeuuid) -> date`, as Cassandra lists signatures in errors.
+    pub fn describe(&self) -> String {
+        let args: Vec<String> = self.args.iter().map(ToString::to_string).collect();
+        format!(
+            "system.{} : ({}) -> {}",
+            self.name,
+            args.join(", "),
+            self.ret
+        )
+    }
+}
+
+/// Native types that have `<type>AsBlob`/`blobAs<type>` functions (all but blob itself);
+/// `varchar` is listed separately because it has its own function names.
+const NATIVE_TYPES: &[&str] = &[
+    "ascii",
+    "bigint",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varint",
+    "varchar",
+];
+
+/// Native functions of Cassandra 5.0 that Helenus does not implement yet: calling one is an
+/// `Invalid` error naming it, not "unknown function".
+const NOT_YET: &[&str] = &[
+    "abs",
+    "exp",
+    "log",
+    "log10",
+    "round",
+    "floor",
+    "tojson",
+    "to_json",
+    "fromjson",
+    "from_json",
+    "map_keys",
+    "map_values",
+    "collection_count",
+    "collection_min",
+    "collection_max",
+    "collection_sum",
+    "collection_avg",
+    "mask_null",
+    "mask_default",
+    "mask_replace",
+    "mask_inner",
+    "mask_outer",
+    "mask_hash",
+    "similarity_cosine",
+    "similarity_euclidean",
+    "similarity_dot_product",
+    "format_bytes",
+    "format_time",
+    "length",
+    "octet_length",
+    "random_vector",
+];
+
+/// The signatures of the scalar function called `name` (already case-normalised), `None` when
+/// there is no such native function. `key_types` are the table's partition key types, for
+/// `token`.
+pub(crate) fn signatures(
+    name: &str,
+    key_types: &[CqlType],
+) -> Result<Option<Vec<Signature>>, QueryError> {
+    use CqlType::*;
+    let one = |ret: CqlType, f: Scalar| Some(vec![Signature::new(name, vec![], ret, f)]);
+    let out = match name {
+        "now" | "currenttimeuuid" | "current_timeuuid" => one(Timeuuid, Scalar::Now),
+        "uuid" => one(Uuid, Scalar::Uuid),
+        "currenttimestamp" | "current_timestamp" => one(Timestamp, Scalar::CurrentTimestamp),
+        "currentdate" | "current_date" => one(Date, Scalar::CurrentDate),
+        "currenttime" | "current_time" => one(Time, Scalar::CurrentTime),
+        "todate" | "to_date" => Some(
+            [Timeuuid, Timestamp]
+                .into_iter()
+                .map(|t| Signature::new(name, vec![t.clone()], Date, Scalar::ToDate(t)))
+                .collect(),
+        ),
+        "totimestamp" | "to_timestamp" => Some(
+            [Timeuuid, Date]
+                .into_iter()
+                .map(|t| Signature::new(name, vec![t.clone()], Timestamp, Scalar::ToTimestamp(t)))
+                .collect(),
+        ),
+        "tounixtimestamp" | "to_unix_timestamp" => Some(
+            [Timeuuid, Timestamp, Date]
+                .into_iter()
+                .map(|t| Signature::new(name, vec![t.clone()], Bigint, Scalar::ToUnixTimestamp(t)))
+                .collect(),
+        ),
+        "mintimeuuid" | "min_timeuuid" => Some(vec![Signature::new(
+            name,
+            vec![Timestamp],
+            Timeuuid,
+            Scalar::MinTimeuuid,
+        )]),
+        "maxtimeuuid" | "max_timeuuid" => Some(vec![Signature::new(
+            name,
+            vec![Timestamp],
+            Timeuuid,
+            Scalar::MaxTimeuuid,
+        )]),
+        "token" => Some(vec![Signature::new(
+            name,
+            key_types.to_vec(),
+            Bigint,
+            Scalar::Token,
+        )]),
+        _ => {
+            // (The legacy `castAsInt` names are camelCase, which no unquoted name can match.)
+            if let Some(to) = name.strip_prefix("cast_as_") {
+                // `varchar` is a type name but has no cast function of its own.
+                return Ok(CqlType::from_native_name(to)
+                    .filter(|_| NATIVE_TYPES.contains(&to) && to != "varchar")
+                    .map(|to| cast_signatures(name, &to)));
+            }
+            let as_blob = name
+                .strip_suffix("_as_blob")
+                .or_else(|| name.strip_suffix("asblob"));
+            let blob_as = name
+                .strip_prefix("blob_as_")
+                .or_else(|| name.strip_prefix("blobas"));
+            match (as_blob, blob_as) {
+                (Some(t), _) if NATIVE_TYPES.contains(&t) => {
+                    let ty = CqlType::from_native_name(t).expect("a native type name");
+                    Some(vec![Signature::new(name, vec![ty], Blob, Scalar::AsBlob)])
+                }
+                (_, Some(t)) if NATIVE_TYPES.contains(&t) => {
+                    let ty = CqlType::from_native_name(t).expect("a native type name");
+                    let ret = if ty == Timeuuid {
+                        legacy_timeuuid()
+                    } else {
+                        ty.clone()
+                    };
+                    Some(vec![Signature::new(
+                        name,
+                        vec![Blob],
+                        ret,
+                        Scalar::BlobAs(ty),
+                    )])
+                }
+                _ if NOT_YET.contains(&name) => {
+                    return Err(QueryError::Invalid(format!(
+                        "Function system.{name} is not supported yet by Helenus"
+                    )))
+                }
+                _ => None,
+            }
+        }
+    };
+    Ok(out)
+}
+
+/// The numeric types Cassandra's casts convert between (`CastFcts.numericTypes`).
+fn is_cast_numeric(t: &CqlType) -> bool {
+    matches!(
+        t,
+        CqlType::Tinyint
+            | CqlType::Smallint
+            | CqlType::Int
+            | CqlType::Bigint
+            | CqlType::Float
+            | CqlType::Double
+            | CqlType::Decimal
+            | CqlType::Counter
+            | CqlType::Varint
+    )
+}
+
+/// Every `CAST(x AS to)` conversion Cassandra 5.0 defines (`CastFcts`).
+fn cast_signatures(name: &str, to: &CqlType) -> Vec<Signature> {
+    use CqlType::*;
+    let numeric = [
+        Tinyint, Smallint, Int, Bigint, Float, Double, Decimal, Counter, Varint,
+    ];
+    let from: Vec<CqlType> = match to {
+        Tinyint | Smallint | Int | Bigint | Float | Double | Decimal | Varint => {
+            numeric.iter().filter(|t| *t != to).cloned().collect()
+        }
+        Ascii => numeric
+            .iter()
+            .cloned()
+            .chain([Inet, Boolean, Timeuuid, Timestamp, Date, Time, Uuid])
+            .collect(),
+        Text => numeric
+            .iter()
+            .cloned()
+            .chain([Ascii, Inet, Boolean, Timeuuid, Timestamp, Date, Time, Uuid])
+            .collect(),
+        Date => vec![Timeuuid, Timestamp],
+        Timestamp => vec![Timeuuid, Date],
+        _ => Vec::new(),
+    };
+    from.into_iter()
+        .map(|f| {
+            Signature::new(
+                name,
+                vec![f.clone()],
+                to.clone(),
+                Scalar::Cast {
+                    from: f,
+                    to: to.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The CQL name of a cast's target (`cast_as_<name>`).
+pub(crate) fn cast_function_name(to: &CqlType) -> String {
+    format!("cast_as_{to}")
+}
+
+/// Cassandra's `AssignmentTestable.TestResult`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Assignment {
+    NotAssignable,
+    WeaklyAssignable,
+    ExactMatch,
+}
+
+/// What is known of an argument before its function is chosen.
+#[derive(Debug, Clone)]
+pub(crate) enum ArgKind {
+    /// A selector with a known type (a column, a function call, a cast, a type hint...).
+    Typed(CqlType),
+    /// A literal constant: its type depends on where it goes.
+    Literal(Constant),
+    /// `NULL` or a bind marker: fits anywhere.
+    Any,
+    /// A collection or tuple literal: fits a receiver of the same shape.
+    Collection(CollectionShape),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CollectionShape {
+    List,
+    Set,
+    Map,
+    Tuple,
+}
+
+/// The marshal class Cassandra 5.0 gives the results of `blobAsTimeuuid`, `min` and `max` of
+/// timeuuids: drivers see a custom type (and raw bytes); functions see a timeuuid.
+const LEGACY_TIMEUUID_CLASS: &str = "org.apache.cassandra.db.marshal.LegacyTimeUUIDType";
+
+pub(crate) fn legacy_timeuuid() -> CqlType {
+    CqlType::Custom(LEGACY_TIMEUUID_CLASS.to_string())
+}
+
+/// The type, with Cassandra's legacy timeuuid marshal class read as `timeuuid`.
+fn canonical(t: &CqlType) -> &CqlType {
+    match t.unfrozen() {
+        CqlType::Custom(class) if class == LEGACY_TIMEUUID_CLASS => &CqlType::Timeuuid,
+        other => other,
+    }
+}
+
+/// `frozen<>` makes no difference to what a value is, at any depth.
+pub(crate) fn same_type(a: &CqlType, b: &CqlType) -> bool {
+    use CqlType::*;
+    match (canonical(a), canonical(b)) {
+        (List(x), List(y)) | (Set(x), Set(y)) => same_type(x, y),
+        (Map(k1, v1), Map(k2, v2)) => same_type(k1, k2) && same_type(v1, v2),
+        (Tuple(x), Tuple(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_type(a, b)),
+        (Vector(x, n), Vector(y, m)) => n == m && same_type(x, y),
+        (Udt(x), Udt(y)) => x.keyspace == y.keyspace && x.name == y.name,
+        (x, y) => x == y,
+    }
+}
+
+/// Whether a `receiver` accepts values serialised as `value` (Cassandra's
+/// `isValueCompatibleWith`): blob accepts anything, text accepts ascii, uuid accepts timeuuid,
+/// bigint and timestamp accept each other, varint accepts int, bigint and timestamp.
+pub(crate) fn value_compatible(receiver: &CqlType, value: &CqlType) -> bool {
+    use CqlType::*;
+    if same_type(receiver, value) {
+        return true;
+    }
+    matches!(
+        (canonical(receiver), canonical(value)),
+        (Blob, _)
+            | (Text, Ascii)
+            | (Uuid, Timeuuid)
+            | (Bigint, Timestamp)
+            | (Timestamp, Bigint)
+            | (Varint, Int | Bigint | Timestamp)
+    )
+}
+
+/// The type Cassandra prefers for a literal (`Constants.Literal.getPreferedType`).
+fn preferred_type(c: &Constant) -> Option<CqlType> {
+    Some(match c {
+        // Cassandra prefers ascii for a string literal that is all ASCII.
+        Constant::String(s) if s.is_ascii() => CqlType::Ascii,
+        Constant::String(_) => CqlType::Text,
+        Constant::Integer(s) => {
+            if s.parse::<i32>().is_ok() {
+                CqlType::Int
+            } else if s.parse::<i64>().is_ok() {
+                CqlType::Bigint
+            } else {
+                CqlType::Varint
+            }
+        }
+        Constant::Float(_) | Constant::NaN | Constant::Infinity | Constant::NegInfinity => {
+            CqlType::Double
+        }
+        Constant::Boolean(_) => CqlType::Boolean,
+        Constant::Uuid(_) => CqlType::Uuid,
+        Constant::Hex(_) => CqlType::Blob,
+        Constant::Duration(_) => CqlType::Duration,
+    })
+}
+
+/// Cassandra's `Constants.Literal.testAssignment`.
+fn literal_assignment(c: &Constant, receiver: &CqlType) -> Assignment {
+    use CqlType::*;
+    let receiver = receiver.unfrozen();
+    if receiver.native_name().is_none() {
+        return Assignment::NotAssignable;
+    }
+    if preferred_type(c).as_ref() == Some(receiver) {
+        return Assignment::ExactMatch;
+    }
+    let fits = match c {
+        Constant::String(_) => matches!(receiver, Ascii | Text | Inet | Date | Time | Timestamp),
+        Constant::Integer(_) => matches!(
+            receiver,
+            Bigint
+                | Counter
+                | Date
+                | Decimal
+                | Double
+                | Duration
+                | Float
+                | Int
+                | Smallint
+                | Time
+                | Timestamp
+                | Tinyint
+                | Varint
+        ),
+        Constant::Uuid(_) => matches!(receiver, Uuid | Timeuuid),
+        Constant::Float(_) | Constant::NaN | Constant::Infinity | Constant::NegInfinity => {
+            matches!(receiver, Decimal | Double | Float)
+        }
+        Constant::Boolean(_) => matches!(receiver, Boolean),
+        Constant::Hex(_) => matches!(receiver, Blob),
+        Constant::Duration(_) => matches!(receiver, Duration),
+    };
+    if fits {
+        Assignment::WeaklyAssignable
+    } else {
+        Assignment::NotAssignable
+    }
+}
+
+/// How well an argument fits a parameter of type `receiver`.
+pub(crate) fn test_assignment(arg: &ArgKind, receiver: &CqlType) -> Assignment {
+    match arg {
+        ArgKind::Typed(t) if same_type(t, receiver) => Assignment::ExactMatch,
+        ArgKind::Typed(t) if value_compatible(receiver, t) => Assignment::WeaklyAssignable,
+        ArgKind::Typed(_) => Assignment::NotAssignable,
+        ArgKind::Literal(c) => literal_assignment(c, receiver),
+        ArgKind::Any => {
+            if receiver.is_counter() {
+                Assignment::NotAssignable
+            } else {
+                Assignment::WeaklyAssignable
+            }
+        }
+        ArgKind::Collection(shape) => {
+            let fits = matches!(
+                (shape, receiver.unfrozen()),
+                (
+                    CollectionShape::List,
+                    CqlType::List(_) | CqlType::Vector(..)
+                ) | (CollectionShape::Set, CqlType::Set(_) | CqlType::Map(..))
+                    | (CollectionShape::Map, CqlType::Map(..) | CqlType::Udt(_))
+                    | (CollectionShape::Tuple, CqlType::Tuple(_))
+            );
+            if fits {
+                Assignment::WeaklyAssignable
+            } else {
+                Assignment::NotAssignable
+            }
+        }
+    }
+}
+
+/// Picks the signature `args` call, as Cassandra's `FunctionResolver` does: a single candidate
+/// must accept every argument; otherwise an exact match wins, then a single compatible one.
+/// `called` is the function name as written, `arg_texts` the arguments' text (for errors).
+pub(crate) fn resolve(
+    called: &str,
+    candidates: Vec<Signature>,
+    args: &[ArgKind],
+    arg_texts: &[String],
+) -> Result<Signature, QueryError> {
+    if candidates.len() == 1 {
+        let sig = candidates.into_iter().next().expect("one candidate");
+        if sig.args.len() != args.len() {
+            return Err(QueryError::Invalid(format!(
+                "Invalid number of arguments in call to function system.{}: {} required but {} provided",
+                sig.name,
+                sig.args.len(),
+                args.len()
+            )));
+        }
+        for (i, (arg, param)) in args.iter().zip(&sig.args).enumerate() {
+            if test_assignment(arg, param) == Assignment::NotAssignable {
+                return Err(QueryError::Invalid(format!(
+                    "Type error: {} cannot be passed as argument {i} of function system.{} of type {param}",
+                    arg_texts[i], sig.name
+                )));
+            }
+        }
+        return Ok(sig);
+    }
+    let list = |sigs: &[Signature]| {
+        sigs.iter()
+            .map(Signature::describe)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match pick(&candidates, args) {
+        Ok(sig) => Ok(sig),
+        Err(compatible) if compatible.is_empty() => Err(QueryError::Invalid(format!(
+            "Invalid call to function {called}, none of its type signatures match (known type signatures: {})",
+            list(&candidates)
+        ))),
+        Err(compatible) => Err(QueryError::Invalid(format!(
+            "Ambiguous call to function {called} (can be matched by following signatures: {}): use type casts to disambiguate",
+            list(&compatible)
+        ))),
+    }
+}
+
+/// Picks the operator signature (`_add`, `_substract`...) two operands call, with Cassandra's
+/// messages for operations.
+pub(crate) fn resolve_operation(
+    symbol: char,
+    candidates: Vec<Signature>,
+    args: &[ArgKind],
+    arg_texts: &[String],
+) -> Result<Signature, QueryError> {
+    match pick(&candidates, args) {
+        Ok(sig) => Ok(sig),
+        Err(compatible) if compatible.is_empty() => Err(QueryError::Invalid(format!(
+            "the '{symbol}' operation is not supported between {} and {}",
+            arg_texts[0], arg_texts[1]
+        ))),
+        Err(_) => Err(QueryError::Invalid(format!(
+            "Ambiguous '{symbol}' operation with args {} and {}: use type hint to disambiguate, example '(int) ?'",
+            arg_texts[0], arg_texts[1]
+        ))),
+    }
+}
+
+/// The exact match among `candidates` if there is one, else the single compatible one; else
+/// every compatible candidate (none, or several: ambiguous).
+fn pick(candidates: &[Signature], args: &[ArgKind]) -> Result<Signature, Vec<Signature>> {
+    let mut compatible = Vec::new();
+    for sig in candidates {
+        if sig.args.len() != args.len() {
+            continue;
+        }
+        let worst = args
+            .iter()
+            .zip(&sig.args)
+            .map(|(a, p)| test_assignment(a, p))
+            .min()
+            .unwrap_or(Assignment::ExactMatch);
+        match worst {
+            Assignment::ExactMatch => return Ok(sig.clone()),
+            Assignment::WeaklyAssignable => compatible.push(sig.clone()),
+            Assignment::NotAssignable => {}
+        }
+    }
+    if compatible.len() == 1 {
+        return Ok(compatible.remove(0));
+    }
+    Err(compatible)
+}
+
+/// Runs a scalar function on its (already evaluated) arguments.
+pub(crate) fn call(
+    sig: &Signature,
+    args: &[Option<Vec<u8>>],
+) -> Result<Option<Vec<u8>>, QueryError> {
+    let encode = |v: Value| {
+        let mut out = Vec::new();
+        v.encode(&mut out);
+        Some(out)
+    };
+    let now_ms = crate::eval::now_millis;
+    match &sig.function {
+        Scalar::Now => return Ok(encode(Value::Timeuuid(crate::eval::new_timeuuid()))),
+        Scalar::Uuid => return Ok(encode(Value::Uuid(uuid::Uuid::new_v4()))),
+        Scalar::CurrentTimestamp => return Ok(encode(Value::Timestamp(now_ms()))),
+        Scalar::CurrentDate => return Ok(encode(Value::Date(date_of_millis(now_ms())))),
+        Scalar::CurrentTime => {
+            return Ok(encode(Value::Time(
+                now_ms().rem_euclid(MILLIS_PER_DAY) * 1_000_000,
+            )))
+        }
+        Scalar::Token => {
+            let mut parts = Vec::with_capacity(args.len());
+            for a in args {
+                match a {
+                    Some(b) => parts.push(b.as_slice()),
+                    None => return Ok(None),
+                }
+            }
+            let key = if parts.len() == 1 {
+                parts[0].to_vec()
+            } else {
+                partitioner::compose_partition_key(&parts)
+            };
+            return Ok(encode(Value::Bigint(partitioner::murmur3_token(&key))));
+        }
+        _ => {}
+    }
+    let Some(Some(arg)) = args.first() else {
+        return Ok(None);
+    };
+    let arg = arg.as_slice();
+    let bad = |ty: &CqlType| {
+        QueryError::Invalid(format!(
+            "In call to function system.{}, value {} is not a valid binary representation for type {ty}",
+            sig.name,
+            hex(arg)
+        ))
+    };
+    Ok(match &sig.function {
+        Scalar::ToDate(from) => millis_of(from, arg)?.map(|ms| {
+            let mut out = Vec::new();
+            Value::Date(date_of_millis(ms)).encode(&mut out);
+            out
+        }),
+        Scalar::ToTimestamp(from) => {
+            millis_of(from, arg)?.and_then(|ms| encode(Value::Timestamp(ms)))
+        }
+        Scalar::ToUnixTimestamp(from) => {
+            millis_of(from, arg)?.and_then(|ms| encode(Value::Bigint(ms)))
+        }
+        Scalar::MinTimeuuid | Scalar::MaxTimeuuid => {
+            let Some(ms) = millis_of(&CqlType::Timestamp, arg)? else {
+                return Ok(None);
+            };
+            let max = matches!(sig.function, Scalar::MaxTimeuuid);
+            let ticks = ms
+                .wrapping_mul(10_000)
+                .wrapping_add(UUID_EPOCH_OFFSET_100NS)
+                .wrapping_add(if max { 9_999 } else { 0 }) as u64;
+            let lsb = if max {
+                MAX_CLOCK_SEQ_AND_NODE
+            } else {
+                MIN_CLOCK_SEQ_AND_NODE
+            };
+            Some(timeuuid_bytes(ticks, lsb))
+        }
+        Scalar::AsBlob => Some(arg.to_vec()),
+        Scalar::BlobAs(ty) => {
+            types::validate(ty, arg).map_err(|_| bad(ty))?;
+            Some(arg.to_vec())
+        }
+        Scalar::Cast { from, to } => cast(from, to, arg)?,
+        Scalar::Negate(ty) => super::operations::negate(ty, arg)?,
+        Scalar::Operation(op) => {
+            let Some(Some(right)) = args.get(1) else {
+                return Ok(None);
+            };
+            op.execute(arg, right)?
+        }
+        Scalar::Now
+        | Scalar::Uuid
+        | Scalar::CurrentTimestamp
+        | Scalar::CurrentDate
+        | Scalar::CurrentTime
+        | Scalar::Token => unreachable!("handled above"),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::from("0x");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn date_of_millis(ms: i64) -> u32 {
+    (ms.div_euclid(MILLIS_PER_DAY) + i64::from(DATE_EPOCH)) as u32
+}
+
+/// Milliseconds since the epoch of a timestamp, date or timeuuid value; `None` for the empty
+/// value.
+fn millis_of(ty: &CqlType, bytes: &[u8]) -> Result<Option<i64>, QueryError> {
+    Ok(match Value::decode(ty, bytes)? {
+        Value::Timestamp(ms) | Value::Bigint(ms) => Some(ms),
+        Value::Date(d) => Some((i64::from(d) - i64::from(DATE_EPOCH)) * MILLIS_PER_DAY),
+        Value::Timeuuid(u) => {
+            let msb = u.as_u64_pair().0;
+            let ticks = ((msb & 0x0FFF) << 48) | (((msb >> 16) & 0xFFFF) << 32) | (msb >> 32);
+            Some((ticks as i64 - UUID_EPOCH_OFFSET_100NS).div_euclid(10_000))
+        }
+        _ => None,
+    })
+}
+
+/// A version-1 UUID's bytes for a 100 ns tick count and the low 64 bits.
+fn timeuuid_bytes(ticks: u64, lsb: u64) -> Vec<u8> {
+    let time_low = ticks & 0xFFFF_FFFF;
+    let time_mid = (ticks >> 32) & 0xFFFF;
+    let time_hi = ((ticks >> 48) & 0x0FFF) | 0x1000;
+    let msb = (time_low << 32) | (time_mid << 16) | time_hi;
+    uuid::Uuid::from_u64_pair(msb, lsb).as_bytes().to_vec()
+}
+
+/// A number decoded for a cast, in the widest form its type has.
+enum Number {
+    Integer(i64),
+    Float(f32),
+    Double(f64),
+    Decimal(Decimal),
+    Varint(BigInt),
+}
+
+impl Number {
+    /// Java's `Number.longValue()`.
+    fn long_value(&self) -> i64 {
+        match self {
+            Number::Integer(v) => *v,
+            Number::Float(v) => *v as i64,
+            Number::Double(v) => *v as i64,
+            Number::Decimal(d) => numbers::low_i64(&d.integer_part()),
+            Number::Varint(v) => numbers::low_i64(v),
+        }
+    }
+
+    /// Java's `Number.intValue()` (also the base of `shortValue`/`byteValue`).
+    fn int_value(&self) -> i32 {
+        match self {
+            Number::Float(v) => *v as i32,
+            Number::Double(v) => *v as i32,
+            other => other.long_value() as i32,
+        }
+    }
+
+    fn double_value(&self) -> f64 {
+        match self {
+            Number::Integer(v) => *v as f64,
+            Number::Float(v) => f64::from(*v),
+            Number::Double(v) => *v,
+            Number::Decimal(d) => d.to_f64(),
+            Number::Varint(v) => numbers::bigint_to_f64(v),
+        }
+    }
+
+    fn float_value(&self) -> f32 {
+        match self {
+            Number::Integer(v) => *v as f32,
+            Number::Float(v) => *v,
+            Number::Double(v) => *v as f32,
+            Number::Decimal(d) => d.to_f32(),
+            Number::Varint(v) => numbers::bigint_to_f32(v),
+        }
+    }
+}
+
+fn number(v: Value) -> Option<Number> {
+    Some(match v {
+        Value::Tinyint(x) => Number::Integer(i64::from(x)),
+        Value::Smallint(x) => Number::Integer(i64::from(x)),
+        Value::Int(x) => Number::Integer(i64::from(x)),
+        Value::Bigint(x) | Value::Counter(x) => Number::Integer(x),
+        Value::Float(x) => Number::Float(x),
+        Value::Double(x) => Number::Double(x),
+        Value::Decimal { unscaled, scale } => Number::Decimal(Decimal::new(unscaled, scale)),
+        Value::Varint(x) => Number::Varint(x),
+        _ => return None,
+    })
+}
+
+/// `CAST(x AS to)` of a non-null value, as Cassandra's `CastFcts` converts.
+fn cast(from: &CqlType, to: &CqlType, bytes: &[u8]) -> Result<Option<Vec<u8>>, QueryError> {
+    let value = Value::decode(from, bytes)?;
+    if matches!(value, Value::Empty) {
+        // The empty value of a fixed-size type is "no value" to a function.
+        return Ok(None);
+    }
+    let out = match to {
+        CqlType::Text | CqlType::Ascii => {
+            let text = match value {
+                Value::Ascii(s) | Value::Text(s) => s,
+                other => literal_no_quote(&other),
+            };
+            Value::Text(text)
+        }
+        CqlType::Date | CqlType::Timestamp => {
+            let Some(ms) = millis_of(from, bytes)? else {
+                return Ok(None);
+            };
+            if *to == CqlType::Date {
+                Value::Date(date_of_millis(ms))
+            } else {
+                Value::Timestamp(ms)
+            }
+        }
+        _ if is_cast_numeric(from) => {
+            let n = number(value)
+                .ok_or_else(|| QueryError::Server(format!("cast from {from} expected a number")))?;
+            match to {
+                CqlType::Tinyint => Value::Tinyint(n.int_value() as i8),
+                CqlType::Smallint => Value::Smallint(n.int_value() as i16),
+                CqlType::Int => Value::Int(n.int_value()),
+                CqlType::Bigint => Value::Bigint(n.long_value()),
+                CqlType::Float => Value::Float(n.float_value()),
+                CqlType::Double => Value::Double(n.double_value()),
+                CqlType::Varint => Value::Varint(BigInt::from(n.long_value())),
+                CqlType::Decimal => {
+                    let d = match n {
+                        Number::Float(v) => Decimal::parse(&numbers::java_float_text(v)),
+                        Number::Double(v) => Decimal::parse(&numbers::java_double_text(v)),
+                        Number::Varint(v) => Some(Decimal::new(v, 0)),
+                        other => Some(Decimal::new(BigInt::from(other.long_value()), 0)),
+                    };
+                    let d = d.ok_or_else(|| {
+                        QueryError::Invalid(
+                            "NaN and infinities cannot be cast to decimal".to_string(),
+                        )
+                    })?;
+                    d.into_value()
+                }
+                _ => return Err(QueryError::Server(format!("no cast from {from} to {to}"))),
+            }
+        }
+        _ => return Err(QueryError::Server(format!("no cast from {from} to {to}"))),
+    };
+    let mut buf = Vec::new();
+    out.encode(&mut buf);
+    Ok(Some(buf))
+}
+
+/// A value as text the way Cassandra's serializers print it without quotes
+/// (`toCQLLiteralNoQuote`): Java's number formatting, ISO-8601 timestamps, full IPv6 text.
+pub(crate) fn literal_no_quote(v: &Value) -> String {
+    match v {
+        Value::Float(f) => numbers::java_float_text(*f),
+        Value::Double(d) => numbers::java_double_text(*d),
+        Value::Decimal { unscaled, scale } => numbers::java_decimal_text(unscaled, *scale),
+        Value::Ascii(s) | Value::Text(s) => s.clone(),
+        Value::Inet(std::net::IpAddr::V6(a)) => a
+            .segments()
+            .iter()
+            .map(|s| format!("{s:x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+        Value::Inet(a) => a.to_string(),
+        Value::Timestamp(ms) => {
+            let (y, m, d) = civil_from_days(ms.div_euclid(MILLIS_PER_DAY));
+            let of_day = ms.rem_euclid(MILLIS_PER_DAY);
+            format!(
+                "{}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+                year_text(y),
+                of_day / 3_600_000,
+                of_day / 60_000 % 60,
+                of_day / 1000 % 60,
+                of_day % 1000
+            )
+        }
+        Value::Date(days) => {
+            let (y, m, d) = civil_from_days(i64::from(*days) - i64::from(DATE_EPOCH));
+            format!("{}-{m:02}-{d:02}", year_text(y))
+        }
+        Value::Time(ns) => {
+            let secs = ns / 1_000_000_000;
+            format!(
+                "{:02}:{:02}:{:02}.{:09}",
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60,
+                ns % 1_000_000_000
+            )
+        }
+        other => {
+            let text = other.to_cql_literal();
+            text.strip_prefix('\'')
+                .and_then(|t| t.strip_suffix('\''))
+                .map(|t| t.replace("''", "'"))
+                .unwrap_or(text)
+        }
+    }
+}
+
+/// A year as `java.time` prints it: four digits at least, a sign outside 0..=9999.
+fn year_text(y: i64) -> String {
+    match y.cmp(&0) {
+        Ordering::Less => format!("-{:04}", -y),
+        _ if y > 9999 => format!("+{y}"),
+        _ => format!("{y:04}"),
+    }
+}
+
+/// The (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(name: &str) -> Vec<Signature> {
+        signatures(name, &[CqlType::Int])
+            .expect("a native function")
+            .expect("known")
+    }
+
+    #[test]
+    fn resolution_follows_cassandra() {
+        let text = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // toDate(timestamp column): exact match among two candidates.
+        let s = resolve(
+            "todate",
+            sig("todate"),
+            &[ArgKind::Typed(CqlType::Timestamp)],
+            &text(&["ts"]),
+        )
+        .expect("resolves");
+        assert_eq!(s.function, Scalar::ToDate(CqlType::Timestamp));
+        // A bigint is weakly assignable to a timestamp.
+        let s = resolve(
+            "todate",
+            sig("todate"),
+            &[ArgKind::Typed(CqlType::Bigint)],
+            &text(&["b"]),
+        )
+        .expect("resolves");
+        assert_eq!(s.function, Scalar::ToDate(CqlType::Timestamp));
+        // An integer literal fits both date and timestamp: ambiguous.
+        let err = resolve(
+            "tounixtimestamp",
+            sig("tounixtimestamp"),
+            &[ArgKind::Literal(Constant::Integer("1".into()))],
+            &text(&["1"]),
+        )
+        .expect_err("ambiguous");
+        assert!(err
+            .to_string()
+            .starts_with("Ambiguous call to function tounixtimestamp"));
+        let err = resolve(
+            "intasblob",
+            sig("intasblob"),
+            &[ArgKind::Typed(CqlType::Bigint)],
+            &text(&["b"]),
+        )
+        .expect_err("type error");
+        assert_eq!(
+            err.to_string(),
+            "Type error: b cannot be passed as argument 0 of function system.intasblob of type int"
+        );
+        let err = resolve("now", sig("now"), &[ArgKind::Any], &text(&["1"])).expect_err("arity");
+        assert_eq!(
+            err.to_string(),
+            "Invalid number of arguments in call to function system.now: 0 required but 1 provided"
+        );
+        assert!(signatures("blobasblob", &[]).expect("ok").is_none());
+        assert!(signatures("dateof", &[]).expect("ok").is_none());
+        assert!(signatures("abs", &[]).is_err());
+    }
+
+    #[test]
+    fn time_functions() {
+        let s = &sig("mintimeuuid")[0];
+        let ms = 1_577_934_245_678i64.to_be_bytes().to_vec();
+        let min = call(s, &[Some(ms.clone())]).expect("ok").expect("value");
+        assert_eq!(
+            uuid::Uuid::from_slice(&min).expect("uuid").to_string(),
+            "896e34e0-2d0c-11ea-8080-808080808080"
+        );
+        let max = call(&sig("maxtimeuuid")[0], &[Some(ms)])
+            .expect("ok")
+            .expect("value");
+        assert_eq!(
+            uuid::Uuid::from_slice(&max).expect("uuid").to_string(),
+            "896e5bef-2d0c-11ea-7f7f-7f7f7f7f7f7f"
+        );
+        let to_ts = sig("totimestamp")
+            .into_iter()
+            .find(|s| s.args[0] == CqlType::Timeuuid)
+            .expect("timeuuid overload");
+        let tu = uuid::Uuid::parse_str("50554d6e-29bb-11e5-b345-feff819cdc9f").expect("uuid");
+        let ts = call(&to_ts, &[Some(tu.as_bytes().to_vec())])
+            .expect("ok")
+            .expect("value");
+        assert_eq!(
+            i64::from_be_bytes(ts.try_into().expect("8 bytes")),
+            1_436_832_018_805
+        );
+        assert_eq!(call(&to_ts, &[None]).expect("ok"), None);
+    }
+
+    #[test]
+    fn casts_convert_as_java_does() {
+        let run = |from: CqlType, to: CqlType, v: Value| {
+            let mut b = Vec::new();
+            v.encode(&mut b);
+            let out = cast(&from, &to, &b).expect("cast").expect("value");
+            Value::decode(&to, &out).expect("decodes")
+        };
+        assert_eq!(
+            run(CqlType::Double, CqlType::Tinyint, Value::Double(1e10)),
+            Value::Tinyint(-1)
+        );
+        assert_eq!(
+            run(
+                CqlType::Double,
+                CqlType::Smallint,
+                Value::Double(123_456_789.123)
+            ),
+            Value::Smallint(-13035)
+        );
+        assert_eq!(
+            run(CqlType::Double, CqlType::Text, Value::Double(1e10)),
+            Value::Text("1.0E10".into())
+        );
+        assert_eq!(
+            run(CqlType::Float, CqlType::Text, Value::Float(0.1)),
+            Value::Text("0.1".into())
+        );
+        assert_eq!(
+            run(
+                CqlType::Inet,
+                CqlType::Text,
+                Value::Inet("::1".parse().expect("ipv6"))
+            ),
+            Value::Text("0:0:0:0:0:0:0:1".into())
+        );
+        assert_eq!(
+            run(
+                CqlType::Timestamp,
+                CqlType::Text,
+                Value::Timestamp(1_577_934_245_678)
+            ),
+            Value::Text("2020-01-02T03:04:05.678Z".into())
+        );
+        assert_eq!(
+            run(CqlType::Time, CqlType::Text, Value::Time(3_723_456_000_000)),
+            Value::Text("01:02:03.456000000".into())
+        );
+        let big: BigInt = "12345678901234567890".parse().expect("bigint");
+        assert_eq!(
+            run(
+                CqlType::Decimal,
+                CqlType::Varint,
+                Value::Decimal {
+                    unscaled: big * 1000 + 123,
+                    scale: 3
+                }
+            ),
+            Value::Varint(BigInt::from(-6_101_065_172_474_983_726i64))
+        );
+        assert_eq!(
+            run(CqlType::Float, CqlType::Decimal, Value::Float(1.5)),
+            Value::Decimal {
+                unscaled: BigInt::from(15),
+                scale: 1
+            }
+        );
+        assert_eq!(
+            run(CqlType::Int, CqlType::Decimal, Value::Int(1)),
+            Value::Decimal {
+                unscaled: BigInt::from(1),
+                scale: 0
+            }
+        );
+    }
+}
