@@ -6,7 +6,7 @@
 //! follow, at most 5 bytes since every varint here is a `u32`), used for counts, lengths and
 //! column ids, which are small.
 //!
-//! A `deletion` is 12 bytes: `marked_for_delete_at` i64, `local_deletion_time` i32.
+//! A `deletion` is 12 bytes: `marked_for_delete_at` i64, `local_deletion_time` u32.
 //!
 //! Row, version 1:
 //! ```text
@@ -14,7 +14,7 @@
 //! u8      flags: bit 0 = row marker present, bit 1 = the marker has a TTL,
 //!                bit 2 = row deletion present; other bits must be 0
 //! [i64    marker timestamp]                       if bit 0
-//! [i32    marker ttl_seconds, i32 marker local_expiration_time]   if bit 1 (requires bit 0)
+//! [i32    marker ttl_seconds, u32 marker local_expiration_time]   if bit 1 (requires bit 0)
 //! [12     row deletion]                           if bit 2
 //! varint  column count, then per column (ids strictly increasing):
 //!   varint  column id
@@ -27,8 +27,8 @@
 //!   u8      kind: 0x00 live, 0x01 live with TTL, 0x02 tombstone
 //!   i64     write timestamp
 //!   0x00:   varint value length, value bytes
-//!   0x01:   i32 ttl_seconds, i32 local_expiration_time, varint value length, value bytes
-//!   0x02:   i32 local_deletion_time
+//!   0x01:   i32 ttl_seconds, u32 local_expiration_time, varint value length, value bytes
+//!   0x02:   u32 local_deletion_time
 //! ```
 //!
 //! Partition header, version 1:
@@ -257,6 +257,11 @@ impl<'a> Reader<'a> {
         Ok(self.take(1, what)?[0])
     }
 
+    /// A local deletion or expiration time: 4 bytes, unsigned (see `LocalTime`).
+    fn local_time(&mut self, what: &str) -> Result<crate::LocalTime, MutationError> {
+        self.i32(what).map(|v| v as u32)
+    }
+
     fn i32(&mut self, what: &str) -> Result<i32, MutationError> {
         let b = self.take(4, what)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
@@ -311,7 +316,7 @@ impl<'a> Reader<'a> {
     fn deletion(&mut self, what: &str) -> Result<DeletionTime, MutationError> {
         Ok(DeletionTime {
             marked_for_delete_at: self.i64(what)?,
-            local_deletion_time: self.i32(what)?,
+            local_deletion_time: self.local_time(what)?,
         })
     }
 
@@ -351,7 +356,7 @@ impl<'a> Reader<'a> {
             },
             CELL_EXPIRING => {
                 let ttl_seconds = self.i32("cell ttl")?;
-                let local_expiration_time = self.i32("cell expiration time")?;
+                let local_expiration_time = self.local_time("cell expiration time")?;
                 CellValue::Live {
                     value: self.bytes_with_len("cell value")?,
                     expiry: Some(Expiry {
@@ -361,7 +366,7 @@ impl<'a> Reader<'a> {
                 }
             }
             CELL_TOMBSTONE => CellValue::Tombstone {
-                local_deletion_time: self.i32("cell tombstone deletion time")?,
+                local_deletion_time: self.local_time("cell tombstone deletion time")?,
             },
             other => {
                 return Err(MutationError::Corrupt {
@@ -394,7 +399,7 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
         let expiry = if flags & ROW_MARKER_HAS_TTL != 0 {
             Some(Expiry {
                 ttl_seconds: r.i32("row marker ttl")?,
-                local_expiration_time: r.i32("row marker expiration time")?,
+                local_expiration_time: r.local_time("row marker expiration time")?,
             })
         } else {
             None

@@ -29,6 +29,11 @@ pub use codec::{
     PARTITION_HEADER_FORMAT_VERSION, ROW_FORMAT_VERSION,
 };
 
+/// A server time in seconds since the epoch, as local deletion and expiration times are kept:
+/// unsigned 32 bits, so it reaches 2106 (Cassandra 5.0's format; 4.x's signed one ended in 2038,
+/// which made a 20-year TTL unrepresentable).
+pub type LocalTime = u32;
+
 /// A stable per-table column id assigned by the schema. Ids are never reused, so a dropped and
 /// re-added column never resurrects old cells.
 pub type ColumnId = u32;
@@ -43,7 +48,7 @@ pub struct DeletionTime {
     pub marked_for_delete_at: i64,
     /// Server clock when the deletion was written, seconds since the epoch (drives gc_grace in
     /// compaction; not used for shadowing).
-    pub local_deletion_time: i32,
+    pub local_deletion_time: LocalTime,
 }
 
 impl DeletionTime {
@@ -73,7 +78,7 @@ impl DeletionTime {
 pub struct Expiry {
     pub ttl_seconds: i32,
     /// Server seconds since the epoch at which the data stops being live.
-    pub local_expiration_time: i32,
+    pub local_expiration_time: LocalTime,
 }
 
 /// The row marker (Cassandra's primary key liveness info) that an INSERT writes, so that a row
@@ -87,7 +92,7 @@ pub struct LivenessInfo {
 
 impl LivenessInfo {
     /// Live unless expired at `now_seconds` (shadowing by deletions is the row's business).
-    pub fn is_live(&self, now_seconds: i32) -> bool {
+    pub fn is_live(&self, now_seconds: LocalTime) -> bool {
         match self.expiry {
             None => true,
             Some(e) => now_seconds < e.local_expiration_time,
@@ -139,7 +144,7 @@ pub enum CellValue {
         expiry: Option<Expiry>,
     },
     /// A deleted cell (DELETE of a column, or an INSERT/UPDATE binding null).
-    Tombstone { local_deletion_time: i32 },
+    Tombstone { local_deletion_time: LocalTime },
 }
 
 impl Cell {
@@ -166,7 +171,7 @@ impl Cell {
     }
 
     /// A cell tombstone.
-    pub fn tombstone(timestamp: i64, local_deletion_time: i32) -> Cell {
+    pub fn tombstone(timestamp: i64, local_deletion_time: LocalTime) -> Cell {
         Cell {
             timestamp,
             value: CellValue::Tombstone {
@@ -177,7 +182,7 @@ impl Cell {
 
     /// Live at `now_seconds`: a value that has not expired (Cassandra's `Cell.isLive`). Shadowing
     /// by deletions is not considered here: see `Row::apply_deletions`.
-    pub fn is_live(&self, now_seconds: i32) -> bool {
+    pub fn is_live(&self, now_seconds: LocalTime) -> bool {
         match &self.value {
             CellValue::Live { expiry: None, .. } => true,
             CellValue::Live {
@@ -192,7 +197,7 @@ impl Cell {
     }
 
     /// The live value bytes if this cell is live at `now_seconds`.
-    pub fn live_value(&self, now_seconds: i32) -> Option<&[u8]> {
+    pub fn live_value(&self, now_seconds: LocalTime) -> Option<&[u8]> {
         match &self.value {
             CellValue::Live { value, .. } if self.is_live(now_seconds) => Some(value),
             _ => None,
@@ -212,7 +217,7 @@ impl Cell {
 /// 6. (ours) the larger TTL. Cassandra returns its left argument here, which would make merge
 ///    order-dependent; any fixed choice is fine as both cells expire at the same second.
 fn cell_order(a: &Cell, b: &Cell) -> Ordering {
-    fn key(c: &Cell) -> (i64, bool, bool, i32, &[u8], i32) {
+    fn key(c: &Cell) -> (i64, bool, bool, LocalTime, &[u8], i32) {
         match &c.value {
             CellValue::Live {
                 value,
@@ -468,7 +473,7 @@ impl Row {
     /// Cassandra's row liveness (`Row.hasLiveData` without strict liveness): live if its marker
     /// is live, or any cell is live, at `now_seconds`, taking the row's own deletions into
     /// account. Deletions from outside the row must be applied first (`apply_deletions`).
-    pub fn is_live(&self, now_seconds: i32) -> bool {
+    pub fn is_live(&self, now_seconds: LocalTime) -> bool {
         let row_deletion = self.deletion;
         let shadowed = |d: Option<DeletionTime>, ts: i64| d.is_some_and(|d| d.deletes(ts));
         if let Some(l) = &self.liveness {
@@ -505,9 +510,9 @@ impl Row {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Purger {
     /// The server clock, seconds since the epoch: decides whether a TTL has expired.
-    pub now_seconds: i32,
+    pub now_seconds: LocalTime,
     /// Tombstones with `local_deletion_time < gc_before` may be dropped.
-    pub gc_before: i32,
+    pub gc_before: LocalTime,
     /// ... if their write timestamp is below this (`i64::MAX`: nothing outside).
     pub timestamps_below: i64,
 }
@@ -515,16 +520,16 @@ pub struct Purger {
 impl Purger {
     /// Purges what is `gc_grace_seconds` old at `now_seconds` (saturating: a huge grace
     /// purges nothing), with nothing outside the compaction.
-    pub fn new(now_seconds: i32, gc_grace_seconds: i32) -> Purger {
+    pub fn new(now_seconds: LocalTime, gc_grace_seconds: i32) -> Purger {
         Purger {
             now_seconds,
-            gc_before: now_seconds.saturating_sub(gc_grace_seconds.max(0)),
+            gc_before: now_seconds.saturating_sub(gc_grace_seconds.max(0).unsigned_abs()),
             timestamps_below: i64::MAX,
         }
     }
 
     /// Cassandra's `DeletionPurger.shouldPurge(timestamp, localDeletionTime)`.
-    pub fn should_purge(&self, timestamp: i64, local_deletion_time: i32) -> bool {
+    pub fn should_purge(&self, timestamp: i64, local_deletion_time: LocalTime) -> bool {
         local_deletion_time < self.gc_before && timestamp < self.timestamps_below
     }
 
@@ -553,7 +558,9 @@ impl Purger {
                     // where the expired cell might not: keep the cell as it is.
                     return Some(cell);
                 }
-                let written = e.local_expiration_time.saturating_sub(e.ttl_seconds);
+                let written = e
+                    .local_expiration_time
+                    .saturating_sub(e.ttl_seconds.max(0).unsigned_abs());
                 (!self.should_purge(ts, written)).then(|| Cell::tombstone(ts, written))
             }
             CellValue::Live { .. } => Some(cell),

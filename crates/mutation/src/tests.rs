@@ -27,14 +27,14 @@ impl Rng {
 fn gen_deletion(r: &mut Rng) -> DeletionTime {
     DeletionTime {
         marked_for_delete_at: r.below(6) as i64,
-        local_deletion_time: r.below(3) as i32,
+        local_deletion_time: r.below(3) as u32,
     }
 }
 
 fn gen_expiry(r: &mut Rng) -> Expiry {
     Expiry {
         ttl_seconds: 1 + r.below(3) as i32,
-        local_expiration_time: 100 + r.below(3) as i32,
+        local_expiration_time: 100 + r.below(3) as u32,
     }
 }
 
@@ -43,7 +43,7 @@ fn gen_cell(r: &mut Rng) -> Cell {
     match r.below(3) {
         0 => Cell::live(timestamp, vec![r.below(3) as u8; r.below(2) as usize]),
         1 => Cell::expiring(timestamp, vec![r.below(3) as u8], gen_expiry(r)),
-        _ => Cell::tombstone(timestamp, r.below(3) as i32),
+        _ => Cell::tombstone(timestamp, r.below(3) as u32),
     }
 }
 
@@ -499,7 +499,7 @@ fn property_merge_agrees_with_liveness_of_parts() {
     let mut r = Rng(0x5eed_0004);
     for _ in 0..CASES {
         let (a, b) = (gen_row(&mut r), gen_row(&mut r));
-        let now = 99 + r.below(4) as i32;
+        let now = 99 + r.below(4) as u32;
         if a.clone().merge(b.clone()).is_live(now) {
             assert!(a.is_live(now) || b.is_live(now));
         }
@@ -641,7 +641,10 @@ fn merge_accepts_rows_built_in_any_order() {
 /// What a read at `now` shows of a row: liveness, and every live cell with its timestamp and
 /// expiry (what `writetime()` and `ttl()` would see).
 #[allow(clippy::type_complexity)]
-fn visible(row: &Row, now: i32) -> (bool, Vec<(ColumnId, Vec<u8>, Vec<u8>, i64, Option<Expiry>)>) {
+fn visible(
+    row: &Row,
+    now: LocalTime,
+) -> (bool, Vec<(ColumnId, Vec<u8>, Vec<u8>, i64, Option<Expiry>)>) {
     let mut row = row.clone();
     row.apply_deletions(None);
     let mut cells = Vec::new();
@@ -776,8 +779,8 @@ fn property_purge_never_resurrects() {
     for case in 0..CASES {
         let inside: Vec<Row> = (0..1 + r.below(3)).map(|_| gen_row(&mut r)).collect();
         let purger = Purger {
-            now_seconds: 99 + r.below(4) as i32,
-            gc_before: r.below(4) as i32,
+            now_seconds: 99 + r.below(4) as u32,
+            gc_before: r.below(4) as u32,
             timestamps_below: if r.chance(2) {
                 i64::MAX
             } else {

@@ -315,13 +315,14 @@ impl QueryProcessor {
         }
     }
 
-    pub(crate) fn now_seconds(options: &QueryOptions) -> i32 {
-        options.now_in_seconds.unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs() as i32)
-                .unwrap_or(0)
-        })
+    /// The request's `now`: the client's `now_in_seconds` (protocol v5) or the server clock.
+    pub(crate) fn now_seconds(options: &QueryOptions) -> mutation::LocalTime {
+        match options.now_in_seconds {
+            Some(now) => now.max(0).unsigned_abs(),
+            None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+                mutation::LocalTime::try_from(d.as_secs()).unwrap_or(mutation::LocalTime::MAX)
+            }),
+        }
     }
 
     /// QUERY: parse, bind and execute in one go.

@@ -1436,7 +1436,7 @@ fn covers(rt: &RangeTombstone, key: &[u8]) -> bool {
 fn live_cell(
     cell: &Cell,
     covering: Option<DeletionTime>,
-    now: i32,
+    now: mutation::LocalTime,
 ) -> Option<(&[u8], Option<i32>)> {
     if covering.is_some_and(|d| cell.timestamp <= d.marked_for_delete_at) {
         return None;
@@ -1444,7 +1444,10 @@ fn live_cell(
     match &cell.value {
         CellValue::Live { value, expiry } => match expiry {
             Some(e) if e.local_expiration_time <= now => None,
-            Some(e) => Some((value.as_slice(), Some(e.local_expiration_time - now))),
+            Some(e) => Some((
+                value.as_slice(),
+                Some((e.local_expiration_time - now) as i32),
+            )),
             None => Some((value.as_slice(), None)),
         },
         CellValue::Tombstone { .. } => None,
@@ -1468,7 +1471,7 @@ fn fill_cells(
     table: &TableMetadata,
     row: &Row,
     covering: Option<DeletionTime>,
-    now: i32,
+    now: mutation::LocalTime,
     out: &mut RowValues,
 ) -> bool {
     let keep_cells = !out.cells.is_empty();
@@ -1595,7 +1598,7 @@ struct PartitionPosition {
 fn partition_rows(
     plan: &Plan,
     data: &PartitionData,
-    now: i32,
+    now: mutation::LocalTime,
     position: PartitionPosition,
 ) -> Vec<RowValues> {
     let table = &plan.table;
@@ -1675,7 +1678,7 @@ fn finish_virtual(
     rows: Vec<Vec<Option<Vec<u8>>>>,
     page_size: Option<usize>,
     state: PagingState,
-    _now: i32,
+    _now: mutation::LocalTime,
 ) -> Result<ResultSet, QueryError> {
     let n = plan.table.columns.len();
     let mut matching = Vec::new();

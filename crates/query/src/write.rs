@@ -32,7 +32,7 @@ pub(crate) struct WriteContext<'a> {
     pub keyspace: Option<&'a str>,
     pub values: &'a [Bound],
     pub default_timestamp: i64,
-    pub now_seconds: i32,
+    pub now_seconds: mutation::LocalTime,
     pub in_batch: bool,
     /// The current contents of the lists that operations by index or value need (`l[i] = v`,
     /// `DELETE l[i]`, `l = l - [..]`): `None` on the first pass, which records the reads in
@@ -264,7 +264,7 @@ fn attributes(
     }
     let expiry = (ttl > 0).then(|| Expiry {
         ttl_seconds: ttl as i32,
-        local_expiration_time: ctx.now_seconds.saturating_add(ttl as i32),
+        local_expiration_time: ctx.now_seconds.saturating_add(ttl as u32),
     });
     Ok(WriteAttributes { timestamp, expiry })
 }
@@ -334,7 +334,7 @@ fn cell(attrs: &WriteAttributes, value: Vec<u8>) -> Cell {
     }
 }
 
-fn tombstone(timestamp: i64, now: i32) -> Cell {
+fn tombstone(timestamp: i64, now: mutation::LocalTime) -> Cell {
     Cell {
         timestamp,
         value: CellValue::Tombstone {
@@ -349,7 +349,7 @@ fn set_column(
     col: &ColumnMetadata,
     value: TermValue,
     attrs: &WriteAttributes,
-    now: i32,
+    now: mutation::LocalTime,
 ) -> Result<Option<ColumnData>, QueryError> {
     if !col.ty.is_multi_cell() {
         return Ok(match value {
@@ -401,7 +401,7 @@ fn element_data(
     path: Vec<u8>,
     value: TermValue,
     attrs: &WriteAttributes,
-    now: i32,
+    now: mutation::LocalTime,
 ) -> Option<ColumnData> {
     let cell = match value {
         TermValue::Unset => return None,
@@ -1303,7 +1303,7 @@ pub(crate) async fn read_lists(
     schema: &Schema,
     reads: &std::collections::BTreeSet<ListRead>,
     consistency: ConsistencyLevel,
-    now: i32,
+    now: mutation::LocalTime,
 ) -> Result<ListState, QueryError> {
     use coordinator::{ReadCommand, ReadResponse};
     let mut state = ListState::default();

@@ -464,7 +464,8 @@ mod tests {
         let names: Vec<_> = t.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["k", "c", "s", "a", "v"]);
         t.add_column("b", CqlType::Int, true).expect("add static");
-        t.add_column("b2", CqlType::Int, false).expect("add regular");
+        t.add_column("b2", CqlType::Int, false)
+            .expect("add regular");
         let names: Vec<_> = t.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["k", "c", "b", "s", "a", "b2", "v"]);
         assert_eq!(t.clustering()[0].order, ClusteringOrder::Desc);

@@ -34,11 +34,11 @@ use mutation::{ClusteringBound, PartitionHeader, Row};
 /// The server clock in seconds since the epoch, as `mutation` stores local deletion times.
 /// Storage reads the clock for one thing only: deciding, in compaction, what gc_grace allows
 /// to purge.
-pub(crate) fn now_seconds() -> i32 {
+pub(crate) fn now_seconds() -> mutation::LocalTime {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    i32::try_from(secs).unwrap_or(i32::MAX)
+    mutation::LocalTime::try_from(secs).unwrap_or(mutation::LocalTime::MAX)
 }
 
 /// A table's id (`system_schema.tables.id`). RocksDB keeps each table in its own column family

@@ -182,8 +182,8 @@ struct TablePurge {
 
 #[derive(Debug, Clone, Copy)]
 struct PurgeRun {
-    now_seconds: i32,
-    gc_before: i32,
+    now_seconds: mutation::LocalTime,
+    gc_before: mutation::LocalTime,
 }
 
 impl TablePurge {
@@ -576,7 +576,7 @@ impl RocksEngine {
                 .flush_cf(&cf)
                 .map_err(|e| engine_error("flush", Some(table), e))?;
             let now_seconds = crate::now_seconds();
-            let gc_before = now_seconds.saturating_sub(gc_grace);
+            let gc_before = now_seconds.saturating_sub(gc_grace.unsigned_abs());
             let pushed = self.push_down_header_tombstones(table, now_seconds, gc_before)?;
             if pushed > 0 {
                 self.db
@@ -605,8 +605,8 @@ impl RocksEngine {
     fn push_down_header_tombstones(
         &self,
         table: TableId,
-        now_seconds: i32,
-        gc_before: i32,
+        now_seconds: mutation::LocalTime,
+        gc_before: mutation::LocalTime,
     ) -> Result<u64, StorageError> {
         let cf = self.cf(table)?;
         let corrupt = |key: &[u8], what: &dyn std::fmt::Display| StorageError::Corruption {

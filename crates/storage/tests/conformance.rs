@@ -692,7 +692,7 @@ fn recent_deletion(ts: i64) -> DeletionTime {
         .as_secs();
     DeletionTime {
         marked_for_delete_at: ts,
-        local_deletion_time: i32::try_from(now).expect("before 2038"),
+        local_deletion_time: u32::try_from(now).expect("before 2106"),
     }
 }
 
