@@ -5,14 +5,21 @@
 #   scripts/cassandra.sh start     # download (once), configure, start, wait for CQL; prints the port
 #   scripts/cassandra.sh status    # running? which PID and port
 #   scripts/cassandra.sh stop      # SIGTERM the PID we started, SIGKILL after a deadline
+#   scripts/cassandra.sh nodetool ARGS...   # Cassandra's nodetool over local JMX, e.g.
+#                                           # `nodetool flush ks t`, `nodetool compact ks t`
 #
 # Environment:
 #   HELENUS_CACHE        cache root (default ~/.cache/helenus); Cassandra lives in
 #                        $HELENUS_CACHE/cassandra-<version>/{lib,conf,data,logs}
+#   CASSANDRA_INSTANCE_DIR  where this node's conf/, data/, logs/ and pid file live (default:
+#                        the install directory above; lib/ is always shared), so a second node
+#                        (the benchmark harness's) can run beside the test node: give it its own
+#                        directory and ports, and pass the same variables to status/stop/nodetool
 #   CASSANDRA_VERSION    cassandra-all version (default: the newest 5.0.x Maven Central served
 #                        when this was written; older 5.0.x are tried if it cannot be fetched)
 #   CASSANDRA_PORT       native (CQL) port, default 9042
 #   CASSANDRA_JMX_PORT   local JMX port, default 7199
+#   CASSANDRA_STORAGE_PORT  inter-node port (bound even by a single node), default 7000
 #   CASSANDRA_HEAP       -Xms/-Xmx, default 1G: the machine (2 cores, 24 GiB) is shared with
 #                        Rust builds and the Helenus node under test
 #   CASSANDRA_START_TIMEOUT_S  how long `start` waits for the CQL port, default 180
@@ -21,6 +28,7 @@ set -euo pipefail
 cache_root="${HELENUS_CACHE:-$HOME/.cache/helenus}"
 port="${CASSANDRA_PORT:-9042}"
 jmx_port="${CASSANDRA_JMX_PORT:-7199}"
+storage_port="${CASSANDRA_STORAGE_PORT:-7000}"
 heap="${CASSANDRA_HEAP:-1G}"
 start_timeout_s="${CASSANDRA_START_TIMEOUT_S:-180}"
 stop_timeout_s=60
@@ -39,6 +47,15 @@ installed_version() {
             return
         fi
     done
+}
+
+# The directory holding this node's conf/, data/, logs/ and pid file, for install directory $1.
+instance_dir() {
+    local dir="${CASSANDRA_INSTANCE_DIR:-$1}"
+    case "$dir" in
+        /*) echo "$dir" ;;
+        *) echo "$PWD/$dir" ;; # cassandra.config is a file:// URL: it must be absolute
+    esac
 }
 
 # Downloads cassandra-all and its runtime dependencies into $home/lib through a generated pom.
@@ -88,10 +105,10 @@ ensure_installed() {
 }
 
 write_config() {
-    local home="$1"
-    mkdir -p "$home/conf" "$home/logs" "$home/data"
+    local inst="$1"
+    mkdir -p "$inst/conf" "$inst/logs" "$inst/data"
     # Only what differs from the built-in defaults, plus what 5.0 refuses to start without.
-    cat >"$home/conf/cassandra.yaml" <<EOF
+    cat >"$inst/conf/cassandra.yaml" <<EOF
 cluster_name: 'Test Cluster'
 num_tokens: 16
 allocate_tokens_for_local_replication_factor: 1
@@ -100,20 +117,20 @@ authenticator: AllowAllAuthenticator
 authorizer: AllowAllAuthorizer
 role_manager: CassandraRoleManager
 data_file_directories:
-  - $home/data/data
-commitlog_directory: $home/data/commitlog
-hints_directory: $home/data/hints
-saved_caches_directory: $home/data/saved_caches
-cdc_raw_directory: $home/data/cdc_raw
+  - $inst/data/data
+commitlog_directory: $inst/data/commitlog
+hints_directory: $inst/data/hints
+saved_caches_directory: $inst/data/saved_caches
+cdc_raw_directory: $inst/data/cdc_raw
 commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:7000"
+      - seeds: "127.0.0.1:$storage_port"
 listen_address: 127.0.0.1
 rpc_address: 127.0.0.1
-storage_port: 7000
+storage_port: $storage_port
 native_transport_port: $port
 start_native_transport: true
 endpoint_snitch: SimpleSnitch
@@ -124,11 +141,15 @@ sasi_indexes_enabled: false
 auto_snapshot: false
 disk_failure_policy: stop
 commit_failure_policy: stop
+# A new single-node cluster with no 4.x nodes to stay compatible with: use 5.0's storage format,
+# whose deletion times reach 2106. Under the default (CASSANDRA_4) every expiration time is capped
+# at 2038-01-19, so the longest legal TTL (20 years) is refused.
+storage_compatibility_mode: NONE
 EOF
-    cat >"$home/conf/logback.xml" <<EOF
+    cat >"$inst/conf/logback.xml" <<EOF
 <configuration scan="false">
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
-    <file>$home/logs/system.log</file>
+    <file>$inst/logs/system.log</file>
     <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
   </appender>
   <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
@@ -145,9 +166,9 @@ EOF
 
 # Prints the PID from the pid file if that process is alive and is a java process.
 running_pid() {
-    local home="$1" pid
-    [ -f "$home/cassandra.pid" ] || return 1
-    pid="$(cat "$home/cassandra.pid")"
+    local inst="$1" pid
+    [ -f "$inst/cassandra.pid" ] || return 1
+    pid="$(cat "$inst/cassandra.pid")"
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
     grep -q java "/proc/$pid/cmdline" 2>/dev/null || return 1
     echo "$pid"
@@ -158,10 +179,11 @@ port_open() {
 }
 
 cmd_start() {
-    local v home pid
+    local v home inst pid
     v="$(ensure_installed)"
     home="$cache_root/cassandra-$v"
-    if pid="$(running_pid "$home")"; then
+    inst="$(instance_dir "$home")"
+    if pid="$(running_pid "$inst")"; then
         log "already running (pid $pid)"
         echo "$port"
         return
@@ -169,7 +191,10 @@ cmd_start() {
     if port_open "$port"; then
         die "port $port is already in use by another process"
     fi
-    write_config "$home"
+    if port_open "$storage_port"; then
+        die "storage port $storage_port is already in use (another node? set CASSANDRA_STORAGE_PORT)"
+    fi
+    write_config "$inst"
 
     local java_opts=(
         -Xms"$heap" -Xmx"$heap"
@@ -211,10 +236,10 @@ cmd_start() {
         # cassandra-env.sh / bin/cassandra
         -Dcassandra.jmx.local.port="$jmx_port"
         -Dcassandra-foreground=yes
-        -Dcassandra.config="file://$home/conf/cassandra.yaml"
-        -Dcassandra.storagedir="$home/data"
-        -Dcassandra.logdir="$home/logs"
-        -Dlogback.configurationFile="$home/conf/logback.xml"
+        -Dcassandra.config="file://$inst/conf/cassandra.yaml"
+        -Dcassandra.storagedir="$inst/data"
+        -Dcassandra.logdir="$inst/logs"
+        -Dlogback.configurationFile="$inst/conf/logback.xml"
         # One node, no peers to hear from: don't wait for gossip to settle.
         -Dcassandra.skip_wait_for_gossip_to_settle=0
     )
@@ -225,23 +250,23 @@ cmd_start() {
         java_opts+=("-javaagent:$jamm")
     fi
 
-    log "starting Cassandra $v (CQL port $port, log $home/logs/system.log)"
+    log "starting Cassandra $v (CQL port $port, heap $heap, log $inst/logs/system.log)"
     # setsid: the node must outlive this shell; it execs java, so $! is java's PID.
-    setsid java "${java_opts[@]}" -cp "$home/conf:$home/lib/*" \
+    setsid java "${java_opts[@]}" -cp "$inst/conf:$home/lib/*" \
         org.apache.cassandra.service.CassandraDaemon \
-        >"$home/logs/stdout.log" 2>&1 </dev/null &
+        >"$inst/logs/stdout.log" 2>&1 </dev/null &
     pid=$!
-    echo "$pid" >"$home/cassandra.pid"
+    echo "$pid" >"$inst/cassandra.pid"
 
     local deadline=$((SECONDS + start_timeout_s))
     until port_open "$port"; do
         if ! kill -0 "$pid" 2>/dev/null; then
-            tail -n 40 "$home/logs/stdout.log" >&2 || true
-            rm -f "$home/cassandra.pid"
-            die "Cassandra exited during startup (see $home/logs/)"
+            tail -n 40 "$inst/logs/stdout.log" >&2 || true
+            rm -f "$inst/cassandra.pid"
+            die "Cassandra exited during startup (see $inst/logs/)"
         fi
         if [ "$SECONDS" -ge "$deadline" ]; then
-            tail -n 40 "$home/logs/system.log" >&2 || true
+            tail -n 40 "$inst/logs/system.log" >&2 || true
             die "CQL port $port not open after ${start_timeout_s}s (pid $pid still running; 'stop' ends it)"
         fi
         sleep 0.5 # poll interval, not a readiness wait
@@ -251,13 +276,14 @@ cmd_start() {
 }
 
 cmd_stop() {
-    local v home pid
+    local v home inst pid
     v="$(installed_version)"
     [ -n "$v" ] || { log "not installed"; return; }
     home="$cache_root/cassandra-$v"
-    if ! pid="$(running_pid "$home")"; then
+    inst="$(instance_dir "$home")"
+    if ! pid="$(running_pid "$inst")"; then
         log "not running"
-        rm -f "$home/cassandra.pid"
+        rm -f "$inst/cassandra.pid"
         return
     fi
     log "stopping pid $pid"
@@ -271,15 +297,58 @@ cmd_stop() {
         fi
         sleep 0.2
     done
-    rm -f "$home/cassandra.pid"
+    rm -f "$inst/cassandra.pid"
+}
+
+# Cassandra's bin/nodetool, minus the tarball: NodeTool from the assembled lib/, over the local-only
+# JMX port the node opens (-Dcassandra.jmx.local.port), with the JPMS exports/opens of
+# jvm17-clients.options. Client JVM settings favour a fast start over peak speed.
+cmd_nodetool() {
+    local v home inst
+    v="$(installed_version)"
+    [ -n "$v" ] || die "not installed: run '$0 start' first"
+    home="$cache_root/cassandra-$v"
+    inst="$(instance_dir "$home")"
+    mkdir -p "$inst/conf"
+    # The tool's own logging: warnings and errors to stderr, nothing else.
+    cat >"$inst/conf/logback-tools.xml" <<EOF
+<configuration scan="false">
+  <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
+    <target>System.err</target>
+    <encoder><pattern>%-5level %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="STDERR"/></root>
+</configuration>
+EOF
+    exec java -Xms128m -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        -Djava.net.preferIPv4Stack=true -Djdk.attach.allowAttachSelf=true \
+        --add-exports java.base/jdk.internal.misc=ALL-UNNAMED \
+        --add-exports java.base/jdk.internal.ref=ALL-UNNAMED \
+        --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
+        --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED \
+        --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED \
+        --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED \
+        --add-exports java.sql/java.sql=ALL-UNNAMED \
+        --add-opens java.base/java.lang.module=ALL-UNNAMED \
+        --add-opens java.base/jdk.internal.loader=ALL-UNNAMED \
+        --add-opens java.base/jdk.internal.ref=ALL-UNNAMED \
+        --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED \
+        --add-opens java.base/jdk.internal.math=ALL-UNNAMED \
+        --add-opens java.base/jdk.internal.module=ALL-UNNAMED \
+        --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED \
+        --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED \
+        -Dcassandra.storagedir="$inst/data" \
+        -Dlogback.configurationFile="$inst/conf/logback-tools.xml" \
+        -cp "$home/lib/*" org.apache.cassandra.tools.NodeTool -h 127.0.0.1 -p "$jmx_port" "$@"
 }
 
 cmd_status() {
-    local v home pid
+    local v home inst pid
     v="$(installed_version)"
     [ -n "$v" ] || { echo "not installed"; return 1; }
     home="$cache_root/cassandra-$v"
-    if pid="$(running_pid "$home")"; then
+    inst="$(instance_dir "$home")"
+    if pid="$(running_pid "$inst")"; then
         if port_open "$port"; then
             echo "running: Cassandra $v, pid $pid, CQL port $port"
         else
@@ -295,5 +364,6 @@ case "${1:-}" in
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
-    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+    nodetool) shift; cmd_nodetool "$@" ;;
+    *) echo "usage: $0 start|stop|status|nodetool ARGS..." >&2; exit 2 ;;
 esac

@@ -10,13 +10,24 @@ is proved right against Apache Cassandra 5.0:
     pytest tests/e2e --host 127.0.0.1:9042
 
 Tests marked `helenus_only` start and stop their own Helenus nodes; they are skipped with --host.
+
+Tests that need tables flushed and compacted (tombstone purging) use the `compact` fixture: on the
+Helenus node the suite started it runs `helenus admin`; with --host it runs the command given by
+`--nodetool CMD` (e.g. `--nodetool "scripts/cassandra.sh nodetool"`), and skips without one.
 """
 
 import os
+import shlex
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from util import HelenusNode, default_helenus_bin, new_cluster, unique_name, wait_for_cql
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# A flush or major compaction of one small table; Cassandra's nodetool also starts a JVM.
+COMPACT_TIMEOUT_S = 120
 
 
 def pytest_addoption(parser):
@@ -25,6 +36,13 @@ def pytest_addoption(parser):
         default=os.environ.get("HELENUS_TEST_HOST"),
         help="HOST:PORT of an already running server (Helenus or Cassandra) to test instead of "
         "starting the helenus binary; default $HELENUS_TEST_HOST",
+    )
+    parser.addoption(
+        "--nodetool",
+        default=os.environ.get("HELENUS_TEST_NODETOOL"),
+        help="with --host: a nodetool-like command the `compact` fixture runs as `CMD flush KS T` "
+        "and `CMD compact KS T`, e.g. \"scripts/cassandra.sh nodetool\" (relative paths are "
+        "resolved from the repository root); default $HELENUS_TEST_NODETOOL",
     )
 
 
@@ -50,14 +68,24 @@ def _parse_host(value):
     return host.strip("[]"), int(port)
 
 
+class Server(tuple):
+    """(host, port) of the server under test; `node` is the HelenusNode the suite started, or
+    None when it runs against --host."""
+
+    def __new__(cls, host, port, node=None):
+        self = super().__new__(cls, (host, port))
+        self.node = node
+        return self
+
+
 @pytest.fixture(scope="session")
 def server(request, tmp_path_factory):
-    """(host, port) of the server under test, running for the whole session."""
+    """Server((host, port), node) of the server under test, running for the whole session."""
     given = request.config.getoption("--host")
     if given:
         host, port = _parse_host(given)
         wait_for_cql(host, port, timeout_s=30)
-        yield host, port
+        yield Server(host, port)
         return
     binary = default_helenus_bin()
     if not os.access(binary, os.X_OK):
@@ -69,7 +97,7 @@ def server(request, tmp_path_factory):
     node = HelenusNode(binary, tmp_path_factory.mktemp("helenus-node"))
     node.start()
     try:
-        yield node.host, node.port
+        yield Server(node.host, node.port, node)
     finally:
         node.stop()
 
@@ -99,6 +127,43 @@ def test_keyspace(cql):
     )
     yield name
     cql.execute(f"DROP KEYSPACE {name}")
+
+
+@pytest.fixture(scope="session")
+def compact(request, server):
+    """`compact(keyspace, table)` (or `compact("keyspace.table")`): flushes the table's memtable
+    and runs a major compaction of all its files, as `nodetool flush` + `nodetool compact` do;
+    tombstones past gc_grace_seconds are purged then. Skips the test when the server under test
+    offers no way to do it."""
+    nodetool = request.config.getoption("--nodetool")
+    if server.node is not None:
+        node = server.node
+
+        def run(keyspace, table=None):
+            if table is None:
+                keyspace, table = keyspace.split(".")
+            for verb in ("flush", "compact"):
+                code, out, err = node.admin(verb, f"{keyspace}.{table}")
+                assert code == 0, f"helenus admin {verb} {keyspace}.{table}: {out}{err}"
+
+        return run
+    if nodetool:
+        command = shlex.split(nodetool)
+
+        def run(keyspace, table=None):
+            if table is None:
+                keyspace, table = keyspace.split(".")
+            for verb in ("flush", "compact"):
+                result = subprocess.run(
+                    [*command, verb, keyspace, table], cwd=REPO_ROOT, capture_output=True,
+                    text=True, timeout=COMPACT_TIMEOUT_S,
+                )
+                assert result.returncode == 0, (
+                    f"{nodetool} {verb} {keyspace} {table}: {result.stdout}{result.stderr}"
+                )
+
+        return run
+    pytest.skip("no way to flush and compact: give --nodetool CMD with --host")
 
 
 @pytest.fixture

@@ -99,6 +99,18 @@ def new_keyspace(cql, replication="{'class': 'SimpleStrategy', 'replication_fact
         cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
 
 
+def wait_until(condition, timeout_s, what):
+    """Polls `condition()` until it returns a true value, and returns that value; fails the test
+    after `timeout_s`. For what only time brings about, such as a TTL running out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.1)  # poll interval
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
