@@ -155,3 +155,64 @@ def test_refused_values(cql, table, fields):
 def test_malformed_or_keyless_json(cql, table, text):
     with pytest.raises(InvalidRequest):
         cql.execute(f"INSERT INTO {table} JSON %s", [text])
+
+
+# --- SELECT JSON and toJson ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def full_row(cql, table):
+    """One row with every column set; SELECT JSON of it is compared with Cassandra 5.0.9's
+    text exactly."""
+    cql.execute(
+        f"INSERT INTO {table} (k, \"Cap\", a, b, bl, bo, d, de, du, f, i, sm, ti, ts, ty, uid, "
+        "tu, vi, l, st, m, mf, tp, uu, vec) VALUES (800001, 'x\"y', 'asc', 12345678901, 0xcafe, "
+        "true, '2024-02-29', 12.340, 1h2m3s, 1.5, '::1', 7, '08:12:54.123456789', "
+        "'2024-01-02 03:04:05.678+0000', 3, 550e8400-e29b-41d4-a716-446655440000, "
+        "50554d6e-29bb-11e5-b345-feff819cdc9f, 123456789012345678901234567890, [1,2], "
+        "{'b','a'}, {2: 'two', 1: 'one'}, {'z': 1}, (1, 'one'), {a: 5, \"Bb\": 'bee'}, "
+        "[0.5, -1.0])")
+    return 800001
+
+
+def test_select_json_star(cql, table, full_row):
+    rs = cql.execute(f"SELECT JSON * FROM {table} WHERE k = {full_row}")
+    assert rs.column_names == ["[json]"]
+    assert rs.one()[0] == (
+        '{"k": 800001, "\\"Cap\\"": "x\\"y", "a": "asc", "b": 12345678901, "bl": "0xcafe", '
+        '"bo": true, "d": "2024-02-29", "de": 12.340, "du": "1h2m3s", "f": 1.5, '
+        '"i": "0:0:0:0:0:0:0:1", "l": [1, 2], "m": {"1": "one", "2": "two"}, "mf": {"z": 1}, '
+        '"sm": 7, "st": ["a", "b"], "ti": "08:12:54.123456789", "tp": [1, "one"], '
+        '"ts": "2024-01-02 03:04:05.678Z", "tu": "50554d6e-29bb-11e5-b345-feff819cdc9f", '
+        '"ty": 3, "uid": "550e8400-e29b-41d4-a716-446655440000", '
+        '"uu": {"a": 5, "\\"Bb\\"": "bee"}, "vec": [0.5, -1.0], '
+        '"vi": 123456789012345678901234567890}')
+
+
+def test_select_json_nulls_aliases_and_tojson(cql, table, full_row):
+    k = insert_json(cql, table, "")
+    row = cql.execute(f"SELECT JSON k, b, l FROM {table} WHERE k = {k}").one()
+    assert row[0] == '{"k": %d, "b": null, "l": null}' % k
+    rs = cql.execute(f"SELECT JSON k, ts AS when, toJson(m) FROM {table} WHERE k = {full_row}")
+    assert rs.one()[0] == (
+        '{"k": 800001, "when": "2024-01-02 03:04:05.678Z", '
+        '"system.tojson(m)": "{\\"1\\": \\"one\\", \\"2\\": \\"two\\"}"}')
+
+
+def test_tojson_in_a_plain_select(cql, table, full_row):
+    row = cql.execute(f"SELECT toJson(uu), toJson(de), toJson(b) FROM {table} WHERE k = {full_row}").one()
+    assert list(row) == ['{"a": 5, "\\"Bb\\"": "bee"}', "12.340", "12345678901"]
+
+
+def test_fromjson_is_refused_in_a_selection(cql, table):
+    with pytest.raises(InvalidRequest):
+        cql.execute(f"SELECT fromJson(a) FROM {table}")
+
+
+def test_select_json_pages(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, PRIMARY KEY (k, c)") as t:
+        for c in range(10):
+            cql.execute(f"INSERT INTO {t} (k, c) VALUES (1, {c})")
+        from cassandra.query import SimpleStatement
+        rows = list(cql.execute(SimpleStatement(f"SELECT JSON c FROM {t} WHERE k = 1", fetch_size=3)))
+        assert [r[0] for r in rows] == ['{"c": %d}' % c for c in range(10)]

@@ -575,11 +575,6 @@ fn build_plan(
             ));
         }
     }
-    if select.json {
-        return Err(QueryError::Invalid(
-            "SELECT JSON is not supported yet by Helenus".to_string(),
-        ));
-    }
     let group_by = group_by_prefix(table, select)?;
     let aggregate = selection.is_aggregate() && group_by.is_none();
     if aggregate && select.per_partition_limit.is_some() {
@@ -872,6 +867,83 @@ impl Sink {
 }
 
 pub(crate) async fn execute(
+    processor: &QueryProcessor,
+    schema: &Schema,
+    select: &Select,
+    keyspace: Option<&str>,
+    values: &[Bound],
+    options: &QueryOptions,
+) -> Result<QueryResult, QueryError> {
+    if !select.json {
+        return execute_rows(processor, schema, select, keyspace, values, options).await;
+    }
+    // SELECT JSON: the same query, each result row turned into one JSON object.
+    let plain = Select {
+        json: false,
+        ..select.clone()
+    };
+    match execute_rows(processor, schema, &plain, keyspace, values, options).await? {
+        QueryResult::Rows(rs) => Ok(QueryResult::Rows(rows_to_json(rs)?)),
+        other => Ok(other),
+    }
+}
+
+/// One `[json]` text column per row: `{"column": value, ...}` in the selection's order, with
+/// Cassandra's key rule (a name with capitals is double-quoted) and `toJson` values.
+fn rows_to_json(rs: ResultSet) -> Result<ResultSet, QueryError> {
+    let keys: Vec<String> = rs
+        .columns
+        .iter()
+        .map(|c| {
+            let name = if c.name == c.name.to_lowercase() {
+                c.name.clone()
+            } else {
+                format!("\"{}\"", c.name)
+            };
+            serde_json::Value::String(name).to_string()
+        })
+        .collect();
+    let mut rows = Vec::with_capacity(rs.rows.len());
+    for row in &rs.rows {
+        let mut text = String::from("{");
+        for (i, (cell, spec)) in row.iter().zip(&rs.columns).enumerate() {
+            if i > 0 {
+                text.push_str(", ");
+            }
+            text.push_str(&keys[i]);
+            text.push_str(": ");
+            match cell {
+                None => text.push_str("null"),
+                Some(bytes) => {
+                    let value = types::Value::decode(&spec.ty, bytes).map_err(|e| {
+                        QueryError::Server(format!("cannot decode {}: {e}", spec.name))
+                    })?;
+                    text.push_str(&value.to_json(&spec.ty));
+                }
+            }
+        }
+        text.push('}');
+        rows.push(vec![Some(Bytes::from(text))]);
+    }
+    let json_spec = |c: &ColumnSpec| ColumnSpec {
+        keyspace: c.keyspace.clone(),
+        table: c.table.clone(),
+        name: "[json]".to_string(),
+        ty: CqlType::Text,
+    };
+    let columns = match rs.columns.first() {
+        Some(c) => vec![json_spec(c)],
+        None => Vec::new(),
+    };
+    Ok(ResultSet {
+        columns,
+        rows,
+        paging_state: rs.paging_state,
+        skip_metadata: rs.skip_metadata,
+    })
+}
+
+async fn execute_rows(
     processor: &QueryProcessor,
     schema: &Schema,
     select: &Select,

@@ -54,6 +54,8 @@ pub(crate) enum Scalar {
     Operation(super::operations::Operation),
     /// `-a` of a number of this type.
     Negate(CqlType),
+    /// `toJson(x)` of a value of this type: its JSON text (`null` for null).
+    ToJson(CqlType),
 }
 
 /// One signature of a function: its name as Cassandra prints it, argument and return types.
@@ -73,6 +75,11 @@ impl Signature {
             ret,
             function,
         }
+    }
+
+    /// `toJson` for an argument of type `ty` (Cassandra makes one per argument type).
+    pub fn to_json(name: &str, ty: CqlType) -> Signature {
+        Signature::new(name, vec![ty.clone()], CqlType::Text, Scalar::ToJson(ty))
     }
 
     /// `system.todate : (timeuuid) -> date`, as Cassandra lists signatures in errors.
@@ -121,10 +128,6 @@ const NOT_YET: &[&str] = &[
     "log10",
     "round",
     "floor",
-    "tojson",
-    "to_json",
-    "fromjson",
-    "from_json",
     "map_keys",
     "map_values",
     "collection_count",
@@ -613,6 +616,15 @@ pub(crate) fn call(
             };
             return Ok(encode(Value::Bigint(partitioner::murmur3_token(&key))));
         }
+        Scalar::ToJson(ty) => {
+            let text = match args.first() {
+                Some(Some(bytes)) => Value::decode(ty, bytes)
+                    .map_err(|e| QueryError::Server(format!("cannot decode a {ty}: {e}")))?
+                    .to_json(ty),
+                _ => "null".to_string(),
+            };
+            return Ok(Some(text.into_bytes()));
+        }
         _ => {}
     }
     let Some(Some(arg)) = args.first() else {
@@ -672,7 +684,8 @@ pub(crate) fn call(
         | Scalar::CurrentTimestamp
         | Scalar::CurrentDate
         | Scalar::CurrentTime
-        | Scalar::Token => unreachable!("handled above"),
+        | Scalar::Token
+        | Scalar::ToJson(_) => unreachable!("handled above"),
     })
 }
 

@@ -823,8 +823,35 @@ impl Compiler<'_> {
             .iter()
             .map(|c| c.ty.clone())
             .collect();
-        let Some(candidates) = functions::signatures(fname, &key_types)? else {
-            return Err(invalid(format!("Unknown function '{called}'")));
+        let candidates = match fname {
+            // One signature per argument type, as Cassandra's toJson factory makes them.
+            "tojson" | "to_json" => match args {
+                [arg] => match self.argument(arg, depth)?.0 {
+                    ArgKind::Typed(ty) => vec![Signature::to_json(fname, ty)],
+                    _ => {
+                        return Err(invalid(format!(
+                            "Cannot infer type of argument {} in call to function {called}",
+                            selector_text(arg)
+                        )))
+                    }
+                },
+                _ => {
+                    return Err(invalid(format!(
+                        "{called} expects 1 argument, but {} given",
+                        args.len()
+                    )))
+                }
+            },
+            "fromjson" | "from_json" => {
+                return Err(invalid(
+                    "fromJson() cannot be used in the selection clause of a SELECT statement"
+                        .to_string(),
+                ))
+            }
+            _ => match functions::signatures(fname, &key_types)? {
+                Some(candidates) => candidates,
+                None => return Err(invalid(format!("Unknown function '{called}'"))),
+            },
         };
         let mut kinds = Vec::with_capacity(args.len());
         let mut compiled = Vec::with_capacity(args.len());
