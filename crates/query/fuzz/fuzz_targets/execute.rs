@@ -50,7 +50,10 @@ fn processor() -> QueryProcessor {
         local_address: node.listen_address,
         tokens,
     };
-    let coordinator = Arc::new(Coordinator::new(ring, Arc::new(LocalReplica::new(engine.clone()))));
+    let coordinator = Arc::new(Coordinator::new(
+        ring,
+        Arc::new(LocalReplica::new(engine.clone())),
+    ));
     QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
 }
 
@@ -59,7 +62,11 @@ fn setup(state: &State) {
     for statement in SETUP {
         state
             .runtime
-            .block_on(state.processor.query(statement, QueryOptions::default(), &mut session))
+            .block_on(
+                state
+                    .processor
+                    .query(statement, QueryOptions::default(), &mut session),
+            )
             .expect(statement);
     }
 }
@@ -95,7 +102,9 @@ fuzz_target!(|data: &[u8]| {
     let mut session = Session {
         keyspace: Some("ks".to_string()),
     };
-    let _ = state
-        .runtime
-        .block_on(state.processor.query(text, QueryOptions::default(), &mut session));
+    let _ = state.runtime.block_on(state.processor.query(
+        text,
+        QueryOptions::default(),
+        &mut session,
+    ));
 });
