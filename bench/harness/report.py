@@ -1,0 +1,555 @@
+"""report.md and its plots, from an output directory's results.json and the latte JSON reports
+it names. Also `bench/run --report-only DIR` to rebuild a report (e.g. of an interrupted run).
+
+The ratio table compares, per workload: saturation throughput; p99 cycle latency at the fixed
+rate nearest 50% of Cassandra's saturation throughput (the same offered load for every
+server); server CPU time per operation at that rate; and the server's peak resident memory
+(VmHWM) while the workload ran (load and warm pass included)."""
+
+import json
+import math
+from pathlib import Path
+
+from . import latte as latte_mod
+
+SERVERS = ("cassandra", "helenus", "ceiling")
+LABELS = {"cassandra": "Cassandra", "helenus": "Helenus", "ceiling": "ceiling"}
+COLORS = {"cassandra": "#4e79a7", "helenus": "#e15759", "ceiling": "#9c9c9c"}
+# (key, label, unit, higher is better)
+METRICS = (
+    ("throughput", "throughput", "ops/s", True),
+    ("p99_ms", "p99 at {half} rate", "ms", False),
+    ("cpu_us_per_op", "server CPU per op at {half} rate", "µs", False),
+    ("peak_rss_mib", "server peak RSS", "MiB", False),
+)
+HALF = 0.5
+
+
+def load(out_dir: Path) -> dict:
+    """results.json with each successful run's latte report parsed into run["metrics"]."""
+    out_dir = Path(out_dir)
+    results = json.loads((out_dir / "results.json").read_text())
+    for run in results["runs"]:
+        run["metrics"] = None
+        if run.get("status") != "ok":
+            continue
+        try:
+            parsed = latte_mod.parse(json.loads((out_dir / run["latte_json"]).read_text()))
+        except (OSError, ValueError, KeyError) as e:
+            run["status"], run["error"] = "failed", f"unreadable latte report: {e}"
+            continue
+        m = {
+            "throughput": parsed.throughput,
+            "p50_ms": parsed.p50_ms,
+            "p99_ms": parsed.p99_ms,
+            "p999_ms": parsed.p999_ms,
+            "errors": parsed.error_count,
+            "error_samples": parsed.errors[:3],
+            "cycles": parsed.cycle_count,
+            "elapsed_s": parsed.elapsed_s,
+            "client_cpu_s": parsed.client_cpu_s,
+            "server_version": parsed.server_version,
+            "cpu_us_per_op": None,
+            "server_cores": None,
+            "background_cores": None,
+        }
+        cpu = run.get("server_cpu_s")
+        if cpu is not None and parsed.cycle_count > 0:
+            m["cpu_us_per_op"] = cpu / parsed.cycle_count * 1e6
+            m["server_cores"] = cpu / parsed.elapsed_s if parsed.elapsed_s else None
+            busy = run.get("machine_busy_cpu_s")
+            if busy is not None and parsed.elapsed_s:
+                m["background_cores"] = max(0.0, busy - cpu - parsed.client_cpu_s) / parsed.elapsed_s
+        run["metrics"] = m
+    return results
+
+
+def _half_fraction(results: dict) -> float | None:
+    fractions = sorted({r["fraction"] for r in results["runs"] if r.get("fraction") is not None})
+    if not fractions:
+        return None
+    return min(fractions, key=lambda f: (abs(f - HALF), f))
+
+
+def summary(results: dict) -> dict:
+    """{(workload, server): {throughput, p99_ms, cpu_us_per_op, peak_rss_mib}} (None = no
+    data)."""
+    half = _half_fraction(results)
+    out = {}
+    for workload in results["workloads"]:
+        for server in SERVERS:
+            runs = [r for r in results["runs"]
+                    if r["workload"] == workload and r["server"] == server]
+            if not runs:
+                continue
+            sat = next((r for r in runs if r["kind"] == "saturation" and r["metrics"]), None)
+            mid = next((r for r in runs if r["kind"] == "rate" and r["fraction"] == half
+                        and r["metrics"]), None)
+            peaks = [r["server_peak_rss_bytes"] for r in runs if r.get("server_peak_rss_bytes")]
+            out[(workload, server)] = {
+                "throughput": sat["metrics"]["throughput"] if sat else None,
+                "p99_ms": mid["metrics"]["p99_ms"] if mid else None,
+                "cpu_us_per_op": mid["metrics"]["cpu_us_per_op"] if mid else None,
+                "peak_rss_mib": max(peaks) / 2**20 if peaks else None,
+                "mid_sustained": _sustained(mid) if mid else True,
+            }
+    return out
+
+
+# A fixed-rate run that achieved less than this fraction of its offered rate: the server could
+# not keep up, so its latency is mostly queueing (marked † in the tables).
+SUSTAINED_FRACTION = 0.95
+
+
+def _sustained(run) -> bool:
+    rate = run.get("target_rate")
+    return rate is None or run["metrics"]["throughput"] >= SUSTAINED_FRACTION * rate
+
+
+def _ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def ratio_rows(results: dict) -> list[dict]:
+    """One row per workload and metric: the three values and the two ratios."""
+    s = summary(results)
+    half = _half_fraction(results)
+    half_text = "50%" if half is None else f"{half:.0%}"
+    rows = []
+    for workload in results["workloads"]:
+        for key, label, unit, higher_better in METRICS:
+            label = label.format(half=half_text)
+            values = {srv: s.get((workload, srv), {}).get(key) for srv in SERVERS}
+            unsustained = [] if key not in ("p99_ms", "cpu_us_per_op") else [
+                srv for srv in SERVERS
+                if not s.get((workload, srv), {}).get("mid_sustained", True)]
+            rows.append({
+                "unsustained": unsustained,
+                "workload": workload, "metric": key, "label": label, "unit": unit,
+                "higher_is_better": higher_better, "values": values,
+                "helenus_vs_cassandra": _ratio(values["helenus"], values["cassandra"]),
+                "helenus_vs_ceiling": _ratio(values["helenus"], values["ceiling"]),
+            })
+    return rows
+
+
+def _fmt_value(value, unit) -> str:
+    if value is None:
+        return "—"
+    if unit in ("ops/s", "MiB"):
+        return f"{value:,.0f} {unit}"
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    if value >= 10:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"
+
+
+def _fmt_ratio(value, better: bool | None = None) -> str:
+    if value is None:
+        return "—"
+    # Two decimals, but two significant digits for ratios below 0.1 (0.0050×, not 0.00×).
+    text = f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"
+    return f"**{text}**" if better else text
+
+
+def ratio_table_markdown(results: dict) -> str:
+    lines = [
+        "| workload | metric | Cassandra | Helenus | ceiling | Helenus ÷ Cassandra "
+        "| Helenus ÷ ceiling |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+    for row in ratio_rows(results):
+        r = row["helenus_vs_cassandra"]
+        better = r is not None and (r > 1 if row["higher_is_better"] else r < 1)
+        arrow = "↑" if row["higher_is_better"] else "↓"
+        cells = {srv: _fmt_value(row["values"][srv], row["unit"])
+                 + (" †" if srv in row["unsustained"] else "") for srv in SERVERS}
+        lines.append(
+            f"| {row['workload']} | {row['label']} {arrow} "
+            f"| {cells['cassandra']} | {cells['helenus']} | {cells['ceiling']} "
+            f"| {_fmt_ratio(r, better)} | {_fmt_ratio(row['helenus_vs_ceiling'])} |")
+    return "\n".join(lines)
+
+
+def geometric_means(results: dict) -> dict:
+    """Helenus ÷ Cassandra per metric, geometric mean over the workloads that have both."""
+    out = {}
+    for key, *_ in METRICS:
+        ratios = [r["helenus_vs_cassandra"] for r in ratio_rows(results)
+                  if r["metric"] == key and r["helenus_vs_cassandra"]]
+        out[key] = (math.exp(sum(math.log(x) for x in ratios) / len(ratios)), len(ratios)) \
+            if ratios else (None, 0)
+    return out
+
+
+# -- plots ------------------------------------------------------------------------------------
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _servers_present(results) -> list[str]:
+    present = {r["server"] for r in results["runs"]}
+    return [s for s in SERVERS if s in present]
+
+
+def plot_bars(results: dict, path: Path, metric: str, ylabel: str, title: str,
+              log: bool = False) -> None:
+    plt = _plt()
+    s = summary(results)
+    workloads = list(results["workloads"])
+    present = _servers_present(results)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(workloads) + 2), 4.2))
+    width = 0.8 / max(len(present), 1)
+    for i, server in enumerate(present):
+        xs, ys = [], []
+        for j, w in enumerate(workloads):
+            v = s.get((w, server), {}).get(metric)
+            if v is not None:
+                xs.append(j + (i - (len(present) - 1) / 2) * width)
+                ys.append(v)
+        bars = ax.bar(xs, ys, width, label=LABELS[server], color=COLORS[server])
+        for bar, y in zip(bars, ys):
+            ax.annotate(f"{y:,.0f}" if y >= 10 else f"{y:.2f}",
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=7, xytext=(0, 1),
+                        textcoords="offset points")
+    ax.set_xticks(range(len(workloads)), workloads)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if log and ax.has_data():
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _thousands(value, _pos) -> str:
+    return f"{value / 1000:g}k" if value >= 1000 else f"{value:g}"
+
+
+def plot_latency(results: dict, workload: str, path: Path) -> None:
+    """p50, p99 and p99.9 against the offered rate: one panel per percentile, one line per
+    server through its fixed-rate runs; the saturation run as a hollow marker at the
+    throughput it reached."""
+    plt = _plt()
+    from matplotlib import ticker
+
+    present = _servers_present(results)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharey=True)
+    for ax, (key, name) in zip(axes, (("p50_ms", "p50"), ("p99_ms", "p99"),
+                                      ("p999_ms", "p99.9"))):
+        for server in present:
+            runs = [r for r in results["runs"] if r["workload"] == workload
+                    and r["server"] == server and r["metrics"]]
+            rated = sorted((r for r in runs if r["kind"] == "rate"),
+                           key=lambda r: r["target_rate"])
+            if rated:
+                ax.plot([r["target_rate"] for r in rated], [r["metrics"][key] for r in rated],
+                        marker="o", color=COLORS[server], label=LABELS[server])
+            for r in runs:
+                if r["kind"] == "saturation":
+                    ax.plot([r["metrics"]["throughput"]], [r["metrics"][key]], marker="D",
+                            markerfacecolor="none", color=COLORS[server], linestyle="none",
+                            label=f"{LABELS[server]} saturation")
+        ax.set_title(name)
+        ax.set_xlabel("offered rate (ops/s, log); ◇ = saturation throughput")
+        if ax.has_data():
+            # Log scales: the ceiling's saturation throughput is many times the others'.
+            ax.set_yscale("log")
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(_thousands))
+            ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("cycle latency (ms)")
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
+    fig.suptitle(f"{results['workloads'][workload]['title']}: latency vs rate")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def _mib(b):
+    return "—" if b is None else f"{b / 2**20:,.0f} MiB"
+
+
+def _gib(b):
+    return "—" if not b else f"{b / 2**30:.1f} GiB"
+
+
+def _details_rows(results) -> list[str]:
+    lines = [
+        "| server | workload | run | offered ops/s | achieved ops/s | p50 ms | p99 ms "
+        "| p99.9 ms | errors | server CPU µs/op | server cores | client cores "
+        "| other load (cores) | peak RSS |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results["runs"]:
+        run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
+        offered = "max" if r["target_rate"] is None else f"{r['target_rate']:,.0f}"
+        if r["metrics"] and not _sustained(r):
+            offered += " †"
+        m = r["metrics"]
+        if not m:
+            lines.append(f"| {r['server']} | {r['workload']} | {run} | {offered} "
+                         f"| failed: {_md_escape(r.get('error') or '')[:160]} "
+                         "| | | | | | | | | |")
+            continue
+
+        def f(x, spec=".2f"):
+            return "—" if x is None else format(x, spec)
+
+        client_cores = m["client_cpu_s"] / m["elapsed_s"] if m["elapsed_s"] else None
+        lines.append(
+            f"| {r['server']} | {r['workload']} | {run} | {offered} "
+            f"| {m['throughput']:,.0f} | {f(m['p50_ms'])} | {f(m['p99_ms'])} "
+            f"| {f(m['p999_ms'])} | {m['errors']} | {f(m['cpu_us_per_op'], '.1f')} "
+            f"| {f(m['server_cores'])} | {f(client_cores)} | {f(m['background_cores'])} "
+            f"| {_mib(r.get('server_peak_rss_bytes'))} |")
+    return lines
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _time_rows(results) -> list[str]:
+    lines = ["| server | start and warm-up | setup (schema, load, flush, warm) | measured runs | stop "
+             "| total |", "|---|--:|--:|--:|--:|--:|"]
+    for server in SERVERS:
+        steps = [s for s in results["steps"] if s["server"] == server]
+        if not steps:
+            continue
+        start = sum(s["seconds"] for s in steps if s["step"] in ("start", "server warm-up"))
+        stop = sum(s["seconds"] for s in steps if s["step"] == "stop")
+        setup = sum(s["seconds"] for s in steps
+                    if s["step"] in ("schema", "load", "flush", "warm"))
+        runs = sum(s["seconds"] for s in steps if s["step"] == "saturation"
+                   or s["step"].startswith("rate"))
+        lines.append(f"| {LABELS[server]} | {start:.0f} s | {setup:.0f} s | {runs:.0f} s "
+                     f"| {stop:.0f} s | {start + setup + runs + stop:.0f} s |")
+    return lines
+
+
+def generate(out_dir: Path) -> Path:
+    out_dir = Path(out_dir)
+    results = load(out_dir)
+    plot_bars(results, out_dir / "throughput.png", "throughput", "ops/s",
+              "Saturation throughput (higher is better)")
+    half = _half_fraction(results)
+    plot_bars(results, out_dir / "cpu-per-op.png", "cpu_us_per_op", "server CPU µs per op",
+              f"Server CPU per operation at {half or HALF:.0%} rate (lower is better)", log=True)
+    plot_bars(results, out_dir / "peak-rss.png", "peak_rss_mib", "MiB",
+              "Server peak RSS per workload (lower is better)", log=True)
+    for workload in results["workloads"]:
+        plot_latency(results, workload, out_dir / f"latency-{workload}.png")
+    text = render(results)
+    path = out_dir / "report.md"
+    path.write_text(text)
+    return path
+
+
+def render(results: dict) -> str:
+    m = results["machine"]
+    v = results["versions"]
+    prof = results["profile"]
+    client = results["client"]
+    half = _half_fraction(results)
+    gm = geometric_means(results)
+    servers_info = results["servers"]
+    L = []
+    L.append(f"# Helenus benchmark: {results.get('started', '')}")
+    L.append("")
+    status = results.get("status", "")
+    if status != "complete":
+        L.append(f"**This suite did not complete (status: {status}); the tables show what ran.**")
+        L.append("")
+    L.append(
+        f"Profile `{prof['name']}`: {prof['duration_s']} s per measured run, fixed rates at "
+        + ", ".join(f"{f:.0%}" for f in prof["rate_fractions"])
+        + " of Cassandra's saturation throughput. One machine, one server at a time, the "
+        "latte client on the same cores: numbers are **noisy** (see *Noise* below), compare "
+        "ratios rather than absolute values.")
+    L.append("")
+    parts = []
+    for key, label, _unit, higher in METRICS:
+        value, n = gm[key]
+        if value is not None:
+            label = label.format(half="50%" if half is None else f"{half:.0%}")
+            parts.append(f"{label} **{value:.2f}×**")
+    if parts:
+        L.append("**Helenus ÷ Cassandra, geometric mean over the workloads:** " + ", ".join(parts)
+                 + ". (Throughput: higher is better; the others: lower is better.)")
+        L.append("")
+    L.append("## Ratios")
+    L.append("")
+    L.append(ratio_table_markdown(results))
+    L.append("")
+    L.append(
+        "↑ higher is better, ↓ lower is better; a **bold** Helenus ÷ Cassandra ratio is one "
+        "where Helenus is better. Throughput: the saturation run. p99 (cycle latency, "
+        f"queueing included) and CPU per op: the {half:.0%} fixed-rate run, the same offered "
+        "load for every server. CPU per op: the server process's user + system CPU time "
+        "(/proc/<pid>/stat) during the measured phase ÷ operations. Peak RSS: VmHWM while "
+        "the workload ran, load and warm pass included. † the server did not sustain that "
+        f"rate (it achieved under {SUSTAINED_FRACTION:.0%} of it), so its latency there is "
+        "mostly queueing. The ceiling answers without executing "
+        "(what the client and loopback cost): Helenus ÷ ceiling throughput is the fraction of "
+        "the reachable maximum." if half is not None else
+        "↑ higher is better, ↓ lower is better. No fixed-rate runs, so no p99 or CPU per op.")
+    L.append("")
+    rb = results.get("rate_base") or {}
+    others = {w: b for w, b in rb.items() if b["server"] != "cassandra"}
+    if others:
+        L.append("Fixed rates of " + ", ".join(
+            f"`{w}` are fractions of {LABELS[b['server']]}'s saturation throughput "
+            f"({b['throughput']:,.0f} ops/s)" for w, b in others.items())
+            + ", as Cassandra's saturation run did not complete.")
+        L.append("")
+    L.append("## Plots")
+    L.append("")
+    L.append("![throughput](throughput.png)")
+    L.append("")
+    for workload in results["workloads"]:
+        L.append(f"![latency {workload}](latency-{workload}.png)")
+        L.append("")
+    L.append("![cpu per op](cpu-per-op.png) ![peak rss](peak-rss.png)")
+    L.append("")
+    L.append("## Workloads")
+    L.append("")
+    for name, w in results["workloads"].items():
+        params = ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}"
+                           for k, v in w["params"].items())
+        L.append(f"- **{name}** (`{w['script']}`, `{' '.join(w['functions'])}`; {params}): "
+                 f"{w['description']}")
+    L.append("")
+    L.append(
+        f"Client (the same for every server and run): latte, {client['threads']} thread(s), "
+        f"{client['connections']} connection(s), {client['concurrency']} requests in flight "
+        f"per thread, consistency {client['consistency']}, request timeout "
+        f"{client['request_timeout']}, prepared statements. Each measured run follows an "
+        f"unmeasured warm-up of {prof['warmup_s']} s (at a fixed rate: the cycles that rate "
+        "gives in that time). Read workloads are loaded, flushed (nodetool flush / helenus "
+        "admin flush) and read once in full before their runs, so the data set is in the "
+        "server's cache (Cassandra: the page cache; Helenus: its block cache). Before its first "
+        f"workload each server gets {prof.get('server_warmup_s', 0)} s of the mixed workload, "
+        "unmeasured, so Cassandra's JIT has compiled its hot paths. The ceiling stores "
+        "nothing, so it is neither warmed up nor loaded.")
+    L.append("")
+    L.append("## Machine")
+    L.append("")
+    disk = m.get("disk", {})
+    disk_text = ", ".join(str(x) for x in (
+        disk.get("source"), disk.get("filesystem"), disk.get("model"),
+        None if "rotational" not in disk else
+        f"queue/rotational={int(disk['rotational'])} (virtual disks often claim 1)",
+        _gib(disk.get("size_bytes")) if disk.get("size_bytes") else None) if x)
+    L.append(f"- CPU: {m['cpu_model']}, {m['logical_cpus']} logical CPUs "
+             f"({m['cpus_available']} available to the harness)")
+    L.append(f"- Memory: {_gib(m['memory_bytes'])}")
+    L.append(f"- Kernel: {m['kernel']}")
+    L.append(f"- Disk (servers' data, `{disk.get('path', '')}`): {disk_text}")
+    la = m.get("load_average_at_start")
+    if la:
+        L.append(f"- Load average when the suite started: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}")
+    L.append("")
+    L.append("## Versions")
+    L.append("")
+    binaries = results.get("binaries", {})
+    if "helenus" in servers_info:
+        built = binaries.get("helenus_built")
+        origin = ("built by the harness from this tree" if built else
+                  "given with --helenus-bin: its commit may differ from the tree's")
+        L.append(f"- Helenus: `{servers_info['helenus'].get('version', '')}`, "
+                 f"`{binaries.get('helenus', '')}` ({origin})")
+    L.append(f"- This tree (harness and workloads): git {v['git_commit']}")
+    if "cassandra" in servers_info:
+        ci = servers_info["cassandra"]
+        L.append(f"- Apache Cassandra {ci.get('version', '?')} (scripts/cassandra.sh), JVM: "
+                 f"{v.get('java', '')}, heap {ci.get('heap', '?')} (-Xms = -Xmx)")
+    L.append(f"- latte: {v['latte']}")
+    L.append(f"- rustc: {v.get('rustc', '')}")
+    L.append("")
+    L.append("## Servers")
+    L.append("")
+    L.append("| server | status | address | peak RSS (whole suite) | started with |")
+    L.append("|---|---|---|--:|---|")
+    for name in SERVERS:
+        if name not in servers_info:
+            continue
+        si = servers_info[name]
+        state = si.get("status", "")
+        if si.get("error"):
+            state += ": " + _md_escape(si["error"])[:200]
+        L.append(f"| {LABELS[name]} | {state} | {si.get('address', '')} "
+                 f"| {_mib(si.get('peak_rss_bytes'))} | `{si.get('command', '')}` |")
+    L.append("")
+    if "cassandra" in servers_info:
+        L.append(
+            "Cassandra's RSS is the JVM's: the heap pages it has touched (up to -Xmx, and G1 "
+            "rarely gives them back), off-heap memtable and buffer space, metaspace, code "
+            "cache and thread stacks; its page cache use is not counted, as Helenus's block "
+            "cache is.")
+        L.append("")
+    L.append("## Every run")
+    L.append("")
+    L.extend(_details_rows(results))
+    L.append("")
+    L.append(
+        "*server cores* / *client cores*: CPU time ÷ elapsed time of the measured phase; "
+        "*other load*: the rest of the machine's busy CPU in that phase (other processes on "
+        "this shared machine): runs with more than ~0.2 cores of it are suspect.")
+    L.append("")
+    L.append("## Noise")
+    L.append("")
+    L.append(
+        "Each number is one run on one machine that may be shared with other work. The "
+        "client (latte) and the server share the same cores, so a server that leaves the "
+        "client less CPU loses throughput for it; the ceiling shows where that limit is. "
+        "Runs are short (especially with `--quick`): treat differences under ~20% as noise "
+        "unless they repeat. The latte JSON reports in `latte/` carry error margins for "
+        "throughput and latency (`latte show FILE`).")
+    L.append("")
+    L.append("## Where the time went")
+    L.append("")
+    L.extend(_time_rows(results))
+    L.append("")
+    if results.get("build_seconds"):
+        L.append(f"Release build: {results['build_seconds']:.0f} s. ")
+    if results.get("total_seconds") is not None:
+        L.append(f"Whole suite: {results['total_seconds']:.0f} s.")
+    L.append("")
+    L.append("## Commands")
+    L.append("")
+    L.append("```")
+    L.append(results["command"])
+    L.append("```")
+    L.append("")
+    L.append("<details><summary>Every latte command of the measured runs</summary>")
+    L.append("")
+    L.append("```")
+    for r in results["runs"]:
+        L.append(r["command"])
+    L.append("```")
+    L.append("")
+    L.append("</details>")
+    L.append("")
+    L.append("Logs (latte's output per server and workload, the servers' logs) are in `logs/`, "
+             "latte's JSON reports in `latte/`, everything above in `results.json`.")
+    L.append("")
+    return "\n".join(L)

@@ -1,0 +1,444 @@
+"""`bench/run`: the suite. For each server in turn (Cassandra, Helenus, the ceiling): start it,
+run every workload (schema; for read workloads load, flush and one warm pass; a saturation
+run; fixed-rate runs at fractions of Cassandra's saturation throughput), stop it. Then write
+results.json and the report (see `report`).
+
+Everything a run produces goes to the output directory: results.json (the manifest the report
+is built from, rewritten after every step so an interrupted suite still has its results),
+latte/ (latte's JSON reports), logs/ (latte's output, the servers' logs), report.md and the
+PNG plots."""
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from . import latte as latte_mod
+from . import machine, report, servers
+from .workloads import DEFAULT, QUICK, WORKLOADS, Profile, Workload, by_name
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = BENCH_DIR.parent
+SERVER_ORDER = ("cassandra", "helenus", "ceiling")
+# A latte process gets its run's duration and warm-up plus this before it is killed.
+LATTE_SLACK_S = 60
+# Loading and warm passes: this plus one second per this many cycles.
+SETUP_BASE_S = 120
+SETUP_CYCLES_PER_S = 500
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="bench/run",
+        description="Runs the same latte workloads against Apache Cassandra 5.0, Helenus and "
+        "the ceiling server, one at a time, and writes a Markdown report with ratios and plots.",
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="under 5 minutes: 5 s runs, one fixed rate (50%%), small data sets")
+    p.add_argument("--out", help="output directory (default bench/results/<UTC timestamp>)")
+    p.add_argument("--helenus-bin", help="helenus binary (default: cargo build --release)")
+    p.add_argument("--ceiling-bin", help="helenus-ceiling binary (default: cargo build --release)")
+    p.add_argument("--latte-bin", help="latte binary (default $HELENUS_CACHE/latte/bin/latte, "
+                   "installed with cargo install if missing)")
+    p.add_argument("--servers", default=",".join(SERVER_ORDER),
+                   help="comma-separated subset of cassandra,helenus,ceiling (default: all)")
+    p.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS),
+                   help="comma-separated subset of " + ",".join(w.name for w in WORKLOADS))
+    p.add_argument("--duration", type=int, help="seconds per measured run (profile default)")
+    p.add_argument("--warmup", type=int, help="seconds of warm-up before each run")
+    p.add_argument("--rates", help="fixed-rate runs as fractions of Cassandra's saturation "
+                   "throughput, e.g. 0.25,0.5,0.75")
+    p.add_argument("--cassandra-heap", default=servers.cassandra_default_heap(),
+                   help="Cassandra's -Xms/-Xmx (default: Cassandra's own formula, "
+                   "%(default)s here)")
+    p.add_argument("--threads", type=int, default=1, help="latte worker threads (default 1)")
+    p.add_argument("--concurrency", type=int, default=128,
+                   help="latte requests in flight per thread (default 128)")
+    p.add_argument("--connections", type=int, default=1,
+                   help="latte connections per server (default 1)")
+    p.add_argument("--workdir", help="parent of the temporary directory holding the servers' "
+                   "data (default $TMPDIR or /tmp)")
+    p.add_argument("--keep-workdir", action="store_true", help="keep the servers' data")
+    p.add_argument("--report-only", metavar="DIR",
+                   help="only (re)write report.md and the plots from DIR/results.json")
+    return p.parse_args(argv)
+
+
+def _profile(args) -> Profile:
+    profile = QUICK if args.quick else DEFAULT
+    if args.duration:
+        profile = replace(profile, duration_s=args.duration)
+    if args.warmup is not None:
+        profile = replace(profile, warmup_s=args.warmup)
+    if args.rates:
+        profile = replace(profile, rate_fractions=tuple(float(x) for x in args.rates.split(",")))
+    return profile
+
+
+def _timestamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def build_binaries() -> tuple[Path, Path]:
+    """Release builds of helenus and helenus-ceiling in the user's CARGO_TARGET_DIR."""
+    cmd = ["cargo", "build", "--release", "--locked", "--bin", "helenus",
+           "--bin", "helenus-ceiling"]
+    _log(f"building: {shlex.join(cmd)}")
+    subprocess.run(cmd, cwd=REPO_DIR, check=True)
+    meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
+                          cwd=REPO_DIR, check=True, capture_output=True, text=True)
+    target = Path(json.loads(meta.stdout)["target_directory"])
+    return target / "release" / "helenus", target / "release" / "helenus-ceiling"
+
+
+class Suite:
+    def __init__(self, args, profile: Profile, out: Path, work_dir: Path, latte: Path,
+                 server_list: list, workloads: list[Workload]):
+        self.args = args
+        self.profile = profile
+        self.out = out
+        self.work_dir = work_dir
+        self.latte = latte
+        self.servers = server_list
+        self.workloads = workloads
+        self.client = latte_mod.ClientSettings(threads=args.threads,
+                                               concurrency=args.concurrency,
+                                               connections=args.connections)
+        self.results = {}
+        self.rate_base = {}  # workload -> {"server", "throughput"}
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def save(self) -> None:
+        tmp = self.out / "results.json.tmp"
+        tmp.write_text(json.dumps(self.results, indent=1))
+        tmp.replace(self.out / "results.json")
+
+    def step(self, server, workload, name, started, status="ok", error=None) -> None:
+        self.results["steps"].append({
+            "server": server.name, "workload": workload, "step": name,
+            "seconds": round(time.monotonic() - started, 2), "status": status, "error": error,
+        })
+        self.save()
+
+    def latte_process(self, cmd: list[str], log: Path, timeout_s: float) -> tuple[bool, str]:
+        """Runs one latte command; (succeeded, last lines of its output)."""
+        with open(log, "ab") as out:
+            out.write(f"\n$ {shlex.join(cmd)}\n".encode())
+            out.flush()
+            # latte writes a latte-<time>.log into its working directory: keep it in logs/.
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=self.out / "logs")
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                return False, f"killed after {timeout_s:.0f}s"
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+        if rc != 0:
+            tail = [l for l in log.read_text(errors="replace").splitlines() if l.strip()][-5:]
+            return False, f"exit {rc}: " + " | ".join(tail)
+        return True, ""
+
+    # -- the suite ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for server in self.servers:
+            info = {"name": server.name, "label": server.label, "status": "ok"}
+            self.results["servers"][server.name] = info
+            started = time.monotonic()
+            _log(f"{server.label}: starting")
+            try:
+                server.start()
+            except Exception as e:  # noqa: BLE001 - reported, and the suite goes on
+                info.update(status="failed", error=str(e))
+                _log(f"{server.label}: failed to start: {e}")
+                self.step(server, None, "start", started, "failed", str(e))
+                server.stop()
+                continue
+            info.update(version=server.version(), command=shlex.join(server.command),
+                        pid=server.pid, address=server.address)
+            if isinstance(server, servers.CassandraServer):
+                info["heap"] = server.heap
+            info["start_peak_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmHWM"))
+            self.step(server, None, "start", started)
+            _log(f"{server.label} {info['version']} up on {server.address} (pid {server.pid})")
+            try:
+                if server.stores_data and self.profile.server_warmup_s > 0:
+                    self.warm_up_server(server)
+                for workload in self.workloads:
+                    self.run_workload(server, workload)
+            finally:
+                started = time.monotonic()
+                peaks = [r.get("server_peak_rss_bytes") or 0 for r in self.results["runs"]
+                         if r["server"] == server.name]
+                info["peak_rss_bytes"] = max([info["start_peak_rss_bytes"] or 0, *peaks])
+                _log(f"{server.label}: stopping")
+                server.stop()
+                self.step(server, None, "stop", started)
+
+    def warm_up_server(self, server) -> None:
+        """`profile.server_warmup_s` of the mixed workload, unthrottled and unmeasured, on an
+        empty table (its schema is created again by the workload itself)."""
+        workload = by_name("mixed")
+        params = dict(self.profile.params.get("mixed", {}))
+        log = self.out / "logs" / f"{server.name}-server-warmup.log"
+        started = time.monotonic()
+        ok, error = self.latte_process(
+            latte_mod.schema_cmd(self.latte, workload.path, server.address, params,
+                                 self.client), log, SETUP_BASE_S)
+        if ok:
+            ok, error = self.latte_process(latte_mod.run_cmd(
+                self.latte, workload.path, server.address, workload.function_args(), params,
+                self.client, duration=f"{self.profile.server_warmup_s}s", warmup="0",
+                rate=None, output=self.out / "logs" / f"{server.name}-server-warmup.json",
+                drop_log=True), log, self.profile.server_warmup_s + LATTE_SLACK_S)
+        self.step(server, None, "server warm-up", started, "ok" if ok else "failed", error)
+        _log(f"{server.label}: warmed up for {self.profile.server_warmup_s} s"
+             + ("" if ok else f" (failed: {error})"))
+
+    def run_workload(self, server, workload: Workload) -> None:
+        params = dict(self.profile.params.get(workload.name, {}))
+        log = self.out / "logs" / f"{server.name}-{workload.name}.log"
+        servers.reset_peak_rss(server.pid)
+        script = workload.path
+
+        # Schema, and for read workloads: load, flush, warm.
+        started = time.monotonic()
+        ok, error = self.latte_process(
+            latte_mod.schema_cmd(self.latte, script, server.address, params, self.client),
+            log, SETUP_BASE_S)
+        self.step(server, workload.name, "schema", started, "ok" if ok else "failed", error)
+        if not ok:
+            _log(f"{server.label} {workload.name}: schema failed: {error}")
+            return
+        if workload.load and server.stores_data:
+            started = time.monotonic()
+            cycles = _load_cycles(workload, params)
+            ok, error = self.latte_process(
+                latte_mod.load_cmd(self.latte, script, server.address, params, self.client),
+                log, SETUP_BASE_S + cycles / SETUP_CYCLES_PER_S)
+            self.step(server, workload.name, "load", started, "ok" if ok else "failed", error)
+            if not ok:
+                _log(f"{server.label} {workload.name}: load failed: {error}")
+                return
+            started = time.monotonic()
+            try:
+                server.flush(workload.keyspace)
+                self.step(server, workload.name, "flush", started)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+                self.step(server, workload.name, "flush", started, "failed", str(e))
+            started = time.monotonic()
+            warm_cycles = int(params[workload.warm_cycles_param])
+            cmd = latte_mod.run_cmd(
+                self.latte, script, server.address, ["-f", "warm"], params, self.client,
+                duration=str(warm_cycles), warmup="0", rate=None,
+                output=self.out / "logs" / f"{server.name}-{workload.name}-warm.json",
+                drop_log=True)
+            ok, error = self.latte_process(cmd, log,
+                                           SETUP_BASE_S + warm_cycles / SETUP_CYCLES_PER_S)
+            self.step(server, workload.name, "warm", started, "ok" if ok else "failed", error)
+            if not ok:
+                _log(f"{server.label} {workload.name}: warm pass failed: {error}")
+                return
+
+        # Saturation, then the fixed rates.
+        saturation = self.measured_run(server, workload, params, log, None, None)
+        # Servers run in SERVER_ORDER, Cassandra first: the first saturation throughput of a
+        # workload is Cassandra's unless its run failed or it was left out (the report says
+        # whose it was).
+        if saturation and workload.name not in self.rate_base:
+            self.rate_base[workload.name] = {"server": server.name, "throughput": saturation}
+            self.results["rate_base"] = self.rate_base
+        base = self.rate_base.get(workload.name)
+        if base is None:
+            _log(f"{server.label} {workload.name}: no saturation throughput, no fixed rates")
+            return
+        for fraction in self.profile.rate_fractions:
+            self.measured_run(server, workload, params, log, fraction,
+                              max(1.0, base["throughput"] * fraction))
+
+    def measured_run(self, server, workload, params, log, fraction, rate) -> float | None:
+        """One measured latte run; returns its throughput, None if it failed."""
+        tag = "saturation" if rate is None else f"rate{round(fraction * 100):02d}"
+        rel = Path("latte") / f"{server.name}-{workload.name}-{tag}.json"
+        warmup_s = self.profile.warmup_s
+        warmup = f"{warmup_s}s" if rate is None else str(int(rate * warmup_s))
+        cmd = latte_mod.run_cmd(self.latte, workload.path, server.address,
+                                workload.function_args(), params, self.client,
+                                duration=f"{self.profile.duration_s}s", warmup=warmup,
+                                rate=rate, output=self.out / rel)
+        record = {
+            "server": server.name, "workload": workload.name,
+            "kind": "saturation" if rate is None else "rate",
+            "fraction": fraction, "target_rate": rate, "latte_json": str(rel),
+            "command": shlex.join(cmd), "load_average": os.getloadavg()[0],
+        }
+        _log(f"{server.label} {workload.name} {tag}"
+             + ("" if rate is None else f" ({rate:.0f} ops/s)"))
+        started = time.monotonic()
+        ok, error = self.latte_process(
+            cmd, log, self.profile.duration_s + warmup_s + LATTE_SLACK_S)
+        throughput = None
+        if ok:
+            try:
+                result = latte_mod.parse(json.loads((self.out / rel).read_text()))
+            except (OSError, ValueError, KeyError) as e:
+                ok, error = False, f"unreadable latte report: {e}"
+        if ok:
+            throughput = result.throughput
+            cpu, busy = server.sampler.between(result.start_epoch_s, result.end_epoch_s)
+            record.update(status="ok", server_cpu_s=cpu, machine_busy_cpu_s=busy)
+            _log(f"  {result.throughput:,.0f} ops/s, p50 {result.p50_ms:.2f} ms, "
+                 f"p99 {result.p99_ms:.2f} ms, errors {result.error_count}, server CPU "
+                 f"{(cpu or 0) / max(result.cycle_count, 1) * 1e6:.1f} us/op")
+        else:
+            record.update(status="failed", error=error)
+            _log(f"  failed: {error}")
+        record["server_peak_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmHWM"))
+        record["server_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmRSS"))
+        self.results["runs"].append(record)
+        self.step(server, workload.name, tag, started, record["status"], error)
+        return throughput
+
+
+def _kib(value):
+    return None if value is None else value * 1024
+
+
+def _load_cycles(workload: Workload, params: dict) -> int:
+    if workload.name == "timeseries":
+        return int(params["sensors"]) * int(params["points"])
+    return int(params.get("row_count", 0))
+
+
+def main(argv) -> int:
+    args = parse_args(argv)
+    if args.report_only:
+        path = report.generate(Path(args.report_only))
+        print(path)
+        return 0
+    # Ctrl-C, kill and a closed terminal all stop the servers: SIGINT too is set explicitly,
+    # as a shell that starts the harness in the background passes it on ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+    profile = _profile(args)
+    wanted = [s.strip() for s in args.servers.split(",") if s.strip()]
+    for name in wanted:
+        if name not in SERVER_ORDER:
+            raise SystemExit(f"bench: unknown server '{name}' (have {', '.join(SERVER_ORDER)})")
+    workloads = [by_name(w.strip()) for w in args.workloads.split(",") if w.strip()]
+    out = Path(args.out) if args.out else BENCH_DIR / "results" / _timestamp()
+    out = out.resolve()
+    (out / "latte").mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    cache_root = Path(os.environ.get("HELENUS_CACHE") or Path.home() / ".cache" / "helenus")
+    suite_started = time.monotonic()
+
+    latte = latte_mod.locate(cache_root, args.latte_bin)
+    helenus_bin = Path(args.helenus_bin) if args.helenus_bin else None
+    ceiling_bin = Path(args.ceiling_bin) if args.ceiling_bin else None
+    needs = {"helenus": helenus_bin is None and "helenus" in wanted,
+             "ceiling": ceiling_bin is None and "ceiling" in wanted}
+    build_s = 0.0
+    if any(needs.values()):
+        started = time.monotonic()
+        built_helenus, built_ceiling = build_binaries()
+        build_s = time.monotonic() - started
+        helenus_bin = helenus_bin or built_helenus
+        ceiling_bin = ceiling_bin or built_ceiling
+    for name, binary in (("helenus", helenus_bin), ("ceiling", ceiling_bin)):
+        if name in wanted and not os.access(binary, os.X_OK):
+            raise SystemExit(f"bench: {name} binary {binary} is not executable")
+
+    work_parent = Path(args.workdir or tempfile.gettempdir())
+    work_dir = Path(tempfile.mkdtemp(prefix="helenus-bench-", dir=work_parent))
+    server_list = []
+    for name in SERVER_ORDER:
+        if name not in wanted:
+            continue
+        if name == "cassandra":
+            server_list.append(servers.CassandraServer(
+                REPO_DIR / "scripts" / "cassandra.sh", work_dir / "cassandra",
+                args.cassandra_heap, out / "logs", cache_root))
+        elif name == "helenus":
+            server_list.append(servers.HelenusServer(helenus_bin, work_dir / "helenus",
+                                                     out / "logs"))
+        else:
+            server_list.append(servers.CeilingServer(ceiling_bin, out / "logs"))
+
+    suite = Suite(args, profile, out, work_dir, latte, server_list, workloads)
+    suite.results = {
+        "format": 1,
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["bench/run", *argv]),
+        "profile": asdict(profile),
+        "client": asdict(suite.client),
+        "workloads": {w.name: {"title": w.title, "script": f"bench/workloads/{w.script}",
+                               "functions": w.function_args(), "description": w.description,
+                               "params": profile.params.get(w.name, {})} for w in workloads},
+        "machine": machine.describe(work_dir),
+        "versions": {
+            "git_commit": machine.git_commit(REPO_DIR),
+            "latte": latte_mod.version(latte),
+            "java": machine.java_version() if "cassandra" in wanted else "",
+            "rustc": machine.rustc_version(),
+        },
+        "binaries": {"latte": str(latte), "helenus": str(helenus_bin or ""),
+                     "ceiling": str(ceiling_bin or ""),
+                     # Built here from this tree, or given with --helenus-bin (commit unknown).
+                     "helenus_built": needs["helenus"]},
+        "build_seconds": round(build_s, 1),
+        "servers": {},
+        "runs": [],
+        "steps": [],
+        "rate_base": {},
+        "status": "running",
+    }
+    suite.save()
+    _log(f"results in {out}; servers' data in {work_dir}")
+    status = 0
+    try:
+        suite.run()
+        suite.results["status"] = "complete"
+    except KeyboardInterrupt:
+        suite.results["status"] = "interrupted"
+        status = 130
+        _log("interrupted: stopping the servers")
+    finally:
+        for server in server_list:
+            server.stop()
+        cassandra_log = work_dir / "cassandra" / "logs" / "system.log"
+        if cassandra_log.exists():
+            shutil.copy(cassandra_log, out / "logs" / "cassandra-system.log")
+        if not args.keep_workdir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        suite.results["finished"] = datetime.datetime.now(
+            datetime.timezone.utc).isoformat(timespec="seconds")
+        suite.results["total_seconds"] = round(time.monotonic() - suite_started, 1)
+        suite.save()
+    path = report.generate(out)
+    _log(f"report: {path}")
+    print()
+    print(report.ratio_table_markdown(report.load(out)))
+    return status

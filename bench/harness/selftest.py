@@ -1,0 +1,281 @@
+"""`bench/selftest`: checks the harness without starting a server, in a few seconds.
+
+1. Every Python file of the harness (and bench/*.py, bench/run, bench/selftest) compiles.
+2. Every workload script the suite names exists, and every script in bench/workloads is one
+   of them or listed in `workloads.EXTRA_SCRIPTS`.
+3. If latte is installed: each script compiles in latte and defines every function the suite
+   calls. latte compiles the script and looks the function up before it connects, so this
+   runs `latte run SCRIPT -f FUNCTION` against a closed port and expects the connection error.
+4. The latte report parser reads the fixture's reports.
+5. The /proc sampler's interpolation, and reading this process's CPU time and peak RSS.
+6. The report generator turns bench/fixtures/report into report.md and PNGs in a temporary
+   directory, with the ratio table the fixture's numbers give (worked out by hand below).
+
+Prints `N passed, N failed` last; exits 1 if anything failed."""
+
+import json
+import os
+import py_compile
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from . import latte as latte_mod
+from . import report, servers, workloads
+
+QUICK_PARAMS = workloads.QUICK.params
+# Keeps the time-series slice inside the few points loaded.
+SMOKE_PARAMS = {"timeseries": {"slice_rows": 5}}
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+FIXTURE = BENCH_DIR / "fixtures" / "report"
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+@check
+def python_compiles():
+    files = sorted(BENCH_DIR.glob("harness/*.py")) + sorted(BENCH_DIR.glob("*.py"))
+    files += [BENCH_DIR / "run", BENCH_DIR / "selftest"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, f in enumerate(files):
+            # Compiled into the temporary directory: the tree gets no __pycache__.
+            py_compile.compile(str(f), cfile=os.path.join(tmp, f"{i}.pyc"), doraise=True)
+    return f"{len(files)} files"
+
+
+@check
+def workload_scripts_exist_and_are_used():
+    used = {w.script for w in workloads.WORKLOADS}
+    for script in used:
+        assert (workloads.WORKLOAD_DIR / script).is_file(), f"missing {script}"
+    present = {p.name for p in workloads.WORKLOAD_DIR.glob("*.rn")}
+    unused = present - used - set(workloads.EXTRA_SCRIPTS)
+    assert not unused, f"scripts in bench/workloads the harness does not use: {sorted(unused)}"
+    missing_extra = set(workloads.EXTRA_SCRIPTS) - present
+    assert not missing_extra, f"EXTRA_SCRIPTS not present: {sorted(missing_extra)}"
+    return f"{len(present)} scripts"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the socket is: nothing listens there
+
+
+@check
+def workload_scripts_compile_in_latte():
+    cache = Path(os.environ.get("HELENUS_CACHE") or Path.home() / ".cache" / "helenus")
+    latte = latte_mod.locate(cache, os.environ.get("LATTE_BIN"), install=False)
+    if latte is None:
+        return "SKIPPED: latte not installed (bench/run installs it)"
+    address = f"127.0.0.1:{_closed_port()}"
+    scripts = {}
+    for w in workloads.WORKLOADS:
+        scripts.setdefault(w.path, set()).update(w.all_functions())
+    for name in workloads.EXTRA_SCRIPTS:
+        scripts.setdefault(workloads.WORKLOAD_DIR / name, set()).add("run")
+    count = 0
+    for path, functions in scripts.items():
+        for fn in sorted(functions):
+            # In a temporary directory: latte leaves a latte-<time>.log where it runs.
+            with tempfile.TemporaryDirectory() as tmp:
+                out = subprocess.run([str(latte), "run", str(path), "-f", fn, "-d", "1", "-q",
+                                      address], capture_output=True, text=True, timeout=60,
+                                     cwd=tmp)
+            text = out.stdout + out.stderr
+            assert "Connecting to" in text and "Could not connect" in text, (
+                f"{path.name} -f {fn}: expected latte to compile the script and fail to "
+                f"connect, got:\n{text[-2000:]}")
+            count += 1
+    return f"{count} script/function pairs"
+
+
+def _ceiling_binary() -> Path | None:
+    """$HELENUS_CEILING_BIN, else the debug build in $CARGO_TARGET_DIR (or ./target), which
+    `scripts/test-all` builds; None if there is none."""
+    explicit = os.environ.get("HELENUS_CEILING_BIN")
+    if explicit:
+        return Path(explicit)
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or BENCH_DIR.parent / "target")
+    for profile in ("debug", "release"):
+        candidate = target / profile / "helenus-ceiling"
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@check
+def workloads_run_against_the_ceiling():
+    """Every step of every workload, a few cycles each, against `helenus-ceiling` (which
+    answers DDL for real and every INSERT/SELECT at once): catches errors latte only finds
+    when a function runs, such as a wrong type of value or argument."""
+    cache = Path(os.environ.get("HELENUS_CACHE") or Path.home() / ".cache" / "helenus")
+    latte = latte_mod.locate(cache, os.environ.get("LATTE_BIN"), install=False)
+    ceiling = _ceiling_binary()
+    if latte is None or ceiling is None:
+        return "SKIPPED: " + ("latte not installed" if latte is None else
+                              "no helenus-ceiling binary (set HELENUS_CEILING_BIN)")
+    port = _closed_port()
+    address = f"127.0.0.1:{port}"
+    client = latte_mod.ClientSettings()
+    steps = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        log = open(Path(tmp) / "ceiling.log", "wb")
+        proc = subprocess.Popen([str(ceiling), "--listen", address], stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not servers.port_open(port):
+                assert proc.poll() is None, f"{ceiling} exited with {proc.returncode}"
+                assert time.monotonic() < deadline, f"{ceiling}: port {port} not open in 30 s"
+                time.sleep(0.05)
+            for w in workloads.WORKLOADS:
+                # Small parameters: `load` runs load_cycle_count cycles.
+                params = {k: min(int(v), 50) for k, v in QUICK_PARAMS[w.name].items()}
+                params.update(SMOKE_PARAMS.get(w.name, {}))
+                cmds = [latte_mod.schema_cmd(latte, w.path, address, params, client)]
+                if w.load:
+                    cmds.append(latte_mod.load_cmd(latte, w.path, address, params, client))
+                    cmds.append(latte_mod.run_cmd(
+                        latte, w.path, address, ["-f", "warm"], params, client, duration="20",
+                        warmup="0", rate=None, output=Path(tmp) / "warm.json", drop_log=True))
+                cmds.append(latte_mod.run_cmd(
+                    latte, w.path, address, w.function_args(), params, client, duration="200",
+                    warmup="10", rate=None, output=Path(tmp) / f"{w.name}.json"))
+                for cmd in cmds:
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                         cwd=tmp)
+                    assert out.returncode == 0, (
+                        f"{w.name}: {' '.join(cmd)}\nexit {out.returncode}:\n"
+                        f"{(out.stdout + out.stderr)[-3000:]}")
+                    steps += 1
+                parsed = latte_mod.parse(json.loads((Path(tmp) / f"{w.name}.json").read_text()))
+                assert parsed.cycle_count == 200 and parsed.error_count == 0, (
+                    f"{w.name}: {parsed.cycle_count} cycles, {parsed.error_count} errors")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()
+    return f"{steps} latte commands against {ceiling}"
+
+
+@check
+def latte_reports_parse():
+    parsed = latte_mod.parse(json.loads(
+        (FIXTURE / "latte" / "helenus-write-rate50.json").read_text()))
+    assert parsed.throughput == 10000.0 and parsed.cycle_count == 100000
+    assert (parsed.p50_ms, parsed.p99_ms, parsed.p999_ms) == (0.5, 2.0, 5.0)
+    assert parsed.rate == 10000 and parsed.error_count == 0
+    assert parsed.end_epoch_s - parsed.start_epoch_s == 10.0
+    assert parsed.server_version == "5.0.2"
+
+
+@check
+def sampler():
+    samples = [(10.0, 1.0), (11.0, 3.0), (12.0, 3.5)]
+    assert servers.interpolate(samples, 10.5) == 2.0
+    assert servers.interpolate(samples, 12.0) == 3.5
+    assert servers.interpolate(samples, 9.0) is None
+    assert servers.process_cpu_s(os.getpid()) > 0
+    assert servers.status_kib(os.getpid(), "VmHWM") > 0
+    assert servers.machine_busy_s() > 0
+    heap = servers.cassandra_default_heap()
+    assert heap.endswith("M") and int(heap[:-1]) >= 1024
+
+
+# The fixture (bench/fixtures/report/results.json), by hand. Runs are 10 s; the 50% rate is
+# 10,000 ops/s (write) and 12,500 ops/s (read); the ceiling's 50% read run failed.
+#   write: throughput C 20,000  H 40,000  ceiling 80,000   -> 2.00, 0.50
+#          p99 at 50%  C 4.0 ms H 2.0 ms  ceiling 0.5 ms   -> 0.50, 4.00
+#          CPU/op      C 8.0 s/100k = 80 µs, H 32 µs, ceiling 10 µs -> 0.40, 3.20
+#          peak RSS    C 4096 MiB, H 1024 MiB, ceiling 16 MiB -> 0.25, 64.00
+#   read:  throughput C 25,000  H 30,000  ceiling 90,000   -> 1.20, 0.33
+#          p99 at 50%  C 5.0 ms H 3.0 ms  ceiling failed   -> 0.60, —
+#          CPU/op      C 80 µs  H 40 µs   ceiling failed   -> 0.50, —
+#          peak RSS    C 4608 MiB, H 1536 MiB, ceiling 16 MiB -> 0.33, 96.00
+EXPECTED = {
+    ("write", "throughput"): (2.0, 0.5),
+    ("write", "p99_ms"): (0.5, 4.0),
+    ("write", "cpu_us_per_op"): (0.4, 3.2),
+    ("write", "peak_rss_mib"): (0.25, 64.0),
+    ("read", "throughput"): (1.2, 1 / 3),
+    ("read", "p99_ms"): (0.6, None),
+    ("read", "cpu_us_per_op"): (0.5, None),
+    ("read", "peak_rss_mib"): (1 / 3, 96.0),
+}
+EXPECTED_LINES = [
+    "| write | throughput ↑ | 20,000 ops/s | 40,000 ops/s | 80,000 ops/s | **2.00×** | 0.50× |",
+    "| write | p99 at 50% rate ↓ | 4.00 ms | 2.00 ms | 0.50 ms | **0.50×** | 4.00× |",
+    "| write | server CPU per op at 50% rate ↓ | 80.0 µs | 32.0 µs | 10.0 µs | **0.40×** "
+    "| 3.20× |",
+    "| write | server peak RSS ↓ | 4,096 MiB | 1,024 MiB | 16 MiB | **0.25×** | 64.00× |",
+    "| read | throughput ↑ | 25,000 ops/s | 30,000 ops/s | 90,000 ops/s | **1.20×** | 0.33× |",
+    "| read | p99 at 50% rate ↓ | 5.00 ms | 3.00 ms | — | **0.60×** | — |",
+    "| read | server CPU per op at 50% rate ↓ | 80.0 µs | 40.0 µs | — | **0.50×** | — |",
+    "| read | server peak RSS ↓ | 4,608 MiB | 1,536 MiB | 16 MiB | **0.33×** | 96.00× |",
+]
+
+
+def _close(a, b):
+    return (a is None and b is None) or (a is not None and b is not None
+                                         and abs(a - b) < 1e-9 * max(1, abs(b)))
+
+
+@check
+def report_from_fixture():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report"
+        shutil.copytree(FIXTURE, out)
+        path = report.generate(out)
+        text = path.read_text()
+        rows = report.ratio_rows(report.load(out))
+        got = {(r["workload"], r["metric"]): (r["helenus_vs_cassandra"], r["helenus_vs_ceiling"])
+               for r in rows}
+        assert set(got) == set(EXPECTED), f"rows: {sorted(got)}"
+        for key, (hc, hceil) in EXPECTED.items():
+            assert _close(got[key][0], hc) and _close(got[key][1], hceil), (
+                f"{key}: got {got[key]}, expected {(hc, hceil)}")
+        for line in EXPECTED_LINES:
+            assert line in text, f"report.md lacks the line:\n{line}\n--- report.md:\n{text}"
+        # Geometric mean of the throughput ratios: sqrt(2.0 x 1.2) = 1.55.
+        assert "throughput **1.55×**" in text, "geometric mean line"
+        assert "| ceiling | read | 50% rate | 12,500 | failed:" in text, "failed run row"
+        # Every fixture run kept its rate; one that falls short of 95% is marked †.
+        table = [line for line in text.split("## Plots")[0].splitlines()
+                 if line.startswith("| ")]
+        assert not any("†" in line for line in table), "no unsustained rate in the fixture"
+        assert not report._sustained({"target_rate": 1000.0, "metrics": {"throughput": 940.0}})
+        assert report._sustained({"target_rate": 1000.0, "metrics": {"throughput": 960.0}})
+        pngs = ["throughput.png", "cpu-per-op.png", "peak-rss.png", "latency-write.png",
+                "latency-read.png"]
+        for name in pngs:
+            data = (out / name).read_bytes()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, f"{name} not a plot"
+            assert f"({name})" in text, f"report.md does not show {name}"
+    return f"ratio table ({len(EXPECTED)} rows) and {len(pngs)} plots"
+
+
+def main(argv) -> int:
+    passed = failed = 0
+    for fn in CHECKS:
+        try:
+            note = fn()
+        except Exception:  # noqa: BLE001 - every failure is reported, then counted
+            failed += 1
+            print(f"FAIL {fn.__name__}")
+            traceback.print_exc(file=sys.stdout)
+        else:
+            passed += 1
+            print(f"ok   {fn.__name__}" + (f" ({note})" if note else ""))
+    print(f"selftest: {passed} passed, {failed} failed")
+    return 1 if failed else 0

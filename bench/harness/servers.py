@@ -1,0 +1,377 @@
+"""The three servers the suite measures, one at a time, each on free loopback ports, each
+started by the harness and stopped by its PID at the end (also on Ctrl-C and errors): Apache
+Cassandra 5.0 (through scripts/cassandra.sh, in its own instance directory), Helenus (the
+release `helenus` binary, data under the harness's temporary directory) and the ceiling
+(`helenus-ceiling`, which answers without executing).
+
+`Sampler` measures the server process from /proc: CPU time (utime + stime of every thread,
+/proc/<pid>/stat) sampled every `SAMPLE_INTERVAL_S` and interpolated to the start and end of a
+latte run's measured phase, the machine's busy CPU (/proc/stat) the same way, and peak resident
+memory (VmHWM in /proc/<pid>/status, reset per workload through /proc/<pid>/clear_refs)."""
+
+import bisect
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+SAMPLE_INTERVAL_S = 0.1
+# Bounds on waiting for a server, so a wedged one cannot stall the suite.
+START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 60
+# Cassandra's first start downloads it from Maven Central.
+CASSANDRA_START_TIMEOUT_S = 900
+FLUSH_TIMEOUT_S = 300
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of the whole process (all threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = stat[stat.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all CPUs spent busy since boot (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as f:
+        cpu = f.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in cpu[1:9])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Resets VmHWM to the current RSS (Linux >= 4.0, `echo 5 > clear_refs`)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def interpolate(samples: list, t: float) -> float | None:
+    """Linear interpolation in [(time, value), ...] sorted by time; None outside the samples."""
+    if not samples or t < samples[0][0] or t > samples[-1][0]:
+        return None
+    i = bisect.bisect_left(samples, (t, float("-inf")))
+    if samples[i][0] == t or i == 0:
+        return samples[i][1]
+    (t0, v0), (t1, v1) = samples[i - 1], samples[i]
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+
+
+class Sampler(threading.Thread):
+    """Samples one process's CPU time and the machine's busy CPU time until `stop()`."""
+
+    def __init__(self, pid: int):
+        super().__init__(name=f"sampler-{pid}", daemon=True)
+        self.pid = pid
+        self.process = []  # (epoch s, process CPU s)
+        self.machine = []  # (epoch s, machine busy CPU s)
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self):
+        while not self._stop_event.is_set():
+            self.sample()
+            self._stop_event.wait(SAMPLE_INTERVAL_S)
+
+    def sample(self):
+        try:
+            cpu = process_cpu_s(self.pid)
+        except (OSError, ValueError, IndexError):
+            return
+        now = time.time()
+        busy = machine_busy_s()
+        with self._lock:
+            self.process.append((now, cpu))
+            self.machine.append((now, busy))
+
+    def stop(self):
+        self._stop_event.set()
+        self.join(timeout=5)
+
+    def between(self, start: float, end: float) -> tuple[float | None, float | None]:
+        """(process CPU s, machine busy CPU s) between two epoch times."""
+        self.sample()  # so `end` is covered even if the thread has not woken up since
+        with self._lock:
+            process, machine = list(self.process), list(self.machine)
+        out = []
+        for series in (process, machine):
+            a, b = interpolate(series, start), interpolate(series, end)
+            out.append(None if a is None or b is None else b - a)
+        return out[0], out[1]
+
+
+def _stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM, then SIGKILL after the deadline; only ever a PID this harness started."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return
+        except ChildProcessError:
+            # Not our child (Cassandra is started by the script): poll for its exit.
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+class Server:
+    """One server under test. Subclasses set `name`, `label` and implement start/stop."""
+
+    name = ""
+    label = ""
+    # False for the ceiling, which stores nothing: loading, flushing and warming it (and
+    # warming the server up) would measure nothing, so the suite skips them.
+    stores_data = True
+
+    def __init__(self, log_dir: Path):
+        self.log_dir = log_dir
+        self.port = 0
+        self.pid = None
+        self.command = []  # how it was started, for the report
+        self.sampler = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def version(self) -> str:
+        return ""
+
+    def flush(self, keyspace: str) -> None:
+        """Memtables to data files (after a load), so reads come from the files."""
+
+    def _started(self, pid: int) -> None:
+        self.pid = pid
+        self.sampler = Sampler(pid)
+        self.sampler.start()
+
+    def _stopped(self) -> None:
+        if self.sampler:
+            self.sampler.stop()
+        self.pid = None
+
+    def _wait_for_port(self, proc: subprocess.Popen, log: Path) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not port_open(self.port):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{self.label} exited with {proc.returncode} during start-up; "
+                                   f"log: {log}\n{_tail(log)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.label}: port {self.port} not open after "
+                                   f"{START_TIMEOUT_S}s; log: {log}")
+            time.sleep(0.1)  # poll interval while waiting for the port, not a readiness guess
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class BinaryServer(Server):
+    """A server that is a child process of the harness, in its own session (so a Ctrl-C in the
+    terminal reaches the harness, which stops it in order, rather than the server directly)."""
+
+    def __init__(self, log_dir: Path):
+        super().__init__(log_dir)
+        self.proc = None
+
+    def _spawn(self, cmd: list[str]) -> None:
+        log = self.log_dir / f"{self.name}.log"
+        self.command = cmd
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self._started(self.proc.pid)
+        self._wait_for_port(self.proc, log)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            _stop_pid(self.proc.pid)
+        self.proc = None
+        self._stopped()
+
+
+class HelenusServer(BinaryServer):
+    name = "helenus"
+    label = "Helenus"
+
+    def __init__(self, binary: Path, work_dir: Path, log_dir: Path):
+        super().__init__(log_dir)
+        self.binary = binary
+        self.work_dir = work_dir
+        self.admin_port = 0
+        self.config_path = work_dir / "helenus.yaml"
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.port, self.admin_port = free_port(), free_port()
+        # As `helenus server` with its embedded defaults (the README's node command), on free
+        # ports, data under the harness's directory; the commit log as Cassandra's config in
+        # scripts/cassandra.sh (periodic, 10 s); the block cache at its default (1/16 of RAM).
+        self.config_path.write_text(
+            "cluster_name: 'Helenus Bench'\n"
+            "listen_address: 127.0.0.1\n"
+            "rpc_address: 127.0.0.1\n"
+            f"native_transport_port: {self.port}\n"
+            f"admin_port: {self.admin_port}\n"
+            "data_file_directories:\n"
+            f"  - {self.work_dir / 'data'}\n"
+            f"commitlog_directory: {self.work_dir / 'commitlog'}\n"
+            "commitlog_sync: periodic\n"
+            "commitlog_sync_period_in_ms: 10000\n"
+        )
+        self._spawn([str(self.binary), "server", "--config", str(self.config_path)])
+
+    def version(self) -> str:
+        out = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True,
+                             timeout=30)
+        return (out.stdout or out.stderr).strip()
+
+    def flush(self, keyspace: str) -> None:
+        subprocess.run([str(self.binary), "admin", "--port", str(self.admin_port), "flush",
+                        keyspace], check=True, capture_output=True, timeout=FLUSH_TIMEOUT_S)
+
+
+class CeilingServer(BinaryServer):
+    name = "ceiling"
+    label = "ceiling"
+    stores_data = False
+
+    def __init__(self, binary: Path, log_dir: Path):
+        super().__init__(log_dir)
+        self.binary = binary
+
+    def start(self) -> None:
+        self.port = free_port()
+        self._spawn([str(self.binary), "--listen", self.address])
+
+
+def cassandra_default_heap() -> str:
+    """Cassandra's own default (conf/cassandra-env.sh): max(min(RAM/2, 1 GiB), min(RAM/4,
+    8 GiB)), 6 GiB on a 24 GiB machine."""
+    with open("/proc/meminfo") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+    mib = kib // 1024
+    return f"{max(min(mib // 2, 1024), min(mib // 4, 8192))}M"
+
+
+class CassandraServer(Server):
+    """Cassandra through scripts/cassandra.sh, with its own instance directory (conf, data,
+    logs, pid file) and ports, so it never touches a test node started by the script with its
+    defaults. Stopped with `cassandra.sh stop` and the same environment: SIGTERM to the PID in
+    this instance's pid file."""
+
+    name = "cassandra"
+    label = "Cassandra"
+
+    def __init__(self, script: Path, instance_dir: Path, heap: str, log_dir: Path,
+                 cache_root: Path):
+        super().__init__(log_dir)
+        self.script = script
+        self.instance_dir = instance_dir
+        self.heap = heap
+        self.cache_root = cache_root
+        self.jmx_port = 0
+        self.storage_port = 0
+        self.started = False
+        self._version = ""
+
+    def env(self) -> dict:
+        return dict(
+            os.environ,
+            HELENUS_CACHE=str(self.cache_root),
+            CASSANDRA_INSTANCE_DIR=str(self.instance_dir),
+            CASSANDRA_PORT=str(self.port),
+            CASSANDRA_JMX_PORT=str(self.jmx_port),
+            CASSANDRA_STORAGE_PORT=str(self.storage_port),
+            CASSANDRA_HEAP=self.heap,
+        )
+
+    def start(self) -> None:
+        self.port, self.jmx_port, self.storage_port = free_port(), free_port(), free_port()
+        self.instance_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_dir / "cassandra-start.log"
+        self.command = [f"CASSANDRA_INSTANCE_DIR={self.instance_dir}",
+                        f"CASSANDRA_PORT={self.port}", f"CASSANDRA_JMX_PORT={self.jmx_port}",
+                        f"CASSANDRA_STORAGE_PORT={self.storage_port}",
+                        f"CASSANDRA_HEAP={self.heap}", str(self.script), "start"]
+        # From here on `stop` must run even if start fails half way: the script writes the pid
+        # file before it waits for the port.
+        self.started = True
+        with open(log, "ab") as out:
+            proc = subprocess.run([str(self.script), "start"], env=self.env(), stdout=out,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=CASSANDRA_START_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise RuntimeError(f"cassandra.sh start failed ({proc.returncode}); log: {log}\n"
+                               f"{_tail(log)}")
+        pid = int((self.instance_dir / "cassandra.pid").read_text().strip())
+        self._started(pid)
+        status = subprocess.run([str(self.script), "status"], env=self.env(),
+                                capture_output=True, text=True, timeout=30).stdout
+        # "running: Cassandra 5.0.9, pid 123, CQL port 9042"
+        self._version = status.split("Cassandra ", 1)[-1].split(",", 1)[0].strip()
+
+    def version(self) -> str:
+        return self._version
+
+    def flush(self, keyspace: str) -> None:
+        subprocess.run([str(self.script), "nodetool", "flush", keyspace], env=self.env(),
+                       check=True, capture_output=True, timeout=FLUSH_TIMEOUT_S)
+
+    def stop(self) -> None:
+        if self.started:
+            with open(self.log_dir / "cassandra-start.log", "ab") as out:
+                subprocess.run([str(self.script), "stop"], env=self.env(), stdout=out,
+                               stderr=subprocess.STDOUT, timeout=STOP_TIMEOUT_S + 30)
+            self.started = False
+        self._stopped()

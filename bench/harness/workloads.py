@@ -1,0 +1,166 @@
+"""What the suite runs: the workloads (each a latte script in bench/workloads and the functions
+run from it), and the two profiles, default and quick, that size them.
+
+Every workload is run against every server with the same client settings: first a saturation
+run (no rate limit), then fixed-rate runs at fractions of Cassandra's saturation throughput for
+that workload (see `runner`)."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workloads"
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    title: str
+    script: str
+    # latte `-f NAME:WEIGHT` for the measured runs.
+    functions: tuple
+    # Whether `latte load` fills the table first (then the server flushes it and a warm pass
+    # reads it all once, so the data set is in the server's cache when the runs start).
+    load: bool
+    # The -P parameter whose value is the number of `warm` cycles that read every row once.
+    warm_cycles_param: str | None
+    keyspace: str
+    description: str
+
+    @property
+    def path(self) -> Path:
+        return WORKLOAD_DIR / self.script
+
+    def function_args(self) -> list[str]:
+        args = []
+        for name, weight in self.functions:
+            args += ["-f", f"{name}:{weight:g}"]
+        return args
+
+    def all_functions(self) -> list[str]:
+        """Every function of the script the harness calls, for the self-test."""
+        names = ["schema", "prepare"] + [n for n, _ in self.functions]
+        if self.load:
+            names += ["load", "erase"]
+        if self.warm_cycles_param:
+            names.append("warm")
+        return names
+
+
+WORKLOADS = (
+    Workload(
+        name="write",
+        title="write: standard1 upserts",
+        script="standard1.rn",
+        functions=(("write", 1.0),),
+        load=False,
+        warm_cycles_param=None,
+        keyspace="bench_standard1",
+        description="Upserts of whole cassandra-stress standard1 rows (10-byte blob key, five "
+        "60-byte blob columns C0..C4) over `row_count` keys; write-only.",
+    ),
+    Workload(
+        name="read",
+        title="read: standard1 point reads",
+        script="standard1.rn",
+        functions=(("read", 1.0),),
+        load=True,
+        warm_cycles_param="row_count",
+        keyspace="bench_standard1",
+        description="Uniform random point reads (`SELECT * ... WHERE key = ?`) of `row_count` "
+        "standard1 rows loaded, flushed and read once before the runs (data set in cache).",
+    ),
+    Workload(
+        name="mixed",
+        title="mixed: the ScyllaDB report's workload",
+        script="mixed.rn",
+        functions=(
+            ("standard1_insert", 0.04),
+            ("standard1_insert_cache", 0.16),
+            ("standard1_select", 0.16),
+            ("standard1_select_cache", 0.64),
+        ),
+        load=True,
+        warm_cycles_param="row_count",
+        keyspace="bench_mixed",
+        description="The Super Disk report's latte workload: 4% insert, 16% insert into the hot "
+        "set, 16% select, 64% select from the hot set (five 200-byte columns); `row_count` rows "
+        "loaded, the hot set their first `cache_rows` (the report: 100M and 10M).",
+    ),
+    Workload(
+        name="timeseries",
+        title="timeseries: clustering slices",
+        script="timeseries.rn",
+        functions=(("slice", 0.8), ("append", 0.2)),
+        load=True,
+        warm_cycles_param="sensors",
+        keyspace="bench_timeseries",
+        description="One partition per sensor, rows clustered by time (newest first): 80% "
+        "slices of `slice_rows` consecutive readings (`ts >= ? AND ts < ?`), 20% appends; "
+        "`sensors` x `points` readings loaded first.",
+    ),
+)
+
+# latte scripts in bench/workloads that no suite workload runs, and why they are kept.
+EXTRA_SCRIPTS = {
+    "insert.rn": "single-row INSERTs into a two-column table: the ceiling's smoke test, by hand",
+}
+
+
+def by_name(name: str) -> Workload:
+    for w in WORKLOADS:
+        if w.name == name:
+            return w
+    raise KeyError(f"no workload '{name}' (have: {', '.join(w.name for w in WORKLOADS)})")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    # Length of each measured run, and of the unmeasured warm-up before it (at a fixed rate
+    # the warm-up is the number of cycles the rate gives in that time, run unthrottled).
+    duration_s: int
+    warmup_s: int
+    # Unmeasured load on a freshly started server before its first workload (the `mixed`
+    # workload, unthrottled), so Cassandra's JIT has compiled its hot paths: a cold JVM runs
+    # several times slower for its first tens of seconds.
+    server_warmup_s: int
+    # Fixed-rate runs, as fractions of Cassandra's saturation throughput.
+    rate_fractions: tuple
+    # latte -P parameters per workload.
+    params: dict = field(default_factory=dict)
+
+
+# Sized for a 2-core machine: 18 minutes measured for the three servers (the budget is 30), most
+# of it in the 48 measured runs of 15 s; loading and warming ~200k rows per workload takes
+# 10-40 s per server.
+DEFAULT = Profile(
+    name="default",
+    duration_s=15,
+    warmup_s=3,
+    server_warmup_s=30,
+    rate_fractions=(0.25, 0.5, 0.75),
+    params={
+        "write": {"row_count": 200_000},
+        "read": {"row_count": 200_000},
+        # The report's hot set is a tenth of the rows.
+        "mixed": {"row_count": 200_000, "cache_rows": 20_000},
+        "timeseries": {"sensors": 1_000, "points": 200, "slice_rows": 20},
+    },
+)
+
+# Under 5 minutes (about 4 on a quiet 2-core machine, a minute of it Cassandra's start): one
+# fixed rate (50%), 4 s runs, small data sets. A smoke test of the whole pipeline; its numbers
+# are indicative only.
+QUICK = Profile(
+    name="quick",
+    duration_s=4,
+    warmup_s=1,
+    server_warmup_s=15,
+    rate_fractions=(0.5,),
+    params={
+        "write": {"row_count": 20_000},
+        "read": {"row_count": 20_000},
+        "mixed": {"row_count": 20_000, "cache_rows": 2_000},
+        "timeseries": {"sensors": 200, "points": 50, "slice_rows": 20},
+    },
+)
