@@ -460,18 +460,9 @@ impl QueryProcessor {
             }
             Ok::<_, QueryError>(collected)
         };
-        let mut collected = collect(None)?;
-        if !collected.list_reads.is_empty() {
-            let lists = write::read_lists(
-                self,
-                &schema,
-                &collected.list_reads,
-                options.consistency,
-                now_seconds,
-            )
-            .await?;
-            collected = collect(Some(&lists))?;
-        }
+        let collected =
+            write::collect_reading_lists(self, &schema, options.consistency, now_seconds, collect)
+                .await?;
         write::apply(self, &schema, collected, options.consistency).await?;
         Ok(QueryResult::Void)
     }
@@ -522,20 +513,14 @@ impl QueryProcessor {
                     write::collect_mutations(statement, &ctx, &mut collected)?;
                     Ok::<_, QueryError>(collected)
                 };
-                // Operations on lists by index or value need the list: a first pass names the
-                // lists, they are read, and a second pass writes.
-                let mut collected = collect(None)?;
-                if !collected.list_reads.is_empty() {
-                    let lists = write::read_lists(
-                        self,
-                        &schema,
-                        &collected.list_reads,
-                        options.consistency,
-                        now_seconds,
-                    )
-                    .await?;
-                    collected = collect(Some(&lists))?;
-                }
+                let collected = write::collect_reading_lists(
+                    self,
+                    &schema,
+                    options.consistency,
+                    now_seconds,
+                    collect,
+                )
+                .await?;
                 write::apply(self, &schema, collected, options.consistency).await?;
                 Ok(QueryResult::Void)
             }

@@ -1296,9 +1296,27 @@ fn list_index(term: &Term, column: &str, ctx: &WriteContext<'_>) -> Result<i32, 
     }
 }
 
+/// Collects a statement's (or batch's) mutations with `collect`. Operations on lists by index
+/// or value need the list: the first pass names the lists, they are read, and a second pass
+/// writes with them.
+pub(crate) async fn collect_reading_lists(
+    processor: &QueryProcessor,
+    schema: &Schema,
+    consistency: ConsistencyLevel,
+    now: mutation::LocalTime,
+    collect: impl Fn(Option<&ListState>) -> Result<MutationSet, QueryError>,
+) -> Result<MutationSet, QueryError> {
+    let collected = collect(None)?;
+    if collected.list_reads.is_empty() {
+        return Ok(collected);
+    }
+    let lists = read_lists(processor, schema, &collected.list_reads, consistency, now).await?;
+    collect(Some(&lists))
+}
+
 /// Reads the lists `reads` names at `consistency`: each list's live elements in order, after
 /// the row's and partition's deletions.
-pub(crate) async fn read_lists(
+async fn read_lists(
     processor: &QueryProcessor,
     schema: &Schema,
     reads: &std::collections::BTreeSet<ListRead>,
