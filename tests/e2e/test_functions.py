@@ -10,7 +10,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from cassandra import InvalidRequest
+from cassandra import FunctionFailure, InvalidRequest
 from cassandra.metadata import Murmur3Token
 from cassandra.util import Date, Time
 
@@ -612,7 +612,6 @@ def test_operation_errors(cql, t):
             "to disambiguate")
     # A timestamp is value-compatible with bigint and varint.
     invalid(cql, "ts + v", t, r"Ambiguous '\+' operation with args ts and v")
-    # Division by zero fails at execution. (Cassandra answers with a FUNCTION_FAILURE error,
-    # Helenus with INVALID; both are InvalidRequest's siblings in the driver.)
-    with pytest.raises(Exception, match="the operation 'int / int' failed: / by zero"):
+    # Division by zero fails at execution, as a FUNCTION_FAILURE (test_function_failures.py).
+    with pytest.raises(FunctionFailure, match="the operation 'int / int' failed: / by zero"):
         cql.execute(f"SELECT v / 0 FROM {t} WHERE k = 1 AND c = 1")

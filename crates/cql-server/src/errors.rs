@@ -70,6 +70,19 @@ pub(crate) fn error_body(e: &QueryError) -> ErrorBody {
             },
         ),
         QueryError::Truncate(_) => (ErrorCode::TruncateError, ErrorExtra::None),
+        QueryError::FunctionFailure {
+            keyspace,
+            function,
+            arg_types,
+            ..
+        } => (
+            ErrorCode::FunctionFailure,
+            ErrorExtra::FunctionFailure {
+                keyspace: keyspace.clone(),
+                function: function.clone(),
+                arg_types: arg_types.clone(),
+            },
+        ),
         QueryError::Server(_) => (ErrorCode::ServerError, ErrorExtra::None),
     };
     ErrorBody {

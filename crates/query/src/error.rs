@@ -41,6 +41,32 @@ pub enum QueryError {
     /// 0x1003
     #[error("{0}")]
     Truncate(String),
+    /// 0x1400: a function (or an operator, which Cassandra runs as the function `_add`,
+    /// `_divide`...) failed while it executed: division by zero, overflow, bad `fromJson` input.
+    #[error("{message}")]
+    FunctionFailure {
+        keyspace: String,
+        function: String,
+        /// The CQL names of the function's argument types, as the signature declares them.
+        arg_types: Vec<String>,
+        message: String,
+    },
+}
+
+impl QueryError {
+    /// The failure of the native function `system.<function>` taking `arg_types`.
+    pub(crate) fn function_failure(
+        function: &str,
+        arg_types: &[types::CqlType],
+        message: String,
+    ) -> QueryError {
+        QueryError::FunctionFailure {
+            keyspace: "system".to_string(),
+            function: function.to_string(),
+            arg_types: arg_types.iter().map(ToString::to_string).collect(),
+            message,
+        }
+    }
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

@@ -146,14 +146,19 @@ pub(crate) fn negation_signatures() -> Vec<Signature> {
         .collect()
 }
 
-/// What a failed operation says, as Cassandra's `OperationExecutionException` does.
+/// What a failed operation says, as Cassandra's `OperationExecutionException` does: a
+/// FUNCTION_FAILURE naming the operator's function (`system._divide(int, int)`).
 fn failed(op: &Operation, why: &str) -> QueryError {
-    QueryError::Invalid(format!(
-        "the operation '{} {} {}' failed: {why}",
-        op.left,
-        symbol(op.op),
-        op.right
-    ))
+    QueryError::function_failure(
+        function_name(op.op),
+        &[op.left.clone(), op.right.clone()],
+        format!(
+            "the operation '{} {} {}' failed: {why}",
+            op.left,
+            symbol(op.op),
+            op.right
+        ),
+    )
 }
 
 fn encode(v: Value) -> Vec<u8> {
@@ -238,16 +243,19 @@ impl Operation {
                 let a = decimal(&l).map_err(|e| failed(self, &e))?;
                 let b = decimal(&r).map_err(|e| failed(self, &e))?;
                 let zero = b.unscaled.sign() == Sign::NoSign;
-                match self.op {
-                    BinaryOp::Add => a.add(&b)?,
-                    BinaryOp::Sub => a.sub(&b)?,
-                    BinaryOp::Mul => a.mul(&b)?,
+                let result = match self.op {
+                    BinaryOp::Add => a.add(&b),
+                    BinaryOp::Sub => a.sub(&b),
+                    BinaryOp::Mul => a.mul(&b),
                     BinaryOp::Div if zero => return Err(failed(self, "BigInteger divide by zero")),
-                    BinaryOp::Div => divide(&a, &b)?,
+                    BinaryOp::Div => divide(&a, &b),
                     BinaryOp::Mod if zero => return Err(failed(self, "Division by zero")),
-                    BinaryOp::Mod => a.rem(&b)?,
-                }
-                .into_value()
+                    BinaryOp::Mod => a.rem(&b),
+                };
+                // A scale beyond what a decimal can hold fails inside the operation.
+                result
+                    .map_err(|e| failed(self, &e.to_string()))?
+                    .into_value()
             }
             other => {
                 return Err(QueryError::Server(format!(
