@@ -146,8 +146,38 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
             }
         }
         Term::TypeHint { term: inner, .. } => term(specs, table, name, ty, inner),
+        Term::FunctionCall {
+            keyspace: None,
+            name: function,
+            args,
+        } => {
+            let function = function.as_str().to_ascii_lowercase();
+            let Some(arg_ty) = term_function_argument(&function) else {
+                return;
+            };
+            // Cassandra names a function's argument `arg<i>(system.<function>)`.
+            for (i, arg) in args.iter().enumerate() {
+                let arg_name = format!("arg{i}(system.{function})");
+                term(specs, table, &arg_name, &arg_ty, arg);
+            }
+        }
         _ => {}
     }
+}
+
+/// The argument type of a one-argument native function that `eval` runs in terms: `fromJson`
+/// takes text, `blobAs<type>` a blob, `<type>AsBlob` a value of its type.
+fn term_function_argument(function: &str) -> Option<CqlType> {
+    if function == "fromjson" || function.starts_with("blobas") {
+        return Some(if function == "fromjson" {
+            CqlType::Text
+        } else {
+            CqlType::Blob
+        });
+    }
+    function
+        .strip_suffix("asblob")
+        .and_then(CqlType::from_native_name)
 }
 
 fn using(specs: &mut Specs, table: &TableMetadata, u: &cql_syntax::ast::Using) {

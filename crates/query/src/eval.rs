@@ -330,10 +330,16 @@ fn call_function(
         "currenttime" => no_args(Value::Time(
             now_millis().rem_euclid(86_400_000) * 1_000_000,
         )),
+        "fromjson" => from_json(args, ty, name, values, depth),
         _ if f.ends_with("asblob") && args.len() == 1 => {
             let from = CqlType::from_native_name(&f[..f.len() - "asblob".len()]).ok_or_else(
                 || QueryError::Invalid(format!("Unknown function {function}")),
             )?;
+            if *ty.unfrozen() != CqlType::Blob {
+                return Err(QueryError::Invalid(format!(
+                    "Type error: cannot assign result of function system.{f} (type blob) to {name} (type {ty})"
+                )));
+            }
             evaluate_at(&args[0], &from, name, values, depth + 1)
         }
         _ if f.starts_with("blobas") && args.len() == 1 => {
@@ -352,8 +358,91 @@ fn call_function(
             Ok(v)
         }
         _ => Err(QueryError::Invalid(format!(
-            "Unknown function '{function}' (Helenus supports now(), uuid(), currentTimestamp(), currentDate(), currentTime(), currentTimeUUID(), typeAsBlob() and blobAsType() in terms today)"
+            "Unknown function '{function}' (Helenus supports now(), uuid(), currentTimestamp(), currentDate(), currentTime(), currentTimeUUID(), fromJson(), typeAsBlob() and blobAsType() in terms today)"
         ))),
+    }
+}
+
+/// `fromJson(text)` for a receiver of type `ty`: the JSON text read with the type's JSON rules
+/// (`types::json`), as Cassandra's `FromJsonFct` reads it. JSON `null` (or a null argument) is
+/// null. JSON that does not parse, or does not fit the type, fails the function at execution:
+/// a FUNCTION_FAILURE, as in Cassandra.
+fn from_json(
+    args: &[Term],
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    const FUNCTION: &str = "fromjson";
+    if args.len() != 1 {
+        return Err(QueryError::Invalid(format!(
+            "Invalid number of arguments for function system.{FUNCTION}(text)"
+        )));
+    }
+    if let Term::Constant(c) = &args[0] {
+        if !matches!(c, Constant::String(_)) {
+            let found = crate::select::functions::preferred_type(c);
+            return Err(QueryError::Invalid(format!(
+                "Function system.{FUNCTION} requires an argument of type text, but found argument 1 of type {found}"
+            )));
+        }
+    }
+    if ty.is_counter() {
+        return Err(QueryError::Invalid(format!(
+            "Type error: cannot assign result of function system.{FUNCTION} (type counter) to {name} (type counter)"
+        )));
+    }
+    let text = match evaluate_at(&args[0], &CqlType::Text, name, values, depth + 1)? {
+        TermValue::Value(b) => String::from_utf8(b).map_err(|_| {
+            QueryError::Invalid(format!(
+                "Invalid argument for function system.{FUNCTION}: not valid UTF-8"
+            ))
+        })?,
+        TermValue::Null => return Ok(TermValue::Null),
+        TermValue::Unset => return Ok(TermValue::Unset),
+    };
+    let fail = |message: String| QueryError::function_failure(FUNCTION, &[CqlType::Text], message);
+    let json = first_json_value(&text).map_err(|e| {
+        fail(format!(
+            "execution of 'system.{FUNCTION}[text]' failed: Could not decode JSON string '{text}': {e}"
+        ))
+    })?;
+    // Cassandra reports a value that does not fit the type with the MarshalException's text.
+    let marshal = |e: &dyn std::fmt::Display| {
+        fail(format!(
+            "org.apache.cassandra.serializers.MarshalException: {e}"
+        ))
+    };
+    let Some(value) = Value::from_json(ty, &json).map_err(|e| marshal(&e))? else {
+        return Ok(TermValue::Null);
+    };
+    let mut bytes = Vec::new();
+    value.encode(&mut bytes);
+    // Sets and maps are stored sorted and without duplicates, whatever order the JSON had.
+    Ok(TermValue::Value(
+        types::canonicalize(ty, &bytes)
+            .map_err(|e| marshal(&e))?
+            .unwrap_or(bytes),
+    ))
+}
+
+/// The first JSON value of `text`, as Jackson's `readValue` reads it for `fromJson`: what follows
+/// the value is ignored, except that a scalar must be followed by a space (`'12 13'` is 12,
+/// `'12]'` an error).
+fn first_json_value(text: &str) -> Result<serde_json::Value, String> {
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let value = match stream.next() {
+        Some(Ok(value)) => value,
+        Some(Err(e)) => return Err(e.to_string()),
+        None => return Err("No content to map due to end-of-input".to_string()),
+    };
+    let scalar = !(value.is_object() || value.is_array() || value.is_string());
+    match text[stream.byte_offset()..].chars().next() {
+        Some(c) if scalar && !c.is_whitespace() => Err(format!(
+            "Unexpected character ('{c}'): Expected space separating root-level values"
+        )),
+        _ => Ok(value),
     }
 }
 

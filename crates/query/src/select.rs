@@ -24,7 +24,7 @@ use crate::{system_tables, QueryError};
 const INTERNAL_PAGE_ROWS: usize = 5_000;
 
 mod aggregates;
-mod functions;
+pub(crate) mod functions;
 mod numbers;
 mod operations;
 mod selector;

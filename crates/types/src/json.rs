@@ -25,16 +25,55 @@ fn invalid(message: impl Into<String>) -> TypeError {
     TypeError::InvalidLiteral(message.into())
 }
 
+/// A JSON number as Jackson reads it for Cassandra: an `Integer` when it is an integer that
+/// fits 32 bits, a `Long` for 64 bits, a `BigInteger` beyond, and a `Double` when it has a
+/// fraction or an exponent.
+enum JavaNumber {
+    Integer(i64),
+    Long(i64),
+    BigInteger(String),
+    Double(f64),
+}
+
+fn java_number(n: &serde_json::Number) -> JavaNumber {
+    let text = n.to_string();
+    if is_integer_text(&text) {
+        match text.parse::<i64>() {
+            Ok(v) if i32::try_from(v).is_ok() => JavaNumber::Integer(v),
+            Ok(v) => JavaNumber::Long(v),
+            Err(_) => JavaNumber::BigInteger(text),
+        }
+    } else {
+        JavaNumber::Double(text.parse().unwrap_or(f64::NAN))
+    }
+}
+
 /// How Java names the JSON value's class in Cassandra's messages ("but got a Integer: 5").
 fn kind(json: &Json) -> &'static str {
     match json {
         Json::Null => "null",
         Json::Bool(_) => "Boolean",
-        Json::Number(n) if is_integer_text(&n.to_string()) => "Integer",
-        Json::Number(_) => "Double",
+        Json::Number(n) => match java_number(n) {
+            JavaNumber::Integer(_) => "Integer",
+            JavaNumber::Long(_) => "Long",
+            JavaNumber::BigInteger(_) => "BigInteger",
+            JavaNumber::Double(_) => "Double",
+        },
         Json::String(_) => "String",
         Json::Array(_) => "ArrayList",
         Json::Object(_) => "LinkedHashMap",
+    }
+}
+
+/// A JSON value as Java prints the object Jackson made of it (`1e3` is the double `1000.0`).
+fn java_text(json: &Json) -> String {
+    match json {
+        Json::Number(n) => match java_number(n) {
+            JavaNumber::Integer(v) | JavaNumber::Long(v) => v.to_string(),
+            JavaNumber::BigInteger(t) => t,
+            JavaNumber::Double(v) => java_double_text(v, false),
+        },
+        other => other.to_string(),
     }
 }
 
@@ -44,7 +83,28 @@ fn is_integer_text(s: &str) -> bool {
 }
 
 fn expected(what: &str, json: &Json) -> TypeError {
-    invalid(format!("Expected {what}, but got a {}: {json}", kind(json)))
+    invalid(format!(
+        "Expected {what}, but got a {}: {}",
+        kind(json),
+        java_text(json)
+    ))
+}
+
+/// Types whose `fromString("")` is the empty value (a zero-length buffer) rather than an error,
+/// so that `fromJson('""')` and an INSERT JSON `""` give it.
+fn empty_string_is_empty_value(ty: &CqlType) -> bool {
+    matches!(
+        ty,
+        CqlType::Bigint
+            | CqlType::Decimal
+            | CqlType::Double
+            | CqlType::Float
+            | CqlType::Inet
+            | CqlType::Int
+            | CqlType::Timestamp
+            | CqlType::Timeuuid
+            | CqlType::Uuid
+    )
 }
 
 /// The CQL name a JSON object key stands for: the text inside double quotes as it is (with
@@ -97,6 +157,9 @@ impl Value {
             return Ok(None);
         }
         let ty = ty.unfrozen();
+        if json.as_str() == Some("") && empty_string_is_empty_value(ty) {
+            return Ok(Some(Value::Empty));
+        }
         let scalar = |lit: Literal| Value::from_literal(ty, &lit).map(Some);
         match ty {
             T::Ascii | T::Text => match json {
@@ -112,12 +175,25 @@ impl Value {
             },
             T::Tinyint | T::Smallint | T::Int | T::Bigint | T::Counter | T::Varint => {
                 let name = ty.native_name().unwrap_or("integer");
+                let article = if name == "int" { "an" } else { "a" };
                 match json {
-                    Json::Number(n) if is_integer_text(&n.to_string()) => {
-                        scalar(Literal::Integer(n.to_string()))
+                    // Java's parsers take no surrounding spaces.
+                    Json::String(s) if s.trim() != s => {
+                        Err(invalid(format!("Unable to make {name} from '{s}'")))
                     }
-                    Json::String(s) => scalar(Literal::Integer(s.trim().to_string())),
-                    _ => Err(expected(&format!("a {name} value"), json)),
+                    Json::Number(n) if is_integer_text(&n.to_string()) => {
+                        // `int` takes a JSON Integer only and `bigint` no BigInteger; the
+                        // others read the number's text, so its range decides.
+                        match (ty, java_number(n)) {
+                            (T::Int, JavaNumber::Long(_) | JavaNumber::BigInteger(_))
+                            | (T::Bigint | T::Counter, JavaNumber::BigInteger(_)) => {
+                                Err(expected(&format!("{article} {name} value"), json))
+                            }
+                            _ => scalar(Literal::Integer(n.to_string())),
+                        }
+                    }
+                    Json::String(s) => scalar(Literal::Integer(s.clone())),
+                    _ => Err(expected(&format!("{article} {name} value"), json)),
                 }
             }
             T::Float | T::Double | T::Decimal => match json {
@@ -130,7 +206,17 @@ impl Value {
                         .map_err(|_| invalid(format!("Unable to make BigDecimal from '{n}'")))?;
                     scalar(Literal::Float(java_double_text(v, false)))
                 }
+                // A JSON integer is a Java Integer, Long or BigInteger: `-0` is plain 0.
+                Json::Number(n) if is_integer_text(&n.to_string()) => {
+                    let text = n.to_string();
+                    let zero = text.trim_start_matches('-').bytes().all(|b| b == b'0');
+                    scalar(Literal::Float(if zero { "0".to_string() } else { text }))
+                }
                 Json::Number(n) => scalar(Literal::Float(n.to_string())),
+                // BigDecimal's parser takes no surrounding spaces (Double's does).
+                Json::String(s) if matches!(ty, T::Decimal) && s.trim() != s => Err(invalid(
+                    format!("Value '{s}' is not a valid representation of a decimal value"),
+                )),
                 Json::String(s) => scalar(match s.trim() {
                     "NaN" => Literal::NaN,
                     "Infinity" => Literal::Infinity,
@@ -144,6 +230,8 @@ impl Value {
             },
             T::Boolean => match json {
                 Json::Bool(b) => Ok(Some(Value::Boolean(*b))),
+                // `BooleanType.fromString` reads the empty string as false.
+                Json::String(s) if s.is_empty() => Ok(Some(Value::Boolean(false))),
                 Json::String(s) if s.eq_ignore_ascii_case("true") => Ok(Some(Value::Boolean(true))),
                 Json::String(s) if s.eq_ignore_ascii_case("false") => {
                     Ok(Some(Value::Boolean(false)))
@@ -171,7 +259,9 @@ impl Value {
                 _ => Err(expected("a string representation of a uuid", json)),
             },
             T::Timestamp => match json {
-                Json::Number(n) if is_integer_text(&n.to_string()) => {
+                // Only a Java Long is taken: an integer that fits 32 bits is an Integer to
+                // Jackson, and Cassandra rejects it (`fromJson('12')`), as it does a BigInteger.
+                Json::Number(n) if matches!(java_number(n), JavaNumber::Long(_)) => {
                     scalar(Literal::Integer(n.to_string()))
                 }
                 Json::String(s) => scalar(Literal::String(s.clone())),
@@ -583,6 +673,42 @@ mod tests {
         assert!(parse(&tuple, "[1]").is_err());
         assert!(parse(&tuple, r#"[1, "a", 3]"#).is_err());
         assert_eq!(parse(&CqlType::Int, "null").expect("null"), None);
+    }
+
+    #[test]
+    fn java_parsing_rules() {
+        let parse = |ty: &CqlType, json: &str| {
+            Value::from_json(ty, &serde_json::from_str(json).expect("json"))
+        };
+        // Jackson's number classes decide what int and timestamp take.
+        assert!(parse(&CqlType::Int, "3000000000").is_err());
+        assert!(parse(&CqlType::Timestamp, "12").is_err());
+        assert_eq!(
+            parse(&CqlType::Timestamp, "3000000000").expect("a Long"),
+            Some(Value::Timestamp(3_000_000_000))
+        );
+        // The empty string: the empty value, false, or an error, as `fromString` has it.
+        assert_eq!(
+            parse(&CqlType::Int, r#""""#).expect("empty"),
+            Some(Value::Empty)
+        );
+        assert_eq!(
+            parse(&CqlType::Boolean, r#""""#).expect("false"),
+            Some(Value::Boolean(false))
+        );
+        assert!(parse(&CqlType::Smallint, r#""""#).is_err());
+        // No surrounding spaces for integers and decimals; -0 is the integer 0.
+        assert!(parse(&CqlType::Int, r#"" 12 ""#).is_err());
+        assert!(parse(&CqlType::Decimal, r#"" 1 ""#).is_err());
+        let Some(Value::Double(zero)) = parse(&CqlType::Double, "-0").expect("zero") else {
+            panic!("a double")
+        };
+        assert_eq!(zero.to_bits(), 0.0f64.to_bits());
+        let err = parse(&CqlType::Int, "1e3").expect_err("a double");
+        assert_eq!(
+            err.to_string(),
+            "Expected an int value, but got a Double: 1000.0"
+        );
     }
 
     #[test]

@@ -48,6 +48,38 @@ fn integer<T: std::str::FromStr>(text: &str, type_name: &str) -> Result<T, TypeE
         .map_err(|_| invalid(format!("Unable to make {type_name} from '{text}'")))
 }
 
+/// An address as Java's `InetAddress.getByName` reads a literal: IPv6, or IPv4 in one to four
+/// decimal parts where the last part fills the remaining bytes (`12` is 0.0.0.12, `1.5` is
+/// 1.0.0.5, `1.2.3` is 1.2.0.3; leading zeros are decimal). Host names are not looked up.
+fn parse_inet(s: &str) -> Option<IpAddr> {
+    if let Ok(a) = s.parse::<IpAddr>() {
+        return Some(a);
+    }
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.len() > 4 || s.len() > 15 {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let n: u64 = part.parse().ok()?;
+        let last = i + 1 == parts.len();
+        // The last part holds the bytes the earlier parts leave; each earlier part one byte.
+        let bytes_left = 4 - i as u32;
+        if (last && n >= 1u64 << (8 * bytes_left)) || (!last && n > 0xff) {
+            return None;
+        }
+        value = if last {
+            (value << (8 * bytes_left)) | n
+        } else {
+            (value << 8) | n
+        };
+    }
+    Some(IpAddr::V4(std::net::Ipv4Addr::from(value as u32)))
+}
+
 impl Value {
     /// Converts a constant to a value of `ty` (frozen wrappers are ignored), with Cassandra's
     /// compatibility rules and range checks. Collections, tuples and UDTs have no constants and
@@ -67,9 +99,9 @@ impl Value {
             }
             (L::String(s), T::Text) => Value::Text(s.clone()),
             (L::String(s), T::Inet) => Value::Inet(
-                s.trim()
-                    .parse::<IpAddr>()
-                    .map_err(|_| invalid(format!("Unable to make inet address from '{s}'")))?,
+                // Java's parser takes no surrounding spaces.
+                parse_inet(s)
+                    .ok_or_else(|| invalid(format!("Unable to make inet address from '{s}'")))?,
             ),
             (L::String(s), T::Date) => Value::Date(parse_date(s)?),
             (L::String(s), T::Time) => Value::Time(parse_time(s)?),
@@ -715,6 +747,23 @@ mod tests {
             Value::Inet("::1".parse().unwrap())
         );
         assert!(lit(CqlType::Inet, s("example")).is_err());
+        for (text, address) in [
+            ("12", "0.0.0.12"),
+            ("1.5", "1.0.0.5"),
+            ("1.2.3", "1.2.0.3"),
+            ("01.2.3.4", "1.2.3.4"),
+            ("1.65536", "1.1.0.0"),
+            ("4294967295", "255.255.255.255"),
+        ] {
+            assert_eq!(
+                lit(CqlType::Inet, s(text)).unwrap(),
+                Value::Inet(address.parse().unwrap()),
+                "{text}"
+            );
+        }
+        for bad in ["4294967296", "1.256.0.0", "1..2", "1.2.3.4.5", ""] {
+            assert!(lit(CqlType::Inet, s(bad)).is_err(), "{bad}");
+        }
         assert!(lit(CqlType::Ascii, s("é")).is_err());
         let v1 = "8d8d3f7e-9c9a-11ee-8c90-0242ac120002";
         assert!(lit(CqlType::Timeuuid, Literal::Uuid(v1.into())).is_ok());

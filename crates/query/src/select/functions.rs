@@ -385,8 +385,8 @@ pub(crate) fn value_compatible(receiver: &CqlType, value: &CqlType) -> bool {
 }
 
 /// The type Cassandra prefers for a literal (`Constants.Literal.getPreferedType`).
-fn preferred_type(c: &Constant) -> Option<CqlType> {
-    Some(match c {
+pub(crate) fn preferred_type(c: &Constant) -> CqlType {
+    match c {
         // Cassandra prefers ascii for a string literal that is all ASCII.
         Constant::String(s) if s.is_ascii() => CqlType::Ascii,
         Constant::String(_) => CqlType::Text,
@@ -406,7 +406,7 @@ fn preferred_type(c: &Constant) -> Option<CqlType> {
         Constant::Uuid(_) => CqlType::Uuid,
         Constant::Hex(_) => CqlType::Blob,
         Constant::Duration(_) => CqlType::Duration,
-    })
+    }
 }
 
 /// Cassandra's `Constants.Literal.testAssignment`.
@@ -416,7 +416,7 @@ fn literal_assignment(c: &Constant, receiver: &CqlType) -> Assignment {
     if receiver.native_name().is_none() {
         return Assignment::NotAssignable;
     }
-    if preferred_type(c).as_ref() == Some(receiver) {
+    if preferred_type(c) == *receiver {
         return Assignment::ExactMatch;
     }
     let fits = match c {

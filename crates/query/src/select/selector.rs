@@ -844,7 +844,7 @@ impl Compiler<'_> {
             },
             "fromjson" | "from_json" => {
                 return Err(invalid(
-                    "fromJson() cannot be used in the selection clause of a SELECT statement"
+                    "fromjson() cannot be used in the selection clause of a SELECT statement"
                         .to_string(),
                 ))
             }
