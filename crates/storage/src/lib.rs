@@ -167,6 +167,10 @@ pub enum StorageError {
     /// The request itself is malformed (oversized partition key, foreign resume token).
     #[error("invalid storage request: {0}")]
     InvalidRequest(String),
+    /// Only from the `try_` calls: the call would have had to wait (for the disk, a commit log
+    /// sync or a write stall), so it did nothing. The caller retries with the blocking call.
+    #[error("the storage call would block")]
+    WouldBlock,
     /// The engine failed (I/O error, disk full, shutdown in progress).
     #[error("storage engine error during {operation}: {detail}")]
     Engine {
@@ -176,7 +180,8 @@ pub enum StorageError {
 }
 
 /// The node's local storage. Implementations are internally synchronised; every call may block
-/// on disk, so async callers run them on a blocking pool.
+/// on disk, so async callers run them on a blocking pool, except the `try_` calls, which return
+/// `WouldBlock` instead of waiting.
 pub trait StorageEngine: Send + Sync + 'static {
     /// Creates the table's storage; succeeds if it already exists.
     fn create_table(&self, table: TableId) -> Result<(), StorageError>;
@@ -201,6 +206,30 @@ pub trait StorageEngine: Send + Sync + 'static {
         max_rows: usize,
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError>;
+    /// `apply`, done only if it needs no wait: no commit log sync (`Durability::Batch` always
+    /// needs one) and no write stall. Otherwise `Err(WouldBlock)`, having written nothing.
+    /// Async callers try this on a runtime worker, sparing the hop to a blocking thread.
+    fn try_apply(
+        &self,
+        updates: &[PartitionUpdate],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        let _ = (updates, durability);
+        Err(StorageError::WouldBlock)
+    }
+    /// `read_partition`, done only if everything it needs is in memory (memtables and block
+    /// cache). Otherwise `Err(WouldBlock)`.
+    fn try_read_partition(
+        &self,
+        table: TableId,
+        key: &PartitionKey,
+        slice: &ClusteringSlice,
+        max_rows: usize,
+        resume: Option<&[u8]>,
+    ) -> Result<PartitionPage, StorageError> {
+        let _ = (table, key, slice, max_rows, resume);
+        Err(StorageError::WouldBlock)
+    }
     /// Partitions in token order (ties by key) from `start` up to `end_token` (inclusive), rows
     /// in clustering order, stopping after `max_rows` (at least 1) rows; a partition without
     /// clustering rows in the page counts as one. A partition cut by the limit continues in the

@@ -217,6 +217,26 @@ impl StorageEngine for MemoryEngine {
         Ok(())
     }
 
+    // Memory never makes a caller wait for a disk: the `try_` calls always do the work.
+    fn try_apply(
+        &self,
+        updates: &[PartitionUpdate],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        self.apply(updates, durability)
+    }
+
+    fn try_read_partition(
+        &self,
+        table: TableId,
+        key: &PartitionKey,
+        slice: &ClusteringSlice,
+        max_rows: usize,
+        resume: Option<&[u8]>,
+    ) -> Result<PartitionPage, StorageError> {
+        self.read_partition(table, key, slice, max_rows, resume)
+    }
+
     fn read_partition(
         &self,
         table: TableId,

@@ -87,8 +87,17 @@ pub(crate) fn read_partition(
 ) -> Result<PartitionPage, StorageError> {
     let max_rows = max_rows.max(1);
     let prefix = partition_prefix(key)?;
-    let header = header_at(source, table, &with_kind(&prefix, KIND_HEADER))?;
-    let static_row = row_at(source, table, &with_kind(&prefix, KIND_STATIC))?;
+    let unbounded_forward = !slice.reversed && slice.start.is_none() && resume.is_none();
+    let (header, static_row) = if unbounded_forward {
+        // Header, static row and rows are adjacent keys in that order: one iterator below
+        // reads them all, instead of two point lookups before it.
+        (PartitionHeader::default(), None)
+    } else {
+        (
+            header_at(source, table, &with_kind(&prefix, KIND_HEADER))?,
+            row_at(source, table, &with_kind(&prefix, KIND_STATIC))?,
+        )
+    };
     let mut data = PartitionData {
         key: key.clone(),
         header,
@@ -126,10 +135,18 @@ pub(crate) fn read_partition(
         }
     }
     if upper.as_ref().is_some_and(|u| *u <= lower) {
+        if unbounded_forward {
+            data.header = header_at(source, table, &with_kind(&prefix, KIND_HEADER))?;
+            data.static_row = row_at(source, table, &with_kind(&prefix, KIND_STATIC))?;
+        }
         return Ok(PartitionPage { data, resume: None });
     }
 
-    let full_lower = [rows_base.as_slice(), &lower].concat();
+    let full_lower = if unbounded_forward {
+        with_kind(&prefix, KIND_HEADER)
+    } else {
+        [rows_base.as_slice(), &lower].concat()
+    };
     let full_upper = match &upper {
         Some(u) => [rows_base.as_slice(), u].concat(),
         None => with_kind(&prefix, KIND_ROW + 1),
@@ -142,6 +159,14 @@ pub(crate) fn read_partition(
         true,
         &mut |k, v| {
             let Some(clustering) = k.strip_prefix(rows_base.as_slice()) else {
+                if unbounded_forward && k.strip_prefix(prefix.as_slice()) == Some(&[KIND_HEADER]) {
+                    data.header = decode_partition_header(v).map_err(|e| corrupt(table, k, e))?;
+                    return Ok(Visit::Continue);
+                }
+                if unbounded_forward && k.strip_prefix(prefix.as_slice()) == Some(&[KIND_STATIC]) {
+                    data.static_row = Some(decode_row(v).map_err(|e| corrupt(table, k, e))?);
+                    return Ok(Visit::Continue);
+                }
                 return Err(corrupt(table, k, "row key outside the partition's range"));
             };
             if data.rows.len() == max_rows {

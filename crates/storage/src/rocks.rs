@@ -44,8 +44,8 @@ use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilt
 use rocksdb::{
     statistics::Ticker, BlockBasedIndexType, BlockBasedOptions, BottommostLevelCompaction, Cache,
     ColumnFamilyDescriptor, CompactOptions, DBCompressionType, DBRecoveryMode, DBWithThreadMode,
-    ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions, SliceTransform, WriteBatch,
-    WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
+    ErrorKind, MergeOperands, MultiThreaded, Options, ReadOptions, ReadTier, SliceTransform,
+    WriteBatch, WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
 use crate::keys::{parse_key, prefix_successor, KIND_HEADER, KIND_STATIC};
@@ -346,6 +346,8 @@ fn engine_error(
     e: rocksdb::Error,
 ) -> StorageError {
     match (e.kind(), table) {
+        // Only `ReadTier::BlockCache` reads and `no_slowdown` writes end incomplete.
+        (ErrorKind::Incomplete, _) => StorageError::WouldBlock,
         (ErrorKind::Corruption, Some(table)) => StorageError::Corruption {
             table,
             detail: e.into_string(),
@@ -717,12 +719,17 @@ struct TableView<'a> {
     table: TableId,
     cf: std::sync::Arc<rocksdb::BoundColumnFamily<'a>>,
     snapshot: rocksdb::SnapshotWithThreadMode<'a, Db>,
+    /// Memtables and block cache only: a read that needs the disk fails with `WouldBlock`.
+    cache_only: bool,
 }
 
 impl TableView<'_> {
     fn read_options(&self) -> ReadOptions {
         let mut opts = ReadOptions::default();
         opts.set_snapshot(&self.snapshot);
+        if self.cache_only {
+            opts.set_read_tier(ReadTier::BlockCache);
+        }
         opts
     }
 }
@@ -786,6 +793,58 @@ impl Source for TableView<'_> {
     }
 }
 
+impl RocksEngine {
+    fn write(
+        &self,
+        updates: &[PartitionUpdate],
+        durability: Durability,
+        no_slowdown: bool,
+    ) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::default();
+        for update in updates {
+            let cf = self.cf(update.table)?;
+            for (key, value) in fragments(update)? {
+                batch.merge_cf(&cf, key, value);
+            }
+        }
+        let mut opts = WriteOptions::default();
+        match durability {
+            Durability::Periodic => opts.set_sync(false),
+            Durability::Batch => opts.set_sync(true),
+            Durability::None => opts.disable_wal(true),
+        }
+        opts.set_no_slowdown(no_slowdown);
+        self.db
+            .write_opt(batch, &opts)
+            .map_err(|e| engine_error("write", None, e))?;
+        self.track_write_timestamps(updates);
+        Ok(())
+    }
+
+    fn read_partition_from(
+        &self,
+        table: TableId,
+        key: &PartitionKey,
+        slice: &ClusteringSlice,
+        max_rows: usize,
+        resume: Option<&[u8]>,
+        cache_only: bool,
+    ) -> Result<PartitionPage, StorageError> {
+        let view = TableView {
+            engine: self,
+            table,
+            cf: self.cf(table)?,
+            snapshot: self.db.snapshot(),
+            cache_only,
+        };
+        let page = read::read_partition(&view, table, key, slice, max_rows, resume)?;
+        // Counted once, when the read succeeds (a cache-only attempt that falls back to the
+        // blocking read is one read).
+        self.partition_reads.fetch_add(1, AtomicOrdering::Relaxed);
+        Ok(page)
+    }
+}
+
 impl StorageEngine for RocksEngine {
     fn create_table(&self, table: TableId) -> Result<(), StorageError> {
         let mut tables = self.tables();
@@ -835,24 +894,20 @@ impl StorageEngine for RocksEngine {
         updates: &[PartitionUpdate],
         durability: Durability,
     ) -> Result<(), StorageError> {
-        let mut batch = WriteBatch::default();
-        for update in updates {
-            let cf = self.cf(update.table)?;
-            for (key, value) in fragments(update)? {
-                batch.merge_cf(&cf, key, value);
-            }
+        self.write(updates, durability, false)
+    }
+
+    fn try_apply(
+        &self,
+        updates: &[PartitionUpdate],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        if durability == Durability::Batch {
+            return Err(StorageError::WouldBlock);
         }
-        let mut opts = WriteOptions::default();
-        match durability {
-            Durability::Periodic => opts.set_sync(false),
-            Durability::Batch => opts.set_sync(true),
-            Durability::None => opts.disable_wal(true),
-        }
-        self.db
-            .write_opt(batch, &opts)
-            .map_err(|e| engine_error("write", None, e))?;
-        self.track_write_timestamps(updates);
-        Ok(())
+        // Periodic mode appends to the log file without syncing; the one wait left is a
+        // write stall, which `no_slowdown` turns into `WouldBlock`.
+        self.write(updates, durability, true)
     }
 
     fn read_partition(
@@ -863,14 +918,18 @@ impl StorageEngine for RocksEngine {
         max_rows: usize,
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError> {
-        self.partition_reads.fetch_add(1, AtomicOrdering::Relaxed);
-        let view = TableView {
-            engine: self,
-            table,
-            cf: self.cf(table)?,
-            snapshot: self.db.snapshot(),
-        };
-        read::read_partition(&view, table, key, slice, max_rows, resume)
+        self.read_partition_from(table, key, slice, max_rows, resume, false)
+    }
+
+    fn try_read_partition(
+        &self,
+        table: TableId,
+        key: &PartitionKey,
+        slice: &ClusteringSlice,
+        max_rows: usize,
+        resume: Option<&[u8]>,
+    ) -> Result<PartitionPage, StorageError> {
+        self.read_partition_from(table, key, slice, max_rows, resume, true)
     }
 
     fn scan(
@@ -885,6 +944,7 @@ impl StorageEngine for RocksEngine {
             table,
             cf: self.cf(table)?,
             snapshot: self.db.snapshot(),
+            cache_only: false,
         };
         read::scan(&view, table, start, end_token, max_rows)
     }
@@ -1046,6 +1106,17 @@ impl StorageEngine for RocksEngine {
             (
                 "bloom_full_true_positive",
                 ticker(Ticker::BloomFilterFullTruePositive),
+            ),
+            // Iterator seeks (every partition read) that a prefix filter ruled out or let
+            // through; the bloom_* tickers above count point lookups only.
+            (
+                "bloom_seek_filtered",
+                ticker(Ticker::LastLevelSeekFiltered) + ticker(Ticker::NonLastLevelSeekFiltered),
+            ),
+            (
+                "bloom_seek_matched",
+                ticker(Ticker::LastLevelSeekFilterMatch)
+                    + ticker(Ticker::NonLastLevelSeekFilterMatch),
             ),
             ("memtable_bytes", memtable_bytes),
             ("pending_compaction_bytes", pending_compaction_bytes),
