@@ -24,10 +24,14 @@ use crate::{system_tables, QueryError};
 const INTERNAL_PAGE_ROWS: usize = 5_000;
 
 mod aggregates;
+mod collection_functions;
 pub(crate) mod functions;
+mod masking;
+mod math;
 mod numbers;
 mod operations;
 mod selector;
+mod vector_functions;
 
 use selector::{GroupState, Selection, SelectionMarker};
 

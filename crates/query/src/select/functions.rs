@@ -12,7 +12,11 @@ use cql_syntax::ast::Constant;
 use num_bigint::BigInt;
 use types::{CqlType, Value, DATE_EPOCH};
 
+use super::collection_functions::CollectionFunction;
+use super::masking::MaskFunction;
+use super::math::{self, MathFunction};
 use super::numbers::{self, Decimal};
+use super::vector_functions::Similarity;
 use crate::QueryError;
 
 /// Offset between the UUID epoch (1582-10-15) and the Unix epoch, in 100 ns units.
@@ -56,6 +60,14 @@ pub(crate) enum Scalar {
     Negate(CqlType),
     /// `toJson(x)` of a value of this type: its JSON text (`null` for null).
     ToJson(CqlType),
+    /// `abs`, `exp`, `log`, `log10`, `round` of a number of this type.
+    Math(MathFunction, CqlType),
+    /// `map_keys`, `collection_count`, `collection_sum`... of a collection of this type.
+    Collection(CollectionFunction, CqlType),
+    /// `mask_*` of arguments of these types.
+    Mask(MaskFunction, Vec<CqlType>),
+    /// `similarity_*` of two vectors of this type.
+    Similarity(Similarity, CqlType),
 }
 
 /// One signature of a function: its name as Cassandra prints it, argument and return types.
@@ -121,35 +133,92 @@ const NATIVE_TYPES: &[&str] = &[
 
 /// Native functions of Cassandra 5.0 that Helenus does not implement yet: calling one is an
 /// `Invalid` error naming it, not "unknown function".
-const NOT_YET: &[&str] = &[
-    "abs",
-    "exp",
-    "log",
-    "log10",
-    "round",
-    "floor",
-    "map_keys",
-    "map_values",
-    "collection_count",
-    "collection_min",
-    "collection_max",
-    "collection_sum",
-    "collection_avg",
-    "mask_null",
-    "mask_default",
-    "mask_replace",
-    "mask_inner",
-    "mask_outer",
-    "mask_hash",
-    "similarity_cosine",
-    "similarity_euclidean",
-    "similarity_dot_product",
-    "format_bytes",
-    "format_time",
-    "length",
-    "octet_length",
-    "random_vector",
-];
+const NOT_YET: &[&str] = &["floor"];
+
+/// Native functions whose signatures follow their arguments' types (any collection, any
+/// type, any float vector), so they are made for the arguments of a call
+/// (`generic_signature`) rather than listed.
+pub(crate) fn is_generic(name: &str) -> bool {
+    CollectionFunction::from_name(name).is_some()
+        || MaskFunction::from_name(name).is_some()
+        || Similarity::from_name(name).is_some()
+}
+
+/// The signature of the generic function `name` for the arguments `args` (written `texts`):
+/// its parameters take the first typed argument's type, as Cassandra's factories do.
+pub(crate) fn generic_signature(
+    name: &str,
+    args: &[ArgKind],
+    texts: &[String],
+) -> Result<Signature, QueryError> {
+    let typed = |i: usize| match args.get(i) {
+        Some(ArgKind::Typed(t)) => Some(t.clone()),
+        _ => None,
+    };
+    let cannot_infer = |i: usize, kinds: &str| {
+        QueryError::Invalid(format!(
+            "Cannot infer type of argument {} in call to function system.{name}({kinds}): use type casts to disambiguate",
+            texts.get(i).map(String::as_str).unwrap_or("")
+        ))
+    };
+    let arity = |n: usize| {
+        QueryError::Invalid(format!(
+            "Invalid number of arguments for function system.{name}: {n} required but {} provided",
+            args.len()
+        ))
+    };
+    if let Some(f) = CollectionFunction::from_name(name) {
+        if args.len() != 1 {
+            return Err(arity(1));
+        }
+        let arg = typed(0).ok_or_else(|| cannot_infer(0, f.argument_kind()))?;
+        let ret = f.result_type(name, &arg, &texts[0])?;
+        return Ok(Signature::new(
+            name,
+            vec![arg.clone()],
+            ret,
+            Scalar::Collection(f, arg),
+        ));
+    }
+    if let Some(f) = MaskFunction::from_name(name) {
+        let arg = typed(0).ok_or_else(|| cannot_infer(0, f.argument_kinds()))?;
+        let (params, ret) = f.signature(name, &arg, args.len(), &texts[0])?;
+        return Ok(Signature::new(
+            name,
+            params.clone(),
+            ret,
+            Scalar::Mask(f, params),
+        ));
+    }
+    if let Some(f) = Similarity::from_name(name) {
+        if args.len() != 2 {
+            return Err(arity(2));
+        }
+        let (i, arg) = match (typed(0), typed(1)) {
+            (Some(t), _) => (0, t),
+            (None, Some(t)) => (1, t),
+            (None, None) => return Err(cannot_infer(0, "vector<float, n>, vector<float, n>")),
+        };
+        let param = Similarity::parameter(name, &arg, &texts[i])?;
+        if let Some(other) = typed(1 - i) {
+            Similarity::parameter(name, &other, &texts[1 - i])?;
+            if !same_type(&other, &param) {
+                return Err(QueryError::Invalid(
+                    "All arguments must have the same vector dimensions".to_string(),
+                ));
+            }
+        }
+        return Ok(Signature::new(
+            name,
+            vec![param.clone(), param.clone()],
+            CqlType::Float,
+            Scalar::Similarity(f, param),
+        ));
+    }
+    Err(QueryError::Server(format!(
+        "{name} is not a generic function"
+    )))
+}
 
 /// The signatures of the scalar function called `name` (already case-normalised), `None` when
 /// there is no such native function. `key_types` are the table's partition key types, for
@@ -202,6 +271,17 @@ pub(crate) fn signatures(
             Bigint,
             Scalar::Token,
         )]),
+        "abs" | "exp" | "log" | "log10" | "round" => {
+            let f = MathFunction::from_name(name).expect("a math function name");
+            Some(
+                math::NUMERIC_TYPES
+                    .iter()
+                    .map(|t| {
+                        Signature::new(name, vec![t.clone()], t.clone(), Scalar::Math(f, t.clone()))
+                    })
+                    .collect(),
+            )
+        }
         _ => {
             // (The legacy `castAsInt` names are camelCase, which no unquoted name can match.)
             if let Some(to) = name.strip_prefix("cast_as_") {
@@ -616,6 +696,8 @@ pub(crate) fn call(
             };
             return Ok(encode(Value::Bigint(partitioner::murmur3_token(&key))));
         }
+        // mask_default masks a null too; mask_replace's replacement may be null.
+        Scalar::Mask(f, types) => return super::masking::call(*f, &sig.name, types, args),
         Scalar::ToJson(ty) => {
             let text = match args.first() {
                 Some(Some(bytes)) => Value::decode(ty, bytes)
@@ -679,13 +761,22 @@ pub(crate) fn call(
             };
             op.execute(arg, right)?
         }
+        Scalar::Math(f, ty) => math::call(*f, ty, arg)?,
+        Scalar::Collection(f, ty) => super::collection_functions::call(*f, ty, arg)?,
+        Scalar::Similarity(f, ty) => {
+            let Some(Some(right)) = args.get(1) else {
+                return Ok(None);
+            };
+            super::vector_functions::call(*f, &sig.name, ty, arg, right)?
+        }
         Scalar::Now
         | Scalar::Uuid
         | Scalar::CurrentTimestamp
         | Scalar::CurrentDate
         | Scalar::CurrentTime
         | Scalar::Token
-        | Scalar::ToJson(_) => unreachable!("handled above"),
+        | Scalar::ToJson(_)
+        | Scalar::Mask(..) => unreachable!("handled above"),
     })
 }
 
@@ -983,7 +1074,8 @@ mod tests {
         );
         assert!(signatures("blobasblob", &[]).expect("ok").is_none());
         assert!(signatures("dateof", &[]).expect("ok").is_none());
-        assert!(signatures("abs", &[]).is_err());
+        assert!(signatures("floor", &[]).is_err());
+        assert!(signatures("format_bytes", &[]).expect("ok").is_none());
     }
 
     #[test]

@@ -848,6 +848,8 @@ impl Compiler<'_> {
                         .to_string(),
                 ))
             }
+            // Made for the arguments' types once they are known.
+            _ if functions::is_generic(fname) => Vec::new(),
             _ => match functions::signatures(fname, &key_types)? {
                 Some(candidates) => candidates,
                 None => return Err(invalid(format!("Unknown function '{called}'"))),
@@ -862,6 +864,11 @@ impl Compiler<'_> {
             compiled.push(c);
             texts.push(text);
         }
+        let candidates = if functions::is_generic(fname) {
+            vec![functions::generic_signature(fname, &kinds, &texts)?]
+        } else {
+            candidates
+        };
         let sig = functions::resolve(&called, candidates, &kinds, &texts)?;
         let mut exprs = Vec::with_capacity(args.len());
         let mut names = Vec::with_capacity(args.len());
