@@ -25,6 +25,7 @@ const INTERNAL_PAGE_ROWS: usize = 5_000;
 
 mod aggregates;
 mod collection_functions;
+mod floor;
 pub(crate) mod functions;
 mod masking;
 mod math;
@@ -132,7 +133,15 @@ struct Plan {
     /// Whether a partition with only a live static row shows up as a row (no clustering
     /// restriction), as Cassandra does.
     static_only_rows: bool,
+    /// ORDER BY with an IN on the partition key: each partition is read in the asked order,
+    /// then the rows of all of them are sorted on these columns (index, descending), as
+    /// Cassandra's post-query ordering does. The selection carries them as hidden outputs
+    /// after its visible ones.
+    post_ordering: Option<Vec<(usize, bool)>>,
 }
+
+/// Cassandra's refusal to page a query whose rows must be sorted after they are read.
+const POST_ORDERING_PAGING: &str = "Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query";
 
 fn op_matches(op: &Operator, ord: Ordering) -> bool {
     match op {
@@ -242,6 +251,8 @@ fn build_plan(
     let mut token_end = None;
     let mut has_token = false;
     let mut has_clustering_restriction = false;
+    // An IN of more than one value (or a marker) on the partition key; `IN (x)` is an `=`.
+    let mut partition_key_in = false;
 
     for rel in &select.where_clause {
         match rel {
@@ -292,6 +303,11 @@ fn build_plan(
                 let v = in_values(value, &col.ty, &col.name, values)?;
                 match col.kind {
                     ColumnKind::PartitionKey if matches!(op, Operator::Eq | Operator::In) => {
+                        if *op == Operator::In
+                            && !matches!(value, RelationValue::List(items) if items.len() <= 1)
+                        {
+                            partition_key_in = true;
+                        }
                         pk_values[col.position as usize] = Some(v.clone());
                     }
                     ColumnKind::PartitionKey => {
@@ -535,6 +551,7 @@ fn build_plan(
 
     // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
     let mut reversed = false;
+    let mut post_ordering = None;
     if !select.order_by.is_empty() {
         if partitions.is_none() {
             return Err(QueryError::Invalid(
@@ -542,7 +559,8 @@ fn build_plan(
             ));
         }
         let mut first: Option<bool> = None;
-        for (i, ordering) in select.order_by.iter().enumerate() {
+        let mut next_position = 0;
+        for ordering in &select.order_by {
             if ordering.ann_of.is_some() {
                 return Err(QueryError::Invalid(
                     "ORDER BY ... ANN OF (vector search) is not supported yet by Helenus"
@@ -557,11 +575,19 @@ fn build_plan(
                     col.name
                 )));
             }
-            if col.position as usize != i {
+            // Clustering columns restricted to a single value may be left out.
+            let position = col.position as usize;
+            while next_position < position
+                && ck_eq[next_position].as_ref().is_some_and(|v| v.len() == 1)
+            {
+                next_position += 1;
+            }
+            if position != next_position {
                 return Err(QueryError::Invalid(
                     "Order by currently only supports the ordering of columns following their declared order in the PRIMARY KEY".to_string(),
                 ));
             }
+            next_position += 1;
             let declared_desc = col.order == ClusteringOrder::Desc;
             let asked_desc = matches!(order, Order::Desc);
             let rev = declared_desc != asked_desc;
@@ -573,13 +599,23 @@ fn build_plan(
             first = Some(rev);
         }
         reversed = first.unwrap_or(false);
-        if partitions.as_ref().is_some_and(|p| p.len() > 1) {
-            return Err(QueryError::Invalid(
-                "ORDER BY with an IN restriction on the partition key is not supported yet by Helenus".to_string(),
-            ));
+        if partition_key_in {
+            let mut columns = Vec::with_capacity(select.order_by.len());
+            for ordering in &select.order_by {
+                let col = column(table, &ordering.column)?;
+                let index = table.column_index(&col.name).unwrap_or(0);
+                columns.push((index, matches!(ordering.order, Order::Desc)));
+            }
+            if table.virtual_table {
+                return Err(QueryError::Invalid(
+                    "ORDER BY with an IN restriction on the partition key of a virtual table is not supported yet by Helenus".to_string(),
+                ));
+            }
+            selection.add_hidden_columns(columns.iter().map(|(index, _)| *index));
+            post_ordering = Some(columns);
         }
     }
-    let group_by = group_by_prefix(table, select)?;
+    let group_by = group_by_prefix(table, select, &selection.group_by_functions)?;
     let aggregate = selection.is_aggregate() && group_by.is_none();
     if aggregate && select.per_partition_limit.is_some() {
         return Err(QueryError::Invalid(
@@ -611,6 +647,8 @@ fn build_plan(
             start,
             end,
             reversed,
+            // Every clustering column is restricted by one value (or there is none).
+            single_row: prefix_len == ck_count && ck_slices.is_empty() && !in_on_clustering,
         },
         limit: limit_value(&select.limit, "[limit]", values)?,
         per_partition_limit: limit_value(
@@ -624,13 +662,19 @@ fn build_plan(
         token_start,
         token_end,
         static_only_rows: !has_clustering_restriction,
+        post_ordering,
     })
 }
 
 /// Validates GROUP BY as Cassandra does and returns how many clustering columns a group key
 /// has. GROUP BY names primary key columns in order; a column restricted by `=` may be left out;
-/// the partition key must be whole.
-fn group_by_prefix(table: &TableMetadata, select: &Select) -> Result<Option<usize>, QueryError> {
+/// the partition key must be whole; the last element may be a function of its clustering
+/// column (`functions`, compiled with the selection, has one entry per element).
+fn group_by_prefix(
+    table: &TableMetadata,
+    select: &Select,
+    functions: &[Option<selector::GroupFunction>],
+) -> Result<Option<usize>, QueryError> {
     if select.group_by.is_empty() {
         return Ok(None);
     }
@@ -661,19 +705,35 @@ fn group_by_prefix(table: &TableMetadata, select: &Select) -> Result<Option<usiz
         .collect();
     let mut next = 0;
     let mut clustering_prefix = 0;
-    for expr in &select.group_by {
-        let SelectorExpr::Column(name) = expr else {
-            return Err(QueryError::Invalid(
-                "GROUP BY with functions is not supported yet by Helenus".to_string(),
-            ));
+    let mut function_seen = false;
+    for (expr, function) in select.group_by.iter().zip(functions) {
+        let col = match (expr, function) {
+            (_, Some(f)) => {
+                function_seen = true;
+                &table.columns[f.column]
+            }
+            (SelectorExpr::Column(name), None) => {
+                let col = column(table, name)?;
+                if !matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+                    return Err(QueryError::Invalid(format!(
+                        "Group by is currently only supported on the columns of the PRIMARY KEY, got {}",
+                        col.name
+                    )));
+                }
+                if function_seen {
+                    return Err(QueryError::Invalid(
+                        "Functions are only supported on the last element of the GROUP BY clause"
+                            .to_string(),
+                    ));
+                }
+                col
+            }
+            (_, None) => {
+                return Err(QueryError::Server(
+                    "a GROUP BY element is neither a column nor a function".to_string(),
+                ))
+            }
         };
-        let col = column(table, name)?;
-        if !matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
-            return Err(QueryError::Invalid(format!(
-                "Group by is currently only supported on the columns of the PRIMARY KEY, got {}",
-                col.name
-            )));
-        }
         loop {
             let Some(key_column) = key_columns.get(next) else {
                 return Err(order_error());
@@ -961,7 +1021,15 @@ async fn execute_rows(
         keyspace,
         &select.table.name,
     )?;
-    let plan = build_plan(schema, table, select, values)?;
+    let mut plan = build_plan(schema, table, select, values)?;
+    // Rows sorted after they are read are all read first: no paging, and LIMIT after the sort.
+    let post_limit = match plan.post_ordering {
+        Some(_) if options.page_size.is_some_and(|n| n > 0) => {
+            return Err(QueryError::Invalid(POST_ORDERING_PAGING.to_string()))
+        }
+        Some(_) => plan.limit.take(),
+        None => None,
+    };
     let now = QueryProcessor::now_seconds(options);
     // An aggregate without GROUP BY is one row computed over every page read internally.
     let page_size = match options.page_size {
@@ -1172,12 +1240,49 @@ async fn execute_rows(
             (g.rows, group_paging_state.map(|s| s.encode()))
         }
     };
+    let rows = match &plan.post_ordering {
+        Some(columns) => post_order(&plan, rows, columns, post_limit),
+        None => rows,
+    };
     Ok(QueryResult::Rows(ResultSet {
         columns: plan.selection.specs,
         rows,
         paging_state,
         skip_metadata: false,
     }))
+}
+
+/// Cassandra's post-query ordering: a stable sort of every result row on the ORDER BY
+/// columns (carried as hidden outputs after the visible ones, which are then dropped), then
+/// LIMIT. Rows of one partition already come in the asked order, so the sort keeps them so.
+fn post_order(
+    plan: &Plan,
+    mut rows: Vec<Vec<Option<Bytes>>>,
+    columns: &[(usize, bool)],
+    limit: Option<usize>,
+) -> Vec<Vec<Option<Bytes>>> {
+    let visible = plan.selection.specs.len();
+    rows.sort_by(|a, b| {
+        for (j, (index, descending)) in columns.iter().enumerate() {
+            let ty = &plan.table.columns[*index].ty;
+            let order = match (&a[visible + j], &b[visible + j]) {
+                (Some(x), Some(y)) => types::compare(ty, x, y),
+                (x, y) => x.is_some().cmp(&y.is_some()),
+            };
+            let order = if *descending { order.reverse() } else { order };
+            if order.is_ne() {
+                return order;
+            }
+        }
+        Ordering::Equal
+    });
+    if let Some(limit) = limit {
+        rows.truncate(limit);
+    }
+    for row in &mut rows {
+        row.truncate(visible);
+    }
+    rows
 }
 
 /// Result accumulation with LIMIT and page size.
@@ -1293,19 +1398,40 @@ impl Grouper {
             .max(100)
     }
 
-    fn key(&self, plan: &Plan, partition: &PartitionKey, row: &RowValues) -> GroupKey {
+    fn key(
+        &self,
+        plan: &Plan,
+        partition: &PartitionKey,
+        row: &RowValues,
+    ) -> Result<GroupKey, QueryError> {
         let first = plan.table.partition_key_count;
-        let prefix: Option<Vec<Vec<u8>>> = row.values[first..first + self.prefix]
-            .iter()
-            .cloned()
-            .collect();
-        GroupKey {
+        let function = plan
+            .selection
+            .group_by_functions
+            .last()
+            .and_then(Option::as_ref)
+            .filter(|_| self.prefix > 0);
+        // With a function, the last clustering column of the key is replaced by its value.
+        let plain = self.prefix - usize::from(function.is_some());
+        let prefix: Option<Vec<Vec<u8>>> =
+            row.values[first..first + plain].iter().cloned().collect();
+        let mut clustering = prefix
+            .map(|p| clustering_key(&plan.table, &p))
+            .unwrap_or_default();
+        if let Some(f) = function {
+            if row.values[first + plain].is_some() {
+                // Encoded byte-comparably in the column's order: the function is monotonic,
+                // so the keys of consecutive groups still compare in read order.
+                let value = plan.selection.group_value(f, row)?.unwrap_or_default();
+                let descending = plan.table.columns[f.column].order == ClusteringOrder::Desc;
+                types::byte_comparable::encode(&f.ty, &value, descending, &mut clustering);
+            }
+        }
+        Ok(GroupKey {
             partition: partition.key.clone(),
             token: partition.token,
-            clustering: prefix
-                .map(|p| clustering_key(&plan.table, &p))
-                .unwrap_or_default(),
-        }
+            clustering,
+        })
     }
 
     /// Whether a row of group `key` comes after group `last` in read order.
@@ -1335,7 +1461,7 @@ impl Grouper {
         partition: &PartitionKey,
         row: &RowValues,
     ) -> Result<Flow, QueryError> {
-        let key = self.key(plan, partition, row);
+        let key = self.key(plan, partition, row)?;
         if let Some(skip) = &self.skip {
             if !self.after(&key, &skip.key) {
                 return Ok(Flow::Continue);

@@ -68,6 +68,8 @@ pub(crate) enum Scalar {
     Mask(MaskFunction, Vec<CqlType>),
     /// `similarity_*` of two vectors of this type.
     Similarity(Similarity, CqlType),
+    /// `floor` of arguments of these types.
+    Floor(Vec<CqlType>),
 }
 
 /// One signature of a function: its name as Cassandra prints it, argument and return types.
@@ -130,10 +132,6 @@ const NATIVE_TYPES: &[&str] = &[
     "varint",
     "varchar",
 ];
-
-/// Native functions of Cassandra 5.0 that Helenus does not implement yet: calling one is an
-/// `Invalid` error naming it, not "unknown function".
-const NOT_YET: &[&str] = &["floor"];
 
 /// Native functions whose signatures follow their arguments' types (any collection, any
 /// type, any float vector), so they are made for the arguments of a call
@@ -271,6 +269,12 @@ pub(crate) fn signatures(
             Bigint,
             Scalar::Token,
         )]),
+        "floor" => Some(
+            super::floor::signatures()
+                .into_iter()
+                .map(|(args, ret)| Signature::new(name, args.clone(), ret, Scalar::Floor(args)))
+                .collect(),
+        ),
         "abs" | "exp" | "log" | "log10" | "round" => {
             let f = MathFunction::from_name(name).expect("a math function name");
             Some(
@@ -314,11 +318,6 @@ pub(crate) fn signatures(
                         ret,
                         Scalar::BlobAs(ty),
                     )])
-                }
-                _ if NOT_YET.contains(&name) => {
-                    return Err(QueryError::Invalid(format!(
-                        "Function system.{name} is not supported yet by Helenus"
-                    )))
                 }
                 _ => None,
             }
@@ -762,6 +761,7 @@ pub(crate) fn call(
             op.execute(arg, right)?
         }
         Scalar::Math(f, ty) => math::call(*f, ty, arg)?,
+        Scalar::Floor(types) => super::floor::call(types, args)?,
         Scalar::Collection(f, ty) => super::collection_functions::call(*f, ty, arg)?,
         Scalar::Similarity(f, ty) => {
             let Some(Some(right)) = args.get(1) else {
@@ -1074,7 +1074,10 @@ mod tests {
         );
         assert!(signatures("blobasblob", &[]).expect("ok").is_none());
         assert!(signatures("dateof", &[]).expect("ok").is_none());
-        assert!(signatures("floor", &[]).is_err());
+        assert_eq!(
+            signatures("floor", &[]).expect("ok").expect("known").len(),
+            7
+        );
         assert!(signatures("format_bytes", &[]).expect("ok").is_none());
     }
 

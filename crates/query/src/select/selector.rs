@@ -121,6 +121,21 @@ pub(crate) struct Selection {
     pub specs: Vec<ColumnSpec>,
     aggregates: Vec<AggregateSpec>,
     pub markers: Vec<SelectionMarker>,
+    /// One per GROUP BY element: the function when the element is a function of a clustering
+    /// column (`floor(ts, 1h)`), `None` for a plain column.
+    pub group_by_functions: Vec<Option<GroupFunction>>,
+}
+
+/// A GROUP BY element that is a monotonic function of one clustering column: rows in
+/// clustering order then give function values in the same order, so a group is still a run
+/// of consecutive rows.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupFunction {
+    expr: Expr,
+    /// The function's result type.
+    pub ty: CqlType,
+    /// The clustering column it is a function of.
+    pub column: usize,
 }
 
 /// The aggregation state of one group.
@@ -186,11 +201,19 @@ pub(crate) fn compile(
             }
         }
     }
+    let mut group_by_functions = Vec::with_capacity(select.group_by.len());
+    for e in &select.group_by {
+        group_by_functions.push(match e {
+            SelectorExpr::Column(_) => None,
+            other => Some(compiler.group_function(other)?),
+        });
+    }
     Ok(Selection {
         outputs,
         specs,
         aggregates: compiler.aggregates,
         markers: compiler.markers,
+        group_by_functions,
     })
 }
 
@@ -366,7 +389,157 @@ fn term_arg_kind(t: &Term) -> ArgKind {
     }
 }
 
+/// Whether Cassandra declares the function monotonic (`isMonotonic`): the time conversions and
+/// `floor`, which GROUP BY accepts.
+fn is_monotonic(function: &Scalar) -> bool {
+    matches!(
+        function,
+        Scalar::ToDate(_) | Scalar::ToTimestamp(_) | Scalar::ToUnixTimestamp(_) | Scalar::Floor(_)
+    )
+}
+
+/// The columns an expression reads.
+fn columns_of(e: &Expr, out: &mut Vec<usize>) {
+    match e {
+        Expr::Column(i) => {
+            if !out.contains(i) {
+                out.push(*i);
+            }
+        }
+        Expr::Call(_, args) => args.iter().for_each(|a| columns_of(a, out)),
+        Expr::Field(inner, _) => columns_of(inner, out),
+        Expr::Element {
+            collection, key, ..
+        } => {
+            columns_of(collection, out);
+            columns_of(key, out);
+        }
+        Expr::Slice {
+            collection,
+            from,
+            to,
+            ..
+        } => {
+            columns_of(collection, out);
+            from.iter()
+                .chain(to.iter())
+                .for_each(|b| columns_of(b, out));
+        }
+        Expr::CellTime { column, .. } => {
+            if !out.contains(column) {
+                out.push(*column);
+            }
+        }
+        Expr::PartitionToken | Expr::Term(..) | Expr::Value(_) | Expr::Aggregate(_) => {}
+    }
+}
+
+/// The distinct column names a selector mentions.
+fn selector_columns<'a>(e: &'a SelectorExpr, out: &mut Vec<&'a Identifier>) {
+    match e {
+        SelectorExpr::Column(name) => {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        SelectorExpr::FunctionCall { args, .. }
+        | SelectorExpr::Tuple(args)
+        | SelectorExpr::List(args)
+        | SelectorExpr::Set(args) => args.iter().for_each(|a| selector_columns(a, out)),
+        SelectorExpr::Cast(inner, _)
+        | SelectorExpr::TypeHint(_, inner)
+        | SelectorExpr::FieldAccess(inner, _)
+        | SelectorExpr::ElementAccess(inner, _)
+        | SelectorExpr::Slice { expr: inner, .. }
+        | SelectorExpr::Negate(inner)
+        | SelectorExpr::WriteTime(inner)
+        | SelectorExpr::MaxWriteTime(inner)
+        | SelectorExpr::Ttl(inner) => selector_columns(inner, out),
+        SelectorExpr::Binary { lhs, rhs, .. } => {
+            selector_columns(lhs, out);
+            selector_columns(rhs, out);
+        }
+        SelectorExpr::Map(entries) => entries.iter().for_each(|(k, v)| {
+            selector_columns(k, out);
+            selector_columns(v, out);
+        }),
+        SelectorExpr::Term(_) | SelectorExpr::CountRows => {}
+    }
+}
+
+/// Checks that every function call in a GROUP BY function is monotonic in its first argument
+/// and takes constants for the others, with Cassandra's message for the first that is not.
+fn check_monotonic(e: &Expr) -> Result<(), QueryError> {
+    let Expr::Call(sig, args) = e else {
+        return Ok(());
+    };
+    let constant_rest = args.iter().skip(1).all(|a| {
+        let mut columns = Vec::new();
+        columns_of(a, &mut columns);
+        columns.is_empty()
+    });
+    if !is_monotonic(&sig.function) || !constant_rest {
+        return Err(invalid(format!(
+            "Only monotonic functions are supported in the GROUP BY clause. Got: {} ",
+            sig.describe()
+        )));
+    }
+    args.first().map_or(Ok(()), check_monotonic)
+}
+
 impl Compiler<'_> {
+    /// Compiles a GROUP BY element that is not a plain column, with Cassandra's rules: a
+    /// (non-aggregate) function of exactly one clustering column, monotonic in it.
+    fn group_function(&mut self, e: &SelectorExpr) -> Result<GroupFunction, QueryError> {
+        if let SelectorExpr::FunctionCall { name, .. } = e {
+            let fname = name.as_str();
+            if AggregateFunction::from_name(fname).is_some() {
+                return Err(invalid(format!(
+                    "Aggregate functions are not supported within the GROUP BY clause, got: system.{fname}"
+                )));
+            }
+        }
+        // The column comes first, before the function is resolved, as in Cassandra.
+        let mut names = Vec::new();
+        selector_columns(e, &mut names);
+        if let [name] = &names[..] {
+            let col = column(self.table, name)?;
+            if col.kind != ColumnKind::Clustering {
+                return Err(invalid(format!(
+                    "Group by functions are only supported on clustering columns, got {}",
+                    col.name
+                )));
+            }
+        }
+        let c = self.compile(e, None, 0)?;
+        if !matches!(c.expr, Expr::Call(..)) {
+            return Err(invalid(format!(
+                "Group by is currently only supported on the columns of the PRIMARY KEY, got {}",
+                c.name
+            )));
+        }
+        let mut columns = Vec::new();
+        columns_of(&c.expr, &mut columns);
+        let [column] = columns[..] else {
+            return Err(invalid(
+                "GROUP BY functions must have one clustering column name as parameter".to_string(),
+            ));
+        };
+        let col = &self.table.columns[column];
+        if col.kind != ColumnKind::Clustering {
+            return Err(invalid(format!(
+                "Group by functions are only supported on clustering columns, got {}",
+                col.name
+            )));
+        }
+        check_monotonic(&c.expr)?;
+        Ok(GroupFunction {
+            expr: c.expr,
+            ty: c.ty,
+            column,
+        })
+    }
+
     fn resolve_type(&self, t: &TypeExpr) -> Result<CqlType, QueryError> {
         match (t, self.types) {
             (TypeExpr::Native(name), _) => CqlType::from_native_name(name)
@@ -1233,7 +1406,25 @@ impl Selection {
                 bind_expr(e, values)?;
             }
         }
+        for f in self.group_by_functions.iter_mut().flatten() {
+            bind_expr(&mut f.expr, values)?;
+        }
         Ok(())
+    }
+
+    /// Appends outputs that are not result columns (`specs` does not list them): the values
+    /// of these columns, for sorting rows after they are read.
+    pub fn add_hidden_columns(&mut self, columns: impl Iterator<Item = usize>) {
+        self.outputs.extend(columns.map(Expr::Column));
+    }
+
+    /// The value of the GROUP BY function of a row.
+    pub fn group_value(
+        &self,
+        function: &GroupFunction,
+        row: &RowValues,
+    ) -> Result<Option<Vec<u8>>, QueryError> {
+        eval(&function.expr, Some(row), &[])
     }
 
     /// The output row of a non-aggregate selection.
