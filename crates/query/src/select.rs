@@ -647,8 +647,6 @@ fn build_plan(
             start,
             end,
             reversed,
-            // Every clustering column is restricted by one value (or there is none).
-            single_row: prefix_len == ck_count && ck_slices.is_empty() && !in_on_clustering,
         },
         limit: limit_value(&select.limit, "[limit]", values)?,
         per_partition_limit: limit_value(
