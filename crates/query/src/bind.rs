@@ -25,6 +25,8 @@ pub(crate) struct BindInfo {
 #[derive(Default)]
 struct Specs {
     slots: Vec<Option<ColumnSpec>>,
+    /// The first call in a term that does not resolve: the statement's error.
+    error: Option<QueryError>,
 }
 
 impl Specs {
@@ -44,6 +46,9 @@ impl Specs {
     }
 
     fn finish(self, expected: usize) -> Result<Vec<ColumnSpec>, QueryError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
         if self.slots.len() != expected {
             return Err(QueryError::Invalid(
                 "Bind markers are not allowed in this position".to_string(),
@@ -128,6 +133,9 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
                 for (item, ty) in items.iter().zip(types) {
                     term(specs, table, name, ty, item);
                 }
+            } else if let [item] = &items[..] {
+                // `(x)` for a receiver that is not a tuple is `x` in parentheses.
+                term(specs, table, name, ty, item);
             }
         }
         Term::UserType(fields) => {
@@ -146,38 +154,31 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
             }
         }
         Term::TypeHint { term: inner, .. } => term(specs, table, name, ty, inner),
-        Term::FunctionCall {
-            keyspace: None,
-            name: function,
-            args,
-        } => {
-            let function = function.as_str().to_ascii_lowercase();
-            let Some(arg_ty) = term_function_argument(&function) else {
-                return;
-            };
-            // Cassandra names a function's argument `arg<i>(system.<function>)`.
+        Term::FunctionCall { args, .. } if select::term_functions::is_from_json(t) => {
+            // fromJson takes text, whatever the receiver.
             for (i, arg) in args.iter().enumerate() {
-                let arg_name = format!("arg{i}(system.{function})");
-                term(specs, table, &arg_name, &arg_ty, arg);
+                let arg_name = format!("arg{i}(system.fromjson)");
+                term(specs, table, &arg_name, &CqlType::Text, arg);
+            }
+        }
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) => {
+            // The markers among a call's arguments take the chosen signature's parameter types.
+            match select::term_functions::resolve(t, Some(ty)) {
+                Ok(Some(sig)) => {
+                    let args = select::term_functions::call_arguments(t).unwrap_or_default();
+                    for (i, (arg, param)) in args.into_iter().zip(&sig.args).enumerate() {
+                        let arg_name = select::term_functions::argument_name(&sig, i);
+                        term(specs, table, &arg_name, param, arg);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    specs.error.get_or_insert(e);
+                }
             }
         }
         _ => {}
     }
-}
-
-/// The argument type of a one-argument native function that `eval` runs in terms: `fromJson`
-/// takes text, `blobAs<type>` a blob, `<type>AsBlob` a value of its type.
-fn term_function_argument(function: &str) -> Option<CqlType> {
-    if function == "fromjson" || function.starts_with("blobas") {
-        return Some(if function == "fromjson" {
-            CqlType::Text
-        } else {
-            CqlType::Blob
-        });
-    }
-    function
-        .strip_suffix("asblob")
-        .and_then(CqlType::from_native_name)
 }
 
 fn using(specs: &mut Specs, table: &TableMetadata, u: &cql_syntax::ast::Using) {

@@ -9,6 +9,7 @@ use types::{CqlType, Literal, Value};
 
 use crate::bind::{marker_value, Bound};
 use crate::processor::BoundValue;
+use crate::select::{functions, term_functions};
 use crate::QueryError;
 
 /// A term's value: absent (null), deliberately not set (protocol v4 UNSET), or bytes.
@@ -176,6 +177,10 @@ fn evaluate_at(
             CqlType::Set(_) if entries.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
             _ => Err(type_mismatch("map literal", name, ty)),
         },
+        // `(x)` for a receiver that is not a tuple is `x` in parentheses (`-(1)`).
+        Term::Tuple(items) if items.len() == 1 && !matches!(ty_unfrozen, CqlType::Tuple(_)) => {
+            evaluate_at(&items[0], ty, name, values, depth + 1)
+        }
         Term::Tuple(items) => match ty_unfrozen {
             CqlType::Tuple(types) => {
                 if items.len() > types.len() {
@@ -217,23 +222,51 @@ fn evaluate_at(
             _ => Err(type_mismatch("user type literal", name, ty)),
         },
         Term::TypeHint { term, .. } => evaluate_at(term, ty, name, values, depth + 1),
-        Term::FunctionCall {
-            keyspace,
-            name: fname,
-            args,
-        } => {
-            if keyspace.is_some() {
-                return Err(QueryError::Invalid(format!(
-                    "Unknown function {}",
-                    fname.as_str()
-                )));
-            }
-            call_function(fname.as_str(), args, ty, name, values, depth)
+        Term::FunctionCall { args, .. } if term_functions::is_from_json(term) => {
+            from_json(args, ty, name, values, depth)
         }
-        _ => Err(QueryError::Invalid(format!(
-            "Arithmetic operations in terms are not supported yet by Helenus (column {name})"
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) => {
+            call(term, ty, name, values, depth)
+        }
+        Term::Cast { .. } => Err(QueryError::Invalid(format!(
+            "CAST is not supported in terms (column {name})"
         ))),
     }
+}
+
+/// A function call or operation in a term: resolved for the receiver's type, its arguments
+/// evaluated as the chosen signature's parameters, then run as in a selection.
+fn call(
+    term: &Term,
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    let sig = term_functions::resolve(term, Some(ty))?
+        .ok_or_else(|| QueryError::Server("a call term expected".to_string()))?;
+    term_functions::check_result(&sig, name, ty)?;
+    let args = term_functions::call_arguments(term).unwrap_or_default();
+    let mut evaluated = Vec::with_capacity(args.len());
+    for (i, (arg, param)) in args.iter().zip(&sig.args).enumerate() {
+        let arg_name = term_functions::argument_name(&sig, i);
+        evaluated.push(
+            match evaluate_at(arg, param, &arg_name, values, depth + 1)? {
+                TermValue::Value(b) => Some(b),
+                TermValue::Null => None,
+                TermValue::Unset => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid unset value for argument in call to function system.{}",
+                        sig.name
+                    )))
+                }
+            },
+        );
+    }
+    Ok(match functions::call(&sig, &evaluated)? {
+        Some(b) => TermValue::Value(b),
+        None => TermValue::Null,
+    })
 }
 
 fn detail(message: &str) -> String {
@@ -298,69 +331,6 @@ fn encode_elements(
         out.extend_from_slice(&e);
     }
     Ok(out)
-}
-
-fn call_function(
-    function: &str,
-    args: &[Term],
-    ty: &CqlType,
-    name: &str,
-    values: &[Bound],
-    depth: usize,
-) -> Result<TermValue, QueryError> {
-    let f = function.to_ascii_lowercase();
-    let no_args = |v: Value| -> Result<TermValue, QueryError> {
-        if !args.is_empty() {
-            return Err(QueryError::Invalid(format!(
-                "Invalid number of arguments in call to function system.{f}: 0 required but {} provided",
-                args.len()
-            )));
-        }
-        let mut out = Vec::new();
-        v.encode(&mut out);
-        Ok(TermValue::Value(out))
-    };
-    match f.as_str() {
-        "now" | "currenttimeuuid" => no_args(Value::Timeuuid(new_timeuuid())),
-        "uuid" => no_args(Value::Uuid(uuid::Uuid::new_v4())),
-        "currenttimestamp" => no_args(Value::Timestamp(now_millis())),
-        "currentdate" => no_args(Value::Date(
-            ((now_millis().div_euclid(86_400_000)) + (1i64 << 31)) as u32,
-        )),
-        "currenttime" => no_args(Value::Time(
-            now_millis().rem_euclid(86_400_000) * 1_000_000,
-        )),
-        "fromjson" => from_json(args, ty, name, values, depth),
-        _ if f.ends_with("asblob") && args.len() == 1 => {
-            let from = CqlType::from_native_name(&f[..f.len() - "asblob".len()]).ok_or_else(
-                || QueryError::Invalid(format!("Unknown function {function}")),
-            )?;
-            if *ty.unfrozen() != CqlType::Blob {
-                return Err(QueryError::Invalid(format!(
-                    "Type error: cannot assign result of function system.{f} (type blob) to {name} (type {ty})"
-                )));
-            }
-            evaluate_at(&args[0], &from, name, values, depth + 1)
-        }
-        _ if f.starts_with("blobas") && args.len() == 1 => {
-            let to = CqlType::from_native_name(&f["blobas".len()..]).ok_or_else(|| {
-                QueryError::Invalid(format!("Unknown function {function}"))
-            })?;
-            if to != *ty.unfrozen() {
-                return Err(QueryError::Invalid(format!(
-                    "Type error: cannot assign result of function system.{f} (type {to}) to {name} (type {ty})"
-                )));
-            }
-            let v = evaluate_at(&args[0], &CqlType::Blob, name, values, depth + 1)?;
-            if let TermValue::Value(b) = &v {
-                types::validate(&to, b)?;
-            }
-            Ok(v)
-        }
-        _ => Err(QueryError::Invalid(format!(
-            "Unknown function '{function}' (Helenus supports now(), uuid(), currentTimestamp(), currentDate(), currentTime(), currentTimeUUID(), fromJson(), typeAsBlob() and blobAsType() in terms today)"
-        ))),
-    }
 }
 
 /// `fromJson(text)` for a receiver of type `ty`: the JSON text read with the type's JSON rules

@@ -32,6 +32,7 @@ mod math;
 mod numbers;
 mod operations;
 mod selector;
+pub(crate) mod term_functions;
 mod vector_functions;
 
 use selector::{GroupState, Selection, SelectionMarker};

@@ -149,6 +149,18 @@ pub(crate) fn generic_signature(
     args: &[ArgKind],
     texts: &[String],
 ) -> Result<Signature, QueryError> {
+    generic_signature_for(name, args, texts, None)
+}
+
+/// `generic_signature` in a term whose receiver has type `receiver`: a masking function's
+/// argument type is a literal's preferred type, or else the receiver's (`mask_replace(?, ?)`
+/// into an int), as Cassandra's function factories infer it.
+pub(crate) fn generic_signature_for(
+    name: &str,
+    args: &[ArgKind],
+    texts: &[String],
+    receiver: Option<&CqlType>,
+) -> Result<Signature, QueryError> {
     let typed = |i: usize| match args.get(i) {
         Some(ArgKind::Typed(t)) => Some(t.clone()),
         _ => None,
@@ -179,7 +191,15 @@ pub(crate) fn generic_signature(
         ));
     }
     if let Some(f) = MaskFunction::from_name(name) {
-        let arg = typed(0).ok_or_else(|| cannot_infer(0, f.argument_kinds()))?;
+        let from_literal = match args.first() {
+            Some(ArgKind::Literal(c)) => Some(preferred_type(c)),
+            _ => None,
+        };
+        let from_receiver = receiver.filter(|_| f.returns_argument_type()).cloned();
+        let arg = typed(0)
+            .or(from_literal)
+            .or(from_receiver)
+            .ok_or_else(|| cannot_infer(0, f.argument_kinds()))?;
         let (params, ret) = f.signature(name, &arg, args.len(), &texts[0])?;
         return Ok(Signature::new(
             name,
@@ -629,6 +649,94 @@ pub(crate) fn resolve_operation(
         Err(_) => Err(QueryError::Invalid(format!(
             "Ambiguous '{symbol}' operation with args {} and {}: use type hint to disambiguate, example '(int) ?'",
             arg_texts[0], arg_texts[1]
+        ))),
+    }
+}
+
+/// What kind of call a term makes, for the messages of its resolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    Function,
+    /// A binary operator, by its symbol.
+    Operation(char),
+    Negation,
+}
+
+/// Picks the signature a call in a term makes, as Cassandra's `FunctionResolver.get` does when
+/// the receiver's type is known: a single candidate must accept the arguments; otherwise only
+/// candidates whose result fits the receiver count, an exact match wins, then a single
+/// compatible one, and an operation on literals (no bind marker) takes the overload whose
+/// operands are both the receiver's type (`INSERT ... VALUES (5 + 1)` into a bigint).
+pub(crate) fn resolve_for_receiver(
+    called: &str,
+    candidates: Vec<Signature>,
+    args: &[ArgKind],
+    arg_texts: &[String],
+    receiver: Option<&CqlType>,
+    kind: CallKind,
+    has_markers: bool,
+) -> Result<Signature, QueryError> {
+    if candidates.len() == 1 {
+        return resolve(called, candidates, args, arg_texts);
+    }
+    let fits_receiver = |sig: &Signature| {
+        receiver.is_none_or(|r| {
+            test_assignment(&ArgKind::Typed(sig.ret.clone()), r) != Assignment::NotAssignable
+        })
+    };
+    let mut compatible = Vec::new();
+    for sig in candidates.iter().filter(|s| fits_receiver(s)) {
+        if sig.args.len() != args.len() {
+            continue;
+        }
+        let worst = args
+            .iter()
+            .zip(&sig.args)
+            .map(|(a, p)| test_assignment(a, p))
+            .min()
+            .unwrap_or(Assignment::ExactMatch);
+        match worst {
+            Assignment::ExactMatch => return Ok(sig.clone()),
+            Assignment::WeaklyAssignable => compatible.push(sig.clone()),
+            Assignment::NotAssignable => {}
+        }
+    }
+    let list = |sigs: &[Signature]| {
+        sigs.iter()
+            .map(Signature::describe)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (compatible.len(), kind) {
+        (1, _) => Ok(compatible.remove(0)),
+        (0, CallKind::Operation(symbol)) => Err(QueryError::Invalid(format!(
+            "the '{symbol}' operation is not supported between {} and {}",
+            arg_texts[0], arg_texts[1]
+        ))),
+        (0, _) => Err(QueryError::Invalid(format!(
+            "Invalid call to function {called}, none of its type signatures match (known type signatures: {})",
+            list(&candidates)
+        ))),
+        (_, CallKind::Operation(symbol)) => {
+            if let (Some(r), false) = (receiver, has_markers) {
+                if let Some(sig) = compatible
+                    .iter()
+                    .find(|s| s.args.iter().all(|a| same_type(a, r)))
+                {
+                    return Ok(sig.clone());
+                }
+            }
+            Err(QueryError::Invalid(format!(
+                "Ambiguous '{symbol}' operation with args {} and {}: use type hint to disambiguate, example '(int) ?'",
+                arg_texts[0], arg_texts[1]
+            )))
+        }
+        (_, CallKind::Negation) => Err(QueryError::Invalid(
+            "Ambiguous negation: use type casts to disambiguate".to_string(),
+        )),
+        (_, CallKind::Function) => Err(QueryError::Invalid(format!(
+            "Ambiguous call to function {called} (can be matched by following signatures: {}): use type casts to disambiguate",
+            list(&compatible)
         ))),
     }
 }

@@ -46,6 +46,11 @@ impl MaskFunction {
         })
     }
 
+    /// Whether the result has the (first) argument's type.
+    pub fn returns_argument_type(self) -> bool {
+        !matches!(self, MaskFunction::Hash)
+    }
+
     /// Argument kinds as Cassandra lists them in "Cannot infer type" errors.
     pub fn argument_kinds(self) -> &'static str {
         match self {

@@ -1,0 +1,198 @@
+//! Function calls and arithmetic in terms (`INSERT ... VALUES (toTimestamp(now()), 5 + 1)`,
+//! `WHERE tu > minTimeuuid('2020-01-01')`): the native scalar function or operator a term
+//! calls, resolved against the type of the value it must produce, as Cassandra resolves calls
+//! with a receiver (`functions::resolve_for_receiver`). `bind` uses the resolved signature to
+//! type the bind markers among the arguments, `eval` to compute the value.
+
+use cql_syntax::ast::{Term, TypeExpr};
+use types::CqlType;
+
+use super::functions::{
+    self, generic_signature_for, ArgKind, CallKind, CollectionShape, Signature,
+};
+use super::operations;
+use super::selector::term_text;
+use crate::QueryError;
+
+/// The arguments of a call term (a function call, an operation or a negation), or `None` for
+/// any other term.
+pub(crate) fn call_arguments(term: &Term) -> Option<Vec<&Term>> {
+    match term {
+        Term::FunctionCall { args, .. } => Some(args.iter().collect()),
+        Term::Binary { lhs, rhs, .. } => Some(vec![lhs, rhs]),
+        Term::Negate(inner) => Some(vec![inner]),
+        _ => None,
+    }
+}
+
+/// Whether the term is a call of `fromJson`, whose result takes the receiver's type and which
+/// `eval` runs itself.
+pub(crate) fn is_from_json(term: &Term) -> bool {
+    matches!(term, Term::FunctionCall { keyspace, name, .. }
+        if keyspace.as_ref().is_none_or(|k| k.as_str() == "system")
+            && matches!(name.as_str().to_ascii_lowercase().as_str(), "fromjson" | "from_json"))
+}
+
+/// The signature a call term makes for a receiver of type `receiver` (`None` when unknown, as
+/// for the argument of another call); `None` for a term that is not a call.
+pub(crate) fn resolve(
+    term: &Term,
+    receiver: Option<&CqlType>,
+) -> Result<Option<Signature>, QueryError> {
+    let Some(args) = call_arguments(term) else {
+        return Ok(None);
+    };
+    let kinds: Vec<ArgKind> = args.iter().map(|a| arg_kind(a)).collect();
+    let texts: Vec<String> = args.iter().map(|a| term_text(a)).collect();
+    let has_markers = args.iter().any(|a| matches!(a, Term::BindMarker(_)));
+    let (called, candidates, kind) = match term {
+        Term::Binary { op, .. } => (
+            String::new(),
+            operations::signatures(*op),
+            CallKind::Operation(operations::symbol(*op)),
+        ),
+        Term::Negate(_) => (
+            String::new(),
+            operations::negation_signatures(),
+            CallKind::Negation,
+        ),
+        Term::FunctionCall { keyspace, name, .. } => {
+            let lower = name.as_str().to_ascii_lowercase();
+            let called = match keyspace {
+                Some(ks) => format!("{}.{}", ks.as_str(), name.as_str()),
+                None => name.as_str().to_string(),
+            };
+            if keyspace.as_ref().is_some_and(|k| k.as_str() != "system") {
+                return Err(QueryError::Invalid(format!("Unknown function '{called}'")));
+            }
+            let candidates = match lower.as_str() {
+                "token" => {
+                    return Err(QueryError::Invalid(
+                        "token() of values in a term is not supported yet by Helenus".to_string(),
+                    ))
+                }
+                "tojson" | "to_json" => match kinds.as_slice() {
+                    [ArgKind::Typed(t)] => vec![Signature::to_json(&lower, t.clone())],
+                    [ArgKind::Literal(c)] => {
+                        vec![Signature::to_json(&lower, functions::preferred_type(c))]
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "Cannot infer type of argument {} in call to function {called}",
+                            texts.first().map(String::as_str).unwrap_or("")
+                        )))
+                    }
+                },
+                _ if functions::is_generic(&lower) => {
+                    vec![generic_signature_for(&lower, &kinds, &texts, receiver)?]
+                }
+                _ => match functions::signatures(&lower, &[])? {
+                    Some(candidates) => candidates,
+                    None => {
+                        return Err(QueryError::Invalid(format!("Unknown function '{called}'")))
+                    }
+                },
+            };
+            (called, candidates, CallKind::Function)
+        }
+        _ => return Ok(None),
+    };
+    functions::resolve_for_receiver(
+        &called,
+        candidates,
+        &kinds,
+        &texts,
+        receiver,
+        kind,
+        has_markers,
+    )
+    .map(Some)
+}
+
+/// What is known of an argument term before its function is chosen, as Cassandra's
+/// `testAssignment` sees it: a call's result type (resolved without a receiver), a type hint,
+/// a literal, a collection literal's shape; markers and NULL fit anything.
+fn arg_kind(t: &Term) -> ArgKind {
+    match t {
+        Term::Constant(c) => ArgKind::Literal(c.clone()),
+        Term::List(_) => ArgKind::Collection(CollectionShape::List),
+        Term::Set(_) => ArgKind::Collection(CollectionShape::Set),
+        Term::Map(_) | Term::UserType(_) => ArgKind::Collection(CollectionShape::Map),
+        // `(x)` is also `x` in parentheses.
+        Term::Tuple(items) if items.len() == 1 => arg_kind(&items[0]),
+        Term::Tuple(_) => ArgKind::Collection(CollectionShape::Tuple),
+        Term::TypeHint {
+            ty: TypeExpr::Native(name),
+            ..
+        } => CqlType::from_native_name(&name.to_ascii_lowercase())
+            .map(ArgKind::Typed)
+            .unwrap_or(ArgKind::Any),
+        // fromJson() fits any receiver.
+        _ if is_from_json(t) => ArgKind::Any,
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) => match resolve(t, None)
+        {
+            Ok(Some(sig)) => ArgKind::Typed(sig.ret),
+            _ => ArgKind::Any,
+        },
+        _ => ArgKind::Any,
+    }
+}
+
+/// Cassandra's name for the bind marker (and errors) of argument `i` of a call.
+pub(crate) fn argument_name(sig: &Signature, i: usize) -> String {
+    format!("arg{i}(system.{})", sig.name)
+}
+
+/// Whether a result of type `result` can be stored in a receiver of type `receiver`, and
+/// Cassandra's message when it cannot.
+pub(crate) fn check_result(
+    sig: &Signature,
+    receiver_name: &str,
+    receiver: &CqlType,
+) -> Result<(), QueryError> {
+    if functions::same_type(&sig.ret, receiver) || functions::value_compatible(receiver, &sig.ret) {
+        return Ok(());
+    }
+    Err(QueryError::Invalid(format!(
+        "Type error: cannot assign result of function system.{} (type {}) to {receiver_name} (type {receiver})",
+        sig.name, sig.ret
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cql_syntax::ast::{BinaryOp, Constant};
+
+    fn int(s: &str) -> Term {
+        Term::Constant(Constant::Integer(s.to_string()))
+    }
+
+    #[test]
+    fn operations_on_literals_take_the_receiver_type() {
+        let sum = Term::Binary {
+            op: BinaryOp::Add,
+            lhs: Box::new(int("5")),
+            rhs: Box::new(int("1")),
+        };
+        let sig = resolve(&sum, Some(&CqlType::Bigint))
+            .expect("resolves")
+            .expect("a call");
+        assert_eq!(sig.args, vec![CqlType::Bigint, CqlType::Bigint]);
+        let sig = resolve(&sum, Some(&CqlType::Int))
+            .expect("resolves")
+            .expect("a call");
+        assert_eq!(sig.ret, CqlType::Int);
+        // With a marker there is no receiver rule.
+        let with_marker = Term::Binary {
+            op: BinaryOp::Add,
+            lhs: Box::new(Term::BindMarker(cql_syntax::ast::BindMarker {
+                index: 0,
+                name: None,
+            })),
+            rhs: Box::new(int("1")),
+        };
+        let err = resolve(&with_marker, Some(&CqlType::Int)).expect_err("ambiguous");
+        assert!(err.to_string().starts_with("Ambiguous '+' operation"));
+    }
+}
