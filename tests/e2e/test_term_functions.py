@@ -64,7 +64,7 @@ def test_other_functions_in_values(cql, t):
     cql.execute(f"UPDATE {t} SET v = mask_default(5), b = 1 + 2 WHERE k = 6 AND tu = {TU}")
     assert row(cql, t, 6, "v, b") == (0, 3)
     with pytest.raises(InvalidRequest, match="Type error: cannot assign result of function "
-                       "system.mask_default \(type int\) to b \(type bigint\)"):
+                       "system.mask_default \\(type int\\) to b \\(type bigint\\)"):
         cql.execute(f"UPDATE {t} SET b = mask_default(5) WHERE k = 6 AND tu = {TU}")
 
 
@@ -128,3 +128,29 @@ def test_division_by_zero_in_a_value_is_a_function_failure(cql, t):
 def test_unknown_function(cql, t):
     with pytest.raises(InvalidRequest, match="Unknown function"):
         cql.execute(f"INSERT INTO {t} (k, tu, v) VALUES (12, {TU}, nosuchfunction(1))")
+
+
+def test_token_of_values_in_a_token_relation(cql, test_keyspace):
+    # token(k) > token(1): the right side is the token of the partition key the values make.
+    with new_table(cql, test_keyspace, "k int, c int, PRIMARY KEY ((k), c)") as name:
+        for k in (1, 2, 3):
+            cql.execute(f"INSERT INTO {name} (k, c) VALUES ({k}, 0)")
+        tokens = {r.k: r[1] for r in cql.execute(f"SELECT k, token(k) FROM {name}")}
+        after_1 = sorted(k for k in tokens if tokens[k] > tokens[1])
+        rows = cql.execute(f"SELECT k FROM {name} WHERE token(k) > token(1)")
+        assert sorted(r.k for r in rows) == after_1
+        assert [r.k for r in cql.execute(f"SELECT k FROM {name} WHERE token(k) = token(2)")] == [2]
+        prepared = cql.prepare(f"SELECT k FROM {name} WHERE token(k) >= token(?)")
+        assert [(c.name, c.type.typename) for c in prepared.column_metadata] == [
+            ("arg0(system.token)", "int")]
+        assert 3 in [r.k for r in cql.execute(prepared, [3])]
+
+
+def test_token_of_a_composite_partition_key(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "a int, b text, c int, PRIMARY KEY ((a, b), c)") as name:
+        cql.execute(f"INSERT INTO {name} (a, b, c) VALUES (1, 'x', 0)")
+        rows = cql.execute(f"SELECT a FROM {name} WHERE token(a, b) = token(1, 'x')")
+        assert [r.a for r in rows] == [1]
+        with pytest.raises(InvalidRequest, match="Invalid number of arguments in call to function "
+                           "system.token"):
+            cql.execute(f"SELECT a FROM {name} WHERE token(a, b) = token(1)")

@@ -266,7 +266,18 @@ fn relations(
             }
             Relation::Token { value, .. } => {
                 if let RelationValue::Single(t) = value {
-                    term(specs, table, "partition key token", &CqlType::Bigint, t)
+                    match t {
+                        // token(v1, ...): the values are the partition key's.
+                        Term::FunctionCall { args, .. } if select::is_token_call(t) => {
+                            for (i, (arg, col)) in
+                                args.iter().zip(table.partition_key()).enumerate()
+                            {
+                                let arg_name = format!("arg{i}(system.token)");
+                                term(specs, table, &arg_name, &col.ty, arg);
+                            }
+                        }
+                        _ => term(specs, table, "partition key token", &CqlType::Bigint, t),
+                    }
                 }
             }
             Relation::Element {

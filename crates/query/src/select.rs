@@ -156,6 +156,53 @@ fn op_matches(op: &Operator, ord: Ordering) -> bool {
     }
 }
 
+/// Whether a term is a call of `token(...)`.
+pub(crate) fn is_token_call(t: &Term) -> bool {
+    matches!(t, Term::FunctionCall { keyspace, name, .. }
+        if keyspace.as_ref().is_none_or(|k| k.as_str() == "system")
+            && name.as_str().eq_ignore_ascii_case("token"))
+}
+
+/// `token(v1, ...)` on the right of a token relation (`token(k) > token(1)`): the token of the
+/// partition key those values make; `None` when the term is not a `token()` call.
+fn token_of_values(
+    table: &TableMetadata,
+    t: &Term,
+    values: &[Bound],
+) -> Result<Option<i64>, QueryError> {
+    let Term::FunctionCall { args, .. } = t else {
+        return Ok(None);
+    };
+    if !is_token_call(t) {
+        return Ok(None);
+    }
+    let key_columns = table.partition_key();
+    if args.len() != key_columns.len() {
+        return Err(QueryError::Invalid(format!(
+            "Invalid number of arguments in call to function system.token: {} required but {} provided",
+            key_columns.len(),
+            args.len()
+        )));
+    }
+    let mut parts = Vec::with_capacity(args.len());
+    for (i, (arg, col)) in args.iter().zip(key_columns).enumerate() {
+        parts.push(evaluate_value(
+            arg,
+            &col.ty,
+            &format!("arg{i}(system.token)"),
+            values,
+        )?);
+    }
+    let key = match &parts[..] {
+        [one] => one.clone(),
+        _ => {
+            let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            partitioner::compose_partition_key(&slices)
+        }
+    };
+    Ok(Some(partitioner::murmur3_token(&key)))
+}
+
 fn evaluate_value(
     t: &Term,
     ty: &CqlType,
@@ -393,13 +440,18 @@ fn build_plan(
                         "IN is not supported on token()".to_string(),
                     ));
                 };
-                let b = evaluate_value(t, &CqlType::Bigint, "partition key token", values)?;
-                let mut a = [0u8; 8];
-                if b.len() != 8 {
-                    return Err(QueryError::Invalid("Invalid token value".to_string()));
-                }
-                a.copy_from_slice(&b);
-                let v = i64::from_be_bytes(a);
+                let v = match token_of_values(table, t, values)? {
+                    Some(v) => v,
+                    None => {
+                        let b = evaluate_value(t, &CqlType::Bigint, "partition key token", values)?;
+                        let mut a = [0u8; 8];
+                        if b.len() != 8 {
+                            return Err(QueryError::Invalid("Invalid token value".to_string()));
+                        }
+                        a.copy_from_slice(&b);
+                        i64::from_be_bytes(a)
+                    }
+                };
                 has_token = true;
                 match op {
                     Operator::Gt | Operator::Gte => {
