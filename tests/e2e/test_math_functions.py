@@ -103,7 +103,10 @@ def test_null_and_empty_give_null(cql, t):
 
 
 def test_decimal_exact_cases_and_precision(cql, t):
-    # BigDecimalMath's exact answers: exp(0) = 1, log(1) = 0, log10(10^n) = n.
+    # BigDecimalMath's exact answers: exp(0) = 1, log(1) = 0, log10(10^n) = n, and log10(1) is
+    # 0 / ln(10), whose scale is -33.
+    rs = cql.execute(f"SELECT log10((decimal)1) FROM {t} WHERE k = 1 AND c = 1")
+    assert str(rs.one()[0]) == "0E+33"
     rs = cql.execute(f"SELECT exp((decimal)0), log((decimal)1), log10((decimal)100), "
                      "log10((decimal)0.001), exp((decimal)1000), "
                      "log10((decimal)123456789012345678901234567890.123456789) "

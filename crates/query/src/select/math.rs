@@ -241,11 +241,19 @@ fn transcendental(
     if function != MathFunction::Exp {
         let stripped = x.clone().strip_trailing_zeros();
         if stripped.unscaled == BigInt::from(1) {
-            // log(1) is 0; log10 of 10^n (n >= 1) is exactly n, as BigDecimalMath finds it.
+            // log(1) is 0; log10 of 10^n (n >= 1) is exactly n, as BigDecimalMath finds it;
+            // log10(1) is 0 / ln(10), a zero whose scale is minus ln(10)'s (precision + 1).
             let n = -i64::from(stripped.scale);
-            if n == 0 || (function == MathFunction::Log10 && n > 0) {
-                let n = if function == MathFunction::Log { 0 } else { n };
-                return Ok(Decimal::new(BigInt::from(n), 0));
+            match (function, n) {
+                (MathFunction::Log, 0) => return Ok(Decimal::new(BigInt::from(0), 0)),
+                (_, 0) => {
+                    let scale = -(i32::try_from(precision).unwrap_or(i32::MAX - 1) + 1);
+                    return Ok(Decimal::new(BigInt::from(0), scale));
+                }
+                (MathFunction::Log10, n) if n > 0 => {
+                    return Ok(Decimal::new(BigInt::from(n), 0));
+                }
+                _ => {}
             }
         }
     }
@@ -446,6 +454,7 @@ mod tests {
             "-23.025850929940456840179914546844"
         );
         assert_eq!(run(MathFunction::Log, "1"), "0");
+        assert_eq!(run(MathFunction::Log10, "1.000"), "0E+33");
         assert_eq!(
             run(MathFunction::Log10, "123.456"),
             "2.0915122016277716810693997770679"
