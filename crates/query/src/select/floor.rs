@@ -14,6 +14,9 @@ use crate::QueryError;
 const MILLIS_PER_DAY: i64 = 86_400_000;
 const NANOS_PER_MILLI: i64 = 1_000_000;
 const MONTHS_PER_YEAR: i64 = 12;
+/// The most calendar steps `floor` takes back when a duration's days overshoot (Cassandra steps
+/// one at a time; only absurd durations and times need more than a few thousand).
+const MAX_FLOOR_STEPS: u32 = 1_000_000;
 
 /// `floor`'s signatures, in the order Cassandra lists them: (value, duration) and, except for
 /// times, (value, duration, start).
@@ -196,16 +199,29 @@ impl Calendar {
         }
     }
 
-    fn add_months(&mut self, months: i64) {
-        let total = self.year * MONTHS_PER_YEAR + i64::from(self.month) - 1 + months;
+    fn add_months(&mut self, months: i64) -> Result<(), QueryError> {
+        let total = self
+            .year
+            .checked_mul(MONTHS_PER_YEAR)
+            .and_then(|m| m.checked_add(i64::from(self.month) - 1 + months))
+            .ok_or_else(out_of_range)?;
         self.year = total.div_euclid(MONTHS_PER_YEAR);
         self.month = (total.rem_euclid(MONTHS_PER_YEAR) + 1) as u32;
         self.day = self.day.min(days_in_month(self.year, self.month));
+        Ok(())
     }
 
-    fn millis(&self) -> i64 {
-        days_from_civil(self.year, self.month, self.day) * MILLIS_PER_DAY + self.millis_of_day
+    fn millis(&self) -> Result<i64, QueryError> {
+        days_from_civil(self.year, self.month, self.day)
+            .checked_mul(MILLIS_PER_DAY)
+            .and_then(|ms| ms.checked_add(self.millis_of_day))
+            .ok_or_else(out_of_range)
     }
+}
+
+/// A floor beyond the 64-bit millisecond range (Java's arithmetic would wrap around).
+fn out_of_range() -> QueryError {
+    invalid("The floor of this time is out of the range of timestamps".to_string())
 }
 
 /// `Duration.floorTimestamp`: the largest `start + n × duration` not after `time`.
@@ -223,7 +239,8 @@ fn floor_timestamp(time_ms: i64, duration: &Duration, start_ms: i64) -> Result<i
         if step == 0 {
             return Ok(time_ms);
         }
-        return Ok(time_ms - (time_ms - start_ms) % step);
+        let since_start = time_ms.checked_sub(start_ms).ok_or_else(out_of_range)?;
+        return Ok(time_ms - since_start % step);
     }
     let time = Calendar::at(time_ms);
     let mut calendar = Calendar::at(start_ms);
@@ -231,17 +248,31 @@ fn floor_timestamp(time_ms: i64, duration: &Duration, start_ms: i64) -> Result<i
         + (i64::from(time.month) - i64::from(calendar.month));
     let months = i64::from(duration.months);
     let mut multiplier = months_between / months;
-    calendar.add_months(multiplier * months);
+    calendar.add_months(multiplier * months)?;
     if duration.days == 0 && duration.nanoseconds == 0 {
-        return Ok(calendar.millis());
+        return calendar.millis();
     }
     let step = duration.millis();
-    let mut floor = calendar.millis() + multiplier * step;
+    let floor_at = |calendar: &Calendar, multiplier: i64| -> Result<i64, QueryError> {
+        multiplier
+            .checked_mul(step)
+            .and_then(|days| days.checked_add(calendar.millis().ok()?))
+            .ok_or_else(out_of_range)
+    };
+    let mut floor = floor_at(&calendar, multiplier)?;
     // Adding the days overshoots; step back until the floor is not after the time.
+    let mut steps = 0;
     while floor > time_ms {
+        steps += 1;
+        if steps > MAX_FLOOR_STEPS {
+            return Err(invalid(format!(
+                "The floor of this time for the {} duration needs more than {MAX_FLOOR_STEPS} calendar steps, which Helenus does not take",
+                duration.text()
+            )));
+        }
         multiplier -= 1;
-        calendar.add_months(-months);
-        floor = calendar.millis() + multiplier * step;
+        calendar.add_months(-months)?;
+        floor = floor_at(&calendar, multiplier)?;
     }
     Ok(start_ms.max(floor))
 }

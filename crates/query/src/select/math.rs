@@ -23,9 +23,6 @@ const GUARD_DIGITS: u64 = 20;
 /// The most digits a decimal computation may use: bounds time and memory for inputs with a huge
 /// precision or scale (Java would try; Helenus answers with an error).
 const MAX_WORKING_DIGITS: u64 = 5_000;
-/// `exp(x)` of a larger magnitude has a decimal exponent beyond `BigDecimal`'s 32-bit scale:
-/// x / ln(10) ≥ 2^31.
-const MAX_EXP_ARGUMENT: f64 = 4.9e9;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MathFunction {
@@ -157,7 +154,7 @@ pub(crate) fn call(
                 MathFunction::Abs => {
                     Decimal::new(BigInt::from(d.unscaled.magnitude().clone()), d.scale)
                 }
-                MathFunction::Round => round_half_up(&d),
+                MathFunction::Round => round_half_up(&d)?,
                 f => {
                     let precision = numbers::precision(&d.unscaled).max(MIN_SIGNIFICANT_DIGITS);
                     transcendental(f, &d, precision)?
@@ -170,7 +167,7 @@ pub(crate) fn call(
             MathFunction::Round => v,
             f => {
                 let precision = numbers::precision(&v).max(MIN_SIGNIFICANT_DIGITS);
-                transcendental(f, &Decimal::new(v, 0), precision)?.integer_part_exact()
+                transcendental(f, &Decimal::new(v, 0), precision)?.integer_part_exact()?
             }
         }),
         other => {
@@ -183,10 +180,14 @@ pub(crate) fn call(
 }
 
 /// `setScale(0, RoundingMode.HALF_UP)`.
-fn round_half_up(d: &Decimal) -> Decimal {
+fn round_half_up(d: &Decimal) -> Result<Decimal, QueryError> {
     if d.scale <= 0 {
         // 1.2E+4 becomes 12000.
-        return Decimal::new(d.integer_part_exact(), 0);
+        return Ok(Decimal::new(d.integer_part_exact()?, 0));
+    }
+    if u64::from(d.scale.unsigned_abs()) > numbers::precision(&d.unscaled) {
+        // |d| < 0.1: rounds to 0.
+        return Ok(Decimal::zero());
     }
     let ten_pow = BigInt::from(10).pow(d.scale as u32);
     let q = &d.unscaled / &ten_pow;
@@ -197,17 +198,32 @@ fn round_half_up(d: &Decimal) -> Decimal {
         (true, false) => q + 1,
         (false, _) => q,
     };
-    Decimal::new(q, 0)
+    Ok(Decimal::new(q, 0))
 }
 
 impl Decimal {
-    /// `toBigInteger()` of any decimal (truncation toward zero).
-    fn integer_part_exact(&self) -> BigInt {
+    /// `toBigInteger()` (truncation toward zero), or an error when it would have more than
+    /// `MAX_WORKING_DIGITS` digits (`1E+2000000000` would take gigabytes).
+    fn integer_part_exact(&self) -> Result<BigInt, QueryError> {
         if self.scale <= 0 {
-            &self.unscaled * BigInt::from(10).pow(self.scale.unsigned_abs())
+            let digits = numbers::precision(&self.unscaled) + u64::from(self.scale.unsigned_abs());
+            if digits > MAX_WORKING_DIGITS && self.unscaled.sign() != Sign::NoSign {
+                return Err(QueryError::Invalid(format!(
+                    "A decimal integer of more than {MAX_WORKING_DIGITS} digits is not supported by Helenus"
+                )));
+            }
+            Ok(&self.unscaled * BigInt::from(10).pow(self.scale.unsigned_abs()))
+        } else if u64::from(self.scale.unsigned_abs()) > numbers::precision(&self.unscaled) {
+            // More decimals than digits: |x| < 1.
+            Ok(BigInt::from(0))
         } else {
-            &self.unscaled / BigInt::from(10).pow(self.scale as u32)
+            Ok(&self.unscaled / BigInt::from(10).pow(self.scale as u32))
         }
+    }
+
+    /// The decimal exponent of the leading digit (`1.5E+3` → 3), for a non-zero decimal.
+    fn leading_exponent(&self) -> i64 {
+        numbers::precision(&self.unscaled) as i64 - 1 - i64::from(self.scale)
     }
 }
 
@@ -274,7 +290,10 @@ fn transcendental(
     let fixed_x = rescale(&x.unscaled, i64::from(x.scale), working as i64);
     let (value, scale) = match function {
         MathFunction::Exp => {
-            if x.to_f64().abs() >= MAX_EXP_ARGUMENT {
+            // BigDecimalMath raises e to the integer part as an int power: beyond 32 bits it
+            // overflows. (10 digits or more is beyond; fewer is cheap to check exactly.)
+            let fits = x.leading_exponent() < 10 && i32::try_from(&x.integer_part_exact()?).is_ok();
+            if !fits {
                 return Err(arithmetic_exception("Overflow"));
             }
             let ln10 = ln10(&one);
@@ -302,6 +321,9 @@ fn rescale(unscaled: &BigInt, scale: i64, working: i64) -> BigInt {
     let shift = working - scale;
     if shift >= 0 {
         unscaled * BigInt::from(10).pow(shift as u32)
+    } else if (-shift) as u64 > numbers::precision(unscaled) {
+        // Below the last working digit (and 10^-shift may be astronomically large).
+        BigInt::from(0)
     } else {
         unscaled / BigInt::from(10).pow((-shift) as u32)
     }
@@ -446,6 +468,18 @@ mod tests {
         );
         assert_eq!(run(MathFunction::Exp, "0"), "1");
         assert_eq!(
+            run(MathFunction::Exp, "2147483647"),
+            "7.4057787974478016825915850600371E+932640297"
+        );
+        let huge = decimal("2147483648");
+        assert!(transcendental(MathFunction::Exp, &huge, 32).is_err());
+        // Extreme exponents are answered at once.
+        assert!(transcendental(MathFunction::Exp, &decimal("1e2000000000"), 32).is_err());
+        assert_eq!(
+            text(&transcendental(MathFunction::Exp, &decimal("1e-2000000000"), 32).expect("1")),
+            "1.0000000000000000000000000000000"
+        );
+        assert_eq!(
             run(MathFunction::Log, "1.1"),
             "0.095310179804324860043952123280765"
         );
@@ -491,7 +525,10 @@ mod tests {
         assert_eq!(java_round(-2.5), -2);
         assert_eq!(java_round(0.499_999_999_999_999_94), 0);
         assert_eq!(java_round_float(1e20), i32::MAX);
-        assert_eq!(text(&round_half_up(&decimal("-0.5"))), "-1");
-        assert_eq!(text(&round_half_up(&decimal("12e3"))), "12000");
+        let round = |x: &str| text(&round_half_up(&decimal(x)).expect("rounds"));
+        assert_eq!(round("-0.5"), "-1");
+        assert_eq!(round("12e3"), "12000");
+        assert_eq!(round("1.5e-5"), "0");
+        assert!(round_half_up(&decimal("1e2000000000")).is_err());
     }
 }
