@@ -8,7 +8,8 @@ independent of the device's read_ahead_kb."
 What it does, each phase bounded in time:
 
 1. starts its own `helenus server` in a fresh directory under /tmp, on 127.0.0.1 with free
-   native and admin ports and a small block cache (`block_cache_size_in_mb`);
+   native and admin ports, a small block cache (`block_cache_size_in_mb`) and the partition
+   cache off (`partition_cache_size_in_mb: 0`): this measures the LSM's read path;
 2. creates a cassandra-stress `standard1`-like table (blob key, blob columns "C0".."C4") and
    loads rows of random (incompressible) values with bounded concurrent `execute_async` until the
    table's data files (`helenus admin stats`) are `--target-ratio` times the cache;
@@ -294,6 +295,7 @@ class Node:
             "commitlog_sync: periodic\n"
             "commitlog_sync_period_in_ms: 10000\n"
             f"block_cache_size_in_mb: {self.block_cache_mb}\n"
+            "partition_cache_size_in_mb: 0\n"
         )
         with open(self.log_path, "ab") as logf:
             self.process = subprocess.Popen(

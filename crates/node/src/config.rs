@@ -36,6 +36,8 @@ pub struct Config {
     /// Requests one connection may have in flight before the server stops reading from it.
     pub native_transport_max_requests_per_connection: usize,
     pub block_cache_size_bytes: usize,
+    /// Helenus's partition cache (whole small partitions in front of the LSM); 0 = off.
+    pub partition_cache_size_bytes: usize,
 }
 
 impl Default for Config {
@@ -58,6 +60,7 @@ impl Default for Config {
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
             native_transport_max_requests_per_connection: 1024,
             block_cache_size_bytes: default_block_cache_bytes(),
+            partition_cache_size_bytes: default_block_cache_bytes() / 2,
         }
     }
 }
@@ -243,6 +246,9 @@ impl Config {
                         bail!("'{key}' must be positive");
                     }
                     config.block_cache_size_bytes = (mb as usize) * 1024 * 1024;
+                }
+                "partition_cache_size_in_mb" => {
+                    config.partition_cache_size_bytes = (as_u64(key, v)? as usize) * 1024 * 1024;
                 }
                 other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
                     warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));

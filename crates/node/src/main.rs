@@ -181,6 +181,7 @@ async fn serve(config: Config) -> Result<()> {
         data_dir: data_dir.clone(),
         commit_log_dir: Some(config.commitlog_directory.clone()),
         block_cache_bytes: config.block_cache_size_bytes,
+        partition_cache_bytes: config.partition_cache_size_bytes,
         commit_log_sync: durability,
     };
     let engine: Arc<dyn StorageEngine> = Arc::new(

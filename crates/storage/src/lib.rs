@@ -18,6 +18,7 @@
 //! (RocksDB through its merge operator), so a write arriving late with an older timestamp loses
 //! no matter when it is applied.
 
+mod cache;
 mod keys;
 mod memory;
 mod read;

@@ -48,7 +48,10 @@ use rocksdb::{
     WriteBatch, WriteOptions, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
-use crate::keys::{parse_key, prefix_successor, KIND_HEADER, KIND_STATIC};
+use crate::cache::{CachedPartition, Lookup, PartitionCache};
+use crate::keys::{
+    parse_key, partition_prefix, prefix_successor, KIND_HEADER, KIND_ROW, KIND_STATIC,
+};
 use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values, purge_value, Purged};
 use crate::{
@@ -86,6 +89,8 @@ pub struct RocksConfig {
     /// The block cache shared by every table: the bound on cached data, index and filter
     /// blocks.
     pub block_cache_bytes: usize,
+    /// The partition cache's budget (`cache::PartitionCache`); 0 turns it off.
+    pub partition_cache_bytes: usize,
     /// The node's commit log mode (`Periodic` or `Batch`). `apply` follows its `durability`
     /// argument, which the caller derives from this; kept here so the engine's mode is
     /// visible in one place (`RocksEngine::commit_log_sync`).
@@ -111,7 +116,12 @@ pub struct RocksEngine {
     db_options: Options,
     /// `read_partition` calls, to relate disk bytes read to point reads.
     partition_reads: AtomicU64,
+    /// Whole small partitions, in front of RocksDB (`None` if configured off).
+    partition_cache: Option<PartitionCache>,
 }
+
+/// The largest partition the partition cache keeps (its stored keys and values).
+const MAX_CACHED_PARTITION_BYTES: usize = 64 * 1024;
 
 /// RocksDB's merge operator for table column families. Returning `None` makes RocksDB report
 /// corruption to the read (or compaction) that needed the merge, which is what a value that
@@ -451,6 +461,9 @@ impl RocksEngine {
             direct_io,
             db_options: opts,
             partition_reads: AtomicU64::new(0),
+            partition_cache: (config.partition_cache_bytes > 0).then(|| {
+                PartitionCache::new(config.partition_cache_bytes, MAX_CACHED_PARTITION_BYTES)
+            }),
         })
     }
 
@@ -713,6 +726,32 @@ impl RocksEngine {
     }
 }
 
+/// Every stored entry of the partition with this prefix, if their keys and values total at
+/// most `max_bytes`.
+fn load_partition(
+    view: &TableView<'_>,
+    prefix: &[u8],
+    max_bytes: usize,
+) -> Result<Option<CachedPartition>, StorageError> {
+    let mut lower = prefix.to_vec();
+    lower.push(KIND_HEADER);
+    let mut upper = prefix.to_vec();
+    upper.push(KIND_ROW + 1);
+    let mut entries = Vec::new();
+    let mut bytes = 0usize;
+    let mut fits = true;
+    view.visit(&lower, Some(&upper), false, true, &mut |k, v| {
+        bytes += k.len() + v.len();
+        if bytes > max_bytes {
+            fits = false;
+            return Ok(Visit::Stop);
+        }
+        entries.push((k.to_vec(), v.to_vec()));
+        Ok(Visit::Continue)
+    })?;
+    Ok(fits.then(|| CachedPartition::new(entries)))
+}
+
 /// A snapshot view of one table column family for the shared read path.
 struct TableView<'a> {
     engine: &'a RocksEngine,
@@ -814,11 +853,25 @@ impl RocksEngine {
             Durability::None => opts.disable_wal(true),
         }
         opts.set_no_slowdown(no_slowdown);
-        self.db
-            .write_opt(batch, &opts)
-            .map_err(|e| engine_error("write", None, e))?;
+        let written = self.db.write_opt(batch, &opts);
+        // After the write is visible and before it is acknowledged (see `cache`). Also after a
+        // failure: cheap, and nothing stale can survive a write RocksDB half-did.
+        if let Some(cache) = &self.partition_cache {
+            for update in updates {
+                if let Ok(prefix) = partition_prefix(&update.key) {
+                    cache.invalidate(update.table, &prefix);
+                }
+            }
+        }
+        written.map_err(|e| engine_error("write", None, e))?;
         self.track_write_timestamps(updates);
         Ok(())
+    }
+
+    fn forget_cached(&self, table: TableId) {
+        if let Some(cache) = &self.partition_cache {
+            cache.invalidate_table(table);
+        }
     }
 
     fn read_partition_from(
@@ -830,6 +883,15 @@ impl RocksEngine {
         resume: Option<&[u8]>,
         cache_only: bool,
     ) -> Result<PartitionPage, StorageError> {
+        let cache_lookup = match &self.partition_cache {
+            Some(cache) => {
+                let prefix = partition_prefix(key)?;
+                let lookup = cache.lookup(table, &prefix);
+                Some((cache, prefix, lookup))
+            }
+            None => None,
+        };
+        // Taken after the lookup: a miss's ticket must predate what the reader reads.
         let view = TableView {
             engine: self,
             table,
@@ -837,7 +899,25 @@ impl RocksEngine {
             snapshot: self.db.snapshot(),
             cache_only,
         };
-        let page = read::read_partition(&view, table, key, slice, max_rows, resume)?;
+        let page = match cache_lookup {
+            Some((_, _, Lookup::Hit(cached))) => {
+                read::read_partition(cached.as_ref(), table, key, slice, max_rows, resume)?
+            }
+            Some((cache, prefix, Lookup::Miss(ticket))) => {
+                match load_partition(&view, &prefix, cache.max_partition_bytes())? {
+                    Some(loaded) => {
+                        let loaded = Arc::new(loaded);
+                        cache.insert(table, &prefix, ticket, Some(loaded.clone()));
+                        read::read_partition(loaded.as_ref(), table, key, slice, max_rows, resume)?
+                    }
+                    None => {
+                        cache.insert(table, &prefix, ticket, None);
+                        read::read_partition(&view, table, key, slice, max_rows, resume)?
+                    }
+                }
+            }
+            _ => read::read_partition(&view, table, key, slice, max_rows, resume)?,
+        };
         // Counted once, when the read succeeds (a cache-only attempt that falls back to the
         // blocking read is one read).
         self.partition_reads.fetch_add(1, AtomicOrdering::Relaxed);
@@ -869,6 +949,7 @@ impl StorageEngine for RocksEngine {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(&table);
+        self.forget_cached(table);
         Ok(())
     }
 
@@ -884,9 +965,12 @@ impl StorageEngine for RocksEngine {
         self.db
             .drop_cf(&name)
             .map_err(|e| engine_error("truncate table", Some(table), e))?;
-        self.db
+        let created = self
+            .db
             .create_cf(&name, &self.options_for(table))
-            .map_err(|e| engine_error("truncate table", Some(table), e))
+            .map_err(|e| engine_error("truncate table", Some(table), e));
+        self.forget_cached(table);
+        created
     }
 
     fn apply(
@@ -1014,7 +1098,10 @@ impl StorageEngine for RocksEngine {
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
         for t in self.selected_tables(table)? {
-            match self.compact_table(t) {
+            // The purge leaves what reads return unchanged, but not the stored bytes.
+            let compacted = self.compact_table(t);
+            self.forget_cached(t);
+            match compacted {
                 // A table dropped meanwhile has nothing left to compact.
                 Err(StorageError::UnknownTable(_)) if table.is_none() => {}
                 other => other?,
@@ -1070,11 +1157,19 @@ impl StorageEngine for RocksEngine {
             .property_int_value("rocksdb.num-running-compactions")
             .map_err(|e| engine_error("read a property", None, e))?
             .unwrap_or(0);
+        let (cache_hits, cache_misses, cache_bytes, cache_partitions) = self
+            .partition_cache
+            .as_ref()
+            .map_or((0, 0, 0, 0), PartitionCache::stats);
         Ok(vec![
             (
                 "partition_reads",
                 self.partition_reads.load(AtomicOrdering::Relaxed),
             ),
+            ("partition_cache_hits", cache_hits),
+            ("partition_cache_misses", cache_misses),
+            ("partition_cache_bytes", cache_bytes),
+            ("partition_cache_partitions", cache_partitions),
             (
                 "file_read_bytes",
                 ticker(Ticker::LastLevelReadBytes) + ticker(Ticker::NonLastLevelReadBytes),
@@ -1145,6 +1240,7 @@ mod tests {
             data_dir: dir.to_path_buf(),
             commit_log_dir: None,
             block_cache_bytes: 1 << 20,
+            partition_cache_bytes: 1 << 20,
             commit_log_sync: Durability::Batch,
         })
         .expect("open")

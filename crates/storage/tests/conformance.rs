@@ -732,6 +732,54 @@ pub fn concurrent_writers_converge(engine: &dyn StorageEngine) {
     }
 }
 
+/// A read never returns less than what was acknowledged before it started, while reads (which
+/// may fill a cache) and writes to the same partitions race. Values are increasing counters.
+pub fn reads_see_every_acknowledged_write(engine: &dyn StorageEngine) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let t = table(12);
+    engine.create_table(t).expect("create");
+    let acked: Vec<AtomicI64> = (0..3).map(|_| AtomicI64::new(0)).collect();
+    let read_value = |p: i64| -> i64 {
+        let data = all(engine, t, &pk(p, b"r"));
+        data.rows
+            .first()
+            .and_then(|(_, row)| value_of(row))
+            .map_or(0, |v| i64::from_be_bytes(v.try_into().expect("8 bytes")))
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 1..=300i64 {
+                let p = i % 3;
+                let mut u = update(t, pk(p, b"r"));
+                u.rows = vec![(vec![0], insert(i, &i.to_be_bytes()))];
+                engine.apply(&[u], Durability::Periodic).expect("apply");
+                acked[p as usize].store(i, Ordering::SeqCst);
+            }
+        });
+        for _ in 0..2 {
+            s.spawn(|| {
+                for n in 0..600 {
+                    let p = n % 3;
+                    let floor = acked[p as usize].load(Ordering::SeqCst);
+                    let seen = read_value(p);
+                    assert!(
+                        seen >= floor,
+                        "partition {p}: read {seen} after {floor} was acked"
+                    );
+                }
+            });
+        }
+    });
+    for p in 0..3 {
+        assert_eq!(read_value(p), acked[p as usize].load(Ordering::SeqCst));
+    }
+    // Truncate and compaction are seen by the next read too.
+    engine.compact(Some(t)).expect("compact");
+    assert_eq!(read_value(0), 300);
+    engine.truncate_table(t).expect("truncate");
+    assert_eq!(read_value(0), 0);
+}
+
 /// A deletion written long ago (1970): past any grace.
 fn old_deletion(ts: i64) -> DeletionTime {
     deletion(ts)
@@ -936,6 +984,7 @@ macro_rules! conformance {
                 metadata,
                 maintenance_calls_succeed,
                 concurrent_writers_converge,
+                reads_see_every_acknowledged_write,
                 table_stats_follow_writes_and_flushes,
                 compaction_purges_after_gc_grace,
                 compaction_keeps_tombstones_without_grace,
@@ -975,11 +1024,14 @@ impl Fixture for RocksFixture {
     }
 }
 
+/// A small partition cache, so the conformance tests run through it; `rocks_uncached` runs
+/// them again without it.
 fn rocks_config(dir: &std::path::Path) -> RocksConfig {
     RocksConfig {
         data_dir: dir.join("data"),
         commit_log_dir: Some(dir.join("commitlog")),
         block_cache_bytes: 8 << 20,
+        partition_cache_bytes: 1 << 20,
         commit_log_sync: Durability::Periodic,
     }
 }
@@ -995,8 +1047,22 @@ fn rocks() -> RocksFixture {
     RocksFixture { engine, _dir: dir }
 }
 
+fn rocks_uncached() -> RocksFixture {
+    let dir = tempfile::Builder::new()
+        .prefix("helenus-storage-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tempdir");
+    let config = RocksConfig {
+        partition_cache_bytes: 0,
+        ..rocks_config(dir.path())
+    };
+    let engine = RocksEngine::open(config).expect("open");
+    RocksFixture { engine, _dir: dir }
+}
+
 conformance!(memory, MemoryEngine::new());
 conformance!(rocksdb, rocks());
+conformance!(rocksdb_uncached, rocks_uncached());
 
 #[test]
 fn rocksdb_reopen_keeps_tables_data_and_metadata() {
@@ -1090,7 +1156,7 @@ fn rocksdb_uses_direct_io_on_a_real_disk() {
 
 #[test]
 fn rocksdb_metrics_count_reads_cache_and_bloom_filters() {
-    let fixture = rocks();
+    let fixture = rocks_uncached();
     let engine = fixture.engine();
     let metric = |name: &str| -> u64 {
         let metrics = engine.metrics().expect("metrics");

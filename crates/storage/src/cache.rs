@@ -1,0 +1,422 @@
+//! `PartitionCache`: small partitions kept whole in memory, as their stored (merged) entries, so
+//! a repeated read skips the LSM: no iterator over memtables and every level, no block cache
+//! lookups, no merge of operands. ScyllaDB's row cache plays this part; Cassandra's row cache
+//! is off by default, and a read there walks its memtable and SSTables each time.
+//!
+//! What is cached is exactly what storage holds for the partition, so any read answered from
+//! it (any slice, page size or resume point) is the read `read::read_partition` would have
+//! answered from the engine: the same code runs over the cached entries (`CachedPartition` is a
+//! `Source`). Values are stored bytes, unpurged and with their TTLs: the caller applies
+//! deletions and expiry with its own `now`, as for any read.
+//!
+//! Invariant: the cache never holds an entry older than an acknowledged write. Writers call
+//! `invalidate` after their write is visible in the engine and before acknowledging it; a
+//! reader that missed takes a `Ticket` *before* it reads the engine and may insert what it read
+//! only if no invalidation touched the partition's shard since (`Shard::generation`). A write
+//! racing with the read therefore either is in what the reader read, or prevents the insert.
+//!
+//! Partitions whose entries exceed `max_partition_bytes` are remembered as `TooLarge`, so they
+//! are not read twice per request; absent partitions are cached too (empty), as reads of keys
+//! that do not exist are common (existence checks, the first read of a key). Eviction is CLOCK
+//! per shard: a hit sets a bit, the hand spares an entry once per bit.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::read::{Source, Visit, Visitor};
+use crate::{StorageError, TableId};
+
+const SHARDS: usize = 64;
+/// Bookkeeping per cached entry (map slot, queue slot, `Vec` headers), counted with its bytes
+/// so that many tiny partitions cannot exceed the budget.
+const ENTRY_OVERHEAD: usize = 96;
+const KV_OVERHEAD: usize = 48;
+
+/// One partition's stored entries (full storage keys and values), in key order.
+#[derive(Debug, Default)]
+pub(crate) struct CachedPartition {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl CachedPartition {
+    pub(crate) fn new(entries: Vec<(Vec<u8>, Vec<u8>)>) -> CachedPartition {
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+        CachedPartition { entries }
+    }
+
+    fn bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + KV_OVERHEAD)
+            .sum()
+    }
+}
+
+impl Source for CachedPartition {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self
+            .entries
+            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+            .ok()
+            .map(|i| self.entries[i].1.clone()))
+    }
+
+    fn visit(
+        &self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        reverse: bool,
+        _within_partition: bool,
+        f: &mut Visitor<'_>,
+    ) -> Result<(), StorageError> {
+        let from = self.entries.partition_point(|(k, _)| k.as_slice() < lower);
+        let to = upper.map_or(self.entries.len(), |u| {
+            self.entries.partition_point(|(k, _)| k.as_slice() < u)
+        });
+        let range = &self.entries[from..to.max(from)];
+        if reverse {
+            for (k, v) in range.iter().rev() {
+                if let Visit::Stop = f(k, v)? {
+                    break;
+                }
+            }
+        } else {
+            for (k, v) in range {
+                if let Visit::Stop = f(k, v)? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What `lookup` found.
+pub(crate) enum Lookup {
+    Hit(Arc<CachedPartition>),
+    /// Known to exceed `max_partition_bytes`: read it from the engine, do not try to cache it.
+    TooLarge,
+    /// Not cached: read it, then offer it to `insert` with this ticket.
+    Miss(Ticket),
+}
+
+/// Proof of when a missing reader looked: its insert is refused if the shard was invalidated
+/// since.
+pub(crate) struct Ticket {
+    generation: u64,
+}
+
+enum Cached {
+    Partition(Arc<CachedPartition>),
+    TooLarge,
+}
+
+struct Entry {
+    value: Cached,
+    bytes: usize,
+    referenced: bool,
+}
+
+type Key = (TableId, Vec<u8>);
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<Key, Entry>,
+    /// CLOCK order: keys in insertion order; a removed key may linger here until the hand
+    /// reaches it (it is skipped then).
+    clock: VecDeque<Key>,
+    bytes: usize,
+    /// Bumped by every invalidation in this shard.
+    generation: u64,
+}
+
+impl Shard {
+    fn remove(&mut self, key: &Key) {
+        if let Some(e) = self.map.remove(key) {
+            self.bytes -= e.bytes;
+        }
+    }
+
+    fn evict_to(&mut self, capacity: usize) {
+        while self.bytes > capacity {
+            let Some(key) = self.clock.pop_front() else {
+                return;
+            };
+            match self.map.get_mut(&key) {
+                Some(e) if e.referenced => {
+                    e.referenced = false;
+                    self.clock.push_back(key);
+                }
+                Some(_) => self.remove(&key),
+                None => {} // already removed by an invalidation
+            }
+        }
+        // Keys removed by invalidations pile up in the queue; rebuild it when they dominate.
+        if self.clock.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.clock.retain(|k| map.contains_key(k));
+        }
+    }
+}
+
+/// See the module documentation.
+pub(crate) struct PartitionCache {
+    shards: Vec<Mutex<Shard>>,
+    shard_capacity: usize,
+    max_partition_bytes: usize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl PartitionCache {
+    /// A cache of at most about `capacity_bytes`, keeping partitions of at most
+    /// `max_partition_bytes` (their entries' keys and values).
+    pub(crate) fn new(capacity_bytes: usize, max_partition_bytes: usize) -> PartitionCache {
+        PartitionCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_capacity: capacity_bytes / SHARDS,
+            max_partition_bytes: max_partition_bytes.min(capacity_bytes / SHARDS),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn max_partition_bytes(&self) -> usize {
+        self.max_partition_bytes
+    }
+
+    /// The shard of a partition: its token (the prefix's first 8 bytes) is already a uniform
+    /// hash.
+    fn shard(&self, prefix: &[u8]) -> MutexGuard<'_, Shard> {
+        let mut token = [0u8; 8];
+        let n = prefix.len().min(8);
+        token[..n].copy_from_slice(&prefix[..n]);
+        let i = (u64::from_be_bytes(token) % SHARDS as u64) as usize;
+        self.shards[i]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The cached partition with this storage prefix (`keys::partition_prefix`).
+    pub(crate) fn lookup(&self, table: TableId, prefix: &[u8]) -> Lookup {
+        let mut shard = self.shard(prefix);
+        let key = (table, prefix.to_vec());
+        match shard.map.get_mut(&key) {
+            Some(e) => {
+                e.referenced = true;
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                match &e.value {
+                    Cached::Partition(p) => Lookup::Hit(p.clone()),
+                    Cached::TooLarge => Lookup::TooLarge,
+                }
+            }
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                Lookup::Miss(Ticket {
+                    generation: shard.generation,
+                })
+            }
+        }
+    }
+
+    /// Caches what a reader read after `lookup` gave it `ticket`, unless the partition's shard
+    /// was invalidated since. `None`: the partition exceeded `max_partition_bytes`.
+    pub(crate) fn insert(
+        &self,
+        table: TableId,
+        prefix: &[u8],
+        ticket: Ticket,
+        partition: Option<Arc<CachedPartition>>,
+    ) {
+        let (value, bytes) = match partition {
+            Some(p) => {
+                let bytes = p.bytes() + prefix.len() + ENTRY_OVERHEAD;
+                (Cached::Partition(p), bytes)
+            }
+            None => (Cached::TooLarge, prefix.len() + ENTRY_OVERHEAD),
+        };
+        let mut shard = self.shard(prefix);
+        if shard.generation != ticket.generation || bytes > self.shard_capacity {
+            return;
+        }
+        let key = (table, prefix.to_vec());
+        shard.remove(&key);
+        shard.bytes += bytes;
+        shard.map.insert(
+            key.clone(),
+            Entry {
+                value,
+                bytes,
+                referenced: false,
+            },
+        );
+        shard.clock.push_back(key);
+        let capacity = self.shard_capacity;
+        shard.evict_to(capacity);
+    }
+
+    /// Forgets the partition: called after every write to it, before the write is acknowledged.
+    pub(crate) fn invalidate(&self, table: TableId, prefix: &[u8]) {
+        let mut shard = self.shard(prefix);
+        shard.generation += 1;
+        shard.remove(&(table, prefix.to_vec()));
+    }
+
+    /// Forgets every partition of the table (truncate, drop, compaction).
+    pub(crate) fn invalidate_table(&self, table: TableId) {
+        for shard in &self.shards {
+            let mut shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            shard.generation += 1;
+            let gone: Vec<Key> = shard
+                .map
+                .keys()
+                .filter(|(t, _)| *t == table)
+                .cloned()
+                .collect();
+            for key in &gone {
+                shard.remove(key);
+            }
+        }
+    }
+
+    /// `(hits, misses, bytes, partitions)` since start.
+    pub(crate) fn stats(&self) -> (u64, u64, u64, u64) {
+        let (mut bytes, mut partitions) = (0u64, 0u64);
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            bytes += shard.bytes as u64;
+            partitions += shard.map.len() as u64;
+        }
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+            bytes,
+            partitions,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> TableId {
+        TableId::from_u128(7)
+    }
+
+    fn prefix(token: u8, key: &[u8]) -> Vec<u8> {
+        let mut p = vec![token; 8];
+        p.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        p.extend_from_slice(key);
+        p
+    }
+
+    fn partition(n: usize) -> Arc<CachedPartition> {
+        Arc::new(CachedPartition::new(
+            (0..n).map(|i| (vec![i as u8], vec![0u8; 10])).collect(),
+        ))
+    }
+
+    fn ticket(cache: &PartitionCache, p: &[u8]) -> Ticket {
+        match cache.lookup(table(), p) {
+            Lookup::Miss(t) => t,
+            _ => panic!("expected a miss"),
+        }
+    }
+
+    #[test]
+    fn insert_then_hit_then_invalidate() {
+        let cache = PartitionCache::new(1 << 20, 1 << 16);
+        let p = prefix(1, b"a");
+        let t = ticket(&cache, &p);
+        cache.insert(table(), &p, t, Some(partition(3)));
+        assert!(matches!(cache.lookup(table(), &p), Lookup::Hit(c) if c.entries.len() == 3));
+        assert!(matches!(
+            cache.lookup(TableId::from_u128(8), &p),
+            Lookup::Miss(_)
+        ));
+        cache.invalidate(table(), &p);
+        assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
+    }
+
+    #[test]
+    fn a_write_during_the_read_prevents_the_insert() {
+        let cache = PartitionCache::new(1 << 20, 1 << 16);
+        let p = prefix(1, b"a");
+        let t = ticket(&cache, &p);
+        // A writer changes the partition after the reader looked and before it inserts what
+        // it read, which may predate the write.
+        cache.invalidate(table(), &p);
+        cache.insert(table(), &p, t, Some(partition(1)));
+        assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
+        // Tables are invalidated whole too.
+        let t = ticket(&cache, &p);
+        cache.invalidate_table(table());
+        cache.insert(table(), &p, t, None);
+        assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
+    }
+
+    #[test]
+    fn too_large_is_remembered_and_stays_within_budget() {
+        let cache = PartitionCache::new(64 * 4096, 1024);
+        let p = prefix(2, b"big");
+        let t = ticket(&cache, &p);
+        cache.insert(table(), &p, t, None);
+        assert!(matches!(cache.lookup(table(), &p), Lookup::TooLarge));
+        assert_eq!(cache.max_partition_bytes(), 1024);
+    }
+
+    #[test]
+    fn eviction_keeps_each_shard_within_its_capacity_and_spares_hot_entries() {
+        let cache = PartitionCache::new(SHARDS * 2000, 1 << 16);
+        // All in one shard (same token byte), each about 400 bytes: five fit.
+        let hot = prefix(3, b"hot");
+        let t = ticket(&cache, &hot);
+        cache.insert(table(), &hot, t, Some(partition(2)));
+        for i in 0..50u8 {
+            assert!(matches!(cache.lookup(table(), &hot), Lookup::Hit(_)));
+            let p = prefix(3, &[i]);
+            let t = ticket(&cache, &p);
+            cache.insert(table(), &p, t, Some(partition(2)));
+        }
+        let (hits, _, bytes, partitions) = cache.stats();
+        assert!(bytes <= 2000, "{bytes} bytes cached");
+        assert!(partitions >= 2);
+        assert_eq!(hits, 50);
+        assert!(matches!(cache.lookup(table(), &hot), Lookup::Hit(_)));
+    }
+
+    #[test]
+    fn visit_and_get_follow_key_order_and_bounds() {
+        let p = CachedPartition::new(
+            [1u8, 3, 5, 7]
+                .iter()
+                .map(|&k| (vec![k], vec![k * 10]))
+                .collect(),
+        );
+        assert_eq!(p.get(&[5]).unwrap(), Some(vec![50]));
+        assert_eq!(p.get(&[4]).unwrap(), None);
+        let collect = |lower: &[u8], upper: Option<&[u8]>, reverse: bool, stop_after: usize| {
+            let mut seen = Vec::new();
+            p.visit(lower, upper, reverse, true, &mut |k, _| {
+                seen.push(k[0]);
+                Ok(if seen.len() == stop_after {
+                    Visit::Stop
+                } else {
+                    Visit::Continue
+                })
+            })
+            .unwrap();
+            seen
+        };
+        assert_eq!(collect(&[2], Some(&[7]), false, 10), vec![3, 5]);
+        assert_eq!(collect(&[2], Some(&[7]), true, 10), vec![5, 3]);
+        assert_eq!(collect(&[], None, false, 2), vec![1, 3]);
+        assert_eq!(collect(&[8], Some(&[2]), false, 10), Vec::<u8>::new());
+    }
+}
