@@ -8,6 +8,10 @@
 //! `BigDecimalMath` to `max(precision, 32)` significant digits, with its exact cases (`exp(0)`
 //! is 1, `log(1)` 0, `log10(10^n)` n); a decimal or varint at or below zero has no logarithm,
 //! which Cassandra answers with a server error (arguably a bug; Helenus matches it).
+//!
+//! Unlike Cassandra, which computes until the client gives up, Helenus refuses a decimal
+//! computation or an integer result needing more than `MAX_WORKING_DIGITS` digits
+//! (`exp((varint)123456789)` has 53 million) with an `Invalid` error.
 
 use num_bigint::{BigInt, Sign};
 use types::{CqlType, Value};
@@ -473,6 +477,11 @@ mod tests {
         );
         let huge = decimal("2147483648");
         assert!(transcendental(MathFunction::Exp, &huge, 32).is_err());
+        // exp of a varint whose result has 53 million digits is refused at once (Cassandra
+        // computes it until the client times out).
+        let mut bytes = Vec::new();
+        Value::Varint(BigInt::from(123_456_789)).encode(&mut bytes);
+        assert!(call(MathFunction::Exp, &CqlType::Varint, &bytes).is_err());
         // Extreme exponents are answered at once.
         assert!(transcendental(MathFunction::Exp, &decimal("1e2000000000"), 32).is_err());
         assert_eq!(
