@@ -56,3 +56,14 @@ def test_argument_errors(cql, t):
     # A literal of another dimension does not fit.
     with pytest.raises(InvalidRequest):
         cql.execute(f"SELECT similarity_cosine(ve, [1, 0, 0]) FROM {t} WHERE k = 1")
+
+
+def test_list_literals_are_float_vectors(cql, t):
+    # With no vector column to take the type from, each list literal is a vector<float, n>.
+    row = cql.execute(f"SELECT similarity_cosine([1, 2], [2, 1]), "
+                      f"similarity_euclidean([1.0, 2.0], ve) FROM {t} WHERE k = 1").one()
+    assert tuple(row) == (pytest.approx(0.9), pytest.approx(1 / 9))
+    with pytest.raises(InvalidRequest, match="All arguments must have the same vector "
+                       "dimensions"):
+        cql.execute(f"SELECT similarity_dot_product([1.0, 2.0, 3.0], [2.0, 1.0]) FROM {t} "
+                    "WHERE k = 1")

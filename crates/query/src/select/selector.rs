@@ -1038,6 +1038,19 @@ impl Compiler<'_> {
             texts.push(text);
         }
         let candidates = if functions::is_generic(fname) {
+            // Vector functions of list literals only: each literal is a float vector of its
+            // length, as Cassandra's factory infers (`similarity_cosine([1, 2], [2, 1])`).
+            let untyped = !kinds.iter().any(|k| matches!(k, ArgKind::Typed(_)));
+            if untyped && fname.starts_with("similarity_") {
+                for (kind, a) in kinds.iter_mut().zip(args) {
+                    if let Some(Term::List(items)) = as_term(a) {
+                        *kind = ArgKind::Typed(CqlType::Vector(
+                            Box::new(CqlType::Float),
+                            items.len() as u32,
+                        ));
+                    }
+                }
+            }
             vec![functions::generic_signature(fname, &kinds, &texts)?]
         } else {
             candidates
