@@ -154,3 +154,12 @@ def test_token_of_a_composite_partition_key(cql, test_keyspace):
         with pytest.raises(InvalidRequest, match="Invalid number of arguments in call to function "
                            "system.token"):
             cql.execute(f"SELECT a FROM {name} WHERE token(a, b) = token(1)")
+
+
+def test_cast_in_a_term(cql, t):
+    # CAST(x AS type) calls cast_as_<type>: the literal 1 is an int, cast to bigint.
+    cql.execute(f"INSERT INTO {t} (k, tu, b) VALUES (13, {TU}, CAST(1 AS bigint))")
+    assert row(cql, t, 13, "b") == (1,)
+    # There is no cast from int to int, and 1 fits every other numeric type.
+    with pytest.raises(InvalidRequest, match="Ambiguous call to function system.cast_as_int"):
+        cql.execute(f"SELECT * FROM {t} WHERE k = CAST(1 AS int)")

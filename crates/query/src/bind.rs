@@ -161,7 +161,7 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
                 term(specs, table, &arg_name, &CqlType::Text, arg);
             }
         }
-        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) => {
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
             // The markers among a call's arguments take the chosen signature's parameter types.
             match select::term_functions::resolve(t, Some(ty)) {
                 Ok(Some(sig)) => {

@@ -225,12 +225,9 @@ fn evaluate_at(
         Term::FunctionCall { args, .. } if term_functions::is_from_json(term) => {
             from_json(args, ty, name, values, depth)
         }
-        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) => {
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
             call(term, ty, name, values, depth)
         }
-        Term::Cast { .. } => Err(QueryError::Invalid(format!(
-            "CAST is not supported in terms (column {name})"
-        ))),
     }
 }
 

@@ -20,7 +20,7 @@ pub(crate) fn call_arguments(term: &Term) -> Option<Vec<&Term>> {
     match term {
         Term::FunctionCall { args, .. } => Some(args.iter().collect()),
         Term::Binary { lhs, rhs, .. } => Some(vec![lhs, rhs]),
-        Term::Negate(inner) => Some(vec![inner]),
+        Term::Negate(inner) | Term::Cast { term: inner, .. } => Some(vec![inner]),
         _ => None,
     }
 }
@@ -56,6 +56,23 @@ pub(crate) fn resolve(
             operations::negation_signatures(),
             CallKind::Negation,
         ),
+        // CAST(x AS type) is a call of the native function cast_as_<type>.
+        Term::Cast { ty, .. } => {
+            let name = match ty {
+                TypeExpr::Native(n) => format!("cast_as_{}", n.to_ascii_lowercase()),
+                _ => String::new(),
+            };
+            let candidates = functions::signatures(&name, &[])?
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| {
+                    QueryError::Invalid(format!(
+                        "{} cannot be cast to {}",
+                        texts[0],
+                        name.trim_start_matches("cast_as_")
+                    ))
+                })?;
+            (format!("system.{name}"), candidates, CallKind::Function)
+        }
         Term::FunctionCall { keyspace, name, .. } => {
             let lower = name.as_str().to_ascii_lowercase();
             let called = match keyspace {
@@ -129,11 +146,12 @@ fn arg_kind(t: &Term) -> ArgKind {
             .unwrap_or(ArgKind::Any),
         // fromJson() fits any receiver.
         _ if is_from_json(t) => ArgKind::Any,
-        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) => match resolve(t, None)
-        {
-            Ok(Some(sig)) => ArgKind::Typed(sig.ret),
-            _ => ArgKind::Any,
-        },
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
+            match resolve(t, None) {
+                Ok(Some(sig)) => ArgKind::Typed(sig.ret),
+                _ => ArgKind::Any,
+            }
+        }
         _ => ArgKind::Any,
     }
 }
