@@ -10,10 +10,14 @@
 //! deletions and expiry with its own `now`, as for any read.
 //!
 //! Invariant: the cache never holds an entry older than an acknowledged write. Writers call
-//! `invalidate` after their write is visible in the engine and before acknowledging it; a
-//! reader that missed takes a `Ticket` *before* it reads the engine and may insert what it read
-//! only if no invalidation touched the partition's shard since (`Shard::generation`). A write
-//! racing with the read therefore either is in what the reader read, or prevents the insert.
+//! `apply_write` after their write is visible in the engine and before acknowledging it: it
+//! merges the write's fragments into a cached partition with the engine's own merge rules
+//! (`write::merge_values`; commutative and idempotent, so writers racing each other may do this
+//! in any order and still agree with the engine), which keeps hot partitions cached under
+//! writes. A reader that missed takes a `Ticket` *before* it reads the engine and may insert
+//! what it read only if no write touched the partition's shard since (`Shard::generation`). A
+//! write racing with the read therefore either is in what the reader read, or prevents the
+//! insert.
 //!
 //! Partitions whose entries exceed `max_partition_bytes` are remembered as `TooLarge`, so they
 //! are not read twice per request; absent partitions are cached too (empty), as reads of keys
@@ -25,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::read::{Source, Visit, Visitor};
+use crate::write::{merge_values, Fragment};
 use crate::{StorageError, TableId};
 
 const SHARDS: usize = 64;
@@ -256,11 +261,52 @@ impl PartitionCache {
         shard.evict_to(capacity);
     }
 
-    /// Forgets the partition: called after every write to it, before the write is acknowledged.
-    pub(crate) fn invalidate(&self, table: TableId, prefix: &[u8]) {
+    /// Brings a cached partition up to date with a write of `fragments` (its keyed, encoded
+    /// fragments, in key order or not), or forgets it if `fragments` is `None` (a write whose
+    /// fragments are unknown, or failed). Called after every write to the partition is visible
+    /// in the engine, before the write is acknowledged.
+    pub(crate) fn apply_write(
+        &self,
+        table: TableId,
+        prefix: &[u8],
+        fragments: Option<&[Fragment]>,
+    ) {
         let mut shard = self.shard(prefix);
         shard.generation += 1;
-        shard.remove(&(table, prefix.to_vec()));
+        let key = (table, prefix.to_vec());
+        let Some(entry) = shard.map.get_mut(&key) else {
+            return;
+        };
+        let Cached::Partition(cached) = &mut entry.value else {
+            return; // TooLarge stays a hint: such a partition is read from the engine.
+        };
+        let merged = fragments.and_then(|fragments| {
+            let mut entries = cached.entries.clone();
+            for (k, v) in fragments {
+                match entries.binary_search_by(|(e, _)| e.as_slice().cmp(k)) {
+                    Ok(i) => {
+                        let old = &entries[i].1;
+                        entries[i].1 = merge_values(k, [old.as_slice(), v.as_slice()]).ok()?;
+                    }
+                    Err(i) => entries.insert(i, (k.clone(), v.clone())),
+                }
+            }
+            Some(CachedPartition { entries })
+        });
+        let fits = merged
+            .as_ref()
+            .is_some_and(|p| p.bytes() <= self.max_partition_bytes);
+        match merged {
+            Some(p) if fits => {
+                let bytes = p.bytes() + prefix.len() + ENTRY_OVERHEAD;
+                *cached = Arc::new(p);
+                let old = std::mem::replace(&mut entry.bytes, bytes);
+                shard.bytes = shard.bytes + bytes - old;
+                let capacity = self.shard_capacity;
+                shard.evict_to(capacity);
+            }
+            _ => shard.remove(&key),
+        }
     }
 
     /// Forgets every partition of the table (truncate, drop, compaction).
@@ -340,7 +386,7 @@ mod tests {
             cache.lookup(TableId::from_u128(8), &p),
             Lookup::Miss(_)
         ));
-        cache.invalidate(table(), &p);
+        cache.apply_write(table(), &p, None);
         assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
     }
 
@@ -351,7 +397,7 @@ mod tests {
         let t = ticket(&cache, &p);
         // A writer changes the partition after the reader looked and before it inserts what
         // it read, which may predate the write.
-        cache.invalidate(table(), &p);
+        cache.apply_write(table(), &p, Some(&[]));
         cache.insert(table(), &p, t, Some(partition(1)));
         assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
         // Tables are invalidated whole too.

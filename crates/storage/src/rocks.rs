@@ -840,11 +840,14 @@ impl RocksEngine {
         no_slowdown: bool,
     ) -> Result<(), StorageError> {
         let mut batch = WriteBatch::default();
+        let mut all_fragments = Vec::with_capacity(updates.len());
         for update in updates {
             let cf = self.cf(update.table)?;
-            for (key, value) in fragments(update)? {
+            let fragments = fragments(update)?;
+            for (key, value) in &fragments {
                 batch.merge_cf(&cf, key, value);
             }
+            all_fragments.push(fragments);
         }
         let mut opts = WriteOptions::default();
         match durability {
@@ -854,12 +857,13 @@ impl RocksEngine {
         }
         opts.set_no_slowdown(no_slowdown);
         let written = self.db.write_opt(batch, &opts);
-        // After the write is visible and before it is acknowledged (see `cache`). Also after a
-        // failure: cheap, and nothing stale can survive a write RocksDB half-did.
+        // After the write is visible and before it is acknowledged (see `cache`). A failed
+        // write forgets the partition: nothing stale survives a write RocksDB half-did.
         if let Some(cache) = &self.partition_cache {
-            for update in updates {
+            for (update, fragments) in updates.iter().zip(&all_fragments) {
                 if let Ok(prefix) = partition_prefix(&update.key) {
-                    cache.invalidate(update.table, &prefix);
+                    let fragments = written.is_ok().then_some(fragments.as_slice());
+                    cache.apply_write(update.table, &prefix, fragments);
                 }
             }
         }
