@@ -18,7 +18,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::error::ProtocolError;
 use crate::response::Response;
 use crate::segment;
-use crate::wire::Reader;
+use crate::wire::{put_string_list, Reader};
 
 /// Message opcodes (spec section 2.4).
 pub mod opcode {
@@ -339,23 +339,50 @@ impl FrameCodec {
         response: &Response,
         out: &mut BytesMut,
     ) {
+        self.encode_with_warnings(version, stream, response, &[], out);
+    }
+
+    /// Like [`FrameCodec::encode`], with client warnings: when `warnings` is not empty the
+    /// frame has flag WARNING (0x08) and its body starts with them as a `[string list]`
+    /// (spec section 2.2, v4+), before the message. In v4 with compression the list is
+    /// compressed with the rest of the body.
+    pub fn encode_with_warnings(
+        &mut self,
+        version: Version,
+        stream: i16,
+        response: &Response,
+        warnings: &[String],
+        out: &mut BytesMut,
+    ) {
+        let warning_flag = if warnings.is_empty() {
+            0
+        } else {
+            flags::WARNING
+        };
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         if self.segments {
-            write_frame(version, 0, stream, response, &mut scratch);
+            write_frame(
+                version,
+                warning_flag,
+                stream,
+                response,
+                warnings,
+                &mut scratch,
+            );
             segment::encode_segments(&scratch, self.segment_lz4(), out);
         } else {
             match self.compression.filter(|_| version == Version::V4) {
-                None => write_frame(version, 0, stream, response, out),
+                None => write_frame(version, warning_flag, stream, response, warnings, out),
                 Some(c) => {
-                    response.encode_body(version, &mut scratch);
+                    write_body(version, response, warnings, &mut scratch);
                     let body = match c {
                         Compression::Lz4 => compress_lz4_body(&scratch),
                         Compression::Snappy => compress_snappy_body(&scratch),
                     };
                     write_header(
                         version,
-                        flags::COMPRESSION,
+                        flags::COMPRESSION | warning_flag,
                         stream,
                         response.opcode(),
                         body.len(),
@@ -385,13 +412,29 @@ fn write_header(
 }
 
 /// Appends an uncompressed response frame, writing the body in place and then its length.
-fn write_frame(version: Version, flags: u8, stream: i16, response: &Response, out: &mut BytesMut) {
+fn write_frame(
+    version: Version,
+    flags: u8,
+    stream: i16,
+    response: &Response,
+    warnings: &[String],
+    out: &mut BytesMut,
+) {
     let start = out.len();
     write_header(version, flags, stream, response.opcode(), 0, out);
-    response.encode_body(version, out);
+    write_body(version, response, warnings, out);
     let body_bytes = out.len() - start - HEADER_BYTES;
     let length = i32::try_from(body_bytes).expect("a response body is shorter than 2 GiB");
     out[start + 5..start + HEADER_BYTES].copy_from_slice(&length.to_be_bytes());
+}
+
+/// The frame body: the warnings' `[string list]` if there are any (the header says so with
+/// flag WARNING), then the message.
+fn write_body(version: Version, response: &Response, warnings: &[String], out: &mut BytesMut) {
+    if !warnings.is_empty() {
+        put_string_list(out, warnings);
+    }
+    response.encode_body(version, out);
 }
 
 /// v4 LZ4 body: `[int]` uncompressed length (big-endian), then one raw LZ4 block.

@@ -831,6 +831,50 @@ fn v4_compressed_responses() {
     assert_eq!(&out[..2], &[0x85, 0]);
 }
 
+#[test]
+fn warnings_precede_the_body_with_flag_0x08() {
+    let response = Response::Result(ResultBody::Void);
+    let mut plain = BytesMut::new();
+    FrameCodec::new(MAX).encode(Version::V4, 3, &response, &mut plain);
+    assert_eq!(plain[1], 0, "no warnings, no flag");
+    let warnings = vec!["first".to_string(), "second one".to_string()];
+    let mut list = vec![0u8, 2, 0, 5];
+    list.extend_from_slice(b"first");
+    list.extend_from_slice(&[0, 10]);
+    list.extend_from_slice(b"second one");
+    let mut expected_body = list.clone();
+    expected_body.extend_from_slice(&plain[HEADER_BYTES..]);
+
+    let mut out = BytesMut::new();
+    FrameCodec::new(MAX).encode_with_warnings(Version::V4, 3, &response, &warnings, &mut out);
+    assert_eq!(&out[..5], &[0x84, flags::WARNING, 0, 3, opcode::RESULT]);
+    assert_eq!(&out[HEADER_BYTES..], &expected_body[..]);
+    let len = i32::from_be_bytes(out[5..9].try_into().unwrap()) as usize;
+    assert_eq!(len, expected_body.len());
+
+    // v4 compressed: the list is inside the compressed body.
+    let mut codec = FrameCodec::new(MAX);
+    codec.set_compression(Compression::Lz4);
+    let mut out = BytesMut::new();
+    codec.encode_with_warnings(Version::V4, 3, &response, &warnings, &mut out);
+    assert_eq!(out[1], flags::COMPRESSION | flags::WARNING);
+    let body = &out[HEADER_BYTES..];
+    let n = u32::from_be_bytes(body[..4].try_into().unwrap()) as usize;
+    assert_eq!(
+        lz4_flex::block::decompress(&body[4..], n).unwrap(),
+        expected_body
+    );
+
+    // v5 segments: the frame inside the segment carries the flag and the list.
+    let mut codec = FrameCodec::new(MAX);
+    codec.switch_to_v5_segments();
+    let mut out = BytesMut::new();
+    codec.encode_with_warnings(Version::V5, 3, &response, &warnings, &mut out);
+    let frame = &out[6..out.len() - 4]; // 6-byte segment header, 4-byte CRC32 trailer
+    assert_eq!(&frame[..2], &[0x85, flags::WARNING]);
+    assert_eq!(&frame[HEADER_BYTES..], &expected_body[..]);
+}
+
 // ---- v5 segments ---------------------------------------------------------------------------
 
 #[test]
