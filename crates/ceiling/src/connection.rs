@@ -142,11 +142,20 @@ impl Connection {
             ),
             wire::Request::Register { .. } => self.send(version, stream, &wire::Response::Ready),
             other => {
-                let response = match self.answer_at_once(&other) {
-                    Some(response) => response,
+                let answer = match self.answer_at_once(&other) {
+                    Some(response) => cql_server::Answer {
+                        response,
+                        warnings: Vec::new(),
+                    },
                     None => cql_server::answer(&self.processor, &self.session, other).await,
                 };
-                self.send(version, stream, &response);
+                self.codec.encode_with_warnings(
+                    version,
+                    stream,
+                    &answer.response,
+                    &answer.warnings,
+                    &mut self.output,
+                );
             }
         }
         After::Continue

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use cql_protocol as wire;
 use query::{
-    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, QueryError, QueryOptions,
+    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, Outcome, QueryError, QueryOptions,
     QueryProcessor, QueryResult, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, Session,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,6 +23,8 @@ enum Outgoing {
         version: wire::Version,
         stream: i16,
         response: wire::Response,
+        /// Client warnings sent with the response (frame flag WARNING); usually empty.
+        warnings: Vec<String>,
     },
     /// READY to STARTUP; after writing it the writer switches to the negotiated framing.
     Ready {
@@ -77,8 +79,10 @@ pub(crate) async fn run(
                         version,
                         stream,
                         response,
+                        warnings,
                     } => {
-                        encoder.encode(version, stream, &response, &mut buf);
+                        encoder
+                            .encode_with_warnings(version, stream, &response, &warnings, &mut buf);
                     }
                     Outgoing::Ready {
                         version,
@@ -187,6 +191,7 @@ pub(crate) async fn run(
                             version,
                             stream,
                             response,
+                            warnings: Vec::new(),
                         })
                         .await
                         .is_err()
@@ -208,6 +213,7 @@ pub(crate) async fn run(
                                     version,
                                     stream,
                                     response,
+                                    warnings: Vec::new(),
                                 })
                                 .await;
                             continue;
@@ -226,6 +232,7 @@ pub(crate) async fn run(
                                 version,
                                 stream,
                                 response,
+                                warnings: Vec::new(),
                             })
                             .await;
                         continue;
@@ -265,6 +272,7 @@ pub(crate) async fn run(
                                 version,
                                 stream,
                                 response,
+                                warnings: Vec::new(),
                             })
                             .await;
                         continue;
@@ -280,6 +288,7 @@ pub(crate) async fn run(
                                 version,
                                 stream,
                                 response,
+                                warnings: Vec::new(),
                             })
                             .await
                             .is_err()
@@ -294,12 +303,13 @@ pub(crate) async fn run(
                     };
                     let out = out_tx.clone();
                     tokio::spawn(async move {
-                        let response = handle(&shared, other).await;
+                        let Answer { response, warnings } = handle(&shared, other).await;
                         let _ = out
                             .send(Outgoing::Response {
                                 version,
                                 stream,
                                 response,
+                                warnings,
                             })
                             .await;
                         drop(permit);
@@ -430,6 +440,7 @@ fn spawn_events(
                             version,
                             stream: -1,
                             response,
+                            warnings: Vec::new(),
                         })
                         .await
                         .is_err()
@@ -509,8 +520,15 @@ fn column_specs(specs: &[ColumnSpec]) -> Vec<wire::ColumnSpec> {
         .collect()
 }
 
-async fn handle(shared: &Shared, request: wire::Request) -> wire::Response {
+async fn handle(shared: &Shared, request: wire::Request) -> Answer {
     answer(&shared.processor, &shared.session, request).await
+}
+
+/// A response and the client warnings to send with it (frame flag WARNING, protocol v4+).
+#[derive(Debug)]
+pub struct Answer {
+    pub response: wire::Response,
+    pub warnings: Vec<String>,
 }
 
 /// Answers a QUERY, PREPARE, EXECUTE, BATCH or AUTH_RESPONSE through `processor` exactly as a
@@ -521,10 +539,13 @@ pub async fn answer(
     processor: &QueryProcessor,
     session: &Mutex<Session>,
     request: wire::Request,
-) -> wire::Response {
+) -> Answer {
     match execute(processor, session, request).await {
-        Ok(r) => r,
-        Err(e) => wire::Response::Error(error_body(&e)),
+        Ok(answer) => answer,
+        Err(e) => Answer {
+            response: wire::Response::Error(error_body(&e)),
+            warnings: Vec::new(),
+        },
     }
 }
 
@@ -540,32 +561,35 @@ async fn execute(
     processor: &QueryProcessor,
     state: &Mutex<Session>,
     request: wire::Request,
-) -> Result<wire::Response, QueryError> {
+) -> Result<Answer, QueryError> {
     match request {
         wire::Request::Query { query, params } => {
             let skip_metadata = params.skip_metadata;
             let mut session = session_snapshot(state);
             let before = session.keyspace.clone();
-            let result = processor
+            let outcome = processor
                 .query(&query, options(params), &mut session)
                 .await?;
             if session.keyspace != before {
                 store_session(state, session);
             }
-            Ok(result_response(result, skip_metadata, None))
+            Ok(result_response(outcome, skip_metadata, None))
         }
         wire::Request::Prepare { query, keyspace } => {
             let session = session_snapshot(state);
             let prepared = processor.prepare(&query, keyspace.as_deref(), &session)?;
-            Ok(wire::Response::Result(wire::ResultBody::Prepared(
-                wire::PreparedResult {
+            let response =
+                wire::Response::Result(wire::ResultBody::Prepared(wire::PreparedResult {
                     id: prepared.id.clone(),
                     result_metadata_id: Some(prepared.result_metadata_id.clone()),
                     bind_columns: column_specs(&prepared.bind_specs),
                     pk_indexes: prepared.pk_indexes.clone(),
                     result_columns: column_specs(&prepared.result_columns),
-                },
-            )))
+                }));
+            Ok(Answer {
+                response,
+                warnings: Vec::new(),
+            })
         }
         wire::Request::Execute {
             id,
@@ -586,13 +610,13 @@ async fn execute(
             }
             let mut session = session_snapshot(state);
             let before = session.keyspace.clone();
-            let result = processor
+            let outcome = processor
                 .execute(&id, options(params), &mut session)
                 .await?;
             if session.keyspace != before {
                 store_session(state, session);
             }
-            Ok(result_response(result, skip_metadata, new_metadata_id))
+            Ok(result_response(outcome, skip_metadata, new_metadata_id))
         }
         wire::Request::Batch(batch) => {
             let kind = match batch.kind {
@@ -620,8 +644,8 @@ async fn execute(
                 ..QueryOptions::default()
             };
             let mut session = session_snapshot(state);
-            let result = processor.batch(kind, items, opts, &mut session).await?;
-            Ok(result_response(result, false, None))
+            let outcome = processor.batch(kind, items, opts, &mut session).await?;
+            Ok(result_response(outcome, false, None))
         }
         wire::Request::AuthResponse(_) => Err(QueryError::Server(
             "Authentication is not enabled on this node".to_string(),
@@ -633,11 +657,11 @@ async fn execute(
 }
 
 fn result_response(
-    result: QueryResult,
+    outcome: Outcome,
     skip_metadata: bool,
     new_metadata_id: Option<Bytes>,
-) -> wire::Response {
-    let body = match result {
+) -> Answer {
+    let body = match outcome.result {
         QueryResult::Void => wire::ResultBody::Void,
         QueryResult::SetKeyspace(k) => wire::ResultBody::SetKeyspace(k),
         QueryResult::SchemaChange(e) => wire::ResultBody::SchemaChange(schema_change(&e)),
@@ -656,7 +680,10 @@ fn result_response(
             }))
         }
     };
-    wire::Response::Result(body)
+    Answer {
+        response: wire::Response::Result(body),
+        warnings: outcome.warnings,
+    }
 }
 
 #[cfg(test)]

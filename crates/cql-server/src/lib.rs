@@ -11,7 +11,7 @@
 mod connection;
 mod errors;
 
-pub use connection::{answer, startup_compression, supported};
+pub use connection::{answer, startup_compression, supported, Answer};
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -18,12 +18,13 @@ mod prepared;
 mod processor;
 mod select;
 mod system_tables;
+mod warnings;
 mod write;
 
 pub use coordinator::ConsistencyLevel;
 pub use error::QueryError;
 pub use processor::{
-    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, PreparedInfo,
+    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome, PreparedInfo,
     QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,
     SchemaChangeTarget, Session, StatementKind,
 };

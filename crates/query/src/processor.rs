@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::bind::{self, Bound};
 use crate::prepared::PreparedCache;
-use crate::{ddl, describe, select, system_tables, write, QueryError};
+use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
 
 /// Facts about this node that system tables report.
 #[derive(Debug, Clone)]
@@ -126,6 +126,14 @@ pub enum QueryResult {
     Rows(ResultSet),
     SetKeyspace(String),
     SchemaChange(SchemaChangeEvent),
+}
+
+/// What QUERY, EXECUTE and BATCH return: the result, and the client warnings Cassandra 5.0
+/// would send with it (the native protocol's WARNING flag), in its order.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub result: QueryResult,
+    pub warnings: Vec<String>,
 }
 
 /// What PREPARE returns and EXECUTE needs.
@@ -331,7 +339,7 @@ impl QueryProcessor {
         text: &str,
         options: QueryOptions,
         session: &mut Session,
-    ) -> Result<QueryResult, QueryError> {
+    ) -> Result<Outcome, QueryError> {
         let statement =
             cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let keyspace = options
@@ -341,8 +349,18 @@ impl QueryProcessor {
         let schema = self.schema();
         let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
         let values = bind::resolve_values(&info.specs, &options.values)?;
-        self.execute_statement(&statement, keyspace, &values, &options, session)
-            .await
+        let mut warnings = Vec::new();
+        let result = self
+            .execute_statement(
+                &statement,
+                keyspace,
+                &values,
+                &options,
+                session,
+                &mut warnings,
+            )
+            .await?;
+        Ok(Outcome { result, warnings })
     }
 
     /// PREPARE: analyse the statement and cache it.
@@ -384,15 +402,25 @@ impl QueryProcessor {
         id: &[u8],
         options: QueryOptions,
         session: &mut Session,
-    ) -> Result<QueryResult, QueryError> {
+    ) -> Result<Outcome, QueryError> {
         let prepared = self
             .prepared
             .get(id)
             .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
         let values = bind::resolve_values(&prepared.bind_specs, &options.values)?;
         let keyspace = prepared.keyspace.clone();
-        self.execute_statement(&prepared.statement, keyspace, &values, &options, session)
-            .await
+        let mut warnings = Vec::new();
+        let result = self
+            .execute_statement(
+                &prepared.statement,
+                keyspace,
+                &values,
+                &options,
+                session,
+                &mut warnings,
+            )
+            .await?;
+        Ok(Outcome { result, warnings })
     }
 
     /// BATCH: every statement is an INSERT, UPDATE or DELETE; all their mutations are applied
@@ -403,7 +431,7 @@ impl QueryProcessor {
         items: Vec<BatchItem>,
         options: QueryOptions,
         session: &mut Session,
-    ) -> Result<QueryResult, QueryError> {
+    ) -> Result<Outcome, QueryError> {
         if kind == BatchKind::Counter {
             return Err(QueryError::Invalid(
                 "Counter batches are not supported yet by Helenus".to_string(),
@@ -463,8 +491,12 @@ impl QueryProcessor {
         let collected =
             write::collect_reading_lists(self, &schema, options.consistency, now_seconds, collect)
                 .await?;
+        let warnings = warnings::check_batch(&schema, kind == BatchKind::Logged, &collected)?;
         write::apply(self, &schema, collected, options.consistency).await?;
-        Ok(QueryResult::Void)
+        Ok(Outcome {
+            result: QueryResult::Void,
+            warnings,
+        })
     }
 
     async fn execute_statement(
@@ -474,6 +506,7 @@ impl QueryProcessor {
         values: &[Bound],
         options: &QueryOptions,
         session: &mut Session,
+        warnings: &mut Vec<String>,
     ) -> Result<QueryResult, QueryError> {
         let schema = self.schema();
         match statement {
@@ -488,7 +521,16 @@ impl QueryProcessor {
                 Ok(QueryResult::SetKeyspace(name))
             }
             Statement::Select(select) => {
-                select::execute(self, &schema, select, keyspace.as_deref(), values, options).await
+                select::execute(
+                    self,
+                    &schema,
+                    select,
+                    keyspace.as_deref(),
+                    values,
+                    options,
+                    warnings,
+                )
+                .await
             }
             Statement::Insert(_)
             | Statement::Update(_)
@@ -521,6 +563,10 @@ impl QueryProcessor {
                     collect,
                 )
                 .await?;
+                if let Statement::Batch(batch) = statement {
+                    let logged = batch.kind == cql_syntax::ast::BatchKind::Logged;
+                    warnings.extend(warnings::check_batch(&schema, logged, &collected)?);
+                }
                 write::apply(self, &schema, collected, options.consistency).await?;
                 Ok(QueryResult::Void)
             }

@@ -17,7 +17,7 @@ use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
 use crate::processor::{ColumnSpec, QueryOptions, QueryProcessor, QueryResult, ResultSet};
 use crate::write::{clustering_key, partition_key, split_elements};
-use crate::{system_tables, QueryError};
+use crate::{system_tables, warnings, QueryError};
 
 /// Page size used internally when the client asked for no paging (or for aggregates): bounds
 /// the rows held per storage read, not the result.
@@ -139,6 +139,12 @@ struct Plan {
     /// Cassandra's post-query ordering does. The selection carries them as hidden outputs
     /// after its visible ones.
     post_ordering: Option<Vec<(usize, bool)>>,
+    /// Some partition key column is restricted (`=`, `IN`, or filtering on part of it) or the
+    /// token is: Cassandra's `hasPartitionKeyRestrictions`, which decides its warning for
+    /// aggregates and GROUP BY.
+    partition_key_restricted: bool,
+    /// An IN of several values on the partition key.
+    partition_key_in: bool,
 }
 
 /// Cassandra's refusal to page a query whose rows must be sorted after they are read.
@@ -714,6 +720,8 @@ fn build_plan(
         token_end,
         static_only_rows: !has_clustering_restriction,
         post_ordering,
+        partition_key_restricted: pk_restricted > 0 || has_token,
+        partition_key_in,
     })
 }
 
@@ -988,16 +996,24 @@ pub(crate) async fn execute(
     keyspace: Option<&str>,
     values: &[Bound],
     options: &QueryOptions,
+    warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
     if !select.json {
-        return execute_rows(processor, schema, select, keyspace, values, options).await;
+        return execute_rows(
+            processor, schema, select, keyspace, values, options, warnings,
+        )
+        .await;
     }
     // SELECT JSON: the same query, each result row turned into one JSON object.
     let plain = Select {
         json: false,
         ..select.clone()
     };
-    match execute_rows(processor, schema, &plain, keyspace, values, options).await? {
+    match execute_rows(
+        processor, schema, &plain, keyspace, values, options, warnings,
+    )
+    .await?
+    {
         QueryResult::Rows(rs) => Ok(QueryResult::Rows(rows_to_json(rs)?)),
         other => Ok(other),
     }
@@ -1065,6 +1081,7 @@ async fn execute_rows(
     keyspace: Option<&str>,
     values: &[Bound],
     options: &QueryOptions,
+    warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
     let table = resolve_table(
         schema,
@@ -1073,6 +1090,14 @@ async fn execute_rows(
         &select.table.name,
     )?;
     let mut plan = build_plan(schema, table, select, values)?;
+    // Cassandra warns of aggregates and GROUP BY over many partitions (SelectStatement).
+    if plan.aggregate || plan.group_by.is_some() {
+        if !plan.partition_key_restricted {
+            warnings.push(warnings::AGGREGATION_WITHOUT_PARTITION_KEY.to_string());
+        } else if plan.partition_key_in {
+            warnings.push(warnings::AGGREGATION_ON_MULTIPLE_PARTITION_KEYS.to_string());
+        }
+    }
     // Rows sorted after they are read are all read first: no paging, and LIMIT after the sort.
     let post_limit = match plan.post_ordering {
         Some(_) if options.page_size.is_some_and(|n| n > 0) => {

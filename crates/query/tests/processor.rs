@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{
-    BoundValue, BoundValues, NodeInfo, QueryError, QueryOptions, QueryProcessor, QueryResult,
-    ResultSet, Session, StatementKind,
+    BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions, QueryProcessor,
+    QueryResult, ResultSet, Session, StatementKind,
 };
 use storage::{Durability, MemoryEngine, StorageEngine};
 use types::Value;
@@ -50,9 +50,21 @@ impl Harness {
     }
 
     async fn run(&mut self, cql: &str) -> Result<QueryResult, QueryError> {
+        Ok(self.outcome(cql).await?.result)
+    }
+
+    async fn outcome(&mut self, cql: &str) -> Result<Outcome, QueryError> {
         self.p
             .query(cql, QueryOptions::default(), &mut self.session)
             .await
+    }
+
+    /// The client warnings of a statement that must succeed.
+    async fn warnings(&mut self, cql: &str) -> Vec<String> {
+        match self.outcome(cql).await {
+            Ok(o) => o.warnings,
+            Err(e) => panic!("{cql}: {e:?}"),
+        }
     }
 
     async fn ok(&mut self, cql: &str) -> QueryResult {
@@ -200,7 +212,11 @@ async fn paging_resumes_where_it_stopped() {
                 paging_state: paging_state.take(),
                 ..QueryOptions::default()
             };
-            let QueryResult::Rows(rs) = h.p.query(query, options, &mut h.session).await.unwrap()
+            let QueryResult::Rows(rs) =
+                h.p.query(query, options, &mut h.session)
+                    .await
+                    .unwrap()
+                    .result
             else {
                 panic!("rows expected")
             };
@@ -260,6 +276,7 @@ async fn prepared_statements_with_positional_and_named_values() {
         h.p.execute(&select.id, options, &mut h.session)
             .await
             .unwrap()
+            .result
     else {
         panic!("rows expected")
     };
@@ -565,4 +582,82 @@ async fn types_too_wide_for_the_protocol_are_refused() {
         Err(QueryError::Invalid(m)) => assert!(m.contains("at most 65535 components"), "{m}"),
         other => panic!("expected Invalid, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn aggregates_over_many_partitions_warn_as_cassandra_does() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))")
+        .await;
+    let none: Vec<String> = Vec::new();
+    let no_key = vec!["Aggregation query used without partition key".to_string()];
+    let in_keys =
+        vec!["Aggregation query used on multiple partition keys (IN restriction)".to_string()];
+    assert_eq!(h.warnings("SELECT count(*) FROM t").await, no_key);
+    assert_eq!(h.warnings("SELECT k FROM t GROUP BY k").await, no_key);
+    assert_eq!(h.warnings("SELECT JSON max(v) FROM t").await, no_key);
+    assert_eq!(
+        h.warnings("SELECT count(*) FROM t WHERE v = 1 ALLOW FILTERING")
+            .await,
+        no_key
+    );
+    assert_eq!(
+        h.warnings("SELECT count(*) FROM t WHERE k IN (1, 2)").await,
+        in_keys
+    );
+    assert_eq!(h.warnings("SELECT count(*) FROM t WHERE k = 1").await, none);
+    assert_eq!(
+        h.warnings("SELECT count(*) FROM t WHERE k IN (1)").await,
+        none
+    );
+    assert_eq!(
+        h.warnings("SELECT count(*) FROM t WHERE token(k) > 0")
+            .await,
+        none
+    );
+    assert_eq!(h.warnings("SELECT k, v FROM t").await, none);
+}
+
+#[tokio::test]
+async fn batches_warn_on_size_and_on_unlogged_partitions() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))")
+        .await;
+    let insert = |k: i32, v: &str| format!("INSERT INTO t (k, c, v) VALUES ({k}, 0, '{v}');");
+    let batch = |kind: &str, inserts: Vec<String>| {
+        format!("BEGIN {kind}BATCH {} APPLY BATCH", inserts.concat())
+    };
+    let ten: Vec<String> = (0..10).map(|k| insert(k, "x")).collect();
+    assert!(h.warnings(&batch("UNLOGGED ", ten)).await.is_empty());
+    let eleven: Vec<String> = (0..11).map(|k| insert(k, "x")).collect();
+    assert_eq!(
+        h.warnings(&batch("UNLOGGED ", eleven.clone())).await,
+        vec![format!(
+            "Unlogged batch covering 11 partitions detected against table [{}.t]. You should \
+             use a logged batch for atomicity, or asynchronous writes for performance.",
+            "ks"
+        )]
+    );
+    assert!(h.warnings(&batch("", eleven)).await.is_empty());
+    // Cassandra 5.0.9 measured these: a 5000-byte text in one of two single-row partitions of
+    // (int, int, text) is a batch of 5148 bytes.
+    let big = "x".repeat(5000);
+    assert_eq!(
+        h.warnings(&batch("", vec![insert(1, &big), insert(2, "")]))
+            .await,
+        vec![format!(
+            "Batch for [{}.t] is of size 5148, exceeding specified threshold of 5120 by 28.",
+            "ks"
+        )]
+    );
+    // One partition: no size warning however big.
+    assert!(h
+        .warnings(&batch("", vec![insert(1, &"x".repeat(6000))]))
+        .await
+        .is_empty());
+    let huge = "x".repeat(60_000);
+    assert!(matches!(
+        h.run(&batch("", vec![insert(1, &huge), insert(2, "")])).await,
+        Err(QueryError::Invalid(m)) if m == "Batch too large"
+    ));
 }

@@ -1,0 +1,160 @@
+"""Client warnings: the texts a server sends with a result (protocol v4+ frame flag WARNING, a
+[string list] before the body), which the Python driver exposes as
+`ResultSet.response_future.warnings` (None when there are none) and logs.
+
+The expected texts are Cassandra 5.0.9's (SelectStatement and BatchStatement, default
+thresholds: batch_size_warn_threshold 5 KiB, batch_size_fail_threshold 50 KiB,
+unlogged_batch_across_partitions_warn_threshold 10)."""
+
+import pytest
+from cassandra import InvalidRequest
+from cassandra.query import BatchStatement, BatchType, SimpleStatement
+
+from util import new_session, new_table
+
+NO_PARTITION_KEY = "Aggregation query used without partition key"
+IN_PARTITION_KEY = "Aggregation query used on multiple partition keys (IN restriction)"
+
+
+def warnings_of(cql, statement, *args):
+    return cql.execute(statement, *args).response_future.warnings
+
+
+@pytest.fixture(scope="module")
+def table(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, v text, PRIMARY KEY (k, c)") as name:
+        for k in range(3):
+            cql.execute(f"INSERT INTO {name} (k, c, v) VALUES ({k}, 0, 'v')")
+        yield name
+
+
+@pytest.mark.parametrize("where", ["", " WHERE c = 0 ALLOW FILTERING", " WHERE v = 'v' ALLOW FILTERING"])
+def test_aggregate_without_partition_key_warns(cql, table, where):
+    rs = cql.execute(f"SELECT count(*) FROM {table}{where}")
+    assert rs.one()[0] == 3
+    assert rs.response_future.warnings == [NO_PARTITION_KEY]
+
+
+def test_group_by_without_partition_key_warns(cql, table):
+    # GROUP BY counts as aggregation even without an aggregate function.
+    assert warnings_of(cql, f"SELECT k FROM {table} GROUP BY k") == [NO_PARTITION_KEY]
+    assert warnings_of(cql, f"SELECT k, count(*) FROM {table} GROUP BY k") == [NO_PARTITION_KEY]
+
+
+def test_aggregate_over_an_in_of_partition_keys_warns(cql, table):
+    assert warnings_of(cql, f"SELECT count(*) FROM {table} WHERE k IN (1, 2)") == [IN_PARTITION_KEY]
+    # An IN of one value is a single partition.
+    assert warnings_of(cql, f"SELECT count(*) FROM {table} WHERE k IN (1)") is None
+
+
+def test_aggregate_with_partition_key_or_token_does_not_warn(cql, table):
+    assert warnings_of(cql, f"SELECT count(*) FROM {table} WHERE k = 1") is None
+    assert warnings_of(cql, f"SELECT max(c) FROM {table} WHERE k = 1 AND c >= 0") is None
+    assert warnings_of(cql, f"SELECT count(*) FROM {table} WHERE token(k) > 0") is None
+
+
+def test_plain_selects_do_not_warn(cql, table):
+    assert warnings_of(cql, f"SELECT * FROM {table}") is None
+    assert warnings_of(cql, f"SELECT DISTINCT k FROM {table}") is None
+
+
+def test_prepared_and_paged_aggregates_warn(cql, table):
+    prepared = cql.prepare(f"SELECT count(*) FROM {table}")
+    assert warnings_of(cql, prepared) == [NO_PARTITION_KEY]
+    prepared = cql.prepare(f"SELECT count(*) FROM {table} WHERE k = ?")
+    assert warnings_of(cql, prepared, [1]) is None
+    # An aggregate is paged internally; the one result page carries the warning.
+    paged = SimpleStatement(f"SELECT count(*) FROM {table}", fetch_size=1)
+    assert warnings_of(cql, paged) == [NO_PARTITION_KEY]
+
+
+def test_system_table_aggregate_warns(cql):
+    assert warnings_of(cql, "SELECT count(*) FROM system_schema.keyspaces") == [NO_PARTITION_KEY]
+
+
+def test_warnings_reach_protocol_v4_clients(server, table):
+    with new_session(*server, protocol_version=4) as session:
+        assert warnings_of(session, f"SELECT count(*) FROM {table}") == [NO_PARTITION_KEY]
+
+
+def batch_of(kind, statements):
+    batch = BatchStatement(batch_type=kind)
+    for s in statements:
+        batch.add(SimpleStatement(s))
+    return batch
+
+
+def inserts(table, keys, v="x"):
+    return [f"INSERT INTO {table} (k, c, v) VALUES ({k}, 0, '{v}')" for k in keys]
+
+
+def unlogged_warning(n, tables):
+    names = ", ".join(tables)
+    return (f"Unlogged batch covering {n} partitions detected against table"
+            f"{'' if len(tables) == 1 else 's'} [{names}]. You should use a logged batch for "
+            "atomicity, or asynchronous writes for performance.")
+
+
+def test_unlogged_batch_over_ten_partitions_warns(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, v text, PRIMARY KEY (k, c)") as t:
+        assert warnings_of(cql, batch_of(BatchType.UNLOGGED, inserts(t, range(10)))) is None
+        assert warnings_of(cql, batch_of(BatchType.UNLOGGED, inserts(t, range(11)))) == [
+            unlogged_warning(11, [t])]
+        # Many rows of one partition are one partition.
+        rows = [f"INSERT INTO {t} (k, c) VALUES (1, {c})" for c in range(30)]
+        assert warnings_of(cql, batch_of(BatchType.UNLOGGED, rows)) is None
+        # Logged batches are atomic: no warning.
+        assert warnings_of(cql, batch_of(BatchType.LOGGED, inserts(t, range(11)))) is None
+        # A CQL BEGIN UNLOGGED BATCH warns the same.
+        text = ("BEGIN UNLOGGED BATCH " + "; ".join(inserts(t, range(12))) + "; APPLY BATCH")
+        assert warnings_of(cql, text) == [unlogged_warning(12, [t])]
+
+
+def test_unlogged_batch_counts_partitions_across_tables(cql, test_keyspace):
+    schema = "k int, c int, v text, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t1, new_table(cql, test_keyspace, schema) as t2:
+        # The same six keys in two tables are six partitions to Cassandra's check.
+        same = inserts(t1, range(6)) + inserts(t2, range(6))
+        assert warnings_of(cql, batch_of(BatchType.UNLOGGED, same)) is None
+        different = inserts(t1, range(6)) + inserts(t2, range(6, 12))
+        warnings = warnings_of(cql, batch_of(BatchType.UNLOGGED, different))
+        # Cassandra lists the tables of a Java HashSet: in no fixed order.
+        assert warnings in ([unlogged_warning(12, [t1, t2])], [unlogged_warning(12, [t2, t1])])
+
+
+def test_batch_over_5_kib_across_partitions_warns(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, v text, PRIMARY KEY (k, c)") as t:
+        # Cassandra's size is PartitionUpdate.dataSize: here 74 bytes per one-row partition of
+        # (int, int, text) plus the text, so 148 + 5000.
+        two = inserts(t, [1], "x" * 5000) + inserts(t, [2], "")
+        assert warnings_of(cql, batch_of(BatchType.LOGGED, two)) == [
+            f"Batch for [{t}] is of size 5148, exceeding specified threshold of 5120 by 28."]
+        small = inserts(t, [1], "x" * 4900) + inserts(t, [2], "")
+        assert warnings_of(cql, batch_of(BatchType.LOGGED, small)) is None
+        # A batch of one partition is never checked for size.
+        one = inserts(t, [1], "x" * 6000)
+        assert warnings_of(cql, batch_of(BatchType.LOGGED, one)) is None
+        # UPDATEs count the same way (no row marker, same 8 bytes for its empty timestamp).
+        updates = [f"UPDATE {t} SET v = '{'y' * 3000}' WHERE k = {k} AND c = 1" for k in (1, 2)]
+        assert warnings_of(cql, batch_of(BatchType.UNLOGGED, updates)) == [
+            f"Batch for [{t}] is of size 6148, exceeding specified threshold of 5120 by 1028."]
+
+
+def test_batch_over_50_kib_across_partitions_is_refused(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, v text, PRIMARY KEY (k, c)") as t:
+        huge = inserts(t, [1], "x" * 60000) + inserts(t, [2], "")
+        with pytest.raises(InvalidRequest, match="Batch too large"):
+            cql.execute(batch_of(BatchType.LOGGED, huge))
+        assert list(cql.execute(f"SELECT k FROM {t}")) == []
+
+
+def test_logged_batch_on_table_with_zero_gc_grace_warns(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v text",
+                   "WITH gc_grace_seconds = 0") as t:
+        statements = [f"INSERT INTO {t} (k, v) VALUES (1, 'a')"]
+        assert warnings_of(cql, batch_of(BatchType.LOGGED, statements)) == [
+            f"Executing a LOGGED BATCH on table [{t}], configured with a gc_grace_seconds of 0. "
+            "The gc_grace_seconds is used to TTL batchlog entries, so setting gc_grace_seconds "
+            "too low on tables involved in an atomic batch might cause batchlog entries to "
+            "expire before being replayed."]
+        assert warnings_of(cql, batch_of(BatchType.UNLOGGED, statements)) is None
