@@ -62,6 +62,21 @@ fn property_value(v: &PropertyValue) -> OptionValue {
     }
 }
 
+/// Cassandra's warnings for more replicas than nodes. The ring is this one node today.
+fn replication_warnings(
+    processor: &QueryProcessor,
+    keyspace: &str,
+    replication: &Replication,
+) -> Vec<String> {
+    let data_center = processor.node.data_center.as_str();
+    crate::warnings::replication_warnings(
+        keyspace,
+        replication,
+        |dc| usize::from(dc == data_center),
+        1,
+    )
+}
+
 fn keyspace_props(
     props: &Properties,
     default_dc: &str,
@@ -368,6 +383,8 @@ struct Change {
     dropped_tables: Vec<uuid::Uuid>,
     truncated_table: Option<uuid::Uuid>,
     invalidates_prepared: bool,
+    /// Client warnings to send with the result.
+    warnings: Vec<String>,
 }
 
 fn event(
@@ -388,6 +405,7 @@ pub(crate) async fn execute(
     processor: &QueryProcessor,
     statement: &Statement,
     session_keyspace: Option<&str>,
+    warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
     let _guard = processor.ddl_lock.lock().await;
     let current = processor.schema();
@@ -442,6 +460,7 @@ pub(crate) async fn execute(
     if change.invalidates_prepared {
         processor.prepared.clear();
     }
+    warnings.append(&mut change.warnings);
     match change.event {
         Some(e) => {
             // No subscribers is fine: nobody registered for events.
@@ -466,6 +485,7 @@ fn plan_change(
         dropped_tables: Vec::new(),
         truncated_table: None,
         invalidates_prepared: false,
+        warnings: Vec::new(),
     };
     use SchemaChangeKind::*;
     use SchemaChangeTarget as T;
@@ -490,6 +510,7 @@ fn plan_change(
             }
             let (replication, durable_writes) =
                 keyspace_props(&s.properties, &processor.node.data_center, None)?;
+            let warnings = replication_warnings(processor, name, &replication);
             schema.keyspaces.insert(
                 name.to_string(),
                 Arc::new(KeyspaceMetadata {
@@ -501,7 +522,9 @@ fn plan_change(
                     virtual_keyspace: false,
                 }),
             );
-            change(schema, event(Created, T::Keyspace, name, None))
+            let mut c = change(schema, event(Created, T::Keyspace, name, None));
+            c.warnings = warnings;
+            c
         }
         Statement::AlterKeyspace(s) => {
             let name = s.name.as_str();
@@ -516,11 +539,17 @@ fn plan_change(
             user_keyspace(&schema, name)?;
             let (replication, durable_writes) =
                 keyspace_props(&s.properties, &processor.node.data_center, Some(&existing))?;
+            let mut warnings = replication_warnings(processor, name, &replication);
+            if replication.replication_factor() > existing.replication.replication_factor() {
+                warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());
+            }
             let mut ks = (*existing).clone();
             ks.replication = replication;
             ks.durable_writes = durable_writes;
             schema.keyspaces.insert(name.to_string(), Arc::new(ks));
-            change(schema, event(Updated, T::Keyspace, name, None))
+            let mut c = change(schema, event(Updated, T::Keyspace, name, None));
+            c.warnings = warnings;
+            c
         }
         Statement::DropKeyspace(s) => {
             let name = s.name.as_str();

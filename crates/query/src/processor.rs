@@ -576,7 +576,7 @@ impl QueryProcessor {
             Statement::Unsupported { feature } => Err(QueryError::Invalid(format!(
                 "{feature} is not supported yet by Helenus"
             ))),
-            other => ddl::execute(self, other, keyspace.as_deref()).await,
+            other => ddl::execute(self, other, keyspace.as_deref(), warnings).await,
         }
     }
 }

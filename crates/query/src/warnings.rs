@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use cql_syntax::ast::Identifier;
 use mutation::{ClusteringBound, ColumnData, LivenessInfo, Row};
-use schema::{ClusteringOrder, Schema, TableMetadata};
+use schema::{ClusteringOrder, Replication, Schema, TableMetadata};
 use storage::PartitionUpdate;
 
 use crate::write::MutationSet;
@@ -21,6 +21,10 @@ pub(crate) const AGGREGATION_WITHOUT_PARTITION_KEY: &str =
 /// SELECT with an aggregate or GROUP BY and an IN of several values on the partition key.
 pub(crate) const AGGREGATION_ON_MULTIPLE_PARTITION_KEYS: &str =
     "Aggregation query used on multiple partition keys (IN restriction)";
+
+/// ALTER KEYSPACE that raises the replication factor (`AlterKeyspaceStatement`).
+pub(crate) const REPLICATION_FACTOR_INCREASED: &str =
+    "When increasing replication factor you need to run a full (-full) repair to distribute the data.";
 
 /// Cassandra's `batch_size_warn_threshold` default (5 KiB): a batch spanning several partitions
 /// whose data is larger gets a warning.
@@ -98,6 +102,52 @@ pub(crate) fn check_batch(
         ));
     }
     Ok(warnings)
+}
+
+/// Cassandra's warnings (`maybeWarnOnOptions` of the replication strategies) for a keyspace
+/// created or altered with more replicas than there are nodes: in total for SimpleStrategy, per
+/// data centre for NetworkTopologyStrategy. `nodes_in` counts the ring's nodes of a data centre.
+pub(crate) fn replication_warnings(
+    keyspace: &str,
+    replication: &Replication,
+    nodes_in: impl Fn(&str) -> usize,
+    total_nodes: usize,
+) -> Vec<String> {
+    let class = replication.0.get("class").map(String::as_str).unwrap_or("");
+    let factor = |v: &str| {
+        v.split('/')
+            .next()
+            .and_then(|full| full.trim().parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    if class.ends_with(".SimpleStrategy") {
+        let rf = replication
+            .0
+            .get("replication_factor")
+            .map_or(0, |v| factor(v));
+        if rf > total_nodes {
+            return vec![format!(
+                "Your replication factor {rf} for keyspace {keyspace} is higher than the number \
+                 of nodes {total_nodes}"
+            )];
+        }
+    } else if class.ends_with(".NetworkTopologyStrategy") {
+        return replication
+            .0
+            .iter()
+            .filter(|(dc, _)| dc.as_str() != "class")
+            .filter_map(|(dc, v)| {
+                let (rf, nodes) = (factor(v), nodes_in(dc));
+                (rf > nodes).then(|| {
+                    format!(
+                        "Your replication factor {rf} for keyspace {keyspace} is higher than the \
+                         number of nodes {nodes} for datacenter {dc}"
+                    )
+                })
+            })
+            .collect();
+    }
+    Vec::new()
 }
 
 /// `ks.table` as Cassandra's `TableMetadata.toString` writes it (names quoted when needed).
@@ -215,4 +265,48 @@ fn clustering_size(table: &TableMetadata, key: &[u8]) -> u64 {
 
 fn bound_size(table: &TableMetadata, bound: Option<&ClusteringBound>) -> u64 {
     bound.map_or(0, |b| clustering_size(table, &b.prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn replication(pairs: &[(&str, &str)]) -> Replication {
+        Replication(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        )
+    }
+
+    #[test]
+    fn replication_factors_above_the_node_count_warn() {
+        let one_node = |dc: &str| usize::from(dc == "dc1");
+        let simple = |rf| {
+            replication(&[
+                ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+                ("replication_factor", rf),
+            ])
+        };
+        assert!(replication_warnings("ks", &simple("1"), one_node, 1).is_empty());
+        assert_eq!(
+            replication_warnings("ks", &simple("3"), one_node, 1),
+            ["Your replication factor 3 for keyspace ks is higher than the number of nodes 1"]
+        );
+        let nts = replication(&[
+            (
+                "class",
+                "org.apache.cassandra.locator.NetworkTopologyStrategy",
+            ),
+            ("dc1", "1"),
+            ("dc2", "2/1"),
+        ]);
+        assert_eq!(
+            replication_warnings("ks", &nts, one_node, 1),
+            ["Your replication factor 2 for keyspace ks is higher than the number of nodes 0 for datacenter dc2"]
+        );
+    }
 }
