@@ -191,3 +191,27 @@ def test_network_topology_replication_above_node_count_warns(cql):
             "for datacenter datacenter1"]
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+@pytest.mark.helenus_only
+def test_batch_thresholds_come_from_the_config(node_factory):
+    # Cassandra's cassandra.yaml keys, in its 4.1+ data-size form.
+    node = node_factory(extra_config={
+        "batch_size_warn_threshold": "1KiB",
+        "batch_size_fail_threshold": "2KiB",
+        "unlogged_batch_across_partitions_warn_threshold": 2,
+    }).start()
+    with new_session(node.host, node.port) as session:
+        session.execute("CREATE KEYSPACE ks WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE ks.t (k int, c int, v text, PRIMARY KEY (k, c))")
+        t = "ks.t"
+        assert warnings_of(session, batch_of(BatchType.UNLOGGED, inserts(t, range(3)))) == [
+            unlogged_warning(3, [t])]
+        # 148 bytes of two one-row partitions and the text: 1148 > 1024.
+        two = inserts(t, [1], "x" * 1000) + inserts(t, [2], "")
+        assert warnings_of(session, batch_of(BatchType.LOGGED, two)) == [
+            "Batch for [ks.t] is of size 1148, exceeding specified threshold of 1024 by 124."]
+        too_big = inserts(t, [1], "x" * 2000) + inserts(t, [2], "")
+        with pytest.raises(InvalidRequest, match="Batch too large"):
+            session.execute(batch_of(BatchType.LOGGED, too_big))

@@ -179,7 +179,7 @@ class HelenusNode:
     signalled."""
 
     def __init__(self, binary, directory, port=None, cluster_name="helenus-e2e",
-                 commitlog_sync="periodic", commitlog_sync_period_in_ms=None):
+                 commitlog_sync="periodic", commitlog_sync_period_in_ms=None, extra_config=None):
         self.binary = str(binary)
         self.directory = Path(directory)
         self.host = "127.0.0.1"
@@ -188,6 +188,8 @@ class HelenusNode:
         self.cluster_name = cluster_name
         self.commitlog_sync = commitlog_sync
         self.commitlog_sync_period_in_ms = commitlog_sync_period_in_ms
+        # More helenus.yaml keys, {key: value} written as `key: value` lines.
+        self.extra_config = extra_config or {}
         self.process = None
         self.log_path = self.directory / "helenus.log"
         self.config_path = self.directory / "helenus.yaml"
@@ -206,6 +208,7 @@ class HelenusNode:
             f"commitlog_sync: {self.commitlog_sync}\n"
             + (f"commitlog_sync_period_in_ms: {self.commitlog_sync_period_in_ms}\n"
                if self.commitlog_sync_period_in_ms is not None else "")
+            + "".join(f"{key}: {value}\n" for key, value in self.extra_config.items())
         )
 
     def is_running(self):

@@ -38,6 +38,9 @@ pub struct Config {
     pub block_cache_size_bytes: usize,
     /// Helenus's partition cache (whole small partitions in front of the LSM); 0 = off.
     pub partition_cache_size_bytes: usize,
+    /// `batch_size_warn_threshold`, `batch_size_fail_threshold` and
+    /// `unlogged_batch_across_partitions_warn_threshold`.
+    pub batch_thresholds: query::BatchThresholds,
 }
 
 impl Default for Config {
@@ -61,6 +64,7 @@ impl Default for Config {
             native_transport_max_requests_per_connection: 1024,
             block_cache_size_bytes: default_block_cache_bytes(),
             partition_cache_size_bytes: default_block_cache_bytes() / 2,
+            batch_thresholds: query::BatchThresholds::default(),
         }
     }
 }
@@ -144,6 +148,26 @@ fn as_duration_ms(key: &str, v: &Value) -> Result<u64> {
         return Ok(n * factor);
     }
     as_u64(key, v)
+}
+
+/// Parses Cassandra 4.1+ data sizes like `5KiB`, `50KiB`, `1MiB` or `100B` (the units of its
+/// `DataStorageSpec`).
+fn as_size_bytes(key: &str, v: &Value) -> Result<u64> {
+    let s = as_str(key, v)?.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| anyhow!("invalid data size for '{key}': '{s}'"))?;
+    let factor: u64 = match unit.trim() {
+        "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => bail!("invalid data size unit '{other}' for '{key}' (use B, KiB, MiB or GiB)"),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| anyhow!("data size for '{key}' is too large: '{s}'"))
 }
 
 fn as_ip(key: &str, v: &Value) -> Result<IpAddr> {
@@ -250,6 +274,21 @@ impl Config {
                 "partition_cache_size_in_mb" => {
                     config.partition_cache_size_bytes = (as_u64(key, v)? as usize) * 1024 * 1024;
                 }
+                "batch_size_warn_threshold" => {
+                    config.batch_thresholds.size_warn_bytes = as_size_bytes(key, v)?;
+                }
+                "batch_size_warn_threshold_in_kb" => {
+                    config.batch_thresholds.size_warn_bytes = as_u64(key, v)?.saturating_mul(1024);
+                }
+                "batch_size_fail_threshold" => {
+                    config.batch_thresholds.size_fail_bytes = as_size_bytes(key, v)?;
+                }
+                "batch_size_fail_threshold_in_kb" => {
+                    config.batch_thresholds.size_fail_bytes = as_u64(key, v)?.saturating_mul(1024);
+                }
+                "unlogged_batch_across_partitions_warn_threshold" => {
+                    config.batch_thresholds.unlogged_partitions_warn = as_u64(key, v)?;
+                }
                 other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
                     warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));
                 }
@@ -273,6 +312,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_thresholds_in_either_form() {
+        let (c, w) = Config::parse("").expect("empty config");
+        assert_eq!(c.batch_thresholds, query::BatchThresholds::default());
+        assert!(w.is_empty());
+        let (c, w) = Config::parse(
+            "batch_size_warn_threshold: 1KiB\nbatch_size_fail_threshold_in_kb: 2\nunlogged_batch_across_partitions_warn_threshold: 3\n",
+        )
+        .expect("config");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.batch_thresholds,
+            query::BatchThresholds {
+                size_warn_bytes: 1024,
+                size_fail_bytes: 2048,
+                unlogged_partitions_warn: 3,
+            }
+        );
+        assert!(Config::parse("batch_size_warn_threshold: 5KB\n").is_err());
+    }
 
     #[test]
     fn defaults_need_no_file() {

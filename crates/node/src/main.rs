@@ -211,7 +211,8 @@ async fn serve(config: Config) -> Result<()> {
     };
     let processor = Arc::new(
         QueryProcessor::open(node, coordinator, engine.clone(), durability)
-            .context("cannot load the schema")?,
+            .context("cannot load the schema")?
+            .with_batch_thresholds(config.batch_thresholds),
     );
 
     // Periodic commit log sync: the only thing between an acknowledged write and the disk in

@@ -28,3 +28,4 @@ pub use processor::{
     QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,
     SchemaChangeTarget, Session, StatementKind,
 };
+pub use warnings::BatchThresholds;

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::bind::{self, Bound};
 use crate::prepared::PreparedCache;
+use crate::warnings::BatchThresholds;
 use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
 
 /// Facts about this node that system tables report.
@@ -241,6 +242,7 @@ pub struct QueryProcessor {
     pub(crate) events: broadcast::Sender<SchemaChangeEvent>,
     /// The commit log mode writes of durable keyspaces use.
     pub(crate) write_durability: Durability,
+    pub(crate) batch_thresholds: BatchThresholds,
     last_timestamp_micros: AtomicI64,
 }
 
@@ -282,8 +284,15 @@ impl QueryProcessor {
             prepared: PreparedCache::new(),
             events,
             write_durability,
+            batch_thresholds: BatchThresholds::default(),
             last_timestamp_micros: AtomicI64::new(0),
         })
+    }
+
+    /// Replaces Cassandra's default batch thresholds (`cassandra.yaml` settings).
+    pub fn with_batch_thresholds(mut self, thresholds: BatchThresholds) -> QueryProcessor {
+        self.batch_thresholds = thresholds;
+        self
     }
 
     pub fn schema(&self) -> Arc<Schema> {
@@ -491,7 +500,12 @@ impl QueryProcessor {
         let collected =
             write::collect_reading_lists(self, &schema, options.consistency, now_seconds, collect)
                 .await?;
-        let warnings = warnings::check_batch(&schema, kind == BatchKind::Logged, &collected)?;
+        let warnings = warnings::check_batch(
+            &schema,
+            &self.batch_thresholds,
+            kind == BatchKind::Logged,
+            &collected,
+        )?;
         write::apply(self, &schema, collected, options.consistency).await?;
         Ok(Outcome {
             result: QueryResult::Void,
@@ -565,7 +579,12 @@ impl QueryProcessor {
                 .await?;
                 if let Statement::Batch(batch) = statement {
                     let logged = batch.kind == cql_syntax::ast::BatchKind::Logged;
-                    warnings.extend(warnings::check_batch(&schema, logged, &collected)?);
+                    warnings.extend(warnings::check_batch(
+                        &schema,
+                        &self.batch_thresholds,
+                        logged,
+                        &collected,
+                    )?);
                 }
                 write::apply(self, &schema, collected, options.consistency).await?;
                 Ok(QueryResult::Void)

@@ -26,21 +26,37 @@ pub(crate) const AGGREGATION_ON_MULTIPLE_PARTITION_KEYS: &str =
 pub(crate) const REPLICATION_FACTOR_INCREASED: &str =
     "When increasing replication factor you need to run a full (-full) repair to distribute the data.";
 
-/// Cassandra's `batch_size_warn_threshold` default (5 KiB): a batch spanning several partitions
-/// whose data is larger gets a warning.
-pub(crate) const BATCH_SIZE_WARN_THRESHOLD_BYTES: u64 = 5 * 1024;
-/// Cassandra's `batch_size_fail_threshold` default (50 KiB): such a batch is refused.
-pub(crate) const BATCH_SIZE_FAIL_THRESHOLD_BYTES: u64 = 50 * 1024;
-/// Cassandra's `unlogged_batch_across_partitions_warn_threshold` default: an unlogged batch
-/// over more partitions than this gets a warning.
-pub(crate) const UNLOGGED_BATCH_ACROSS_PARTITIONS_WARN_THRESHOLD: usize = 10;
+/// The batch size and partition limits of `cassandra.yaml` that [`check_batch`] applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchThresholds {
+    /// `batch_size_warn_threshold`: a batch spanning several partitions whose data is larger
+    /// gets a warning.
+    pub size_warn_bytes: u64,
+    /// `batch_size_fail_threshold`: such a batch is refused.
+    pub size_fail_bytes: u64,
+    /// `unlogged_batch_across_partitions_warn_threshold`: an unlogged batch over more
+    /// partitions gets a warning.
+    pub unlogged_partitions_warn: u64,
+}
+
+impl Default for BatchThresholds {
+    /// Cassandra 5.0's defaults: 5 KiB, 50 KiB, 10 partitions.
+    fn default() -> Self {
+        BatchThresholds {
+            size_warn_bytes: 5 * 1024,
+            size_fail_bytes: 50 * 1024,
+            unlogged_partitions_warn: 10,
+        }
+    }
+}
 
 /// What a batch's mutations look like to Cassandra's checks (`BatchStatement.verifyBatchSize`,
 /// `verifyBatchType` and the gc_grace_seconds = 0 check of `getMutations`), and the warnings
 /// they give, in Cassandra's order. `logged` is false for UNLOGGED batches. An error is
-/// Cassandra's refusal of a batch over [`BATCH_SIZE_FAIL_THRESHOLD_BYTES`].
+/// Cassandra's refusal of a batch over the size fail threshold.
 pub(crate) fn check_batch(
     schema: &Schema,
+    thresholds: &BatchThresholds,
     logged: bool,
     mutations: &MutationSet,
 ) -> Result<Vec<String>, QueryError> {
@@ -81,18 +97,19 @@ pub(crate) fn check_batch(
     if keyspace_keys.len() <= 1 {
         return Ok(warnings);
     }
-    if size_bytes > BATCH_SIZE_FAIL_THRESHOLD_BYTES {
-        return Err(QueryError::Invalid("Batch too large".to_string()));
-    }
-    if size_bytes > BATCH_SIZE_WARN_THRESHOLD_BYTES {
+    let warn_bytes = thresholds.size_warn_bytes;
+    if size_bytes > warn_bytes {
+        if size_bytes > thresholds.size_fail_bytes {
+            return Err(QueryError::Invalid("Batch too large".to_string()));
+        }
         warnings.push(format!(
             "Batch for {} is of size {size_bytes}, exceeding specified threshold of \
-             {BATCH_SIZE_WARN_THRESHOLD_BYTES} by {}.",
+             {warn_bytes} by {}.",
             java_set(&tables),
-            size_bytes - BATCH_SIZE_WARN_THRESHOLD_BYTES
+            size_bytes - warn_bytes
         ));
     }
-    if !logged && keys.len() > UNLOGGED_BATCH_ACROSS_PARTITIONS_WARN_THRESHOLD {
+    if !logged && keys.len() as u64 > thresholds.unlogged_partitions_warn {
         warnings.push(format!(
             "Unlogged batch covering {} partitions detected against table{} {}. You should use \
              a logged batch for atomicity, or asynchronous writes for performance.",
