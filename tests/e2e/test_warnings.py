@@ -8,6 +8,7 @@ unlogged_batch_across_partitions_warn_threshold 10)."""
 
 import pytest
 from cassandra import InvalidRequest
+from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import BatchStatement, BatchType, SimpleStatement
 
 from util import new_session, new_table, unique_name
@@ -200,6 +201,7 @@ def test_batch_thresholds_come_from_the_config(node_factory):
         "batch_size_warn_threshold": "1KiB",
         "batch_size_fail_threshold": "2KiB",
         "unlogged_batch_across_partitions_warn_threshold": 2,
+        "tombstone_warn_threshold": 3,
     }).start()
     with new_session(node.host, node.port) as session:
         session.execute("CREATE KEYSPACE ks WITH replication = "
@@ -215,3 +217,81 @@ def test_batch_thresholds_come_from_the_config(node_factory):
         too_big = inserts(t, [1], "x" * 2000) + inserts(t, [2], "")
         with pytest.raises(InvalidRequest, match="Batch too large"):
             session.execute(batch_of(BatchType.LOGGED, too_big))
+        for c in range(4):
+            session.execute(f"DELETE FROM {t} WHERE k = 7 AND c = {c}")
+        warnings = warnings_of(session, f"SELECT * FROM {t} WHERE k = 7")
+        assert len(warnings) == 1 and warnings[0].startswith(
+            f"Read 0 live rows and 4 tombstone cells for query SELECT * FROM {t} WHERE k = 7 ")
+
+
+def tombstone_warning(live, tombstones, query, token):
+    return (f"Read {live} live rows and {tombstones} tombstone cells for query {query}; token "
+            f"{token} (see tombstone_warn_threshold)")
+
+
+@pytest.fixture(scope="module")
+def tombstones(cql, test_keyspace):
+    """k = 1: 1001 deleted rows and one live row; k = 2 and k = 3: 600 deleted rows each;
+    k = 4: 510 rows whose two regular columns are null; k = 5: 600 range tombstones."""
+    schema = "k int, c int, v int, w int, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        delete = cql.prepare(f"DELETE FROM {t} WHERE k = ? AND c = ?")
+        rows = [(1, c) for c in range(1001)] + [(k, c) for k in (2, 3) for c in range(600)]
+        execute_concurrent_with_args(cql, delete, rows, concurrency=50)
+        cql.execute(f"INSERT INTO {t} (k, c, v) VALUES (1, 5000, 1)")
+        nulls = cql.prepare(f"INSERT INTO {t} (k, c, v, w) VALUES (4, ?, null, null)")
+        execute_concurrent_with_args(cql, nulls, [(c,) for c in range(510)], concurrency=50)
+        ranges = cql.prepare(f"DELETE FROM {t} WHERE k = 5 AND c > ? AND c < ?")
+        execute_concurrent_with_args(cql, ranges, [(2 * i, 2 * i + 1) for i in range(600)],
+                                     concurrency=50)
+        yield t
+
+
+def token_of(cql, table, k):
+    return cql.execute(f"SELECT token(k) FROM {table} WHERE k = {k} LIMIT 1").one()[0]
+
+
+def test_reads_over_1000_tombstones_warn(cql, tombstones):
+    t = tombstones
+    token = token_of(cql, t, 1)
+    assert warnings_of(cql, f"SELECT * FROM {t} WHERE k = 1") == [tombstone_warning(
+        1, 1001, f"SELECT * FROM {t} WHERE k = 1 LIMIT 5000 ALLOW FILTERING", token)]
+    # The query is the read as Cassandra prints it: its columns, partition key, clustering
+    # slice and page size; count(*) reads every column.
+    assert warnings_of(cql, SimpleStatement(f"SELECT v FROM {t} WHERE k = 1 AND c >= 0",
+                                            fetch_size=2000)) == [tombstone_warning(
+        1, 1001, f"SELECT v FROM {t} WHERE k = 1 AND c >= 0 LIMIT 2000 ALLOW FILTERING", token)]
+    assert warnings_of(cql, f"SELECT count(*) FROM {t} WHERE k = 1") == [tombstone_warning(
+        1, 1001, f"SELECT * FROM {t} WHERE k = 1 LIMIT 5000 ALLOW FILTERING", token)]
+
+
+def test_tombstones_under_the_threshold_do_not_warn(cql, tombstones):
+    t = tombstones
+    assert warnings_of(cql, f"SELECT * FROM {t} WHERE k = 2") is None
+    # Each partition of an IN is its own read: 600 tombstones each.
+    assert warnings_of(cql, f"SELECT * FROM {t} WHERE k IN (2, 3)") is None
+    # A page of 200 rows stops the read before 1000 tombstones.
+    assert warnings_of(cql, SimpleStatement(f"SELECT * FROM {t} WHERE k = 4",
+                                            fetch_size=200)) is None
+
+
+def test_null_cells_and_range_tombstones_count(cql, tombstones):
+    t = tombstones
+    # Two null cells in each of 510 live rows.
+    assert warnings_of(cql, f"SELECT * FROM {t} WHERE k = 4") == [tombstone_warning(
+        510, 1020, f"SELECT * FROM {t} WHERE k = 4 LIMIT 5000 ALLOW FILTERING", token_of(cql, t, 4))]
+    # A range tombstone is two markers. (k = 5 has no row to take the token from.)
+    warnings = warnings_of(cql, f"SELECT * FROM {t} WHERE k = 5")
+    assert len(warnings) == 1
+    assert warnings[0].startswith(
+        f"Read 0 live rows and 1200 tombstone cells for query SELECT * FROM {t} WHERE k = 5 "
+        "LIMIT 5000 ALLOW FILTERING; token ")
+
+
+def test_range_scan_counts_tombstones_of_every_partition(cql, tombstones):
+    t = tombstones
+    warnings = warnings_of(cql, f"SELECT * FROM {t}")
+    # 1001 + 600 + 600 + 1020 + 1200 tombstones; the token is the last partition's.
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"Read 511 live rows and 4421 tombstone cells for query SELECT * FROM {t} LIMIT 5000 "
+        "ALLOW FILTERING; token ")

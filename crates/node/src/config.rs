@@ -41,6 +41,8 @@ pub struct Config {
     /// `batch_size_warn_threshold`, `batch_size_fail_threshold` and
     /// `unlogged_batch_across_partitions_warn_threshold`.
     pub batch_thresholds: query::BatchThresholds,
+    /// `tombstone_warn_threshold`: reads meeting more tombstones get a client warning.
+    pub tombstone_warn_threshold: u64,
 }
 
 impl Default for Config {
@@ -65,6 +67,7 @@ impl Default for Config {
             block_cache_size_bytes: default_block_cache_bytes(),
             partition_cache_size_bytes: default_block_cache_bytes() / 2,
             batch_thresholds: query::BatchThresholds::default(),
+            tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
         }
     }
 }
@@ -286,6 +289,7 @@ impl Config {
                 "batch_size_fail_threshold_in_kb" => {
                     config.batch_thresholds.size_fail_bytes = as_u64(key, v)?.saturating_mul(1024);
                 }
+                "tombstone_warn_threshold" => config.tombstone_warn_threshold = as_u64(key, v)?,
                 "unlogged_batch_across_partitions_warn_threshold" => {
                     config.batch_thresholds.unlogged_partitions_warn = as_u64(key, v)?;
                 }

@@ -212,7 +212,8 @@ async fn serve(config: Config) -> Result<()> {
     let processor = Arc::new(
         QueryProcessor::open(node, coordinator, engine.clone(), durability)
             .context("cannot load the schema")?
-            .with_batch_thresholds(config.batch_thresholds),
+            .with_batch_thresholds(config.batch_thresholds)
+            .with_tombstone_warn_threshold(config.tombstone_warn_threshold),
     );
 
     // Periodic commit log sync: the only thing between an acknowledged write and the disk in

@@ -28,4 +28,4 @@ pub use processor::{
     QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,
     SchemaChangeTarget, Session, StatementKind,
 };
-pub use warnings::BatchThresholds;
+pub use warnings::{BatchThresholds, DEFAULT_TOMBSTONE_WARN_THRESHOLD};

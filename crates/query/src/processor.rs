@@ -243,6 +243,8 @@ pub struct QueryProcessor {
     /// The commit log mode writes of durable keyspaces use.
     pub(crate) write_durability: Durability,
     pub(crate) batch_thresholds: BatchThresholds,
+    /// `tombstone_warn_threshold`: a read command meeting more tombstones gets a warning.
+    pub(crate) tombstone_warn_threshold: u64,
     last_timestamp_micros: AtomicI64,
 }
 
@@ -285,6 +287,7 @@ impl QueryProcessor {
             events,
             write_durability,
             batch_thresholds: BatchThresholds::default(),
+            tombstone_warn_threshold: crate::warnings::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             last_timestamp_micros: AtomicI64::new(0),
         })
     }
@@ -292,6 +295,12 @@ impl QueryProcessor {
     /// Replaces Cassandra's default batch thresholds (`cassandra.yaml` settings).
     pub fn with_batch_thresholds(mut self, thresholds: BatchThresholds) -> QueryProcessor {
         self.batch_thresholds = thresholds;
+        self
+    }
+
+    /// Replaces Cassandra's default `tombstone_warn_threshold`.
+    pub fn with_tombstone_warn_threshold(mut self, threshold: u64) -> QueryProcessor {
+        self.tombstone_warn_threshold = threshold;
         self
     }
 

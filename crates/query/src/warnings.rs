@@ -26,6 +26,26 @@ pub(crate) const AGGREGATION_ON_MULTIPLE_PARTITION_KEYS: &str =
 pub(crate) const REPLICATION_FACTOR_INCREASED: &str =
     "When increasing replication factor you need to run a full (-full) repair to distribute the data.";
 
+/// Cassandra's `tombstone_warn_threshold` default: a read command that meets more tombstones
+/// gets a warning.
+pub const DEFAULT_TOMBSTONE_WARN_THRESHOLD: u64 = 1000;
+
+/// Cassandra's warning (`ReadCommand`'s metrics recording) for a read that met more tombstones
+/// than `tombstone_warn_threshold`: `query` is the read command as CQL, cut at 512 characters
+/// as Cassandra's `%1.512s` does; `token` is the last partition's.
+pub(crate) fn tombstone_warning(
+    live_rows: u64,
+    tombstones: u64,
+    query: &str,
+    token: i64,
+) -> String {
+    let query: String = query.chars().take(512).collect();
+    format!(
+        "Read {live_rows} live rows and {tombstones} tombstone cells for query {query}; token \
+         {token} (see tombstone_warn_threshold)"
+    )
+}
+
 /// The batch size and partition limits of `cassandra.yaml` that [`check_batch`] applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchThresholds {
