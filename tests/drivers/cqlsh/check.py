@@ -18,7 +18,9 @@ Beyond the common scenario, because printing values is what cqlsh is for:
   `column | value` line each); every printed value must be the text Cassandra 5.0.9's cqlsh
   prints for the same row (EXPECTED_VALUES);
 - warnings: an aggregate without a partition key restriction, whose server warning cqlsh prints
-  after the result.
+  after the result;
+- DESCRIBE TYPE and DESCRIBE TABLE of that table (every type's CQL name, Cassandra's column
+  order).
 Exit code 0 on success, 1 with a message and cqlsh's output otherwise.
 """
 
@@ -110,6 +112,44 @@ EXPECTED_VALUES = {
     "vec": "[1.5, -2, 0.25]",
     "vi": "123456789012345678901234567890",
 }
+# The columns of DESCRIBE TABLE of that table as Cassandra 5.0.9 prints them: key, then
+# single-cell columns by name, then multi-cell (non-frozen collection and UDT) ones by name;
+# tuples always frozen.
+EXPECTED_DESCRIBED_COLUMNS = """\
+    k int PRIMARY KEY,
+    a ascii,
+    bi bigint,
+    bl blob,
+    bo boolean,
+    d date,
+    db double,
+    dd double,
+    de decimal,
+    du duration,
+    f float,
+    ff float,
+    fl frozen<list<frozen<set<int>>>>,
+    fm frozen<map<text, frozen<tuple<int, text>>>>,
+    fud frozen<addr>,
+    i inet,
+    i6 inet,
+    n int,
+    si smallint,
+    t text,
+    ti tinyint,
+    tm time,
+    ts timestamp,
+    tu timeuuid,
+    tup frozen<tuple<int, text, boolean>>,
+    u uuid,
+    vec vector<float, 3>,
+    vi varint,
+    l list<int>,
+    m map<text, int>,
+    nm map<int, frozen<list<text>>>,
+    s set<text>,
+    ud addr
+) WITH """
 # How cqlsh prints the server's warning for `SELECT count(*)` without a partition key.
 AGGREGATION_WARNING = "Warnings :\nAggregation query used without partition key\n"
 
@@ -145,6 +185,8 @@ def script(keyspace):
         f"SELECT * FROM {types} WHERE k = 1;",
         f"SELECT * FROM {types} WHERE k = 2;",
         "EXPAND OFF;",
+        f"DESCRIBE TYPE {keyspace}.addr;",
+        f"DESCRIBE TABLE {types};",
         f"DROP KEYSPACE {keyspace};",
     ]
     return "\n".join(lines) + "\n"
@@ -179,6 +221,10 @@ def check_output(stdout, keyspace):
         problems.append(f"partitions {seen}")
     if AGGREGATION_WARNING not in stdout:
         problems.append("no warning printed for an aggregate without partition key")
+    if f"CREATE TYPE {keyspace}.addr (\n    street text,\n    zip int\n);\n" not in stdout:
+        problems.append("DESCRIBE TYPE did not print the type's CREATE statement")
+    if f"CREATE TABLE {keyspace}.types (\n{EXPECTED_DESCRIBED_COLUMNS}" not in stdout:
+        problems.append("DESCRIBE TABLE of the table of every type differs from Cassandra's")
     return problems + check_types(stdout)
 
 
