@@ -290,10 +290,16 @@ pub struct RowsWriter {
 
 impl RowsWriter {
     pub fn new(column_count: usize) -> Self {
+        Self::with_capacity(column_count, 0)
+    }
+
+    /// A writer whose buffer holds `content_bytes` of cells (4 bytes of length each, plus the
+    /// values) before it grows.
+    pub fn with_capacity(column_count: usize, content_bytes: usize) -> Self {
         RowsWriter {
             column_count,
             cell_count: 0,
-            content: BytesMut::new(),
+            content: BytesMut::with_capacity(content_bytes),
         }
     }
 

@@ -666,7 +666,13 @@ fn result_response(
         QueryResult::SetKeyspace(k) => wire::ResultBody::SetKeyspace(k),
         QueryResult::SchemaChange(e) => wire::ResultBody::SchemaChange(schema_change(&e)),
         QueryResult::Rows(rows) => {
-            let mut writer = wire::RowsWriter::new(rows.columns.len());
+            let bytes = rows
+                .rows
+                .iter()
+                .flatten()
+                .map(|cell| 4 + cell.as_ref().map_or(0, |c| c.len()))
+                .sum();
+            let mut writer = wire::RowsWriter::with_capacity(rows.columns.len(), bytes);
             for row in &rows.rows {
                 for cell in row {
                     writer.push_cell(cell.as_deref());

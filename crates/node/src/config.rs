@@ -362,6 +362,19 @@ mod tests {
     }
 
     #[test]
+    fn caches_are_sized_in_mib_and_the_partition_cache_can_be_off() {
+        let (c, w) = Config::parse("block_cache_size_in_mb: 100\npartition_cache_size_in_mb: 0\n")
+            .expect("valid");
+        assert_eq!(c.block_cache_size_bytes, 100 << 20);
+        assert_eq!(c.partition_cache_size_bytes, 0);
+        assert!(w.is_empty(), "{w:?}");
+        let (c, _) = Config::parse("partition_cache_size_in_mb: 64").expect("valid");
+        assert_eq!(c.partition_cache_size_bytes, 64 << 20);
+        assert!(Config::default().partition_cache_size_bytes > 0);
+        assert!(Config::parse("partition_cache_size_in_mb: -1").is_err());
+    }
+
+    #[test]
     fn bad_values_are_refused() {
         for bad in [
             "native_transport_port: 70000",
