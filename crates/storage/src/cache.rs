@@ -39,7 +39,7 @@ const ENTRY_OVERHEAD: usize = 96;
 const KV_OVERHEAD: usize = 48;
 
 /// One partition's stored entries (full storage keys and values), in key order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct CachedPartition {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
 }
@@ -280,32 +280,41 @@ impl PartitionCache {
         let Cached::Partition(cached) = &mut entry.value else {
             return; // TooLarge stays a hint: such a partition is read from the engine.
         };
-        let merged = fragments.and_then(|fragments| {
-            let mut entries = cached.entries.clone();
-            for (k, v) in fragments {
-                match entries.binary_search_by(|(e, _)| e.as_slice().cmp(k)) {
+        // In place unless a reader still holds the partition (then on a copy). On a failed
+        // merge the half-updated partition is dropped below, never kept.
+        let merged = fragments.is_some_and(|fragments| {
+            let partition = Arc::make_mut(cached);
+            fragments.iter().all(|(k, v)| {
+                match partition
+                    .entries
+                    .binary_search_by(|(e, _)| e.as_slice().cmp(k))
+                {
                     Ok(i) => {
-                        let old = &entries[i].1;
-                        entries[i].1 = merge_values(k, [old.as_slice(), v.as_slice()]).ok()?;
+                        let old = partition.entries[i].1.as_slice();
+                        match merge_values(k, [old, v.as_slice()]) {
+                            Ok(merged) => {
+                                partition.entries[i].1 = merged;
+                                true
+                            }
+                            Err(_) => false,
+                        }
                     }
-                    Err(i) => entries.insert(i, (k.clone(), v.clone())),
+                    Err(i) => {
+                        partition.entries.insert(i, (k.clone(), v.clone()));
+                        true
+                    }
                 }
-            }
-            Some(CachedPartition { entries })
+            })
         });
-        let fits = merged
-            .as_ref()
-            .is_some_and(|p| p.bytes() <= self.max_partition_bytes);
-        match merged {
-            Some(p) if fits => {
-                let bytes = p.bytes() + prefix.len() + ENTRY_OVERHEAD;
-                *cached = Arc::new(p);
-                let old = std::mem::replace(&mut entry.bytes, bytes);
-                shard.bytes = shard.bytes + bytes - old;
-                let capacity = self.shard_capacity;
-                shard.evict_to(capacity);
-            }
-            _ => shard.remove(&key),
+        let bytes = cached.bytes();
+        if merged && bytes <= self.max_partition_bytes {
+            let bytes = bytes + prefix.len() + ENTRY_OVERHEAD;
+            let old = std::mem::replace(&mut entry.bytes, bytes);
+            shard.bytes = shard.bytes + bytes - old;
+            let capacity = self.shard_capacity;
+            shard.evict_to(capacity);
+        } else {
+            shard.remove(&key);
         }
     }
 
@@ -435,6 +444,68 @@ mod tests {
         assert!(partitions >= 2);
         assert_eq!(hits, 50);
         assert!(matches!(cache.lookup(table(), &hot), Lookup::Hit(_)));
+    }
+
+    /// The stored fragments of writing `value` at `ts` to clustering row `[ck]` of partition `p`.
+    fn write_of(p: &crate::PartitionKey, ck: u8, ts: i64, value: &[u8]) -> Vec<Fragment> {
+        let row = mutation::Row {
+            columns: vec![mutation::ColumnData::Simple {
+                id: 1,
+                cell: mutation::Cell::live(ts, value.to_vec()),
+            }],
+            ..mutation::Row::default()
+        };
+        crate::write::fragments(&crate::PartitionUpdate {
+            table: table(),
+            key: p.clone(),
+            header: None,
+            static_row: None,
+            rows: vec![(vec![ck], row)],
+        })
+        .unwrap()
+    }
+
+    fn cell_of(partition: &CachedPartition, i: usize) -> (i64, Vec<u8>) {
+        let row = mutation::decode_row(&partition.entries[i].1).unwrap();
+        match row.column(1) {
+            Some(mutation::ColumnData::Simple { cell, .. }) => {
+                (cell.timestamp, cell.live_value(0).unwrap().to_vec())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn writes_merge_into_the_cached_partition_and_never_into_a_readers_copy() {
+        let cache = PartitionCache::new(1 << 20, 1 << 16);
+        let key = crate::PartitionKey {
+            token: 5,
+            key: b"w".to_vec(),
+        };
+        let p = crate::keys::partition_prefix(&key).unwrap();
+        let stored = write_of(&key, 1, 10, b"ten");
+        let t = ticket(&cache, &p);
+        cache.insert(table(), &p, t, Some(Arc::new(CachedPartition::new(stored))));
+        let Lookup::Hit(held) = cache.lookup(table(), &p) else {
+            panic!("expected a hit")
+        };
+        // A newer value for row 1, an older one that loses, and a new row 0 before it.
+        cache.apply_write(table(), &p, Some(&write_of(&key, 1, 20, b"twenty")));
+        cache.apply_write(table(), &p, Some(&write_of(&key, 1, 5, b"five")));
+        cache.apply_write(table(), &p, Some(&write_of(&key, 0, 1, b"zero")));
+        let Lookup::Hit(now) = cache.lookup(table(), &p) else {
+            panic!("expected a hit")
+        };
+        assert_eq!(now.entries.len(), 2);
+        assert_eq!(cell_of(&now, 0), (1, b"zero".to_vec()));
+        assert_eq!(cell_of(&now, 1), (20, b"twenty".to_vec()));
+        // The reader that held the partition before the writes still sees what it read.
+        assert_eq!(held.entries.len(), 1);
+        assert_eq!(cell_of(&held, 0), (10, b"ten".to_vec()));
+        // A write that outgrows the partition limit drops it.
+        let big = write_of(&key, 2, 1, &vec![0u8; 1 << 16]);
+        cache.apply_write(table(), &p, Some(&big));
+        assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! (RocksDB through its merge operator), so a write arriving late with an older timestamp loses
 //! no matter when it is applied.
 
+// The partition cache fronts RocksDB only: `MemoryEngine` is memory already.
+#[cfg(feature = "rocksdb")]
 mod cache;
 mod keys;
 mod memory;

@@ -872,6 +872,17 @@ impl RocksEngine {
         Ok(())
     }
 
+    /// A consistent view of the table as of now.
+    fn view(&self, table: TableId, cache_only: bool) -> Result<TableView<'_>, StorageError> {
+        Ok(TableView {
+            engine: self,
+            table,
+            cf: self.cf(table)?,
+            snapshot: self.db.snapshot(),
+            cache_only,
+        })
+    }
+
     fn forget_cached(&self, table: TableId) {
         if let Some(cache) = &self.partition_cache {
             cache.invalidate_table(table);
@@ -895,19 +906,14 @@ impl RocksEngine {
             }
             None => None,
         };
-        // Taken after the lookup: a miss's ticket must predate what the reader reads.
-        let view = TableView {
-            engine: self,
-            table,
-            cf: self.cf(table)?,
-            snapshot: self.db.snapshot(),
-            cache_only,
-        };
+        // A view (and its snapshot) is made only after the lookup: a miss's ticket must predate
+        // what the reader reads. A hit needs neither.
         let page = match cache_lookup {
             Some((_, _, Lookup::Hit(cached))) => {
                 read::read_partition(cached.as_ref(), table, key, slice, max_rows, resume)?
             }
             Some((cache, prefix, Lookup::Miss(ticket))) => {
+                let view = self.view(table, cache_only)?;
                 match load_partition(&view, &prefix, cache.max_partition_bytes())? {
                     Some(loaded) => {
                         let loaded = Arc::new(loaded);
@@ -920,7 +926,10 @@ impl RocksEngine {
                     }
                 }
             }
-            _ => read::read_partition(&view, table, key, slice, max_rows, resume)?,
+            _ => {
+                let view = self.view(table, cache_only)?;
+                read::read_partition(&view, table, key, slice, max_rows, resume)?
+            }
         };
         // Counted once, when the read succeeds (a cache-only attempt that falls back to the
         // blocking read is one read).
@@ -1027,13 +1036,7 @@ impl StorageEngine for RocksEngine {
         end_token: Option<i64>,
         max_rows: usize,
     ) -> Result<ScanPage, StorageError> {
-        let view = TableView {
-            engine: self,
-            table,
-            cf: self.cf(table)?,
-            snapshot: self.db.snapshot(),
-            cache_only: false,
-        };
+        let view = self.view(table, false)?;
         read::scan(&view, table, start, end_token, max_rows)
     }
 
