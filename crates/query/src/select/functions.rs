@@ -684,23 +684,16 @@ pub(crate) fn resolve_for_receiver(
             test_assignment(&ArgKind::Typed(sig.ret.clone()), r) != Assignment::NotAssignable
         })
     };
-    let mut compatible = Vec::new();
-    for sig in candidates.iter().filter(|s| fits_receiver(s)) {
-        if sig.args.len() != args.len() {
-            continue;
-        }
-        let worst = args
-            .iter()
-            .zip(&sig.args)
-            .map(|(a, p)| test_assignment(a, p))
-            .min()
-            .unwrap_or(Assignment::ExactMatch);
-        match worst {
-            Assignment::ExactMatch => return Ok(sig.clone()),
-            Assignment::WeaklyAssignable => compatible.push(sig.clone()),
-            Assignment::NotAssignable => {}
-        }
-    }
+    let fitting: Vec<Signature> = candidates
+        .iter()
+        .filter(|s| fits_receiver(s))
+        .cloned()
+        .collect();
+    // None compatible, or several (ambiguous) from here on.
+    let compatible = match pick(&fitting, args) {
+        Ok(sig) => return Ok(sig),
+        Err(compatible) => compatible,
+    };
     let list = |sigs: &[Signature]| {
         sigs.iter()
             .map(Signature::describe)
@@ -708,7 +701,6 @@ pub(crate) fn resolve_for_receiver(
             .join(", ")
     };
     match (compatible.len(), kind) {
-        (1, _) => Ok(compatible.remove(0)),
         (0, CallKind::Operation(symbol)) => Err(QueryError::Invalid(format!(
             "the '{symbol}' operation is not supported between {} and {}",
             arg_texts[0], arg_texts[1]

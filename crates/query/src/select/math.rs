@@ -51,17 +51,7 @@ impl MathFunction {
 }
 
 /// The types every math function has an overload for (`NumberType`s).
-pub(crate) const NUMERIC_TYPES: [CqlType; 9] = [
-    CqlType::Tinyint,
-    CqlType::Smallint,
-    CqlType::Int,
-    CqlType::Bigint,
-    CqlType::Float,
-    CqlType::Double,
-    CqlType::Decimal,
-    CqlType::Varint,
-    CqlType::Counter,
-];
+pub(crate) const NUMERIC_TYPES: &[CqlType] = super::aggregates::SUMMABLE;
 
 fn encode(v: Value) -> Vec<u8> {
     let mut out = Vec::new();
