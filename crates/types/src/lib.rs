@@ -14,7 +14,8 @@ mod error;
 mod format;
 mod json;
 mod literal;
-mod temporal;
+/// Calendar arithmetic (proleptic Gregorian, UTC), shared with the query layer's functions.
+pub mod temporal;
 mod value;
 mod vint;
 

@@ -3,12 +3,12 @@
 //! Civil-from-days and days-from-civil follow Howard Hinnant's public-domain algorithms, exact
 //! for every `i64` day count we can produce here.
 
-pub(crate) const NANOS_PER_SECOND: i64 = 1_000_000_000;
-pub(crate) const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SECOND;
-pub(crate) const MILLIS_PER_DAY: i64 = 86_400_000;
+pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
+pub const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SECOND;
+pub const MILLIS_PER_DAY: i64 = 86_400_000;
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (month 1..=12, day 1..=31).
-pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -19,7 +19,7 @@ pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// The (year, month, day) of a day count since 1970-01-01.
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -32,7 +32,7 @@ pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-pub(crate) fn days_in_month(year: i64, month: u32) -> u32 {
+pub fn days_in_month(year: i64, month: u32) -> u32 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,

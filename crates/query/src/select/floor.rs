@@ -6,12 +6,11 @@
 //! Durations without months are plain arithmetic on milliseconds; with months the steps follow
 //! the calendar in UTC, as `Duration.floorTimestamp` computes them with `java.util.Calendar`.
 
+use types::temporal::{civil_from_days, days_from_civil, days_in_month, MILLIS_PER_DAY};
 use types::{CqlType, Value, DATE_EPOCH};
 
-use super::operations::{civil_from_days, days_from_civil, days_in_month};
 use crate::QueryError;
 
-const MILLIS_PER_DAY: i64 = 86_400_000;
 const NANOS_PER_MILLI: i64 = 1_000_000;
 const MONTHS_PER_YEAR: i64 = 12;
 /// The most calendar steps `floor` takes back when a duration's days overshoot (Cassandra steps

@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 
 use cql_syntax::ast::Constant;
 use num_bigint::BigInt;
+use types::temporal::{civil_from_days, MILLIS_PER_DAY};
 use types::{CqlType, Value, DATE_EPOCH};
 
 use super::collection_functions::CollectionFunction;
@@ -21,7 +22,6 @@ use crate::QueryError;
 
 /// Offset between the UUID epoch (1582-10-15) and the Unix epoch, in 100 ns units.
 const UUID_EPOCH_OFFSET_100NS: i64 = 0x01B2_1DD2_1381_4000;
-const MILLIS_PER_DAY: i64 = 86_400_000;
 /// `minTimeuuid`/`maxTimeuuid` clock sequence and node: the smallest and largest under
 /// Cassandra's timeuuid comparison (`TimeUUID.MIN_CLOCK_SEQ_AND_NODE` / `MAX_...`).
 const MIN_CLOCK_SEQ_AND_NODE: u64 = 0x8080_8080_8080_8080;
@@ -1099,19 +1099,6 @@ fn year_text(y: i64) -> String {
         _ if y > 9999 => format!("+{y}"),
         _ => format!("{y:04}"),
     }
-}
-
-/// The (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 #[cfg(test)]

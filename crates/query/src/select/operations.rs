@@ -9,6 +9,7 @@
 
 use cql_syntax::ast::BinaryOp;
 use num_bigint::{BigInt, Sign};
+use types::temporal::{civil_from_days, days_from_civil, days_in_month, MILLIS_PER_DAY};
 use types::{CqlType, Value};
 
 use super::functions::{Scalar, Signature};
@@ -20,7 +21,6 @@ use crate::QueryError;
 const DECIMAL_DIVISION_MIN_SCALE: i64 = 32;
 /// The largest scale a decimal quotient gets (`DecimalType.MAX_SCALE`).
 const DECIMAL_DIVISION_MAX_SCALE: i64 = 1000;
-const MILLIS_PER_DAY: i64 = 86_400_000;
 
 /// An arithmetic operation between two operand types, and its result type.
 #[derive(Debug, Clone, PartialEq)]
@@ -333,37 +333,6 @@ fn add_duration(millis: i64, months: i64, days: i64, nanoseconds: i64) -> Option
     day.checked_mul(MILLIS_PER_DAY)?
         .checked_add(of_day)?
         .checked_add(nanoseconds / 1_000_000)
-}
-
-pub(super) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-pub(super) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
-}
-
-pub(super) fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        _ => 28,
-    }
 }
 
 fn integer(v: &Value) -> i64 {
