@@ -20,6 +20,7 @@ mod tests;
 pub use ast::*;
 pub use lexer::{is_reserved, RESERVED_KEYWORDS};
 pub use markers::{bind_marker_count, bind_markers};
+pub use parser::NATIVE_TYPES;
 
 use lexer::Punct;
 use parser::Parser;

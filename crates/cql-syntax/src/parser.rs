@@ -9,7 +9,8 @@ use crate::{ParseError, MAX_NESTING_DEPTH};
 
 type Result<T> = std::result::Result<T, ParseError>;
 
-const NATIVE_TYPES: &[&str] = &[
+/// Every native type name CQL accepts (`varchar` is `text`).
+pub const NATIVE_TYPES: &[&str] = &[
     "ascii",
     "bigint",
     "blob",

@@ -108,30 +108,10 @@ impl Signature {
     }
 }
 
-/// Native types that have `<type>AsBlob`/`blobAs<type>` functions (all but blob itself);
-/// `varchar` is listed separately because it has its own function names.
-const NATIVE_TYPES: &[&str] = &[
-    "ascii",
-    "bigint",
-    "boolean",
-    "counter",
-    "date",
-    "decimal",
-    "double",
-    "duration",
-    "float",
-    "inet",
-    "int",
-    "smallint",
-    "text",
-    "time",
-    "timestamp",
-    "timeuuid",
-    "tinyint",
-    "uuid",
-    "varint",
-    "varchar",
-];
+/// Whether a native type has `<type>AsBlob`/`blobAs<type>` functions (all but blob itself).
+fn has_blob_functions(name: &str) -> bool {
+    name != "blob" && cql_syntax::NATIVE_TYPES.contains(&name)
+}
 
 /// Native functions whose signatures follow their arguments' types (any collection, any
 /// type, any float vector), so they are made for the arguments of a call
@@ -311,7 +291,7 @@ pub(crate) fn signatures(
             if let Some(to) = name.strip_prefix("cast_as_") {
                 // `varchar` is a type name but has no cast function of its own.
                 return Ok(CqlType::from_native_name(to)
-                    .filter(|_| NATIVE_TYPES.contains(&to) && to != "varchar")
+                    .filter(|_| has_blob_functions(to) && to != "varchar")
                     .map(|to| cast_signatures(name, &to)));
             }
             let as_blob = name
@@ -321,11 +301,11 @@ pub(crate) fn signatures(
                 .strip_prefix("blob_as_")
                 .or_else(|| name.strip_prefix("blobas"));
             match (as_blob, blob_as) {
-                (Some(t), _) if NATIVE_TYPES.contains(&t) => {
+                (Some(t), _) if has_blob_functions(t) => {
                     let ty = CqlType::from_native_name(t).expect("a native type name");
                     Some(vec![Signature::new(name, vec![ty], Blob, Scalar::AsBlob)])
                 }
-                (_, Some(t)) if NATIVE_TYPES.contains(&t) => {
+                (_, Some(t)) if has_blob_functions(t) => {
                     let ty = CqlType::from_native_name(t).expect("a native type name");
                     let ret = if ty == Timeuuid {
                         legacy_timeuuid()

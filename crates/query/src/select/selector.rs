@@ -1103,8 +1103,11 @@ impl Compiler<'_> {
                     .to_string(),
             ));
         }
-        let natives: Vec<CqlType> = NATIVE_AGGREGATE_TYPES
+        // Cassandra declares count, min and max for every native type but counter (and
+        // varchar, which is text).
+        let natives: Vec<CqlType> = cql_syntax::NATIVE_TYPES
             .iter()
+            .filter(|n| !matches!(**n, "counter" | "varchar"))
             .filter_map(|n| CqlType::from_native_name(n))
             .collect();
         let overloads: &[CqlType] = match function {
@@ -1204,29 +1207,6 @@ impl Compiler<'_> {
         })
     }
 }
-
-/// Native types Cassandra declares `count`, `min` and `max` for (used to type a literal).
-const NATIVE_AGGREGATE_TYPES: &[&str] = &[
-    "ascii",
-    "bigint",
-    "blob",
-    "boolean",
-    "date",
-    "decimal",
-    "double",
-    "duration",
-    "float",
-    "inet",
-    "int",
-    "smallint",
-    "text",
-    "time",
-    "timestamp",
-    "timeuuid",
-    "tinyint",
-    "uuid",
-    "varint",
-];
 
 /// The key type of a map or the element type of a set.
 fn element_key_type(collection: &CqlType) -> CqlType {
