@@ -51,7 +51,8 @@ fn constant_kind(c: &Constant) -> &'static str {
     }
 }
 
-fn constant_text(c: &Constant) -> String {
+/// A constant as CQL text, for error messages and generated column names.
+pub(crate) fn constant_text(c: &Constant) -> String {
     match c {
         Constant::String(s) => format!("'{}'", s.replace('\'', "''")),
         Constant::Integer(s) | Constant::Float(s) | Constant::Uuid(s) | Constant::Duration(s) => {

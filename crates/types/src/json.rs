@@ -71,7 +71,7 @@ fn java_text(json: &Json) -> String {
         Json::Number(n) => match java_number(n) {
             JavaNumber::Integer(v) | JavaNumber::Long(v) => v.to_string(),
             JavaNumber::BigInteger(t) => t,
-            JavaNumber::Double(v) => java_double_text(v, false),
+            JavaNumber::Double(v) => java_double_text(v),
         },
         other => other.to_string(),
     }
@@ -204,7 +204,7 @@ impl Value {
                         .to_string()
                         .parse()
                         .map_err(|_| invalid(format!("Unable to make BigDecimal from '{n}'")))?;
-                    scalar(Literal::Float(java_double_text(v, false)))
+                    scalar(Literal::Float(java_double_text(v)))
                 }
                 // A JSON integer is a Java Integer, Long or BigInteger: `-0` is plain 0.
                 Json::Number(n) if is_integer_text(&n.to_string()) => {
@@ -430,8 +430,8 @@ impl Value {
             Value::Int(v) => v.to_string(),
             Value::Bigint(v) | Value::Counter(v) => v.to_string(),
             Value::Varint(v) => v.to_string(),
-            Value::Float(v) => java_double_text(f64::from(*v), true),
-            Value::Double(v) => java_double_text(*v, false),
+            Value::Float(v) => java_float_text(*v),
+            Value::Double(v) => java_double_text(*v),
             Value::Decimal { unscaled, scale } => decimal_text(unscaled, *scale),
             Value::Ascii(s) | Value::Text(s) => json_string(s),
             Value::Blob(b) => format!("\"{}\"", hex(b)),
@@ -501,9 +501,18 @@ impl Value {
     }
 }
 
-/// Java's `Double.toString` (or `Float.toString`): plain for 1e-3 <= |v| < 1e7, otherwise
-/// `d.dddE±n`; always a fractional part; `NaN`, `Infinity`.
-fn java_double_text(v: f64, single: bool) -> String {
+/// Java's `Double.toString`: plain for 1e-3 <= |v| < 1e7, otherwise `d.dddE±n`; always a
+/// fractional part; `NaN`, `Infinity`. The text Cassandra gives a double (JSON, casts).
+pub fn java_double_text(v: f64) -> String {
+    java_floating_text(v, false)
+}
+
+/// Java's `Float.toString`, by the same rules with a float's shortest digits.
+pub fn java_float_text(v: f32) -> String {
+    java_floating_text(f64::from(v), true)
+}
+
+fn java_floating_text(v: f64, single: bool) -> String {
     if v.is_nan() {
         return "NaN".to_string();
     }
@@ -619,15 +628,15 @@ mod tests {
 
     #[test]
     fn doubles_print_like_java() {
-        assert_eq!(java_double_text(2.25e10, false), "2.25E10");
-        assert_eq!(java_double_text(1.5, false), "1.5");
-        assert_eq!(java_double_text(-1.0, false), "-1.0");
-        assert_eq!(java_double_text(0.001, false), "0.001");
-        assert_eq!(java_double_text(0.0001, false), "1.0E-4");
-        assert_eq!(java_double_text(1234567.0, false), "1234567.0");
-        assert_eq!(java_double_text(12345678.0, false), "1.2345678E7");
-        assert_eq!(java_double_text(0.1f32 as f64, true), "0.1");
-        assert_eq!(java_double_text(f64::NAN, false), "NaN");
+        assert_eq!(java_double_text(2.25e10), "2.25E10");
+        assert_eq!(java_double_text(1.5), "1.5");
+        assert_eq!(java_double_text(-1.0), "-1.0");
+        assert_eq!(java_double_text(0.001), "0.001");
+        assert_eq!(java_double_text(0.0001), "1.0E-4");
+        assert_eq!(java_double_text(1234567.0), "1234567.0");
+        assert_eq!(java_double_text(12345678.0), "1.2345678E7");
+        assert_eq!(java_float_text(0.1f32), "0.1");
+        assert_eq!(java_double_text(f64::NAN), "NaN");
     }
 
     #[test]

@@ -22,6 +22,6 @@ mod vint;
 pub use compare::compare;
 pub use cql_type::{CqlType, UdtType};
 pub use error::TypeError;
-pub use json::{json_key_to_name, name_to_json_key};
+pub use json::{java_double_text, java_float_text, json_key_to_name, name_to_json_key};
 pub use literal::Literal;
 pub use value::{canonicalize, validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};

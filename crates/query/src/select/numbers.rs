@@ -210,62 +210,7 @@ pub(crate) fn bigint_to_f32(v: &BigInt) -> f32 {
     v.to_string().parse().unwrap_or(f32::NAN)
 }
 
-/// Java's `Double.toString` / `Float.toString` from the shortest round-trip digits: plain
-/// notation for magnitudes in [10^-3, 10^7), else `d.dddE<exp>`; always a digit after the point.
-fn java_text(negative: bool, scientific: &str, plain: bool) -> String {
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("`{:e}` output has an exponent");
-    let exponent: i64 = exponent.parse().expect("`{:e}` exponent is an integer");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let sign = if negative { "-" } else { "" };
-    if plain {
-        let point = exponent + 1;
-        if point <= 0 {
-            format!("{sign}0.{}{digits}", "0".repeat((-point) as usize))
-        } else if point as usize >= digits.len() {
-            format!(
-                "{sign}{digits}{}.0",
-                "0".repeat(point as usize - digits.len())
-            )
-        } else {
-            let (int, frac) = digits.split_at(point as usize);
-            format!("{sign}{int}.{frac}")
-        }
-    } else {
-        let (first, rest) = digits.split_at(1);
-        let rest = if rest.is_empty() { "0" } else { rest };
-        format!("{sign}{first}.{rest}E{exponent}")
-    }
-}
-
-pub(crate) fn java_double_text(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".to_string();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
-    }
-    let a = v.abs();
-    java_text(v < 0.0, &format!("{a:e}"), (1e-3..1e7).contains(&a))
-}
-
-pub(crate) fn java_float_text(v: f32) -> String {
-    if v.is_nan() {
-        return "NaN".to_string();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
-    }
-    let a = v.abs();
-    java_text(v < 0.0, &format!("{a:e}"), (1e-3..1e7).contains(&a))
-}
+pub(crate) use types::{java_double_text, java_float_text};
 
 /// `BigDecimal.toString()`: plain when the scale is not negative and the adjusted exponent is
 /// at least -6, else scientific with a signed exponent (`1E+3`, `-1.5E-7`).

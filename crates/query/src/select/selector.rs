@@ -22,7 +22,7 @@ use super::functions::{self, ArgKind, Assignment, CollectionShape, Scalar, Signa
 use super::operations;
 use super::{CellTime, RowValues};
 use crate::bind::{column, Bound};
-use crate::eval::{evaluate, TermValue};
+use crate::eval::{constant_text, evaluate, TermValue};
 use crate::processor::ColumnSpec;
 use crate::write::split_elements;
 use crate::QueryError;
@@ -271,20 +271,6 @@ pub(crate) fn term_text(t: &Term) -> String {
             format!("{} {op} {}", term_text(lhs), term_text(rhs))
         }
         Term::Negate(t) => format!("-{}", term_text(t)),
-    }
-}
-
-fn constant_text(c: &Constant) -> String {
-    match c {
-        Constant::String(s) => format!("'{}'", s.replace('\'', "''")),
-        Constant::Integer(s) | Constant::Float(s) | Constant::Uuid(s) | Constant::Duration(s) => {
-            s.clone()
-        }
-        Constant::Hex(s) => format!("0x{s}"),
-        Constant::Boolean(b) => b.to_string(),
-        Constant::NaN => "NaN".to_string(),
-        Constant::Infinity => "Infinity".to_string(),
-        Constant::NegInfinity => "-Infinity".to_string(),
     }
 }
 
