@@ -1,55 +1,99 @@
-//! One client connection: a reader that decodes requests and spawns their execution, and a
-//! writer that encodes responses in completion order (out of order by stream id).
+//! One client connection, served by one task: it reads and decodes requests, runs them
+//! concurrently (many in flight, completed out of order by stream id) and writes their
+//! responses, everything that completed since the last send going out in one write.
+//!
+//! A connection's requests run on the task that owns the connection, never spread over the
+//! runtime's workers: requests complete mostly without waiting (storage calls are first tried
+//! on the worker, see `coordinator::LocalReplica`), and handing each to another worker and its
+//! response back cost more than the request. Measured on two cores with one latte connection:
+//! 23,000 writes/s and 56,000 point reads/s spread over the workers, 43,000 and 76,000 on the
+//! connection's task. Connections are spread over the workers instead, as ScyllaDB pins a
+//! connection to a shard.
 
+use std::future::Future;
+use std::io::ErrorKind;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use cql_protocol as wire;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, Outcome, QueryError, QueryOptions,
     QueryProcessor, QueryResult, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, Session,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 
 use crate::errors::{consistency_from_wire, error_body};
 use crate::ServerConfig;
 
-/// What the writer task is asked to send.
-enum Outgoing {
-    Response {
-        version: wire::Version,
-        stream: i16,
-        response: wire::Response,
-        /// Client warnings sent with the response (frame flag WARNING); usually empty.
-        warnings: Vec<String>,
-    },
-    /// READY to STARTUP; after writing it the writer switches to the negotiated framing.
-    Ready {
-        version: wire::Version,
-        stream: i16,
-        compression: Option<wire::Compression>,
-    },
-    /// Send this (an error) and then close the connection.
-    Fatal {
-        version: wire::Version,
-        stream: i16,
-        response: wire::Response,
-    },
-}
-
-/// Bound on responses waiting for the writer; with the in-flight bound it limits memory per
-/// connection (a slow reader of responses stops the server reading its requests).
-const WRITE_QUEUE: usize = 1024;
+/// Encoded responses waiting for the socket beyond which no new request is started (a client
+/// that does not read its responses stops the server reading its requests).
+const OUT_HIGH_WATER_BYTES: usize = 1024 * 1024;
+/// Responses written as soon as this much has accumulated, even with requests read and not yet
+/// run: the client starts on them while the server runs the rest. (Holding all of a read's
+/// responses for one write halved read throughput at saturation: client and server took turns
+/// instead of overlapping.)
+const FLUSH_BYTES: usize = 8 * 1024;
 /// Bytes read from the socket per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Schema events waiting to be sent to a registered connection.
+const EVENT_QUEUE: usize = 1024;
 
 struct Shared {
     processor: Arc<QueryProcessor>,
     session: Mutex<Session>,
     version: wire::Version,
+}
+
+/// A request in flight and, when it completes, its response.
+type InFlight = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+struct Done {
+    version: wire::Version,
+    stream: i16,
+    answer: Answer,
+}
+
+/// What the connection is doing with its socket.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Reading, running and answering requests.
+    Open,
+    /// The client closed its side, or the server is shutting down: no more requests are read;
+    /// those in flight complete and are answered.
+    Draining,
+    /// A fatal error response was queued: it is sent and the connection closed; requests in
+    /// flight complete unanswered.
+    Failing,
+    /// The socket cannot be written: requests in flight complete unanswered.
+    Broken,
+}
+
+/// The connection's state outside the socket halves.
+struct Connection {
+    peer: SocketAddr,
+    processor: Arc<QueryProcessor>,
+    max_in_flight: usize,
+    decoder: wire::FrameCodec,
+    encoder: wire::FrameCodec,
+    /// Bytes read and not yet decoded.
+    input: BytesMut,
+    /// Encoded responses not yet written.
+    output: BytesMut,
+    /// Set by STARTUP.
+    shared: Option<Arc<Shared>>,
+    in_flight: FuturesUnordered<InFlight>,
+    state: State,
+    /// Decoding stopped at a bound (in flight, output), not for want of bytes.
+    held: bool,
+    events_tx: mpsc::Sender<wire::Response>,
+    events_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 pub(crate) async fn run(
@@ -60,282 +104,298 @@ pub(crate) async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     tracing::debug!(%peer, "connection opened");
-    let (mut reader, mut writer) = socket.into_split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(WRITE_QUEUE);
-    let in_flight = Arc::new(Semaphore::new(config.max_requests_per_connection));
-    let mut decoder = wire::FrameCodec::new(config.max_frame_size_bytes);
-
-    // The writer: encodes in arrival order, batching whatever is queued into one write.
-    let writer_task = tokio::spawn(async move {
-        let mut encoder = wire::FrameCodec::new(usize::MAX);
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        while let Some(first) = out_rx.recv().await {
-            let mut next = Some(first);
-            let mut close = false;
-            let mut yielded = false;
-            while let Some(msg) = next.take() {
-                match msg {
-                    Outgoing::Response {
-                        version,
-                        stream,
-                        response,
-                        warnings,
-                    } => {
-                        encoder
-                            .encode_with_warnings(version, stream, &response, &warnings, &mut buf);
-                    }
-                    Outgoing::Ready {
-                        version,
-                        stream,
-                        compression,
-                    } => {
-                        encoder.encode(version, stream, &wire::Response::Ready, &mut buf);
-                        // Everything after READY uses the negotiated compression, and v5
-                        // switches to segment framing.
-                        if let Some(c) = compression {
-                            encoder.set_compression(c);
-                        }
-                        if version == wire::Version::V5 {
-                            if writer.write_all(&buf).await.is_err() {
-                                return;
-                            }
-                            buf.clear();
-                            encoder.switch_to_v5_segments();
-                        }
-                    }
-                    Outgoing::Fatal {
-                        version,
-                        stream,
-                        response,
-                    } => {
-                        encoder.encode(version, stream, &response, &mut buf);
-                        close = true;
-                    }
-                }
-                if !close && buf.len() < 256 * 1024 {
-                    next = out_rx.try_recv().ok();
-                    if next.is_none() && !yielded {
-                        // Let the requests that are ready finish first, so their responses
-                        // share this write: on loopback a send costs more CPU than a point
-                        // read, and the receiver's wake-up too. When nothing else is ready
-                        // the yield returns at once.
-                        yielded = true;
-                        tokio::task::yield_now().await;
-                        next = out_rx.try_recv().ok();
-                    }
-                }
+    let (reader, mut writer) = socket.into_split();
+    let (events_tx, mut events_rx) = mpsc::channel(EVENT_QUEUE);
+    let mut conn = Connection {
+        peer,
+        processor,
+        max_in_flight: config.max_requests_per_connection.max(1),
+        decoder: wire::FrameCodec::new(config.max_frame_size_bytes),
+        encoder: wire::FrameCodec::new(usize::MAX),
+        input: BytesMut::with_capacity(READ_CHUNK_BYTES),
+        output: BytesMut::with_capacity(64 * 1024),
+        shared: None,
+        in_flight: FuturesUnordered::new(),
+        state: State::Open,
+        held: false,
+        events_tx,
+        events_task: None,
+    };
+    let mut shut_down = false;
+    loop {
+        loop {
+            conn.start_buffered(&writer);
+            conn.collect_completed();
+            if !conn.output.is_empty() && conn.state != State::Broken {
+                conn.write_some(&writer);
             }
-            if writer.write_all(&buf).await.is_err() {
-                return;
-            }
-            buf.clear();
-            if close {
-                let _ = writer.shutdown().await;
-                return;
+            // Writing can make room for requests the output bound held back; nothing else
+            // would wake the task for them.
+            if !(conn.held && conn.has_room()) {
+                break;
             }
         }
-    });
+        if conn.state == State::Failing && conn.output.is_empty() && !shut_down {
+            // The error is out: close our side now, as the client expects, and let the requests
+            // in flight finish below.
+            let _ = writer.shutdown().await;
+            shut_down = true;
+        }
+        let quiet = conn.output.is_empty() || conn.state == State::Broken;
+        if conn.state != State::Open && conn.in_flight.is_empty() && quiet {
+            break;
+        }
+        tokio::select! {
+            biased;
+            done = conn.in_flight.next(), if !conn.in_flight.is_empty() => {
+                if let Some(done) = done {
+                    conn.answer(done);
+                }
+            }
+            writable = writer.writable(), if !conn.output.is_empty() && conn.state != State::Broken => {
+                if writable.is_err() {
+                    conn.state = State::Broken;
+                }
+            }
+            readable = reader.readable(), if conn.wants_input() => {
+                match readable {
+                    Ok(()) => conn.read_some(&reader),
+                    Err(_) => conn.stop_reading(),
+                }
+            }
+            Some(event) = events_rx.recv() => conn.event(event),
+            _ = stop.changed(), if conn.state == State::Open => conn.stop_reading(),
+        }
+    }
+    if let Some(t) = conn.events_task.take() {
+        t.abort();
+    }
+    if !shut_down {
+        let _ = writer.shutdown().await;
+    }
+    tracing::debug!(%peer, "connection closed");
+}
 
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut shared: Option<Arc<Shared>> = None;
-    let mut events_task: Option<tokio::task::JoinHandle<()>> = None;
-    'read: loop {
-        // Decode every complete frame already buffered before reading more.
-        loop {
-            let frame = match decoder.decode(&mut buf) {
+impl Connection {
+    /// Reading more is useful: the connection is open and every complete frame read so far
+    /// was started.
+    fn wants_input(&self) -> bool {
+        self.state == State::Open && !self.held
+    }
+
+    fn read_some(&mut self, reader: &OwnedReadHalf) {
+        self.input.reserve(READ_CHUNK_BYTES);
+        match reader.try_read_buf(&mut self.input) {
+            Ok(0) => self.stop_reading(),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(_) => self.stop_reading(),
+        }
+    }
+
+    fn stop_reading(&mut self) {
+        if self.state == State::Open {
+            self.state = State::Draining;
+        }
+    }
+
+    /// Writes as much of the output as the socket takes now.
+    fn write_some(&mut self, writer: &OwnedWriteHalf) {
+        while !self.output.is_empty() {
+            match writer.try_write(&self.output) {
+                Ok(n) => self.output.advance(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.state = State::Broken;
+                    self.output.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Answers whatever in-flight requests complete without waiting (most do, on their first
+    /// poll), so their responses share the next write.
+    fn collect_completed(&mut self) {
+        while !self.in_flight.is_empty() {
+            match self.in_flight.next().now_or_never() {
+                Some(Some(done)) => self.answer(done),
+                _ => return,
+            }
+        }
+    }
+
+    fn answer(&mut self, done: Done) {
+        let Done {
+            version,
+            stream,
+            answer: Answer { response, warnings },
+        } = done;
+        self.respond(version, stream, &response, &warnings);
+    }
+
+    fn event(&mut self, response: wire::Response) {
+        if let Some(version) = self.shared.as_ref().map(|s| s.version) {
+            self.respond(version, -1, &response, &[]);
+        }
+    }
+
+    fn respond(
+        &mut self,
+        version: wire::Version,
+        stream: i16,
+        response: &wire::Response,
+        warnings: &[String],
+    ) {
+        if matches!(self.state, State::Open | State::Draining) {
+            self.encoder.encode_with_warnings(
+                version,
+                stream,
+                response,
+                warnings,
+                &mut self.output,
+            );
+        }
+    }
+
+    /// Queues a protocol error and closes the connection after sending it.
+    fn fail(
+        &mut self,
+        version: wire::Version,
+        stream: i16,
+        code: wire::ErrorCode,
+        message: String,
+    ) {
+        let response = wire::Response::Error(wire::ErrorBody {
+            code,
+            message,
+            extra: wire::ErrorExtra::None,
+        });
+        self.respond(version, stream, &response, &[]);
+        if self.state != State::Broken {
+            self.state = State::Failing;
+        }
+    }
+
+    fn error(&mut self, version: wire::Version, stream: i16, message: String) {
+        let response = wire::Response::Error(wire::ErrorBody {
+            code: wire::ErrorCode::ProtocolError,
+            message,
+            extra: wire::ErrorExtra::None,
+        });
+        self.respond(version, stream, &response, &[]);
+    }
+
+    /// Another request may start: fewer than the bound in flight, and the output below its
+    /// bound.
+    fn has_room(&self) -> bool {
+        self.in_flight.len() < self.max_in_flight && self.output.len() < OUT_HIGH_WATER_BYTES
+    }
+
+    /// Decodes and starts every complete request read so far, up to the in-flight and output
+    /// bounds (at a bound `held` is set and reading waits until requests complete).
+    fn start_buffered(&mut self, writer: &OwnedWriteHalf) {
+        self.held = false;
+        while self.state == State::Open {
+            if !self.has_room() {
+                self.held = true;
+                return;
+            }
+            let frame = match self.decoder.decode(&mut self.input) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => break,
+                Ok(None) => return,
                 Err(e) => {
                     let (stream, version, message, code) = protocol_error_details(&e);
-                    tracing::debug!(%peer, error = %e, "protocol error; closing");
-                    let response = wire::Response::Error(wire::ErrorBody {
-                        code,
-                        message,
-                        extra: wire::ErrorExtra::None,
-                    });
-                    let _ = out_tx
-                        .send(Outgoing::Fatal {
-                            version,
-                            stream,
-                            response,
-                        })
-                        .await;
-                    break 'read;
+                    tracing::debug!(peer = %self.peer, error = %e, "protocol error; closing");
+                    self.fail(version, stream, code, message);
+                    return;
                 }
             };
             let version = frame.version;
             let stream = frame.stream;
-            let request = match wire::Request::decode(version, frame.opcode, frame.body) {
-                Ok(r) => r,
+            match wire::Request::decode(version, frame.opcode, frame.body) {
+                Ok(request) => {
+                    self.start(version, stream, request);
+                    if self.output.len() >= FLUSH_BYTES && self.state != State::Broken {
+                        self.write_some(writer);
+                    }
+                }
                 Err(e) => {
-                    let response = wire::Response::Error(wire::ErrorBody {
-                        code: wire::ErrorCode::ProtocolError,
-                        message: e.to_string(),
-                        extra: wire::ErrorExtra::None,
-                    });
-                    let _ = out_tx
-                        .send(Outgoing::Fatal {
-                            version,
-                            stream,
-                            response,
-                        })
-                        .await;
-                    break 'read;
-                }
-            };
-            match request {
-                wire::Request::Options => {
-                    let response = supported();
-                    if out_tx
-                        .send(Outgoing::Response {
-                            version,
-                            stream,
-                            response,
-                            warnings: Vec::new(),
-                        })
-                        .await
-                        .is_err()
-                    {
-                        break 'read;
-                    }
-                }
-                wire::Request::Startup(options) => {
-                    let compression = match startup_compression(&options, version) {
-                        Ok(c) => c,
-                        Err(message) => {
-                            let response = wire::Response::Error(wire::ErrorBody {
-                                code: wire::ErrorCode::ProtocolError,
-                                message,
-                                extra: wire::ErrorExtra::None,
-                            });
-                            let _ = out_tx
-                                .send(Outgoing::Response {
-                                    version,
-                                    stream,
-                                    response,
-                                    warnings: Vec::new(),
-                                })
-                                .await;
-                            continue;
-                        }
-                    };
-                    if shared.is_some() {
-                        let response = wire::Response::Error(wire::ErrorBody {
-                            code: wire::ErrorCode::ProtocolError,
-                            message:
-                                "Unexpected message STARTUP, the connection is already started"
-                                    .to_string(),
-                            extra: wire::ErrorExtra::None,
-                        });
-                        let _ = out_tx
-                            .send(Outgoing::Response {
-                                version,
-                                stream,
-                                response,
-                                warnings: Vec::new(),
-                            })
-                            .await;
-                        continue;
-                    }
-                    shared = Some(Arc::new(Shared {
-                        processor: processor.clone(),
-                        session: Mutex::new(Session::default()),
+                    self.fail(
                         version,
-                    }));
-                    if out_tx
-                        .send(Outgoing::Ready {
-                            version,
-                            stream,
-                            compression,
-                        })
-                        .await
-                        .is_err()
-                    {
-                        break 'read;
-                    }
-                    if let Some(c) = compression {
-                        decoder.set_compression(c);
-                    }
-                    if version == wire::Version::V5 {
-                        decoder.switch_to_v5_segments();
-                    }
-                }
-                other => {
-                    let Some(shared) = shared.clone() else {
-                        let response = wire::Response::Error(wire::ErrorBody {
-                            code: wire::ErrorCode::ProtocolError,
-                            message: "Unexpected message, expecting STARTUP or OPTIONS".to_string(),
-                            extra: wire::ErrorExtra::None,
-                        });
-                        let _ = out_tx
-                            .send(Outgoing::Response {
-                                version,
-                                stream,
-                                response,
-                                warnings: Vec::new(),
-                            })
-                            .await;
-                        continue;
-                    };
-                    if let wire::Request::Register { events } = &other {
-                        if events.iter().any(|e| e == "SCHEMA_CHANGE") && events_task.is_none() {
-                            events_task =
-                                Some(spawn_events(&processor, shared.version, out_tx.clone()));
-                        }
-                        let response = wire::Response::Ready;
-                        if out_tx
-                            .send(Outgoing::Response {
-                                version,
-                                stream,
-                                response,
-                                warnings: Vec::new(),
-                            })
-                            .await
-                            .is_err()
-                        {
-                            break 'read;
-                        }
-                        continue;
-                    }
-                    // Backpressure: wait for a free in-flight slot before reading on.
-                    let Ok(permit) = in_flight.clone().acquire_owned().await else {
-                        break 'read;
-                    };
-                    let out = out_tx.clone();
-                    tokio::spawn(async move {
-                        let Answer { response, warnings } = handle(&shared, other).await;
-                        let _ = out
-                            .send(Outgoing::Response {
-                                version,
-                                stream,
-                                response,
-                                warnings,
-                            })
-                            .await;
-                        drop(permit);
-                    });
+                        stream,
+                        wire::ErrorCode::ProtocolError,
+                        e.to_string(),
+                    );
                 }
             }
         }
-        buf.reserve(READ_CHUNK_BYTES);
-        tokio::select! {
-            read = reader.read_buf(&mut buf) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            },
-            _ = stop.changed() => break,
+    }
+
+    fn start(&mut self, version: wire::Version, stream: i16, request: wire::Request) {
+        match request {
+            wire::Request::Options => self.respond(version, stream, &supported(), &[]),
+            wire::Request::Startup(options) => {
+                let compression = match startup_compression(&options, version) {
+                    Ok(c) => c,
+                    Err(message) => return self.error(version, stream, message),
+                };
+                if self.shared.is_some() {
+                    return self.error(
+                        version,
+                        stream,
+                        "Unexpected message STARTUP, the connection is already started".to_string(),
+                    );
+                }
+                self.shared = Some(Arc::new(Shared {
+                    processor: self.processor.clone(),
+                    session: Mutex::new(Session::default()),
+                    version,
+                }));
+                self.respond(version, stream, &wire::Response::Ready, &[]);
+                // Everything after READY uses the negotiated compression, and v5 switches to
+                // segment framing, in both directions.
+                if let Some(c) = compression {
+                    self.encoder.set_compression(c);
+                    self.decoder.set_compression(c);
+                }
+                if version == wire::Version::V5 {
+                    self.encoder.switch_to_v5_segments();
+                    self.decoder.switch_to_v5_segments();
+                }
+            }
+            other => {
+                let Some(shared) = self.shared.clone() else {
+                    return self.error(
+                        version,
+                        stream,
+                        "Unexpected message, expecting STARTUP or OPTIONS".to_string(),
+                    );
+                };
+                if let wire::Request::Register { events } = &other {
+                    if events.iter().any(|e| e == "SCHEMA_CHANGE") && self.events_task.is_none() {
+                        self.events_task =
+                            Some(spawn_events(&self.processor, self.events_tx.clone()));
+                    }
+                    return self.respond(version, stream, &wire::Response::Ready, &[]);
+                }
+                let mut request: InFlight = Box::pin(async move {
+                    let answer = handle(&shared, other).await;
+                    Done {
+                        version,
+                        stream,
+                        answer,
+                    }
+                });
+                // Most requests complete on their first poll; the others wait in `in_flight`,
+                // which polls them again (with the task's waker) before the task sleeps.
+                match (&mut request).now_or_never() {
+                    Some(done) => self.answer(done),
+                    None => self.in_flight.push(request),
+                }
+            }
         }
     }
-    // Drain: wait for this connection's in-flight requests, then let the writer finish.
-    let _ = in_flight
-        .acquire_many(config.max_requests_per_connection as u32)
-        .await;
-    if let Some(t) = events_task {
-        t.abort();
-    }
-    drop(out_tx);
-    let _ = writer_task.await;
-    tracing::debug!(%peer, "connection closed");
 }
 
 fn protocol_error_details(
@@ -425,8 +485,7 @@ fn check_cql_version(v: &str) -> Result<(), String> {
 
 fn spawn_events(
     processor: &Arc<QueryProcessor>,
-    version: wire::Version,
-    out: mpsc::Sender<Outgoing>,
+    out: mpsc::Sender<wire::Response>,
 ) -> tokio::task::JoinHandle<()> {
     let mut events = processor.subscribe_schema_events();
     tokio::spawn(async move {
@@ -435,16 +494,7 @@ fn spawn_events(
                 Ok(e) => {
                     let response =
                         wire::Response::Event(wire::Event::SchemaChange(schema_change(&e)));
-                    if out
-                        .send(Outgoing::Response {
-                            version,
-                            stream: -1,
-                            response,
-                            warnings: Vec::new(),
-                        })
-                        .await
-                        .is_err()
-                    {
+                    if out.send(response).await.is_err() {
                         return;
                     }
                 }

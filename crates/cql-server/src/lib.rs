@@ -1,10 +1,11 @@
 //! The CQL native protocol server.
 //!
-//! Owns: the listening socket, one reader and one writer task per connection, protocol version
-//! negotiation, compression and v5 framing switches, many requests in flight per connection
-//! (answered out of order by stream id), the per-connection bound on in-flight requests
-//! (backpressure: the reader stops reading), event delivery to registered connections, graceful
-//! drain on shutdown, and the single mapping from `query::QueryError` to protocol error codes.
+//! Owns: the listening socket, one task per connection (reading, running its requests and
+//! writing their responses), protocol version negotiation, compression and v5 framing switches,
+//! many requests in flight per connection (answered out of order by stream id), the
+//! per-connection bounds on requests in flight and unsent responses (backpressure: the
+//! connection stops reading), event delivery to registered connections, graceful drain on
+//! shutdown, and the single mapping from `query::QueryError` to protocol error codes.
 //!
 //! Must not know: CQL grammar or semantics (the query crate executes statements), storage.
 
