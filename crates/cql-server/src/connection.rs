@@ -92,6 +92,8 @@ struct Connection {
     state: State,
     /// Decoding stopped at a bound (in flight, output), not for want of bytes.
     held: bool,
+    /// A request started in this pass did not complete on its first poll.
+    started_waiting: bool,
     events_tx: mpsc::Sender<wire::Response>,
     events_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -118,6 +120,7 @@ pub(crate) async fn run(
         in_flight: FuturesUnordered::new(),
         state: State::Open,
         held: false,
+        started_waiting: false,
         events_tx,
         events_task: None,
     };
@@ -140,6 +143,17 @@ pub(crate) async fn run(
             // in flight finish below.
             let _ = writer.shutdown().await;
             shut_down = true;
+        }
+        if std::mem::take(&mut conn.started_waiting) {
+            // Requests of this pass wait for work they handed to other tasks (a write group's
+            // storage write, see `coordinator::LocalReplica`): let that run and answer them
+            // before reading more. Reading on instead would gather every request the client
+            // has in flight into one group, and client and server would take turns.
+            tokio::task::yield_now().await;
+            conn.collect_completed();
+            if !conn.output.is_empty() && conn.state != State::Broken {
+                conn.write_some(&writer);
+            }
         }
         let quiet = conn.output.is_empty() || conn.state == State::Broken;
         if conn.state != State::Open && conn.in_flight.is_empty() && quiet {
@@ -391,7 +405,10 @@ impl Connection {
                 // which polls them again (with the task's waker) before the task sleeps.
                 match (&mut request).now_or_never() {
                     Some(done) => self.answer(done),
-                    None => self.in_flight.push(request),
+                    None => {
+                        self.in_flight.push(request);
+                        self.started_waiting = true;
+                    }
                 }
             }
         }

@@ -220,6 +220,24 @@ pub trait StorageEngine: Send + Sync + 'static {
         let _ = (updates, durability);
         Err(StorageError::WouldBlock)
     }
+    /// `apply` of several independent writes as one storage write (one commit log record,
+    /// one pass over the memtables). All or none, like `apply`: after an error none of them
+    /// is applied, so each can be retried alone to learn whose error it was.
+    fn apply_group(
+        &self,
+        group: &[&[PartitionUpdate]],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        self.apply(&concat(group), durability)
+    }
+    /// `apply_group`, done only if it needs no wait (see `try_apply`).
+    fn try_apply_group(
+        &self,
+        group: &[&[PartitionUpdate]],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        self.try_apply(&concat(group), durability)
+    }
     /// `read_partition`, done only if everything it needs is in memory (memtables and block
     /// cache). Otherwise `Err(WouldBlock)`.
     fn try_read_partition(
@@ -269,4 +287,12 @@ pub trait StorageEngine: Send + Sync + 'static {
     /// false positives, memtable and compaction backlog, write stalls. Engines report what they
     /// have; names are stable for tools.
     fn metrics(&self) -> Result<Vec<(&'static str, u64)>, StorageError>;
+}
+
+/// A group of writes as one list, for engines without a cheaper way to write them together.
+fn concat(group: &[&[PartitionUpdate]]) -> Vec<PartitionUpdate> {
+    group
+        .iter()
+        .flat_map(|updates| updates.iter().cloned())
+        .collect()
 }

@@ -833,15 +833,18 @@ impl Source for TableView<'_> {
 }
 
 impl RocksEngine {
+    /// Writes every update of `group` as one RocksDB write batch: atomic, one commit log
+    /// record.
     fn write(
         &self,
-        updates: &[PartitionUpdate],
+        group: &[&[PartitionUpdate]],
         durability: Durability,
         no_slowdown: bool,
     ) -> Result<(), StorageError> {
+        let updates = || group.iter().flat_map(|updates| updates.iter());
         let mut batch = WriteBatch::default();
-        let mut all_fragments = Vec::with_capacity(updates.len());
-        for update in updates {
+        let mut all_fragments = Vec::with_capacity(group.iter().map(|u| u.len()).sum());
+        for update in updates() {
             let cf = self.cf(update.table)?;
             let fragments = fragments(update)?;
             for (key, value) in &fragments {
@@ -860,7 +863,7 @@ impl RocksEngine {
         // After the write is visible and before it is acknowledged (see `cache`). A failed
         // write forgets the partition: nothing stale survives a write RocksDB half-did.
         if let Some(cache) = &self.partition_cache {
-            for (update, fragments) in updates.iter().zip(&all_fragments) {
+            for (update, fragments) in updates().zip(&all_fragments) {
                 if let Ok(prefix) = partition_prefix(&update.key) {
                     let fragments = written.is_ok().then_some(fragments.as_slice());
                     cache.apply_write(update.table, &prefix, fragments);
@@ -868,7 +871,9 @@ impl RocksEngine {
             }
         }
         written.map_err(|e| engine_error("write", None, e))?;
-        self.track_write_timestamps(updates);
+        for updates in group {
+            self.track_write_timestamps(updates);
+        }
         Ok(())
     }
 
@@ -991,7 +996,26 @@ impl StorageEngine for RocksEngine {
         updates: &[PartitionUpdate],
         durability: Durability,
     ) -> Result<(), StorageError> {
-        self.write(updates, durability, false)
+        self.write(&[updates], durability, false)
+    }
+
+    fn apply_group(
+        &self,
+        group: &[&[PartitionUpdate]],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        self.write(group, durability, false)
+    }
+
+    fn try_apply_group(
+        &self,
+        group: &[&[PartitionUpdate]],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        if durability == Durability::Batch {
+            return Err(StorageError::WouldBlock);
+        }
+        self.write(group, durability, true)
     }
 
     fn try_apply(
@@ -1004,7 +1028,7 @@ impl StorageEngine for RocksEngine {
         }
         // Periodic mode appends to the log file without syncing; the one wait left is a
         // write stall, which `no_slowdown` turns into `WouldBlock`.
-        self.write(updates, durability, true)
+        self.write(&[updates], durability, true)
     }
 
     fn read_partition(

@@ -586,6 +586,69 @@ pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
     assert_eq!(all(engine, t2, &pk(2, b"b")).rows.len(), 1);
 }
 
+pub fn apply_group_is_one_atomic_write(engine: &dyn StorageEngine) {
+    let (t1, t2) = (table(21), table(22));
+    engine.create_table(t1).expect("create");
+    engine.create_table(t2).expect("create");
+    let mut a = update(t1, pk(1, b"a"));
+    a.rows = vec![(vec![0], insert(1, b"x"))];
+    let mut b = update(t2, pk(2, b"b"));
+    b.rows = vec![(vec![0], insert(1, b"y"))];
+    let mut bad = update(table(778), pk(3, b"c"));
+    bad.rows = vec![(vec![0], insert(1, b"z"))];
+    let (a_only, b_only, bad_only) = ([a.clone()], [b.clone()], [bad]);
+
+    // One bad write fails the group, and nothing of it is visible.
+    let group: [&[PartitionUpdate]; 3] = [&a_only, &bad_only, &b_only];
+    assert!(matches!(
+        engine.apply_group(&group, Durability::Periodic),
+        Err(StorageError::UnknownTable(_))
+    ));
+    assert!(matches!(
+        engine.try_apply_group(&group, Durability::Periodic),
+        Err(StorageError::UnknownTable(_) | StorageError::WouldBlock)
+    ));
+    assert!(all(engine, t1, &pk(1, b"a")).rows.is_empty());
+    assert!(all(engine, t2, &pk(2, b"b")).rows.is_empty());
+
+    // A good group applies every write; writes of one row in different members merge.
+    let mut a2 = update(t1, pk(1, b"a"));
+    a2.rows = vec![(vec![0], insert(2, b"x2"))];
+    let (a2_only, a_and_b) = ([a2], [a, b]);
+    let group: [&[PartitionUpdate]; 2] = [&a2_only, &a_and_b];
+    engine
+        .apply_group(&group, Durability::Batch)
+        .expect("apply_group");
+    assert_eq!(
+        value_of(&all(engine, t1, &pk(1, b"a")).rows[0].1),
+        Some(&b"x2"[..])
+    );
+    assert_eq!(all(engine, t2, &pk(2, b"b")).rows.len(), 1);
+
+    // The try_ form does all of it or, if it would wait, none of it.
+    let mut c = update(t1, pk(5, b"c"));
+    c.rows = vec![(vec![0], insert(1, b"w"))];
+    let mut d = update(t2, pk(6, b"d"));
+    d.rows = vec![(vec![0], insert(1, b"v"))];
+    let (c_only, d_only) = ([c], [d]);
+    let group: [&[PartitionUpdate]; 2] = [&c_only, &d_only];
+    let present = match engine.try_apply_group(&group, Durability::Periodic) {
+        Ok(()) => 1,
+        Err(StorageError::WouldBlock) => 0,
+        Err(e) => panic!("try_apply_group: {e}"),
+    };
+    assert_eq!(all(engine, t1, &pk(5, b"c")).rows.len(), present);
+    assert_eq!(all(engine, t2, &pk(6, b"d")).rows.len(), present);
+    // Batch durability always needs a sync: never done by the try_ form.
+    let group: [&[PartitionUpdate]; 1] = [&c_only];
+    if !matches!(
+        engine.try_apply_group(&group, Durability::Batch),
+        Ok(()) | Err(StorageError::WouldBlock)
+    ) {
+        panic!("try_apply_group in batch mode neither wrote nor would block");
+    }
+}
+
 pub fn truncate_and_drop(engine: &dyn StorageEngine) {
     let t = table(9);
     let keys = scan_fixture(engine, t);
@@ -980,6 +1043,7 @@ macro_rules! conformance {
                 try_calls_match_or_would_block,
                 scan_is_in_token_order_and_pages_exactly,
                 apply_is_atomic_across_tables,
+                apply_group_is_one_atomic_write,
                 truncate_and_drop,
                 metadata,
                 maintenance_calls_succeed,
