@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from util import new_table, read_frame, recv_exact
+from util import new_session, new_table, read_frame, recv_exact
 
 OPCODE_STARTUP = 0x01
 OPCODE_READY = 0x02
@@ -153,3 +153,25 @@ def test_concurrent_connections_interleave(server, cql, test_keyspace):
             th.join(timeout=120)
         assert not errors, errors
         assert cql.execute(f"SELECT count(*) FROM {t}").one()[0] == 2000
+
+
+@pytest.mark.helenus_only
+def test_requests_beyond_the_in_flight_bound_wait_and_are_answered(node_factory):
+    # With a bound of 4, a pass starts four writes, which complete together (one write group);
+    # the connection must then start the next four from what it has read, without new bytes
+    # arriving to wake it.
+    node = node_factory(extra_config={"native_transport_max_requests_per_connection": 4}).start()
+    server = (node.host, node.port)
+    with new_session(node.host, node.port) as session:
+        session.execute("CREATE KEYSPACE ks WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE ks.t (k int PRIMARY KEY, v int)")
+        count = 500
+        with started_socket(server) as s:
+            s.sendall(b"".join(
+                frame(OPCODE_QUERY, query_body(f"INSERT INTO ks.t (k, v) VALUES ({i}, {i})"), i)
+                for i in range(1, count + 1)
+            ))
+            streams = sorted(read_response(s)[0] for _ in range(count))
+        assert streams == list(range(1, count + 1))
+        assert session.execute("SELECT count(*) FROM ks.t").one()[0] == count

@@ -132,8 +132,20 @@ pub(crate) async fn run(
             if !conn.output.is_empty() && conn.state != State::Broken {
                 conn.write_some(&writer);
             }
-            // Writing can make room for requests the output bound held back; nothing else
-            // would wake the task for them.
+            if std::mem::take(&mut conn.started_waiting) {
+                // Requests of this pass wait for work they handed to other tasks (a write
+                // group's storage write, see `coordinator::LocalReplica`): let that run and
+                // answer them before reading more. Reading on instead would gather every
+                // request the client has in flight into one group, and client and server
+                // would take turns.
+                tokio::task::yield_now().await;
+                conn.collect_completed();
+                if !conn.output.is_empty() && conn.state != State::Broken {
+                    conn.write_some(&writer);
+                }
+            }
+            // Completions and writes can make room for requests a bound held back; nothing
+            // else would wake the task for them.
             if !(conn.held && conn.has_room()) {
                 break;
             }
@@ -143,17 +155,6 @@ pub(crate) async fn run(
             // in flight finish below.
             let _ = writer.shutdown().await;
             shut_down = true;
-        }
-        if std::mem::take(&mut conn.started_waiting) {
-            // Requests of this pass wait for work they handed to other tasks (a write group's
-            // storage write, see `coordinator::LocalReplica`): let that run and answer them
-            // before reading more. Reading on instead would gather every request the client
-            // has in flight into one group, and client and server would take turns.
-            tokio::task::yield_now().await;
-            conn.collect_completed();
-            if !conn.output.is_empty() && conn.state != State::Broken {
-                conn.write_some(&writer);
-            }
         }
         let quiet = conn.output.is_empty() || conn.state == State::Broken;
         if conn.state != State::Open && conn.in_flight.is_empty() && quiet {
