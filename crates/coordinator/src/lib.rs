@@ -2,8 +2,9 @@
 //!
 //! Owns: deciding which replicas a mutation or read goes to (the token ring), how many of them
 //! must answer for a consistency level, and the [`Replica`] trait through which requests reach
-//! a replica. Today the ring has one node and the only replica is [`LocalReplica`], which runs
-//! storage calls on the blocking pool; a network transport implements [`Replica`] later without
+//! a replica. Today the ring has one node and the only replica is [`LocalReplica`], which tries
+//! storage calls on the runtime worker (the blocking pool only if they would wait) and
+//! group-commits concurrent writes; a network transport implements [`Replica`] later without
 //! touching the query layer.
 //!
 //! Must not depend on: the CQL parser, the protocol, or RocksDB (storage is reached only

@@ -54,8 +54,8 @@ pub trait Replica: Send + Sync + 'static {
 
 /// This node's storage as a replica. Storage calls can block (write stalls, commit log syncs,
 /// disk reads), so they never wait on a runtime worker: each is first tried without waiting
-/// (`try_apply_group`, `try_read_partition`: memtables and block cache only, no sync, no
-/// stall), and only if that would block does it move to tokio's blocking pool. Most requests on
+/// (`try_apply` or `try_apply_group`, `try_read_partition`: memtables and block cache only, no
+/// sync, no stall), and only if that would block does it move to tokio's blocking pool. Most requests on
 /// a warm node so skip the hop to a blocking thread and back, which cost more CPU than the read.
 ///
 /// Writes are grouped (group commit): a write joins the group of writes waiting for their
