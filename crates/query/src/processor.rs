@@ -367,18 +367,8 @@ impl QueryProcessor {
         let schema = self.schema();
         let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
         let values = bind::resolve_values(&info.specs, &options.values)?;
-        let mut warnings = Vec::new();
-        let result = self
-            .execute_statement(
-                &statement,
-                keyspace,
-                &values,
-                &options,
-                session,
-                &mut warnings,
-            )
-            .await?;
-        Ok(Outcome { result, warnings })
+        self.outcome(&statement, keyspace, &values, &options, session)
+            .await
     }
 
     /// PREPARE: analyse the statement and cache it.
@@ -427,16 +417,22 @@ impl QueryProcessor {
             .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
         let values = bind::resolve_values(&prepared.bind_specs, &options.values)?;
         let keyspace = prepared.keyspace.clone();
+        self.outcome(&prepared.statement, keyspace, &values, &options, session)
+            .await
+    }
+
+    /// One statement executed, with the client warnings it raised.
+    async fn outcome(
+        &self,
+        statement: &Statement,
+        keyspace: Option<String>,
+        values: &[Bound],
+        options: &QueryOptions,
+        session: &mut Session,
+    ) -> Result<Outcome, QueryError> {
         let mut warnings = Vec::new();
         let result = self
-            .execute_statement(
-                &prepared.statement,
-                keyspace,
-                &values,
-                &options,
-                session,
-                &mut warnings,
-            )
+            .execute_statement(statement, keyspace, values, options, session, &mut warnings)
             .await?;
         Ok(Outcome { result, warnings })
     }
