@@ -57,6 +57,14 @@ fn update(t: TableId, key: PartitionKey) -> PartitionUpdate {
     }
 }
 
+/// An update of one row (clustering key `[0]`) written at `ts` with `value`.
+fn one_row(t: TableId, key: PartitionKey, ts: i64, value: &[u8]) -> PartitionUpdate {
+    PartitionUpdate {
+        rows: vec![(vec![0], insert(ts, value))],
+        ..update(t, key)
+    }
+}
+
 fn all(engine: &dyn StorageEngine, t: TableId, key: &PartitionKey) -> PartitionData {
     engine
         .read_partition(t, key, &ClusteringSlice::all(), usize::MAX, None)
@@ -146,8 +154,7 @@ pub fn last_write_wins_regardless_of_arrival_order(engine: &dyn StorageEngine) {
 
     // A tombstone with an equal timestamp beats the live cell; an older one loses.
     let key = pk(10, b"tie");
-    let mut live = update(t, key.clone());
-    live.rows = vec![(vec![0], insert(5, b"x"))];
+    let live = one_row(t, key.clone(), 5, b"x");
     let mut tomb = update(t, key.clone());
     tomb.rows = vec![(
         vec![0],
@@ -553,12 +560,9 @@ pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
     let (t1, t2) = (table(7), table(8));
     engine.create_table(t1).expect("create");
     engine.create_table(t2).expect("create");
-    let mut a = update(t1, pk(1, b"a"));
-    a.rows = vec![(vec![0], insert(1, b"x"))];
-    let mut b = update(t2, pk(2, b"b"));
-    b.rows = vec![(vec![0], insert(1, b"y"))];
-    let mut bad = update(table(777), pk(3, b"c"));
-    bad.rows = vec![(vec![0], insert(1, b"z"))];
+    let a = one_row(t1, pk(1, b"a"), 1, b"x");
+    let b = one_row(t2, pk(2, b"b"), 1, b"y");
+    let bad = one_row(table(777), pk(3, b"c"), 1, b"z");
     assert!(matches!(
         engine.apply(&[a.clone(), bad], Durability::Batch),
         Err(StorageError::UnknownTable(_))
@@ -576,8 +580,7 @@ pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
     assert!(all(engine, t1, &pk(1, b"a")).rows.is_empty());
 
     // Two updates of the same row in one call merge.
-    let mut a2 = update(t1, pk(1, b"a"));
-    a2.rows = vec![(vec![0], insert(2, b"x2"))];
+    let a2 = one_row(t1, pk(1, b"a"), 2, b"x2");
     engine.apply(&[a2, a, b], Durability::Batch).expect("apply");
     assert_eq!(
         value_of(&all(engine, t1, &pk(1, b"a")).rows[0].1),
@@ -590,12 +593,9 @@ pub fn apply_group_is_one_atomic_write(engine: &dyn StorageEngine) {
     let (t1, t2) = (table(21), table(22));
     engine.create_table(t1).expect("create");
     engine.create_table(t2).expect("create");
-    let mut a = update(t1, pk(1, b"a"));
-    a.rows = vec![(vec![0], insert(1, b"x"))];
-    let mut b = update(t2, pk(2, b"b"));
-    b.rows = vec![(vec![0], insert(1, b"y"))];
-    let mut bad = update(table(778), pk(3, b"c"));
-    bad.rows = vec![(vec![0], insert(1, b"z"))];
+    let a = one_row(t1, pk(1, b"a"), 1, b"x");
+    let b = one_row(t2, pk(2, b"b"), 1, b"y");
+    let bad = one_row(table(778), pk(3, b"c"), 1, b"z");
     let (a_only, b_only, bad_only) = ([a.clone()], [b.clone()], [bad]);
 
     // One bad write fails the group, and nothing of it is visible.
@@ -612,8 +612,7 @@ pub fn apply_group_is_one_atomic_write(engine: &dyn StorageEngine) {
     assert!(all(engine, t2, &pk(2, b"b")).rows.is_empty());
 
     // A good group applies every write; writes of one row in different members merge.
-    let mut a2 = update(t1, pk(1, b"a"));
-    a2.rows = vec![(vec![0], insert(2, b"x2"))];
+    let a2 = one_row(t1, pk(1, b"a"), 2, b"x2");
     let (a2_only, a_and_b) = ([a2], [a, b]);
     let group: [&[PartitionUpdate]; 2] = [&a2_only, &a_and_b];
     engine
@@ -626,10 +625,8 @@ pub fn apply_group_is_one_atomic_write(engine: &dyn StorageEngine) {
     assert_eq!(all(engine, t2, &pk(2, b"b")).rows.len(), 1);
 
     // The try_ form does all of it or, if it would wait, none of it.
-    let mut c = update(t1, pk(5, b"c"));
-    c.rows = vec![(vec![0], insert(1, b"w"))];
-    let mut d = update(t2, pk(6, b"d"));
-    d.rows = vec![(vec![0], insert(1, b"v"))];
+    let c = one_row(t1, pk(5, b"c"), 1, b"w");
+    let d = one_row(t2, pk(6, b"d"), 1, b"v");
     let (c_only, d_only) = ([c], [d]);
     let group: [&[PartitionUpdate]; 2] = [&c_only, &d_only];
     let present = match engine.try_apply_group(&group, Durability::Periodic) {
@@ -657,10 +654,9 @@ pub fn truncate_and_drop(engine: &dyn StorageEngine) {
     assert!(collect_scan(engine, t, ScanStart::Beginning, None, 100).is_empty());
     assert!(all(engine, t, &keys[1]).rows.is_empty());
     // Still usable after truncate.
-    let mut u = update(t, keys[1].clone());
-    u.rows = vec![(vec![0], insert(1, b"again"))];
+    let u = one_row(t, keys[1].clone(), 1, b"again");
     engine
-        .apply(&[u.clone()], Durability::Periodic)
+        .apply(std::slice::from_ref(&u), Durability::Periodic)
         .expect("apply after truncate");
     assert_eq!(all(engine, t, &keys[1]).rows.len(), 1);
 
@@ -712,10 +708,11 @@ pub fn metadata(engine: &dyn StorageEngine) {
 pub fn maintenance_calls_succeed(engine: &dyn StorageEngine) {
     let t = table(10);
     engine.create_table(t).expect("create");
-    let mut u = update(t, pk(1, b"m"));
-    u.rows = vec![(vec![0], insert(1, b"x"))];
+    let u = one_row(t, pk(1, b"m"), 1, b"x");
     for durability in [Durability::Periodic, Durability::Batch, Durability::None] {
-        engine.apply(&[u.clone()], durability).expect("apply");
+        engine
+            .apply(std::slice::from_ref(&u), durability)
+            .expect("apply");
     }
     engine.sync_commit_log().expect("sync");
     engine.flush(None).expect("flush all");
@@ -1203,8 +1200,7 @@ fn rocksdb_opens_on_tmpfs() {
     eprintln!("direct I/O on tmpfs: {}", engine.uses_direct_io());
     let t = table(30);
     engine.create_table(t).expect("create");
-    let mut u = update(t, pk(1, b"x"));
-    u.rows = vec![(vec![0], insert(1, b"v"))];
+    let u = one_row(t, pk(1, b"x"), 1, b"v");
     engine.apply(&[u], Durability::Periodic).expect("apply");
     engine.flush(None).expect("flush");
     engine.compact(None).expect("compact");
@@ -1233,8 +1229,7 @@ fn rocksdb_metrics_count_reads_cache_and_bloom_filters() {
     let t = table(20);
     engine.create_table(t).expect("create");
     for i in 0..100i64 {
-        let mut u = update(t, pk(i * 1000, b"p"));
-        u.rows = vec![(vec![0], insert(1, &[7u8; 100]))];
+        let u = one_row(t, pk(i * 1000, b"p"), 1, &[7u8; 100]);
         engine.apply(&[u], Durability::Periodic).expect("apply");
     }
     engine.flush(Some(t)).expect("flush");
