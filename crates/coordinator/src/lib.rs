@@ -92,12 +92,6 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Writes the writes started so far that replicas have queued, if that needs no waiting;
-    /// false if some complete later on their own (see `Replica::flush_writes`).
-    pub fn flush_writes(&self) -> bool {
-        self.local.flush_writes()
-    }
-
     /// Reads at `consistency`.
     pub async fn read(
         &self,

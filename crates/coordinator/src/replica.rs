@@ -50,13 +50,6 @@ pub trait Replica: Send + Sync + 'static {
         durability: Durability,
     ) -> ReplicaFuture<()>;
     fn read(&self, command: ReadCommand) -> ReplicaFuture<ReadResponse>;
-    /// Writes what `apply` calls have queued so far now, on the calling thread, if that needs
-    /// no waiting; false if some are left to a task (they complete later on their own). A
-    /// caller that has just started a batch of writes calls this rather than yield to that
-    /// task, so the writes complete without a task switch. Replicas that queue nothing: true.
-    fn flush_writes(&self) -> bool {
-        true
-    }
 }
 
 /// This node's storage as a replica. Storage calls can block (write stalls, commit log syncs,
@@ -66,48 +59,19 @@ pub trait Replica: Send + Sync + 'static {
 /// a warm node so skip the hop to a blocking thread and back, which cost more CPU than the read.
 ///
 /// Writes are grouped (group commit): a write joins the group of writes waiting for their
-/// durability, and the write that makes a group non-empty spawns a task that writes the group
-/// as one storage write, then completes each. A connection that has started the writes of what
-/// it read calls `flush_writes`, which writes the groups on its own thread when that needs no
-/// waiting (the task then finds nothing to do); else the task runs once the connection yields.
-/// Either way a connection's pipelined writes (see `cql-server`), and other workers' meanwhile,
-/// share one commit log record and, in batch mode, one fsync.
+/// durability, and the group's first write spawns the task that writes them all as one storage
+/// write, then completes each. That task runs once the submitting task yields, so a
+/// connection's pipelined writes (see `cql-server`), and other workers' meanwhile, share one
+/// commit log record and, in batch mode, one fsync.
 pub struct LocalReplica {
     engine: Arc<dyn StorageEngine>,
     /// Writes waiting for their group's task, by `Durability` (`group_index`).
     groups: Arc<[WriteGroup; 3]>,
 }
 
-/// The most writes `flush_writes` writes on the calling thread. A larger group is left to its
-/// task, which another worker can run while the caller goes on (a saturated connection decodes
-/// its next requests meanwhile): measured with the write benchmark at saturation, writing
-/// every group on the connection's thread cost a fifth of its throughput, while at a fixed
-/// rate groups are small and writing them at once saves a task switch (bench/README).
-const FLUSH_GROUP_MAX: usize = 16;
-
 #[derive(Default)]
 struct WriteGroup {
     queued: Mutex<Vec<QueuedWrite>>,
-}
-
-impl WriteGroup {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<QueuedWrite>> {
-        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn take(&self) -> Vec<QueuedWrite> {
-        std::mem::take(&mut *self.lock())
-    }
-
-    /// Queues `writes` again, ahead of later ones. True if the group was empty: the caller
-    /// must then spawn the task that writes it, as `apply` does for the first write.
-    fn put_back(&self, mut writes: Vec<QueuedWrite>) -> bool {
-        let mut queued = self.lock();
-        let was_empty = queued.is_empty();
-        writes.append(&mut queued);
-        *queued = writes;
-        was_empty
-    }
 }
 
 struct QueuedWrite {
@@ -140,7 +104,12 @@ async fn write_group(
     groups: Arc<[WriteGroup; 3]>,
     durability: Durability,
 ) {
-    let queued = groups[group_index(durability)].take();
+    let queued = std::mem::take(
+        &mut *groups[group_index(durability)]
+            .queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
     if queued.is_empty() {
         return;
     }
@@ -212,7 +181,10 @@ impl Replica for LocalReplica {
         Box::pin(async move {
             let (done, result) = oneshot::channel();
             let first = {
-                let mut queued = groups[group_index(durability)].lock();
+                let mut queued = groups[group_index(durability)]
+                    .queued
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 queued.push(QueuedWrite { updates, done });
                 queued.len() == 1
             };
@@ -225,47 +197,6 @@ impl Replica for LocalReplica {
                 .await
                 .map_err(|_| CoordinatorError::Internal("write group task ended".to_string()))?
         })
-    }
-
-    fn flush_writes(&self) -> bool {
-        let mut all = true;
-        for durability in [Durability::Periodic, Durability::Batch, Durability::None] {
-            let group = &self.groups[group_index(durability)];
-            let queued = {
-                let mut queued = group.lock();
-                if queued.len() > FLUSH_GROUP_MAX {
-                    // Left to the group's task (it exists while the group is not empty).
-                    all = false;
-                    continue;
-                }
-                std::mem::take(&mut *queued)
-            };
-            if queued.is_empty() {
-                continue;
-            }
-            let written = {
-                let slices: Vec<&[PartitionUpdate]> =
-                    queued.iter().map(|q| q.updates.as_slice()).collect();
-                self.engine.try_apply_group(&slices, durability)
-            };
-            if written.is_ok() {
-                for q in queued {
-                    let _ = q.done.send(Ok(()));
-                }
-                continue;
-            }
-            // It would wait (batch mode, a stall) or failed: the group's task writes it off
-            // this thread, or finds the write that failed. A failed try applied nothing.
-            all = false;
-            if group.put_back(queued) {
-                tokio::spawn(write_group(
-                    self.engine.clone(),
-                    self.groups.clone(),
-                    durability,
-                ));
-            }
-        }
-        all
     }
 
     fn read(&self, command: ReadCommand) -> ReplicaFuture<ReadResponse> {
@@ -312,7 +243,7 @@ impl Replica for LocalReplica {
 
 #[cfg(test)]
 mod tests {
-    use std::task::{Context, Poll, Waker};
+    use std::task::Poll;
 
     use mutation::{LivenessInfo, Row};
     use storage::{ClusteringSlice, MemoryEngine, PartitionKey, TableId};
@@ -352,14 +283,6 @@ mod tests {
             .read_partition(TABLE, &key(k), &ClusteringSlice::all(), 10, None)
             .expect("read");
         !page.data.rows.is_empty()
-    }
-
-    /// Polls once with a waker that does nothing, as a connection polls a request it starts.
-    fn poll_once<T>(f: &mut ReplicaFuture<T>) -> Option<Result<T, CoordinatorError>> {
-        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(v) => Some(v),
-            Poll::Pending => None,
-        }
     }
 
     fn replica() -> (Arc<MemoryEngine>, LocalReplica) {
@@ -409,57 +332,6 @@ mod tests {
         assert!(stored(&engine, 1) && stored(&engine, 3));
     }
 
-    #[tokio::test]
-    async fn a_flush_writes_the_group_on_the_calling_task() {
-        let (engine, replica) = replica();
-        let mut a = replica.apply(write(TABLE, 1), Durability::Periodic);
-        let mut b = replica.apply(write(TABLE, 2), Durability::Periodic);
-        assert!(poll_once(&mut a).is_none());
-        assert!(poll_once(&mut b).is_none());
-        assert!(replica.flush_writes());
-        // Done without the group's task running: this task has not yielded since.
-        assert!(stored(&engine, 1) && stored(&engine, 2));
-        poll_once(&mut a).expect("a is done").expect("a");
-        poll_once(&mut b).expect("b is done").expect("b");
-        // The group's task finds nothing left, and a flush with nothing queued has no work.
-        tokio::task::yield_now().await;
-        assert!(replica.flush_writes());
-    }
-
-    #[tokio::test]
-    async fn a_large_group_is_left_to_its_task() {
-        let (engine, replica) = replica();
-        let n = FLUSH_GROUP_MAX as u8 + 1;
-        let mut writes: Vec<_> = (0..n)
-            .map(|k| replica.apply(write(TABLE, k), Durability::Periodic))
-            .collect();
-        assert!(writes.iter_mut().all(|w| poll_once(w).is_none()));
-        assert!(!replica.flush_writes());
-        assert!(!stored(&engine, 0));
-        for w in writes {
-            w.await.expect("write");
-        }
-        assert!((0..n).all(|k| stored(&engine, k)));
-    }
-
-    #[tokio::test]
-    async fn a_group_a_flush_cannot_write_is_left_to_its_task() {
-        let (engine, replica) = replica();
-        let mut a = replica.apply(write(TABLE, 1), Durability::Periodic);
-        let mut bad = replica.apply(write(MISSING, 2), Durability::Periodic);
-        assert!(poll_once(&mut a).is_none());
-        assert!(poll_once(&mut bad).is_none());
-        assert!(!replica.flush_writes());
-        assert!(!stored(&engine, 1), "a failed group write applies nothing");
-        let (a, bad) = tokio::join!(a, bad);
-        a.expect("a");
-        assert!(matches!(
-            bad,
-            Err(CoordinatorError::Storage(StorageError::UnknownTable(_)))
-        ));
-        assert!(stored(&engine, 1));
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_of_every_durability_all_complete() {
         let (engine, replica) = replica();
@@ -470,16 +342,7 @@ mod tests {
             let durability =
                 [Durability::Periodic, Durability::Batch, Durability::None][usize::from(k) % 3];
             tasks.push(tokio::spawn(async move {
-                let mut write = replica.apply(write(TABLE, k), durability);
-                // Half flush after starting their write, as a connection does; their flush
-                // also writes what other tasks queued meanwhile.
-                if k % 2 == 0 {
-                    if let Some(done) = poll_once(&mut write) {
-                        return done;
-                    }
-                    replica.flush_writes();
-                }
-                write.await
+                replica.apply(write(TABLE, k), durability).await
             }));
         }
         for t in tasks {

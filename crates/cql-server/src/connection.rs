@@ -133,17 +133,12 @@ pub(crate) async fn run(
                 conn.write_some(&writer);
             }
             if std::mem::take(&mut conn.started_waiting) {
-                // Requests of this pass wait for work they handed on: a write group (see
-                // `coordinator::LocalReplica`) is written here when that needs no waiting, else
-                // by its own task, which gets to run now. Either way they are answered before
-                // reading more: reading on would gather every request the client has in flight
-                // into one group, and client and server would take turns. Writing the group
-                // here also saves the switch to that task and back, and, because the requests
-                // were polled with a no-op waker, a wake-up of this task that would rouse
-                // another worker.
-                if !conn.processor.flush_writes() {
-                    tokio::task::yield_now().await;
-                }
+                // Requests of this pass wait for work they handed to other tasks (a write
+                // group's storage write, see `coordinator::LocalReplica`): let that run and
+                // answer them before reading more. Reading on instead would gather every
+                // request the client has in flight into one group, and client and server
+                // would take turns.
+                tokio::task::yield_now().await;
                 conn.collect_completed();
                 if !conn.output.is_empty() && conn.state != State::Broken {
                     conn.write_some(&writer);

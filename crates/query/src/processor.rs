@@ -319,13 +319,6 @@ impl QueryProcessor {
         self.events.subscribe()
     }
 
-    /// Writes the writes that statements started so far left queued (a write group), if that
-    /// needs no waiting; false if some complete later on their own. A connection calls this
-    /// after starting what it read (see `coordinator::Replica::flush_writes`).
-    pub fn flush_writes(&self) -> bool {
-        self.coordinator.flush_writes()
-    }
-
     /// A write timestamp in microseconds, strictly increasing on this node so that two writes
     /// from one client in quick succession never tie (Cassandra's `ClientState` does the same).
     pub(crate) fn next_timestamp(&self) -> i64 {
