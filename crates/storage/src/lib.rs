@@ -26,6 +26,8 @@ mod memory;
 mod read;
 #[cfg(feature = "rocksdb")]
 mod rocks;
+#[cfg(feature = "rocksdb")]
+mod wal_tail;
 mod write;
 
 pub use memory::MemoryEngine;

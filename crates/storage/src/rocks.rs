@@ -350,6 +350,30 @@ fn relay_commit_log_recovery_warnings(data_dir: &std::path::Path) {
     }
 }
 
+/// Cuts a damaged tail off the newest commit log file before RocksDB replays it (see
+/// `wal_tail`: RocksDB's reader can spin forever on some damage), reporting it the way
+/// `relay_commit_log_recovery_warnings` reports what RocksDB drops itself.
+fn cut_damaged_commit_log_tail(config: &RocksConfig) -> Result<(), StorageError> {
+    let wal_dir = config.commit_log_dir.as_ref().unwrap_or(&config.data_dir);
+    let cut = crate::wal_tail::cut_damaged_tail(wal_dir).map_err(|e| StorageError::Engine {
+        operation: "check the commit log tail",
+        detail: format!("{}: {e}", wal_dir.display()),
+    })?;
+    if let Some(cut) = cut {
+        tracing::warn!(
+            detail = format!(
+                "{}: dropping {} bytes at offset {}; {}",
+                cut.file.display(),
+                cut.dropped,
+                cut.offset,
+                cut.reason
+            ),
+            "commit log replay stopped at a damaged record; the tail after it was discarded"
+        );
+    }
+    Ok(())
+}
+
 fn engine_error(
     operation: &'static str,
     table: Option<TableId>,
@@ -382,6 +406,7 @@ impl RocksEngine {
             operation: "create data directory",
             detail: format!("{}: {e}", config.data_dir.display()),
         })?;
+        cut_damaged_commit_log_tail(&config)?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
         match Self::open_with(&config, &cache, true) {
             Ok(engine) => Ok(engine),
@@ -1289,6 +1314,69 @@ mod tests {
             detail: "IO error: No space left".into(),
         };
         assert!(!RocksEngine::direct_io_unsupported(&other));
+    }
+
+    #[test]
+    fn a_commit_log_tail_rocksdb_would_spin_on_is_cut_and_the_rest_replayed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = TableId::from_u128(1);
+        let update = |k: u8| PartitionUpdate {
+            table,
+            key: PartitionKey {
+                token: i64::from(k),
+                key: vec![k],
+            },
+            header: None,
+            static_row: None,
+            rows: vec![(
+                vec![k],
+                Row {
+                    columns: vec![ColumnData::Simple {
+                        id: 1,
+                        cell: Cell::live(1, vec![k]),
+                    }],
+                    ..Row::default()
+                },
+            )],
+        };
+        {
+            let engine = engine(dir.path());
+            engine.create_table(table).expect("create");
+            for k in 0..50 {
+                engine
+                    .apply(&[update(k)], Durability::Batch)
+                    .expect("write");
+            }
+        }
+        let log = crate::wal_tail::newest_log_for_tests(dir.path());
+        assert!(
+            std::fs::metadata(&log).expect("log").len() > 0,
+            "the writes are in the log"
+        );
+        // A header with a recycled log's record type after the last record: RocksDB 11.8's
+        // reader spins on it forever (facebook/rocksdb#13333).
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("open log");
+        std::io::Write::write_all(&mut f, &[0x12, 0x34, 0x56, 0x78, 0x20, 0, 5, 1, 2, 3])
+            .expect("append");
+        drop(f);
+
+        let (done, opened) = std::sync::mpsc::channel();
+        let path = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let _ = done.send(engine(&path));
+        });
+        let engine = opened
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the engine opens instead of spinning in commit log replay");
+        for k in 0..50 {
+            let page = engine
+                .read_partition(table, &update(k).key, &ClusteringSlice::all(), 10, None)
+                .expect("read");
+            assert_eq!(page.data.rows.len(), 1, "row {k} replayed");
+        }
     }
 
     #[test]
