@@ -15,7 +15,7 @@
 //! the payload. A logical record is one FULL record, or FIRST, MIDDLE..., LAST fragments.
 
 use std::fs::OpenOptions;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 const BLOCK_SIZE: usize = 32 * 1024;
@@ -49,17 +49,17 @@ pub(crate) fn cut_damaged_tail(wal_dir: &Path) -> io::Result<Option<Cut>> {
     let Some(file) = newest_log(wal_dir)? else {
         return Ok(None);
     };
-    let log = std::fs::read(&file)?;
-    let Some((offset, reason)) = first_damage(&log) else {
+    let mut f = OpenOptions::new().read(true).write(true).open(&file)?;
+    let Some((offset, reason)) = first_damage(&mut io::BufReader::new(&mut f))? else {
         return Ok(None);
     };
-    let f = OpenOptions::new().write(true).open(&file)?;
-    f.set_len(offset as u64)?;
+    let len = f.metadata()?.len();
+    f.set_len(offset)?;
     f.sync_all()?;
     Ok(Some(Cut {
         file,
-        offset: offset as u64,
-        dropped: (log.len() - offset) as u64,
+        offset,
+        dropped: len - offset,
         reason,
     }))
 }
@@ -96,29 +96,63 @@ pub(crate) fn newest_log_for_tests(wal_dir: &Path) -> PathBuf {
 }
 
 /// Where the records of `log` that point-in-time recovery replays end, and why, if that is
-/// before the end of `log`. A fragmented record cut short is cut whole.
-fn first_damage(log: &[u8]) -> Option<(usize, &'static str)> {
-    let mut at = 0;
+/// before the end of `log`. A fragmented record cut short is cut whole. Reads a block at a
+/// time: a log can be large.
+fn first_damage(log: &mut impl Read) -> io::Result<Option<(u64, &'static str)>> {
+    let mut block = vec![0u8; BLOCK_SIZE];
+    let mut base = 0u64;
     // The start of the fragmented record being read, if any.
-    let mut fragmented: Option<usize> = None;
-    while at < log.len() {
-        let left_in_block = BLOCK_SIZE - at % BLOCK_SIZE;
-        let damaged = |reason| Some((fragmented.unwrap_or(at), reason));
+    let mut fragmented: Option<u64> = None;
+    loop {
+        let n = read_block(log, &mut block)?;
+        if let Some(damage) = scan_block(&block[..n], base, &mut fragmented) {
+            return Ok(Some(damage));
+        }
+        if n < BLOCK_SIZE {
+            return Ok(fragmented.map(|start| (start, "record without its last fragment")));
+        }
+        base += BLOCK_SIZE as u64;
+    }
+}
+
+/// Fills `block` unless the log ends first; the bytes read.
+fn read_block(log: &mut impl Read, block: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < block.len() {
+        match log.read(&mut block[n..]) {
+            Ok(0) => break,
+            Ok(read) => n += read,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Scans the block at offset `base` (shorter than a block only at the end of the log).
+fn scan_block(
+    block: &[u8],
+    base: u64,
+    fragmented: &mut Option<u64>,
+) -> Option<(u64, &'static str)> {
+    let mut at = 0;
+    while at < block.len() {
+        let left_in_block = BLOCK_SIZE - at;
+        let damaged = |reason| Some((fragmented.unwrap_or(base + at as u64), reason));
         if left_in_block < HEADER_SIZE {
-            if log.len() < at + left_in_block {
+            if block.len() < BLOCK_SIZE {
                 return damaged("truncated block trailer");
             }
-            at += left_in_block;
-            continue;
+            return None;
         }
-        let Some(header) = log.get(at..at + HEADER_SIZE) else {
+        let Some(header) = block.get(at..at + HEADER_SIZE) else {
             return damaged("truncated header");
         };
         let stored_crc = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let length = usize::from(u16::from_le_bytes([header[4], header[5]]));
         let kind = header[6];
         if RECYCLABLE.contains(&kind) {
-            if at == 0 {
+            if base == 0 && at == 0 {
                 // A recycled log (Helenus does not configure them): its format differs; leave
                 // it to RocksDB.
                 return None;
@@ -131,13 +165,12 @@ fn first_damage(log: &[u8]) -> Option<(usize, &'static str)> {
             if fragmented.is_some() {
                 return damaged("zeroes in the middle of a record");
             }
-            at += left_in_block;
-            continue;
+            return None;
         }
         if HEADER_SIZE + length > left_in_block {
             return damaged("record longer than its block");
         }
-        let Some(payload) = log.get(at + HEADER_SIZE..at + HEADER_SIZE + length) else {
+        let Some(payload) = block.get(at + HEADER_SIZE..at + HEADER_SIZE + length) else {
             return damaged("truncated record");
         };
         if unmask(stored_crc) != crc32c(crc32c(0, &[kind]), payload) {
@@ -148,19 +181,19 @@ fn first_damage(log: &[u8]) -> Option<(usize, &'static str)> {
                 return damaged("record without its last fragment")
             }
             FULL => {}
-            FIRST => fragmented = Some(at),
+            FIRST => *fragmented = Some(base + at as u64),
             MIDDLE | LAST if fragmented.is_none() => {
                 return damaged("fragment without its first");
             }
             MIDDLE => {}
-            LAST => fragmented = None,
+            LAST => *fragmented = None,
             SET_COMPRESSION | USER_DEFINED_TIMESTAMP_SIZE => {}
-            k if k & SAFE_TO_IGNORE != 0 => fragmented = None,
+            k if k & SAFE_TO_IGNORE != 0 => *fragmented = None,
             _ => return damaged("unknown record type"),
         }
         at += HEADER_SIZE + length;
     }
-    fragmented.map(|start| (start, "record without its last fragment"))
+    None
 }
 
 /// RocksDB stores CRCs masked (`crc32c::Mask`): rotated right 15 bits plus a constant.
@@ -200,6 +233,12 @@ fn crc32c(crc: u32, data: &[u8]) -> u32 {
 mod tests {
     use super::*;
 
+    fn damage(log: &[u8]) -> Option<(usize, &'static str)> {
+        first_damage(&mut &log[..])
+            .expect("read")
+            .map(|(at, reason)| (at as usize, reason))
+    }
+
     fn mask(crc: u32) -> u32 {
         crc.rotate_right(15).wrapping_add(0xa282_ead8)
     }
@@ -226,8 +265,8 @@ mod tests {
         log.extend(record(FIRST, b"two-a"));
         log.extend(record(MIDDLE, b"two-b"));
         log.extend(record(LAST, b"two-c"));
-        assert_eq!(first_damage(&log), None);
-        assert_eq!(first_damage(&[]), None);
+        assert_eq!(damage(&log), None);
+        assert_eq!(damage(&[]), None);
     }
 
     #[test]
@@ -237,10 +276,10 @@ mod tests {
         let mut log = first.clone();
         log.extend([0, 0, 0]);
         log.extend(record(FULL, b"next block"));
-        assert_eq!(first_damage(&log), None);
+        assert_eq!(damage(&log), None);
         // The file ends inside the padding: a torn write.
         assert_eq!(
-            first_damage(&log[..first.len() + 1]),
+            damage(&log[..first.len() + 1]),
             Some((first.len(), "truncated block trailer"))
         );
     }
@@ -274,7 +313,7 @@ mod tests {
         for (tail, reason) in cases {
             let mut log = good.clone();
             log.extend(&tail);
-            assert_eq!(first_damage(&log), Some((good.len(), reason)), "{reason}");
+            assert_eq!(damage(&log), Some((good.len(), reason)), "{reason}");
         }
     }
 
@@ -285,12 +324,12 @@ mod tests {
         log.extend(record(FIRST, b"part one"));
         log.extend(record(MIDDLE, b"part two"));
         assert_eq!(
-            first_damage(&log),
+            damage(&log),
             Some((good.len(), "record without its last fragment"))
         );
         log.extend([0xde, 0xad, 0xbe, 0xef, 1, 0, 6, 0]);
         assert_eq!(
-            first_damage(&log),
+            damage(&log),
             Some((good.len(), "record type of a recycled log"))
         );
     }
@@ -299,7 +338,7 @@ mod tests {
     fn a_recycled_log_is_left_to_rocksdb() {
         let mut log = vec![1, 2, 3, 4, 3, 0, 5, 0, 0, 0, 9, 1, 2, 3];
         log.extend([0xff; 20]);
-        assert_eq!(first_damage(&log), None);
+        assert_eq!(damage(&log), None);
     }
 
     #[test]
@@ -307,12 +346,12 @@ mod tests {
         let mut log = record(FULL, b"a");
         log.extend(record(SAFE_TO_IGNORE | 0x10, b"ignorable"));
         log.extend(record(FULL, b"b"));
-        assert_eq!(first_damage(&log), None);
+        assert_eq!(damage(&log), None);
         // A zero header skips to the next block, as RocksDB's reader does.
         let used = log.len();
         log.resize(BLOCK_SIZE, 0);
         log.extend(record(FULL, b"c"));
-        assert_eq!(first_damage(&log), None);
+        assert_eq!(damage(&log), None);
         assert!(used < BLOCK_SIZE);
     }
 
