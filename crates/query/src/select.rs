@@ -79,6 +79,8 @@ pub(crate) fn analyze_selection(
 #[derive(Debug, Clone)]
 struct RowValues {
     values: Vec<Option<Vec<u8>>>,
+    /// Per column; empty unless the selection reads write times or TTLs of single-cell
+    /// columns (`Selection::needs_column_times`).
     writetimes: Vec<Option<i64>>,
     ttls: Vec<Option<i32>>,
     /// For multi-cell columns, each live cell in the order of the column's value; filled only
@@ -1787,8 +1789,12 @@ fn fill_cells(
             ColumnData::Simple { cell, .. } => {
                 if let Some((v, ttl)) = live_cell(cell, covering, now) {
                     out.values[idx] = Some(v.to_vec());
-                    out.writetimes[idx] = Some(cell.timestamp);
-                    out.ttls[idx] = ttl;
+                    if let Some(t) = out.writetimes.get_mut(idx) {
+                        *t = Some(cell.timestamp);
+                    }
+                    if let Some(t) = out.ttls.get_mut(idx) {
+                        *t = ttl;
+                    }
                     any_live = true;
                 }
             }
@@ -1899,10 +1905,16 @@ fn partition_rows(
 ) -> Vec<RowValues> {
     let table = &plan.table;
     let n = table.columns.len();
+    // Write times and TTLs only for a selection that reads them (empty otherwise).
+    let times = if plan.selection.needs_column_times() {
+        n
+    } else {
+        0
+    };
     let blank = || RowValues {
         values: vec![None; n],
-        writetimes: vec![None; n],
-        ttls: vec![None; n],
+        writetimes: vec![None; times],
+        ttls: vec![None; times],
         cells: if plan.selection.needs_cell_times() {
             vec![None; n]
         } else {

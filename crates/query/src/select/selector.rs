@@ -1262,17 +1262,31 @@ impl Selection {
 
     /// Whether rows must carry the times of each cell of multi-cell columns.
     pub fn needs_cell_times(&self) -> bool {
-        fn any(e: &Expr) -> bool {
-            match e {
-                Expr::CellTime { multi_cell, .. } => *multi_cell,
-                Expr::Call(_, args) => args.iter().any(any),
-                Expr::Field(inner, _) => any(inner),
-                Expr::Element { collection, .. } | Expr::Slice { collection, .. } => {
-                    any(collection)
+        self.reads_cell_times(true)
+    }
+
+    /// Whether rows must carry the write time and TTL of single-cell columns.
+    pub fn needs_column_times(&self) -> bool {
+        self.reads_cell_times(false)
+    }
+
+    /// Whether a `writetime()`/`ttl()`/`maxwritetime()` reads a multi-cell column
+    /// (`multi_cell`) or a single-cell one.
+    fn reads_cell_times(&self, multi_cell: bool) -> bool {
+        let any = |e: &Expr| {
+            fn walk(e: &Expr, want: bool) -> bool {
+                match e {
+                    Expr::CellTime { multi_cell, .. } => *multi_cell == want,
+                    Expr::Call(_, args) => args.iter().any(|a| walk(a, want)),
+                    Expr::Field(inner, _) => walk(inner, want),
+                    Expr::Element { collection, .. } | Expr::Slice { collection, .. } => {
+                        walk(collection, want)
+                    }
+                    _ => false,
                 }
-                _ => false,
             }
-        }
+            walk(e, multi_cell)
+        };
         self.outputs.iter().any(any)
             || self
                 .aggregates
@@ -1472,9 +1486,17 @@ fn eval(
             } else if eval(value, row, aggregates)?.is_none() {
                 None
             } else if *kind == TimeKind::Ttl {
-                r.ttls[*column].map(|t| t.to_be_bytes().to_vec())
+                r.ttls
+                    .get(*column)
+                    .copied()
+                    .flatten()
+                    .map(|t| t.to_be_bytes().to_vec())
             } else {
-                r.writetimes[*column].map(|t| t.to_be_bytes().to_vec())
+                r.writetimes
+                    .get(*column)
+                    .copied()
+                    .flatten()
+                    .map(|t| t.to_be_bytes().to_vec())
             }
         }
         Expr::PartitionToken => row.map(|r| r.token.to_be_bytes().to_vec()),
