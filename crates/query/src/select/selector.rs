@@ -1273,25 +1273,22 @@ impl Selection {
     /// Whether a `writetime()`/`ttl()`/`maxwritetime()` reads a multi-cell column
     /// (`multi_cell`) or a single-cell one.
     fn reads_cell_times(&self, multi_cell: bool) -> bool {
-        let any = |e: &Expr| {
-            fn walk(e: &Expr, want: bool) -> bool {
-                match e {
-                    Expr::CellTime { multi_cell, .. } => *multi_cell == want,
-                    Expr::Call(_, args) => args.iter().any(|a| walk(a, want)),
-                    Expr::Field(inner, _) => walk(inner, want),
-                    Expr::Element { collection, .. } | Expr::Slice { collection, .. } => {
-                        walk(collection, want)
-                    }
-                    _ => false,
+        fn walk(e: &Expr, want: bool) -> bool {
+            match e {
+                Expr::CellTime { multi_cell, .. } => *multi_cell == want,
+                Expr::Call(_, args) => args.iter().any(|a| walk(a, want)),
+                Expr::Field(inner, _) => walk(inner, want),
+                Expr::Element { collection, .. } | Expr::Slice { collection, .. } => {
+                    walk(collection, want)
                 }
+                _ => false,
             }
-            walk(e, multi_cell)
-        };
-        self.outputs.iter().any(any)
+        }
+        self.outputs.iter().any(|e| walk(e, multi_cell))
             || self
                 .aggregates
                 .iter()
-                .any(|a| a.arg.as_ref().is_some_and(any))
+                .any(|a| a.arg.as_ref().is_some_and(|e| walk(e, multi_cell)))
     }
 
     /// Column indexes the selection reads (for SELECT DISTINCT's validation).
