@@ -7,8 +7,9 @@
 //! on the worker, see `coordinator::LocalReplica`), and handing each to another worker and its
 //! response back cost more than the request. Measured on two cores with one latte connection:
 //! 23,000 writes/s and 56,000 point reads/s spread over the workers, 43,000 and 76,000 on the
-//! connection's task. Connections are spread over the workers instead, as ScyllaDB pins a
-//! connection to a shard.
+//! connection's task. Connections are spread over the shards instead (`shards.rs`), as
+//! ScyllaDB pins a connection to a shard; a connection yields to the other tasks of its shard
+//! after `REQUESTS_PER_PASS` requests.
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -42,6 +43,11 @@ const OUT_HIGH_WATER_BYTES: usize = 1024 * 1024;
 const FLUSH_BYTES: usize = 8 * 1024;
 /// Bytes read from the socket per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Requests started in one pass before the connection yields to the other tasks of its shard
+/// (other connections, write groups): a client pipelining a whole read chunk (over a thousand
+/// small requests, ~15 ms of work) must not hold the shard's thread for all of it. At the
+/// benchmark's 128 in flight a pass rarely reaches it.
+const REQUESTS_PER_PASS: usize = 128;
 /// Schema events waiting to be sent to a registered connection.
 const EVENT_QUEUE: usize = 1024;
 
@@ -94,6 +100,8 @@ struct Connection {
     held: bool,
     /// A request started in this pass did not complete on its first poll.
     started_waiting: bool,
+    /// The pass stopped at `REQUESTS_PER_PASS` with complete requests still buffered.
+    pass_full: bool,
     events_tx: mpsc::Sender<wire::Response>,
     events_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -121,6 +129,7 @@ pub(crate) async fn run(
         state: State::Open,
         held: false,
         started_waiting: false,
+        pass_full: false,
         events_tx,
         events_task: None,
     };
@@ -143,6 +152,13 @@ pub(crate) async fn run(
                 if !conn.output.is_empty() && conn.state != State::Broken {
                     conn.write_some(&writer);
                 }
+            }
+            if std::mem::take(&mut conn.pass_full) {
+                // Let the shard's other tasks run, then start the rest of what was read
+                // (nothing would wake the task for bytes already buffered).
+                tokio::task::yield_now().await;
+                conn.collect_completed();
+                continue;
             }
             // Completions and writes can make room for requests a bound held back; nothing
             // else would wake the task for them.
@@ -308,14 +324,23 @@ impl Connection {
     }
 
     /// Decodes and starts every complete request read so far, up to the in-flight and output
-    /// bounds (at a bound `held` is set and reading waits until requests complete).
+    /// bounds (at a bound `held` is set and reading waits until requests complete) and
+    /// `REQUESTS_PER_PASS` (then `pass_full` is set).
     fn start_buffered(&mut self, writer: &OwnedWriteHalf) {
         self.held = false;
+        let mut started = 0;
         while self.state == State::Open {
             if !self.has_room() {
                 self.held = true;
                 return;
             }
+            if started == REQUESTS_PER_PASS {
+                // Checked before decoding, so `pass_full` means a frame may be buffered;
+                // the next pass finds out.
+                self.pass_full = !self.input.is_empty();
+                return;
+            }
+            started += 1;
             let frame = match self.decoder.decode(&mut self.input) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return,

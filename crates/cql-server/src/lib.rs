@@ -1,7 +1,9 @@
 //! The CQL native protocol server.
 //!
-//! Owns: the listening socket, one task per connection (reading, running its requests and
-//! writing their responses), protocol version negotiation, compression and v5 framing switches,
+//! Owns: the listening socket, the shards (one thread and single-threaded runtime per core,
+//! each serving the connections placed on it: `shards.rs`), one task per connection (reading,
+//! running its requests and writing their responses), protocol version negotiation,
+//! compression and v5 framing switches,
 //! many requests in flight per connection (answered out of order by stream id), the
 //! per-connection bounds on requests in flight and unsent responses (backpressure: the
 //! connection stops reading), event delivery to registered connections, graceful drain on
@@ -11,6 +13,7 @@
 
 mod connection;
 mod errors;
+mod shards;
 
 pub use connection::{answer, startup_compression, supported, Answer};
 
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use query::QueryProcessor;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -32,6 +35,10 @@ pub struct ServerConfig {
     /// Requests one connection may have in flight; beyond that the server stops reading from
     /// the socket until one completes.
     pub max_requests_per_connection: usize,
+    /// Shard threads serving connections (one per core is the intent); at least one.
+    pub shards: usize,
+    /// Each shard's blocking pool, where its storage calls that may wait run.
+    pub max_blocking_threads_per_shard: usize,
 }
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.
@@ -39,6 +46,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Server {
     listener: TcpListener,
+    shards: shards::Shards,
     processor: Arc<QueryProcessor>,
     config: Arc<ServerConfig>,
 }
@@ -50,8 +58,10 @@ impl Server {
         config: ServerConfig,
     ) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
+        let shards = shards::Shards::start(config.shards, config.max_blocking_threads_per_shard)?;
         Ok(Server {
             listener,
+            shards,
             processor,
             config: Arc::new(config),
         })
@@ -63,8 +73,14 @@ impl Server {
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
-    /// Accepts connections until `shutdown` completes, then stops accepting, lets every
-    /// connection finish its in-flight requests (up to [`DRAIN_TIMEOUT`]) and returns.
+    /// The number of shard threads serving connections.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Accepts connections until `shutdown` completes, placing each on a shard, then stops
+    /// accepting, lets every connection finish its in-flight requests (up to
+    /// [`DRAIN_TIMEOUT`]), stops the shards and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
@@ -75,12 +91,29 @@ impl Server {
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
                         let _ = socket.set_nodelay(true);
+                        // Off this runtime's reactor, onto the shard's (below, on the shard).
+                        let socket = match socket.into_std() {
+                            Ok(s) => s,
+                            Err(e) => {
+                                tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");
+                                continue;
+                            }
+                        };
                         let processor = self.processor.clone();
                         let config = self.config.clone();
                         let stop = stop_rx.clone();
-                        connections.spawn(async move {
-                            connection::run(socket, peer, processor, config, stop).await;
-                        });
+                        let (shard, open) = self.shards.place();
+                        connections.spawn_on(async move {
+                            let _open = open;
+                            match TcpStream::from_std(socket) {
+                                Ok(socket) => {
+                                    connection::run(socket, peer, processor, config, stop).await
+                                }
+                                Err(e) => {
+                                    tracing::warn!(%peer, error = %e, "cannot register a connection");
+                                }
+                            }
+                        }, &shard);
                     }
                     Err(e) => {
                         // Out of file descriptors and the like: back off briefly, keep serving.
@@ -101,6 +134,14 @@ impl Server {
         if drained.is_err() {
             tracing::warn!("connections still busy after the drain timeout; closing them");
             connections.shutdown().await;
+        }
+        // Joining the shard threads blocks: not on this runtime's worker.
+        let shards = self.shards;
+        if tokio::task::spawn_blocking(move || shards.stop())
+            .await
+            .is_err()
+        {
+            tracing::error!("stopping the shards failed");
         }
     }
 }

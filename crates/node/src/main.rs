@@ -152,23 +152,33 @@ fn server(config_path: Option<PathBuf>) -> Result<()> {
         }
         None => Config::default(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The CQL connections run on the server's shards (a thread and runtime per core, see
+    // `cql_server`); this runtime only opens storage, accepts connections, serves the admin
+    // endpoint and syncs the commit log, so one thread drives it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("helenus-worker")
-        // Storage calls run on the blocking pool. Tokio's default of 512 threads let every
-        // in-flight request take its own thread: on two cores the mixed benchmark spent a fifth
-        // of its CPU waking and switching between them. A few per core keep disk reads
-        // overlapping without the churn.
-        .max_blocking_threads(blocking_threads())
+        .max_blocking_threads(MAIN_BLOCKING_THREADS)
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(serve(config))
 }
 
-/// Threads for storage calls: eight per core, at least 16.
-fn blocking_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (cores * 8).max(16)
+/// The main runtime's blocking pool: opening storage, the periodic commit log sync, admin
+/// commands (a compaction holds one for its whole run), the final flush.
+const MAIN_BLOCKING_THREADS: usize = 8;
+
+/// One shard per core.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Threads for a shard's storage calls: eight per core, at least 16 in all. Tokio's default
+/// of 512 threads let every in-flight request take its own thread: on two cores the mixed
+/// benchmark spent a fifth of its CPU waking and switching between them. A few per core keep
+/// disk reads overlapping without the churn.
+fn blocking_threads_per_shard(shards: usize) -> usize {
+    let total = (cores() * 8).max(16);
+    total.div_ceil(shards.max(1))
 }
 
 async fn serve(config: Config) -> Result<()> {
@@ -268,6 +278,8 @@ async fn serve(config: Config) -> Result<()> {
         cql_server::ServerConfig {
             max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
             max_requests_per_connection: config.native_transport_max_requests_per_connection,
+            shards: cores(),
+            max_blocking_threads_per_shard: blocking_threads_per_shard(cores()),
         },
     )
     .await
@@ -276,6 +288,7 @@ async fn serve(config: Config) -> Result<()> {
         address = %server.local_addr(),
         cluster = %config.cluster_name,
         commitlog_sync = ?config.commitlog_sync,
+        shards = server.shard_count(),
         "Starting listening for CQL clients"
     );
     server.run(shutdown_signal()).await;
