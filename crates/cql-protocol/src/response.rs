@@ -244,6 +244,9 @@ pub enum Event {
 /// Metadata of a Rows result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowsMetadata {
+    /// The column specs. May be left empty when they are not written (`no_metadata` without
+    /// `new_metadata_id`): the column count comes from the rows (`RowsWriter`), so a server
+    /// answering a prepared EXECUTE need not build specs it does not send.
     pub columns: Vec<ColumnSpec>,
     /// Set when there are more pages (flag Has_more_pages).
     pub paging_state: Option<Bytes>,
@@ -261,6 +264,7 @@ pub struct RowsMetadata {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rows {
     metadata: RowsMetadata,
+    column_count: usize,
     row_count: i32,
     content: Bytes,
 }
@@ -323,6 +327,7 @@ impl RowsWriter {
         };
         Rows {
             metadata,
+            column_count: self.column_count,
             row_count: i32::try_from(row_count).expect("fewer than 2^31 rows in one page"),
             content: self.content.freeze(),
         }
@@ -516,7 +521,7 @@ fn encode_result(version: Version, result: &ResultBody, out: &mut BytesMut) {
         ResultBody::Void => out.put_i32(result_kind::VOID),
         ResultBody::Rows(rows) => {
             out.put_i32(result_kind::ROWS);
-            put_rows_metadata(version, &rows.metadata, out);
+            put_rows_metadata(version, &rows.metadata, rows.column_count, out);
             out.put_i32(rows.row_count);
             out.put_slice(&rows.content);
         }
@@ -571,7 +576,7 @@ fn put_column_specs(
 
 /// Rows `<metadata>`: `<flags><columns_count>[<paging_state>][<new_metadata_id>]
 /// [<global_table_spec>?<col_spec_1>...<col_spec_n>]`.
-fn put_rows_metadata(version: Version, m: &RowsMetadata, out: &mut BytesMut) {
+fn put_rows_metadata(version: Version, m: &RowsMetadata, column_count: usize, out: &mut BytesMut) {
     let global = global_table(&m.columns);
     let new_metadata_id = m
         .new_metadata_id
@@ -593,7 +598,7 @@ fn put_rows_metadata(version: Version, m: &RowsMetadata, out: &mut BytesMut) {
         flags |= rows_flags::METADATA_CHANGED;
     }
     out.put_i32(flags);
-    out.put_i32(count(&m.columns));
+    out.put_i32(i32::try_from(column_count).expect("fewer than 2^31 columns"));
     if let Some(paging_state) = &m.paging_state {
         put_bytes(out, Some(paging_state));
     }
@@ -601,6 +606,11 @@ fn put_rows_metadata(version: Version, m: &RowsMetadata, out: &mut BytesMut) {
         put_short_bytes(out, id);
     }
     if !no_metadata {
+        assert_eq!(
+            m.columns.len(),
+            column_count,
+            "rows metadata written without its column specs"
+        );
         put_column_specs(version, global, &m.columns, out);
     }
 }
@@ -637,7 +647,7 @@ fn put_prepared(version: Version, p: &PreparedResult, out: &mut BytesMut) {
             no_metadata: false,
             new_metadata_id: None,
         };
-        put_rows_metadata(version, &metadata, out);
+        put_rows_metadata(version, &metadata, p.result_columns.len(), out);
     }
 }
 

@@ -1224,6 +1224,34 @@ fn rows_v5_paging_state_precedes_new_metadata_id() {
 }
 
 #[test]
+fn rows_without_metadata_take_the_column_count_from_the_rows() {
+    // No_metadata with no specs given: columns_count is the writer's, as with specs given.
+    let mut w = RowsWriter::new(2);
+    w.push_cell(Some(b"\x01"));
+    w.push_cell(None);
+    let without_specs = w.finish(RowsMetadata {
+        columns: Vec::new(),
+        paging_state: None,
+        no_metadata: true,
+        new_metadata_id: None,
+    });
+    let expected: &[u8] = &[
+        0, 0, 0, 2, // kind Rows
+        0, 0, 0, 4, // No_metadata
+        0, 0, 0, 2, // columns_count
+        0, 0, 0, 1, // rows_count
+        0, 0, 0, 1, 1, 0xFF, 0xFF, 0xFF, 0xFF, // one row: [bytes] 0x01, null
+    ];
+    assert_eq!(
+        body(
+            Version::V4,
+            &Response::Result(ResultBody::Rows(without_specs))
+        ),
+        expected
+    );
+}
+
+#[test]
 fn rows_without_a_shared_table_write_per_column_specs() {
     let mut other = spec("x", CqlType::Boolean);
     other.table = "u".into();

@@ -771,8 +771,15 @@ fn result_response(
                     writer.push_cell(cell.as_deref());
                 }
             }
+            // Drivers skip the metadata of every prepared EXECUTE: building specs that are
+            // not sent was a sixth of a point read's allocations.
+            let columns = if skip_metadata && new_metadata_id.is_none() {
+                Vec::new()
+            } else {
+                column_specs(&rows.columns)
+            };
             wire::ResultBody::Rows(writer.finish(wire::RowsMetadata {
-                columns: column_specs(&rows.columns),
+                columns,
                 paging_state: rows.paging_state.map(Bytes::from),
                 no_metadata: skip_metadata,
                 new_metadata_id,
