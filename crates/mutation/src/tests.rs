@@ -515,6 +515,11 @@ fn property_codec_round_trips() {
         buf.clear();
         encode_row(&row, &mut buf);
         assert_eq!(buf[0], ROW_FORMAT_VERSION);
+        // encode_row reserves this much once: it must bound the encoding.
+        assert!(
+            crate::codec::encoded_row_len_bound(&row) >= buf.len(),
+            "case {case}"
+        );
         assert_eq!(decode_row(&buf), Ok(row), "case {case}");
 
         // Headers round-trip even when not normalized (callers may send any list).
