@@ -184,7 +184,18 @@ impl Value {
 
 /// Validates a serialised value of type `ty` without keeping the decoded value.
 pub fn validate(ty: &CqlType, bytes: &[u8]) -> Result<(), TypeError> {
-    decode_at(ty, bytes, 0).map(|_| ())
+    // Blobs and text, the bulk of what is written, are checked in place: decoding them only
+    // to drop the copy was a tenth of a write's allocations.
+    match ty.unfrozen() {
+        CqlType::Blob | CqlType::Custom(_) => Ok(()),
+        CqlType::Text => utf8(bytes).map(|_| ()),
+        _ => decode_at(ty, bytes, 0).map(|_| ()),
+    }
+}
+
+/// A text value: valid UTF-8, as `decode_at` and `validate` require.
+fn utf8(bytes: &[u8]) -> Result<&str, TypeError> {
+    std::str::from_utf8(bytes).map_err(|_| marshal("String didn't validate."))
 }
 
 /// The canonical serialisation of a value of type `ty`: sets sorted by element and maps by key,
@@ -448,10 +459,7 @@ fn decode_at(ty: &CqlType, bytes: &[u8], depth: usize) -> Result<Value, TypeErro
         }
         // Cassandra's own validator also accepts a few sequences that are not UTF-8 (CESU
         // surrogates, C0 80); a Rust `String` cannot hold them, so they are rejected here.
-        CqlType::Text => match std::str::from_utf8(bytes) {
-            Ok(s) => Value::Text(s.to_string()),
-            Err(_) => return Err(marshal("String didn't validate.")),
-        },
+        CqlType::Text => Value::Text(utf8(bytes)?.to_string()),
         CqlType::Blob | CqlType::Custom(_) => Value::Blob(bytes.to_vec()),
         CqlType::Duration => decode_duration(bytes)?,
         CqlType::List(e) => Value::List(decode_elements(e, bytes, depth, "list")?),
@@ -714,6 +722,35 @@ fn decode_vector(
 mod tests {
     use super::*;
     use crate::UdtType;
+
+    #[test]
+    fn validate_accepts_and_rejects_exactly_what_decode_does() {
+        let frozen_text = CqlType::Frozen(Box::new(CqlType::Text));
+        let types = [
+            CqlType::Blob,
+            CqlType::Text,
+            frozen_text,
+            CqlType::Ascii,
+            CqlType::Int,
+        ];
+        let inputs: [&[u8]; 6] = [
+            b"",
+            b"plain",
+            b"\xc3\xa9t\xc3\xa9",
+            b"\xff\xfe",
+            b"\xc3",
+            b"\0\0\0\x07",
+        ];
+        for ty in &types {
+            for bytes in inputs {
+                assert_eq!(
+                    validate(ty, bytes),
+                    Value::decode(ty, bytes).map(|_| ()),
+                    "{ty:?} {bytes:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn canonicalize_sorts_sets_and_maps_at_every_level() {
