@@ -29,7 +29,8 @@ const RELEASE_VERSION: &str = "5.0.2";
 const USAGE: &str = "usage: helenus-ceiling [--listen ADDRESS:PORT] [--port PORT] [--threads N]
   --listen   address and port to accept CQL connections on (default 127.0.0.1:9042)
   --port     port only, on the --listen address
-  --threads  runtime worker threads (default: the number of CPUs)";
+  --threads  shards, threads serving connections as the helenus server's do (default: the
+             number of CPUs)";
 
 struct Args {
     listen: SocketAddr,
@@ -97,10 +98,10 @@ fn run(args: Args) -> Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads)
+    // Connections run on shards as in the `helenus` server (`cql_server::Shards`), so the
+    // ceiling pays no scheduling cost the server does not; this runtime only accepts.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("ceiling-worker")
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(serve(args))
@@ -146,7 +147,9 @@ async fn serve(args: Args) -> Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr().context("no local address")?;
     let processor = processor(local)?;
-    tracing::info!(address = %local, threads = args.threads, "ceiling listening for CQL clients");
+    // One blocking thread per shard: only DDL (schema persistence) uses the pool here.
+    let shards = cql_server::Shards::start(args.threads, 1).context("cannot start the shards")?;
+    tracing::info!(address = %local, shards = shards.count(), "ceiling listening for CQL clients");
     let mut connections = JoinSet::new();
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -156,7 +159,13 @@ async fn serve(args: Args) -> Result<()> {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     let _ = socket.set_nodelay(true);
-                    connections.spawn(connection::run(socket, peer, processor.clone()));
+                    let processor = processor.clone();
+                    let placed = shards.spawn(&mut connections, socket, peer, move |socket| {
+                        connection::run(socket, peer, processor)
+                    });
+                    if let Err(e) = placed {
+                        tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");
+                    }
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off briefly, keep serving.
@@ -170,6 +179,10 @@ async fn serve(args: Args) -> Result<()> {
     }
     // Nothing is stored, so there is nothing to drain or flush: drop the connections.
     connections.shutdown().await;
+    // Joining the shard threads blocks: not on this runtime's thread.
+    tokio::task::spawn_blocking(move || shards.stop())
+        .await
+        .context("stopping the shards")?;
     tracing::info!("ceiling stopped");
     Ok(())
 }

@@ -16,6 +16,7 @@ mod errors;
 mod shards;
 
 pub use connection::{answer, startup_compression, supported, Answer};
+pub use shards::Shards;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use query::QueryProcessor;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -75,7 +76,7 @@ impl Server {
 
     /// The number of shard threads serving connections.
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.shards.count()
     }
 
     /// Accepts connections until `shutdown` completes, placing each on a shard, then stops
@@ -91,29 +92,15 @@ impl Server {
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
                         let _ = socket.set_nodelay(true);
-                        // Off this runtime's reactor, onto the shard's (below, on the shard).
-                        let socket = match socket.into_std() {
-                            Ok(s) => s,
-                            Err(e) => {
-                                tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");
-                                continue;
-                            }
-                        };
                         let processor = self.processor.clone();
                         let config = self.config.clone();
                         let stop = stop_rx.clone();
-                        let (shard, open) = self.shards.place();
-                        connections.spawn_on(async move {
-                            let _open = open;
-                            match TcpStream::from_std(socket) {
-                                Ok(socket) => {
-                                    connection::run(socket, peer, processor, config, stop).await
-                                }
-                                Err(e) => {
-                                    tracing::warn!(%peer, error = %e, "cannot register a connection");
-                                }
-                            }
-                        }, &shard);
+                        let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| {
+                            connection::run(socket, peer, processor, config, stop)
+                        });
+                        if let Err(e) = placed {
+                            tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");
+                        }
                     }
                     Err(e) => {
                         // Out of file descriptors and the like: back off briefly, keep serving.

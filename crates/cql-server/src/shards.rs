@@ -15,15 +15,20 @@
 //! shard's blocking pool). Drivers open a connection per host at least, and the listener
 //! places each new connection on the shard with the fewest.
 
+use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio::task::JoinSet;
 
 /// The shard threads and their runtimes. Dropping it stops every shard (see [`Shards::stop`]).
-pub(crate) struct Shards {
+/// Public so that `helenus-ceiling` serves its connections the way the server does.
+pub struct Shards {
     shards: Vec<Shard>,
 }
 
@@ -38,7 +43,7 @@ struct Shard {
 impl Shards {
     /// Starts `count` shard threads (at least one), each with a blocking pool of at most
     /// `max_blocking_threads` threads for the storage calls that may wait.
-    pub(crate) fn start(count: usize, max_blocking_threads: usize) -> io::Result<Shards> {
+    pub fn start(count: usize, max_blocking_threads: usize) -> io::Result<Shards> {
         let mut shards = Shards {
             shards: Vec::with_capacity(count.max(1)),
         };
@@ -68,15 +73,14 @@ impl Shards {
         Ok(shards)
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.shards.len()
     }
 
     /// Chooses the shard for a new connection: the one with the fewest open connections
-    /// (ties: the lowest index). Spawn the connection on the returned runtime, holding the
-    /// returned guard until it ends, and open its socket there (`TcpStream::from_std`) so
-    /// it registers with that shard's reactor.
-    pub(crate) fn place(&self) -> (tokio::runtime::Handle, OpenConnection) {
+    /// (ties: the lowest index). The connection runs on the returned runtime, holding the
+    /// returned guard until it ends.
+    fn place(&self) -> (tokio::runtime::Handle, OpenConnection) {
         let shard = self
             .shards
             .iter()
@@ -89,9 +93,39 @@ impl Shards {
         )
     }
 
+    /// Moves an accepted socket onto the shard with the fewest open connections and runs
+    /// `serve` with it there, as a task of `connections`. Fails only if the socket cannot leave
+    /// the accepting runtime's reactor.
+    pub fn spawn<F, Fut>(
+        &self,
+        connections: &mut JoinSet<()>,
+        socket: TcpStream,
+        peer: SocketAddr,
+        serve: F,
+    ) -> io::Result<()>
+    where
+        F: FnOnce(TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        // Off the accepting runtime's reactor here, onto the shard's below (on the shard).
+        let socket = socket.into_std()?;
+        let (shard, open) = self.place();
+        connections.spawn_on(
+            async move {
+                let _open = open;
+                match TcpStream::from_std(socket) {
+                    Ok(socket) => serve(socket).await,
+                    Err(e) => tracing::warn!(%peer, error = %e, "cannot register a connection"),
+                }
+            },
+            &shard,
+        );
+        Ok(())
+    }
+
     /// Stops every shard and waits for its thread. Call it after the connections are done:
     /// tasks still on a shard are cancelled. Blocks: not for a runtime worker.
-    pub(crate) fn stop(mut self) {
+    pub fn stop(mut self) {
         self.stop_all();
     }
 
@@ -118,7 +152,7 @@ impl Drop for Shards {
 }
 
 /// Counts a connection as open on its shard until dropped.
-pub(crate) struct OpenConnection(Arc<AtomicUsize>);
+struct OpenConnection(Arc<AtomicUsize>);
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
