@@ -100,7 +100,7 @@ struct Connection {
     held: bool,
     /// A request started in this pass did not complete on its first poll.
     started_waiting: bool,
-    /// The pass stopped at `REQUESTS_PER_PASS` with complete requests still buffered.
+    /// The pass stopped at `REQUESTS_PER_PASS`: complete requests may still be buffered.
     pass_full: bool,
     events_tx: mpsc::Sender<wire::Response>,
     events_task: Option<tokio::task::JoinHandle<()>>,
@@ -335,9 +335,10 @@ impl Connection {
                 return;
             }
             if started == REQUESTS_PER_PASS {
-                // Checked before decoding, so `pass_full` means a frame may be buffered;
-                // the next pass finds out.
-                self.pass_full = !self.input.is_empty();
+                // Checked before decoding, so `pass_full` means a frame may be buffered (in
+                // `input`, or in the decoder: a v5 segment carries many frames); the next pass
+                // finds out.
+                self.pass_full = true;
                 return;
             }
             started += 1;
