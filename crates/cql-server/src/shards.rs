@@ -7,8 +7,9 @@
 //! yield to a write group pushed the connection's task to the shared queue and woke a parked
 //! worker to steal it: a futex wake and an inter-processor interrupt per burst of requests,
 //! which a virtual machine turns into exits to its hypervisor, and the woken worker then ran
-//! the request on cold caches. At a fixed request rate that cost, not the work, set the
-//! latency (bench/README, "What bounds Helenus now").
+//! the request on cold caches. Removing it lowered the median latency at fixed rates by about
+//! 40 us; the tail is now set by the requests' own work (bench/README, "What bounds Helenus
+//! now").
 //!
 //! The price: a connection's requests use one core, and a request that computes for long
 //! delays the other connections of its shard (storage calls that may wait still go to the
