@@ -33,12 +33,16 @@ def query_body(cql):
     return struct.pack(">i", len(encoded)) + encoded + struct.pack(">HB", CONSISTENCY_ONE, 0)
 
 
-def started_socket(server):
-    s = socket.create_connection(server, timeout=30)
+def startup_body():
     body = struct.pack(">H", 1)
     for text in ("CQL_VERSION", "3.0.0"):
         body += struct.pack(">H", len(text)) + text.encode()
-    s.sendall(frame(OPCODE_STARTUP, body, 0))
+    return body
+
+
+def started_socket(server):
+    s = socket.create_connection(server, timeout=30)
+    s.sendall(frame(OPCODE_STARTUP, startup_body(), 0))
     _, opcode, _ = read_frame(s)
     assert opcode == OPCODE_READY
     return s
@@ -212,9 +216,7 @@ def test_v5_segment_of_many_frames_each_answered_once(server):
     # started yet are buffered in the server's decoder, with no more bytes to come.
     count = 300
     with socket.create_connection(server, timeout=30) as s:
-        body = struct.pack(">H", 1)
-        for text in ("CQL_VERSION", "3.0.0"):
-            body += struct.pack(">H", len(text)) + text.encode()
+        body = startup_body()
         s.sendall(struct.pack(">BBhBi", 0x05, 0, 0, OPCODE_STARTUP, len(body)) + body)
         _, opcode, _ = read_frame(s)
         assert opcode == OPCODE_READY
