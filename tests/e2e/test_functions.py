@@ -457,6 +457,9 @@ def test_bind_markers_in_selection(cql, t):
         "system.blobasint(?)", "system.intasblob(?)", "(int)?", "k"]
     row = cql.execute(prepared, [struct.pack(">i", 5), 3, 7, 1]).one()
     assert row == (5, struct.pack(">i", 3), 7, 1)
+    # Each execution binds its own values into the selection.
+    row = cql.execute(prepared, [struct.pack(">i", 6), 4, 8, 1]).one()
+    assert row == (6, struct.pack(">i", 4), 8, 1)
     with pytest.raises(InvalidRequest, match="Cannot infer type for term \\? in selection clause"):
         cql.prepare(f"SELECT ? FROM {t}")
 

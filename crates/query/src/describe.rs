@@ -86,7 +86,7 @@ fn rows(elements: Vec<Element>, with_statements: bool) -> QueryResult {
         })
         .collect();
     QueryResult::Rows(ResultSet {
-        columns,
+        columns: columns.into(),
         rows,
         paging_state: None,
         skip_metadata: false,
@@ -405,7 +405,7 @@ pub(crate) fn execute(
         DescribeTarget::Cluster => {
             let columns = vec![spec("cluster"), spec("partitioner"), spec("snitch")];
             Ok(QueryResult::Rows(ResultSet {
-                columns,
+                columns: columns.into(),
                 rows: vec![vec![
                     text(&node.cluster_name),
                     text("Murmur3Partitioner"),

@@ -90,7 +90,8 @@ pub struct ColumnSpec {
 
 #[derive(Debug, Clone, Default)]
 pub struct ResultSet {
-    pub columns: Vec<ColumnSpec>,
+    /// Shared with the compiled selection, which a prepared SELECT keeps between executions.
+    pub columns: Arc<[ColumnSpec]>,
     pub rows: Vec<Vec<Option<Bytes>>>,
     /// Present when there are more pages.
     pub paging_state: Option<Vec<u8>>,
@@ -150,6 +151,16 @@ pub struct PreparedInfo {
     pub result_columns: Vec<ColumnSpec>,
     pub(crate) statement: Statement,
     pub(crate) keyspace: Option<String>,
+    /// A SELECT's compiled selection, filled by its first execution.
+    pub(crate) selection: select::SelectionCache,
+}
+
+/// A statement to execute, with what its prepared form keeps between executions.
+#[derive(Clone, Copy)]
+struct Executable<'a> {
+    statement: &'a Statement,
+    /// A prepared SELECT's compiled selection; `None` for a statement that was not prepared.
+    selection: Option<&'a select::SelectionCache>,
 }
 
 /// What a prepared statement does, for a front end that answers reads and writes of user data
@@ -367,7 +378,11 @@ impl QueryProcessor {
         let schema = self.schema();
         let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
         let values = bind::resolve_values(&info.specs, &options.values)?;
-        self.outcome(&statement, keyspace, &values, &options, session)
+        let run = Executable {
+            statement: &statement,
+            selection: None,
+        };
+        self.outcome(run, keyspace, &values, &options, session)
             .await
     }
 
@@ -396,6 +411,7 @@ impl QueryProcessor {
             result_columns: info.result_columns,
             statement,
             keyspace,
+            selection: select::SelectionCache::default(),
         };
         Ok(self.prepared.insert(prepared))
     }
@@ -417,14 +433,18 @@ impl QueryProcessor {
             .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
         let values = bind::resolve_values(&prepared.bind_specs, &options.values)?;
         let keyspace = prepared.keyspace.clone();
-        self.outcome(&prepared.statement, keyspace, &values, &options, session)
+        let run = Executable {
+            statement: &prepared.statement,
+            selection: Some(&prepared.selection),
+        };
+        self.outcome(run, keyspace, &values, &options, session)
             .await
     }
 
     /// One statement executed, with the client warnings it raised.
     async fn outcome(
         &self,
-        statement: &Statement,
+        run: Executable<'_>,
         keyspace: Option<String>,
         values: &[Bound],
         options: &QueryOptions,
@@ -432,7 +452,7 @@ impl QueryProcessor {
     ) -> Result<Outcome, QueryError> {
         let mut warnings = Vec::new();
         let result = self
-            .execute_statement(statement, keyspace, values, options, session, &mut warnings)
+            .execute_statement(run, keyspace, values, options, session, &mut warnings)
             .await?;
         Ok(Outcome { result, warnings })
     }
@@ -520,13 +540,14 @@ impl QueryProcessor {
 
     async fn execute_statement(
         &self,
-        statement: &Statement,
+        run: Executable<'_>,
         keyspace: Option<String>,
         values: &[Bound],
         options: &QueryOptions,
         session: &mut Session,
         warnings: &mut Vec<String>,
     ) -> Result<QueryResult, QueryError> {
+        let statement = run.statement;
         let schema = self.schema();
         match statement {
             Statement::Use(name) => {
@@ -540,6 +561,10 @@ impl QueryProcessor {
                 Ok(QueryResult::SetKeyspace(name))
             }
             Statement::Select(select) => {
+                let select = select::SelectStatement {
+                    select,
+                    cache: run.selection,
+                };
                 select::execute(
                     self,
                     &schema,

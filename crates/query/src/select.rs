@@ -3,7 +3,7 @@
 //! need to return a superset of the answer.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use coordinator::{ReadCommand, ReadResponse};
@@ -12,6 +12,7 @@ use mutation::{Cell, CellValue, ColumnData, DeletionTime, RangeTombstone, Row};
 use schema::{ClusteringOrder, ColumnKind, Schema, TableMetadata};
 use storage::{ClusteringSlice, PartitionData, PartitionKey, ScanStart};
 use types::CqlType;
+use uuid::Uuid;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
@@ -52,6 +53,50 @@ fn compile_selection(
     selector::compile(table, types, select)
 }
 
+/// A prepared SELECT's compiled (unbound) selection, kept with the schema version it was
+/// compiled against, so an EXECUTE clones it instead of compiling it again. A statement's
+/// selection depends only on its text, its keyspace and the schema, and every schema change
+/// gets a new version.
+#[derive(Default)]
+pub(crate) struct SelectionCache {
+    compiled: Mutex<Option<(Uuid, Selection)>>,
+}
+
+impl SelectionCache {
+    fn get_or_compile(
+        &self,
+        schema: &Schema,
+        table: &TableMetadata,
+        select: &Select,
+    ) -> Result<Selection, QueryError> {
+        let mut compiled = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((version, selection)) = compiled.as_ref() {
+            if *version == schema.version {
+                return Ok(selection.clone());
+            }
+        }
+        let selection = compile_selection(schema, table, select)?;
+        *compiled = Some((schema.version, selection.clone()));
+        Ok(selection)
+    }
+}
+
+impl std::fmt::Debug for SelectionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SelectionCache")
+    }
+}
+
+/// A SELECT to execute and, when it was prepared, its statement's compiled selection.
+#[derive(Clone, Copy)]
+pub(crate) struct SelectStatement<'a> {
+    pub select: &'a Select,
+    pub cache: Option<&'a SelectionCache>,
+}
+
 pub(crate) fn analyze_selection(
     schema: &Schema,
     table: &TableMetadata,
@@ -70,7 +115,7 @@ pub(crate) fn analyze_selection(
     }
     let selection = compile_selection(schema, table, select)?;
     Ok(SelectionInfo {
-        columns: selection.specs.clone(),
+        columns: selection.specs.to_vec(),
         markers: selection.markers,
     })
 }
@@ -293,8 +338,12 @@ fn build_plan(
     table: &Arc<TableMetadata>,
     select: &Select,
     values: &[Bound],
+    cache: Option<&SelectionCache>,
 ) -> Result<Plan, QueryError> {
-    let mut selection = compile_selection(schema, table, select)?;
+    let mut selection = match cache {
+        Some(cache) => cache.get_or_compile(schema, table, select)?,
+        None => compile_selection(schema, table, select)?,
+    };
     selection.bind(values)?;
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
@@ -994,15 +1043,16 @@ impl Sink {
 pub(crate) async fn execute(
     processor: &QueryProcessor,
     schema: &Schema,
-    select: &Select,
+    statement: SelectStatement<'_>,
     keyspace: Option<&str>,
     values: &[Bound],
     options: &QueryOptions,
     warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
+    let select = statement.select;
     if !select.json {
         return execute_rows(
-            processor, schema, select, keyspace, values, options, warnings,
+            processor, schema, statement, keyspace, values, options, warnings,
         )
         .await;
     }
@@ -1012,7 +1062,16 @@ pub(crate) async fn execute(
         ..select.clone()
     };
     match execute_rows(
-        processor, schema, &plain, keyspace, values, options, warnings,
+        processor,
+        schema,
+        SelectStatement {
+            select: &plain,
+            ..statement
+        },
+        keyspace,
+        values,
+        options,
+        warnings,
     )
     .await?
     {
@@ -1039,7 +1098,7 @@ fn rows_to_json(rs: ResultSet) -> Result<ResultSet, QueryError> {
     let mut rows = Vec::with_capacity(rs.rows.len());
     for row in &rs.rows {
         let mut text = String::from("{");
-        for (i, (cell, spec)) in row.iter().zip(&rs.columns).enumerate() {
+        for (i, (cell, spec)) in row.iter().zip(rs.columns.iter()).enumerate() {
             if i > 0 {
                 text.push_str(", ");
             }
@@ -1069,7 +1128,7 @@ fn rows_to_json(rs: ResultSet) -> Result<ResultSet, QueryError> {
         None => Vec::new(),
     };
     Ok(ResultSet {
-        columns,
+        columns: columns.into(),
         rows,
         paging_state: rs.paging_state,
         skip_metadata: rs.skip_metadata,
@@ -1079,19 +1138,20 @@ fn rows_to_json(rs: ResultSet) -> Result<ResultSet, QueryError> {
 async fn execute_rows(
     processor: &QueryProcessor,
     schema: &Schema,
-    select: &Select,
+    statement: SelectStatement<'_>,
     keyspace: Option<&str>,
     values: &[Bound],
     options: &QueryOptions,
     warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
+    let select = statement.select;
     let table = resolve_table(
         schema,
         select.table.keyspace.as_ref(),
         keyspace,
         &select.table.name,
     )?;
-    let mut plan = build_plan(schema, table, select, values)?;
+    let mut plan = build_plan(schema, table, select, values, statement.cache)?;
     // Cassandra warns of aggregates and GROUP BY over many partitions (SelectStatement).
     if plan.aggregate || plan.group_by.is_some() {
         if !plan.partition_key_restricted {
@@ -1267,7 +1327,7 @@ async fn execute_rows(
                 }
                 partition_returned += 1;
                 match &mut sink {
-                    Sink::Rows(out) => out.push(&plan, &row)?,
+                    Sink::Rows(out) => out.push(&plan, row)?,
                     Sink::Aggregate(group) => plan.selection.add_row(group, &row)?,
                     Sink::Grouped(g) => {
                         flow = g.accept(&plan, &data.key, &row)?;
@@ -1413,11 +1473,11 @@ impl Rows {
         by_page.min(by_limit)
     }
 
-    fn push(&mut self, plan: &Plan, row: &RowValues) -> Result<(), QueryError> {
+    fn push(&mut self, plan: &Plan, row: RowValues) -> Result<(), QueryError> {
         if self.limit_reached() || self.page_full() {
             return Ok(());
         }
-        self.rows.push(plan.selection.project(row)?);
+        self.rows.push(plan.selection.project_owned(row)?);
         self.total_returned += 1;
         Ok(())
     }

@@ -87,7 +87,7 @@ fn decode(rs: &ResultSet) -> Vec<Vec<Option<Value>>> {
         .iter()
         .map(|row| {
             row.iter()
-                .zip(&rs.columns)
+                .zip(rs.columns.iter())
                 .map(|(cell, spec)| {
                     cell.as_ref()
                         .map(|b| Value::decode(&spec.ty, b).expect("decodable"))
@@ -299,6 +299,55 @@ async fn prepared_statements_with_positional_and_named_values() {
             .await,
         Err(QueryError::Unprepared { .. })
     ));
+}
+
+/// The rows of a prepared statement executed with one int value.
+async fn execute_with_int(h: &mut Harness, id: &[u8], value: i32) -> ResultSet {
+    let options = QueryOptions {
+        values: BoundValues::Positional(vec![BoundValue::Value(
+            value.to_be_bytes().to_vec().into(),
+        )]),
+        ..QueryOptions::default()
+    };
+    match h
+        .p
+        .execute(id, options, &mut h.session)
+        .await
+        .unwrap()
+        .result
+    {
+        QueryResult::Rows(rs) => rs,
+        other => panic!("rows expected, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_prepared_select_answers_the_same_across_executions_and_schema_changes() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int PRIMARY KEY, v text)").await;
+    h.ok("INSERT INTO t (k, v) VALUES (1, 'one')").await;
+    h.ok("INSERT INTO t (k, v) VALUES (2, 'two')").await;
+    let select =
+        h.p.prepare("SELECT * FROM t WHERE k = ?", None, &h.session)
+            .unwrap();
+    let first = execute_with_int(&mut h, &select.id, 1).await;
+    let names: Vec<&str> = first.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["k", "v"]);
+    assert_eq!(decode(&first), vec![vec![int(1), text("one")]]);
+    // The second execution uses the selection compiled by the first.
+    let second = execute_with_int(&mut h, &select.id, 2).await;
+    assert_eq!(decode(&second), vec![vec![int(2), text("two")]]);
+    // A schema change that keeps the statement prepared gives a new schema version: the
+    // selection is compiled again, with the same result.
+    h.ok("CREATE TABLE other (k int PRIMARY KEY)").await;
+    let third = execute_with_int(&mut h, &select.id, 1).await;
+    assert_eq!(decode(&third), vec![vec![int(1), text("one")]]);
+    // A column selected twice, and alongside a function of it, is in every place it is asked.
+    assert_eq!(
+        h.rows("SELECT v, k, v, blob_as_text(text_as_blob(v)) FROM t WHERE k = 2")
+            .await,
+        vec![vec![text("two"), int(2), text("two"), text("two")]]
+    );
 }
 
 #[tokio::test]

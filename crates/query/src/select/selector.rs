@@ -118,7 +118,12 @@ pub(crate) struct SelectionMarker {
 #[derive(Debug, Clone)]
 pub(crate) struct Selection {
     outputs: Vec<Expr>,
-    pub specs: Vec<ColumnSpec>,
+    /// Shared, so that a selection cloned from a prepared statement's copy costs no
+    /// allocation per column.
+    pub specs: Arc<[ColumnSpec]>,
+    /// Per output: whether it is a plain column that no later output selects again, so
+    /// `project_owned` may move the value out of the row instead of copying it.
+    moves: Vec<bool>,
     aggregates: Vec<AggregateSpec>,
     pub markers: Vec<SelectionMarker>,
     /// One per GROUP BY element: the function when the element is a function of a clustering
@@ -208,9 +213,11 @@ pub(crate) fn compile(
             other => Some(compiler.group_function(other)?),
         });
     }
+    let moves = last_plain_uses(&outputs);
     Ok(Selection {
         outputs,
-        specs,
+        moves,
+        specs: specs.into(),
         aggregates: compiler.aggregates,
         markers: compiler.markers,
         group_by_functions,
@@ -219,6 +226,18 @@ pub(crate) fn compile(
 
 fn invalid(message: String) -> QueryError {
     QueryError::Invalid(message)
+}
+
+/// `Selection::moves` for these outputs.
+fn last_plain_uses(outputs: &[Expr]) -> Vec<bool> {
+    let mut later = std::collections::HashSet::new();
+    let mut moves = vec![false; outputs.len()];
+    for (j, e) in outputs.iter().enumerate().rev() {
+        if let Expr::Column(i) = e {
+            moves[j] = later.insert(*i);
+        }
+    }
+    moves
 }
 
 /// The text Cassandra shows for a term (`Term.Raw.getText()`), used in result column names.
@@ -1406,6 +1425,7 @@ impl Selection {
     /// of these columns, for sorting rows after they are read.
     pub fn add_hidden_columns(&mut self, columns: impl Iterator<Item = usize>) {
         self.outputs.extend(columns.map(Expr::Column));
+        self.moves = last_plain_uses(&self.outputs);
     }
 
     /// The value of the GROUP BY function of a row.
@@ -1423,6 +1443,29 @@ impl Selection {
             .iter()
             .map(|e| Ok(eval(e, Some(row), &[])?.map(Bytes::from)))
             .collect()
+    }
+
+    /// `project` of a row that is not needed after: plain columns are moved out of it, not
+    /// copied (every other output is evaluated first, while the row is whole).
+    pub fn project_owned(&self, mut row: RowValues) -> Result<Vec<Option<Bytes>>, QueryError> {
+        let mut out = Vec::with_capacity(self.outputs.len());
+        for e in &self.outputs {
+            out.push(match e {
+                Expr::Column(_) => None,
+                e => eval(e, Some(&row), &[])?.map(Bytes::from),
+            });
+        }
+        for ((e, slot), moves) in self.outputs.iter().zip(&mut out).zip(&self.moves) {
+            if let Expr::Column(i) = e {
+                let value = if *moves {
+                    row.values[*i].take()
+                } else {
+                    row.values[*i].clone()
+                };
+                *slot = value.map(Bytes::from);
+            }
+        }
+        Ok(out)
     }
 
     pub fn new_group(&self) -> GroupState {
