@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use cql_protocol as wire;
-use query::{ColumnSpec, PreparedInfo, QueryProcessor, Session, StatementKind};
+use query::{PreparedInfo, QueryProcessor, Session, StatementKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -267,21 +267,12 @@ fn empty_rows(
     metadata_changed: bool,
 ) -> wire::Response {
     let rows = wire::RowsWriter::new(prepared.result_columns.len()).finish(wire::RowsMetadata {
-        columns: prepared.result_columns.iter().map(column_spec).collect(),
+        columns: prepared.result_columns.as_slice().into(),
         paging_state: None,
         no_metadata,
         new_metadata_id: metadata_changed.then(|| prepared.result_metadata_id.clone()),
     });
     wire::Response::Result(wire::ResultBody::Rows(rows))
-}
-
-fn column_spec(c: &ColumnSpec) -> wire::ColumnSpec {
-    wire::ColumnSpec {
-        keyspace: c.keyspace.clone(),
-        table: c.table.clone(),
-        name: c.name.clone(),
-        ty: c.ty.clone(),
-    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! Response bodies (spec section 4.2) and their encoding.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use types::CqlType;
 
 use crate::consistency::Consistency;
 use crate::frame::{opcode, Version};
@@ -179,13 +179,7 @@ pub struct PreparedResult {
     pub result_columns: Vec<ColumnSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ColumnSpec {
-    pub keyspace: String,
-    pub table: String,
-    pub name: String,
-    pub ty: CqlType,
-}
+pub use types::ColumnSpec;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaChange {
@@ -247,7 +241,7 @@ pub struct RowsMetadata {
     /// The column specs. May be left empty when they are not written (`no_metadata` without
     /// `new_metadata_id`): the column count comes from the rows (`RowsWriter`), so a server
     /// answering a prepared EXECUTE need not build specs it does not send.
-    pub columns: Vec<ColumnSpec>,
+    pub columns: Arc<[ColumnSpec]>,
     /// Set when there are more pages (flag Has_more_pages).
     pub paging_state: Option<Bytes>,
     /// The client asked to skip metadata: only flags, count and paging state are written.
@@ -642,7 +636,7 @@ fn put_prepared(version: Version, p: &PreparedResult, out: &mut BytesMut) {
         out.put_i32(0);
     } else {
         let metadata = RowsMetadata {
-            columns: p.result_columns.clone(),
+            columns: p.result_columns.as_slice().into(),
             paging_state: None,
             no_metadata: false,
             new_metadata_id: None,

@@ -1094,7 +1094,7 @@ fn responses_in_v5_segments() {
             rows.push_cell(Some(&cell));
         }
         let rows = rows.finish(RowsMetadata {
-            columns: vec![spec("v", CqlType::Blob)],
+            columns: vec![spec("v", CqlType::Blob)].into(),
             paging_state: None,
             no_metadata: false,
             new_metadata_id: None,
@@ -1145,7 +1145,7 @@ fn rows_layout() {
     w.push_cell(Some(&[0, 0, 0, 1]));
     w.push_cell(None);
     let rows = w.finish(RowsMetadata {
-        columns: vec![spec("k", CqlType::Int), spec("v", CqlType::Text)],
+        columns: vec![spec("k", CqlType::Int), spec("v", CqlType::Text)].into(),
         paging_state: Some(Bytes::from_static(b"\xAA")),
         no_metadata: false,
         new_metadata_id: None,
@@ -1203,7 +1203,7 @@ fn rows_layout() {
 fn rows_v5_paging_state_precedes_new_metadata_id() {
     // Spec v5 4.2.5.2: <flags><columns_count>[<paging_state>][<new_metadata_id>][<specs>].
     let rows = RowsWriter::new(1).finish(RowsMetadata {
-        columns: vec![spec("k", CqlType::Int)],
+        columns: vec![spec("k", CqlType::Int)].into(),
         paging_state: Some(Bytes::from_static(b"\xAA\xBB")),
         no_metadata: false,
         new_metadata_id: Some(Bytes::from_static(b"\x07")),
@@ -1230,7 +1230,7 @@ fn rows_without_metadata_take_the_column_count_from_the_rows() {
     w.push_cell(Some(b"\x01"));
     w.push_cell(None);
     let without_specs = w.finish(RowsMetadata {
-        columns: Vec::new(),
+        columns: Vec::new().into(),
         paging_state: None,
         no_metadata: true,
         new_metadata_id: None,
@@ -1256,7 +1256,7 @@ fn rows_without_a_shared_table_write_per_column_specs() {
     let mut other = spec("x", CqlType::Boolean);
     other.table = "u".into();
     let rows = RowsWriter::new(2).finish(RowsMetadata {
-        columns: vec![spec("k", CqlType::Int), other],
+        columns: vec![spec("k", CqlType::Int), other].into(),
         paging_state: None,
         no_metadata: false,
         new_metadata_id: None,
@@ -1694,7 +1694,7 @@ fn duration_type_option_is_custom_in_v4() {
     );
     // And through a Rows result.
     let rows = RowsWriter::new(1).finish(RowsMetadata {
-        columns: vec![spec("d", CqlType::Duration)],
+        columns: vec![spec("d", CqlType::Duration)].into(),
         paging_state: None,
         no_metadata: false,
         new_metadata_id: None,

@@ -11,7 +11,6 @@ use cql_syntax::ast::Statement;
 use schema::Schema;
 use storage::{Durability, StorageEngine};
 use tokio::sync::broadcast;
-use types::CqlType;
 use uuid::Uuid;
 
 use crate::bind::{self, Bound};
@@ -79,14 +78,7 @@ impl Default for QueryOptions {
     }
 }
 
-/// One result column (or bind variable) as the protocol's metadata describes it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ColumnSpec {
-    pub keyspace: String,
-    pub table: String,
-    pub name: String,
-    pub ty: CqlType,
-}
+pub use types::ColumnSpec;
 
 #[derive(Debug, Clone, Default)]
 pub struct ResultSet {

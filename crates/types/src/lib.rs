@@ -2,12 +2,13 @@
 //!
 //! Owns: the [`CqlType`] tree (every native type, collections, tuples, UDTs, vectors), the
 //! native-protocol serialisation of values (which is also how values are stored), CQL literal
-//! text forms and JSON forms, Cassandra's ordering of serialised values, and the byte-comparable encoding used
-//! for storage keys.
+//! text forms and JSON forms, Cassandra's ordering of serialised values, the byte-comparable encoding used
+//! for storage keys, and the description of a result column ([`ColumnSpec`]).
 //!
 //! Must not depend on: schema, storage, the protocol frame codec, or any I/O. Pure and fuzzable.
 
 pub mod byte_comparable;
+mod column_spec;
 mod compare;
 mod cql_type;
 mod error;
@@ -19,6 +20,7 @@ pub mod temporal;
 mod value;
 mod vint;
 
+pub use column_spec::ColumnSpec;
 pub use compare::compare;
 pub use cql_type::{CqlType, UdtType};
 pub use error::TypeError;
