@@ -1211,7 +1211,7 @@ async fn execute_rows(
     loop {
         let want = sink.wanted().clamp(1, INTERNAL_PAGE_ROWS);
         let page_start = state.clone();
-        let (pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
+        let (mut pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
             Some(keys) => {
                 let idx = state.partition_index as usize;
                 let Some(key) = keys.get(idx) else { break };
@@ -1288,7 +1288,7 @@ async fn execute_rows(
             }
         }
         let mut flow = Flow::Continue;
-        'partitions: for data in &pages {
+        'partitions: for data in &mut pages {
             let continuing = state.last_partition.as_deref() == Some(data.key.key.as_slice());
             let mut partition_returned = if continuing {
                 state.partition_returned as usize
@@ -1825,9 +1825,11 @@ fn newer(a: Option<DeletionTime>, b: Option<DeletionTime>) -> Option<DeletionTim
 }
 
 /// Fills the non-key column values of `row` into `out`; returns whether any cell is live.
+/// Moves the live values of `row` into `out` (the row is read once: its simple cells' values
+/// are taken, not copied).
 fn fill_cells(
     table: &TableMetadata,
-    row: &Row,
+    row: &mut Row,
     covering: Option<DeletionTime>,
     now: mutation::LocalTime,
     out: &mut RowValues,
@@ -1835,7 +1837,7 @@ fn fill_cells(
     let keep_cells = !out.cells.is_empty();
     let covering = newer(covering, row.deletion);
     let mut any_live = false;
-    for data in &row.columns {
+    for data in &mut row.columns {
         let (id, idx) = match data {
             ColumnData::Simple { id, .. } | ColumnData::Complex { id, .. } => {
                 let Some(idx) = table.columns.iter().position(|c| c.id == *id) else {
@@ -1847,8 +1849,10 @@ fn fill_cells(
         let _ = id;
         match data {
             ColumnData::Simple { cell, .. } => {
-                if let Some((v, ttl)) = live_cell(cell, covering, now) {
-                    out.values[idx] = Some(v.to_vec());
+                if let Some(ttl) = live_cell(cell, covering, now).map(|(_, ttl)| ttl) {
+                    if let CellValue::Live { value, .. } = &mut cell.value {
+                        out.values[idx] = Some(std::mem::take(value));
+                    }
                     if let Some(t) = out.writetimes.get_mut(idx) {
                         *t = Some(cell.timestamp);
                     }
@@ -1947,7 +1951,6 @@ fn assemble_multi_cell(ty: &CqlType, cells: &[(&[u8], &[u8])]) -> Vec<u8> {
     out
 }
 
-/// Live rows of a partition page, in order, with key columns decoded.
 /// Where a storage page's part of a partition lies within the partition.
 #[derive(Debug, Clone, Copy)]
 struct PartitionPosition {
@@ -1957,9 +1960,11 @@ struct PartitionPosition {
     complete: bool,
 }
 
+/// Live rows of a partition page, in order, with key columns decoded. Cell values are moved
+/// out of `data`'s rows, which are left without them.
 fn partition_rows(
     plan: &Plan,
-    data: &PartitionData,
+    data: &mut PartitionData,
     now: mutation::LocalTime,
     position: PartitionPosition,
 ) -> Vec<RowValues> {
@@ -1997,11 +2002,11 @@ fn partition_rows(
     }
     let partition_deletion = data.header.deletion;
     let mut static_live = false;
-    if let Some(st) = &data.static_row {
+    if let Some(st) = &mut data.static_row {
         static_live = fill_cells(table, st, partition_deletion, now, &mut base);
     }
     let mut out = Vec::new();
-    for (clustering, row) in &data.rows {
+    for (clustering, row) in &mut data.rows {
         let covering = covering_deletion(&data.header, clustering);
         let mut values = base.clone();
         let row_deletion = newer(covering, row.deletion);
