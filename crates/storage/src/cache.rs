@@ -38,23 +38,108 @@ const SHARDS: usize = 64;
 const ENTRY_OVERHEAD: usize = 96;
 const KV_OVERHEAD: usize = 48;
 
-/// One partition's stored entries (full storage keys and values), in key order.
+/// One partition's stored entries (full storage keys and values), in key order, in one
+/// buffer: a read follows one pointer to all of it, not one per key and per value (each a
+/// cache-cold allocation: those misses were most of a cached point read's time).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct CachedPartition {
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `[count: u32][count x (key end: u32, value end: u32)][keys and values]`, native-endian;
+    /// ends are offsets into the keys-and-values part, where each entry's key starts at the
+    /// previous entry's value end.
+    buf: Box<[u8]>,
 }
+
+const U32: usize = std::mem::size_of::<u32>();
 
 impl CachedPartition {
     pub(crate) fn new(entries: Vec<(Vec<u8>, Vec<u8>)>) -> CachedPartition {
-        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
-        CachedPartition { entries }
+        CachedPartition::from_entries(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+    }
+
+    /// Entries in strictly increasing key order, each under 4 GiB in total (cached partitions
+    /// are bounded far below that).
+    fn from_entries<'a>(
+        entries: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    ) -> CachedPartition {
+        let count = entries.len();
+        let data: usize = entries.clone().map(|(k, v)| k.len() + v.len()).sum();
+        let mut buf = Vec::with_capacity(U32 + count * 2 * U32 + data);
+        buf.extend_from_slice(&(count as u32).to_ne_bytes());
+        let mut end = 0usize;
+        for (k, v) in entries.clone() {
+            end += k.len();
+            buf.extend_from_slice(&(end as u32).to_ne_bytes());
+            end += v.len();
+            buf.extend_from_slice(&(end as u32).to_ne_bytes());
+        }
+        for (k, v) in entries {
+            buf.extend_from_slice(k);
+            buf.extend_from_slice(v);
+        }
+        let partition = CachedPartition {
+            buf: buf.into_boxed_slice(),
+        };
+        debug_assert!((1..partition.len()).all(|i| partition.key(i - 1) < partition.key(i)));
+        partition
+    }
+
+    fn u32_at(&self, at: usize) -> usize {
+        let mut word = [0u8; U32];
+        word.copy_from_slice(&self.buf[at..at + U32]);
+        u32::from_ne_bytes(word) as usize
+    }
+
+    fn len(&self) -> usize {
+        if self.buf.is_empty() {
+            0 // Default
+        } else {
+            self.u32_at(0)
+        }
+    }
+
+    /// Offsets of entry `i` in `buf`: key start, key end (= value start), value end.
+    fn bounds(&self, i: usize) -> (usize, usize, usize) {
+        let data = U32 + self.len() * 2 * U32;
+        let start = if i == 0 {
+            0
+        } else {
+            self.u32_at(U32 + (2 * i - 1) * U32)
+        };
+        let key_end = self.u32_at(U32 + 2 * i * U32);
+        let value_end = self.u32_at(U32 + (2 * i + 1) * U32);
+        (data + start, data + key_end, data + value_end)
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let (start, key_end, _) = self.bounds(i);
+        &self.buf[start..key_end]
+    }
+
+    fn entry(&self, i: usize) -> (&[u8], &[u8]) {
+        let (start, key_end, value_end) = self.bounds(i);
+        (&self.buf[start..key_end], &self.buf[key_end..value_end])
+    }
+
+    fn entries(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8])> + Clone + '_ {
+        (0..self.len()).map(|i| self.entry(i))
+    }
+
+    /// The first entry whose key is not below `key` (`len()` if none).
+    fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     fn bytes(&self) -> usize {
-        self.entries
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + KV_OVERHEAD)
-            .sum()
+        self.buf.len() + self.len() * KV_OVERHEAD
     }
 }
 
@@ -65,19 +150,17 @@ const FRONT_PROBES: usize = 2;
 
 impl Source for CachedPartition {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let front = self.entries.len().min(FRONT_PROBES);
-        for (k, v) in &self.entries[..front] {
-            match key.cmp(k.as_slice()) {
-                std::cmp::Ordering::Equal => return Ok(Some(v.clone())),
+        let front = self.len().min(FRONT_PROBES);
+        for i in 0..front {
+            let (k, v) = self.entry(i);
+            match key.cmp(k) {
+                std::cmp::Ordering::Equal => return Ok(Some(v.to_vec())),
                 std::cmp::Ordering::Less => return Ok(None),
                 std::cmp::Ordering::Greater => {}
             }
         }
-        let rest = &self.entries[front..];
-        Ok(rest
-            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
-            .ok()
-            .map(|i| rest[i].1.clone()))
+        let i = self.lower_bound(key);
+        Ok((i < self.len() && self.key(i) == key).then(|| self.entry(i).1.to_vec()))
     }
 
     fn visit(
@@ -88,12 +171,11 @@ impl Source for CachedPartition {
         _within_partition: bool,
         f: &mut Visitor<'_>,
     ) -> Result<(), StorageError> {
-        let from = self.entries.partition_point(|(k, _)| k.as_slice() < lower);
+        let from = self.lower_bound(lower);
         if reverse {
-            let to = upper.map_or(self.entries.len(), |u| {
-                self.entries.partition_point(|(k, _)| k.as_slice() < u)
-            });
-            for (k, v) in self.entries[from..to.max(from)].iter().rev() {
+            let to = upper.map_or(self.len(), |u| self.lower_bound(u));
+            for i in (from..to.max(from)).rev() {
+                let (k, v) = self.entry(i);
                 if let Visit::Stop = f(k, v)? {
                     break;
                 }
@@ -101,8 +183,9 @@ impl Source for CachedPartition {
         } else {
             // Forward, the upper bound is checked on the keys visited anyway: a slice of a few
             // rows then costs one bisection, not two.
-            for (k, v) in &self.entries[from..] {
-                if upper.is_some_and(|u| k.as_slice() >= u) {
+            for i in from..self.len() {
+                let (k, v) = self.entry(i);
+                if upper.is_some_and(|u| k >= u) {
                     break;
                 }
                 if let Visit::Stop = f(k, v)? {
@@ -140,7 +223,36 @@ struct Entry {
     referenced: bool,
 }
 
-type Key = (TableId, Vec<u8>);
+type Key = (TableId, PrefixKey);
+
+/// Prefixes up to this long are kept inside the map's bucket: a lookup then compares keys
+/// without following a pointer to another (cache-cold) allocation. A token, the key length
+/// and a partition key of up to 22 bytes (a uuid, a bigint, most text ids) fit.
+const INLINE_PREFIX: usize = 32;
+
+/// A partition's storage prefix as a map key: inline when short, else on the heap. Each
+/// prefix has one representation (inline exactly when it fits), so the derived `Eq` and
+/// `Hash` are those of the bytes.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum PrefixKey {
+    Inline { len: u8, bytes: [u8; INLINE_PREFIX] },
+    Heap(Box<[u8]>),
+}
+
+impl PrefixKey {
+    fn new(prefix: &[u8]) -> PrefixKey {
+        if prefix.len() <= INLINE_PREFIX {
+            let mut bytes = [0u8; INLINE_PREFIX];
+            bytes[..prefix.len()].copy_from_slice(prefix);
+            PrefixKey::Inline {
+                len: prefix.len() as u8,
+                bytes,
+            }
+        } else {
+            PrefixKey::Heap(prefix.into())
+        }
+    }
+}
 
 #[derive(Default)]
 struct Shard {
@@ -180,6 +292,27 @@ impl Shard {
             self.clock.retain(|k| map.contains_key(k));
         }
     }
+}
+
+/// `partition` with `fragments` (keyed, encoded; in key order or not) merged in by the
+/// engine's rules; `None` if a value does not merge (it does not decode).
+fn merge_into(partition: &CachedPartition, fragments: &[Fragment]) -> Option<CachedPartition> {
+    let mut entries: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = partition
+        .entries()
+        .map(|(k, v)| (k, std::borrow::Cow::Borrowed(v)))
+        .collect();
+    for (k, v) in fragments {
+        match entries.binary_search_by(|(e, _)| (*e).cmp(k.as_slice())) {
+            Ok(i) => {
+                let merged = merge_values(k, [entries[i].1.as_ref(), v.as_slice()]).ok()?;
+                entries[i].1 = std::borrow::Cow::Owned(merged);
+            }
+            Err(i) => entries.insert(i, (k.as_slice(), std::borrow::Cow::Borrowed(v.as_slice()))),
+        }
+    }
+    Some(CachedPartition::from_entries(
+        entries.iter().map(|(k, v)| (*k, v.as_ref())),
+    ))
 }
 
 /// See the module documentation.
@@ -223,7 +356,7 @@ impl PartitionCache {
     /// The cached partition with this storage prefix (`keys::partition_prefix`).
     pub(crate) fn lookup(&self, table: TableId, prefix: &[u8]) -> Lookup {
         let mut shard = self.shard(prefix);
-        let key = (table, prefix.to_vec());
+        let key = (table, PrefixKey::new(prefix));
         match shard.map.get_mut(&key) {
             Some(e) => {
                 e.referenced = true;
@@ -262,7 +395,7 @@ impl PartitionCache {
         if shard.generation != ticket.generation || bytes > self.shard_capacity {
             return;
         }
-        let key = (table, prefix.to_vec());
+        let key = (table, PrefixKey::new(prefix));
         shard.remove(&key);
         shard.bytes += bytes;
         shard.map.insert(
@@ -290,39 +423,22 @@ impl PartitionCache {
     ) {
         let mut shard = self.shard(prefix);
         shard.generation += 1;
-        let key = (table, prefix.to_vec());
+        let key = (table, PrefixKey::new(prefix));
         let Some(entry) = shard.map.get_mut(&key) else {
             return;
         };
         let Cached::Partition(cached) = &mut entry.value else {
             return; // TooLarge stays a hint: such a partition is read from the engine.
         };
-        // In place unless a reader still holds the partition (then on a copy). On a failed
-        // merge the half-updated partition is dropped below, never kept.
-        let merged = fragments.is_some_and(|fragments| {
-            let partition = Arc::make_mut(cached);
-            fragments.iter().all(|(k, v)| {
-                match partition
-                    .entries
-                    .binary_search_by(|(e, _)| e.as_slice().cmp(k))
-                {
-                    Ok(i) => {
-                        let old = partition.entries[i].1.as_slice();
-                        match merge_values(k, [old, v.as_slice()]) {
-                            Ok(merged) => {
-                                partition.entries[i].1 = merged;
-                                true
-                            }
-                            Err(_) => false,
-                        }
-                    }
-                    Err(i) => {
-                        partition.entries.insert(i, (k.clone(), v.clone()));
-                        true
-                    }
-                }
-            })
-        });
+        // Into a new buffer, swapped in whole: a reader holding the old one keeps what it
+        // read. On a failed merge nothing is swapped in and the partition is dropped below.
+        let merged = match fragments.and_then(|fragments| merge_into(cached, fragments)) {
+            Some(partition) => {
+                *cached = Arc::new(partition);
+                true
+            }
+            None => false,
+        };
         let bytes = cached.bytes();
         if merged && bytes <= self.max_partition_bytes {
             let bytes = bytes + prefix.len() + ENTRY_OVERHEAD;
@@ -404,16 +520,32 @@ mod tests {
     #[test]
     fn insert_then_hit_then_invalidate() {
         let cache = PartitionCache::new(1 << 20, 1 << 16);
-        let p = prefix(1, b"a");
-        let t = ticket(&cache, &p);
-        cache.insert(table(), &p, t, Some(partition(3)));
-        assert!(matches!(cache.lookup(table(), &p), Lookup::Hit(c) if c.entries.len() == 3));
-        assert!(matches!(
-            cache.lookup(TableId::from_u128(8), &p),
-            Lookup::Miss(_)
-        ));
-        cache.apply_write(table(), &p, None);
-        assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
+        // Prefixes kept in the map's bucket and on the heap, and one on each side of the bound.
+        let short = INLINE_PREFIX - 10;
+        for len in [1, short, short + 1, 40] {
+            let key = vec![b'a'; len];
+            let p = prefix(1, &key);
+            let t = ticket(&cache, &p);
+            cache.insert(table(), &p, t, Some(partition(3)));
+            assert!(matches!(cache.lookup(table(), &p), Lookup::Hit(c) if c.len() == 3));
+            assert!(matches!(
+                cache.lookup(TableId::from_u128(8), &p),
+                Lookup::Miss(_)
+            ));
+            // A different key of the same length, and a prefix of the key, are other partitions.
+            let mut other = key.clone();
+            other[len - 1] = b'b';
+            assert!(matches!(
+                cache.lookup(table(), &prefix(1, &other)),
+                Lookup::Miss(_)
+            ));
+            assert!(matches!(
+                cache.lookup(table(), &p[..p.len() - 1]),
+                Lookup::Miss(_)
+            ));
+            cache.apply_write(table(), &p, None);
+            assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
+        }
     }
 
     #[test]
@@ -483,7 +615,7 @@ mod tests {
     }
 
     fn cell_of(partition: &CachedPartition, i: usize) -> (i64, Vec<u8>) {
-        let row = mutation::decode_row(&partition.entries[i].1).unwrap();
+        let row = mutation::decode_row(partition.entry(i).1).unwrap();
         match row.column(1) {
             Some(mutation::ColumnData::Simple { cell, .. }) => {
                 (cell.timestamp, cell.live_value(0).unwrap().to_vec())
@@ -513,16 +645,48 @@ mod tests {
         let Lookup::Hit(now) = cache.lookup(table(), &p) else {
             panic!("expected a hit")
         };
-        assert_eq!(now.entries.len(), 2);
+        assert_eq!(now.len(), 2);
         assert_eq!(cell_of(&now, 0), (1, b"zero".to_vec()));
         assert_eq!(cell_of(&now, 1), (20, b"twenty".to_vec()));
         // The reader that held the partition before the writes still sees what it read.
-        assert_eq!(held.entries.len(), 1);
+        assert_eq!(held.len(), 1);
         assert_eq!(cell_of(&held, 0), (10, b"ten".to_vec()));
         // A write that outgrows the partition limit drops it.
         let big = write_of(&key, 2, 1, &vec![0u8; 1 << 16]);
         cache.apply_write(table(), &p, Some(&big));
         assert!(matches!(cache.lookup(table(), &p), Lookup::Miss(_)));
+    }
+
+    #[test]
+    fn the_one_buffer_layout_gives_back_every_entry() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (b"a".to_vec(), Vec::new()),
+            (b"ab".to_vec(), vec![7; 300]),
+            (b"b".to_vec(), b"x".to_vec()),
+            (vec![b'c'; 70], vec![9; 3]),
+        ];
+        let p = CachedPartition::new(entries.clone());
+        assert_eq!(p.len(), entries.len());
+        for (i, (k, v)) in entries.iter().enumerate() {
+            assert_eq!(p.entry(i), (k.as_slice(), v.as_slice()));
+            assert_eq!(p.get(k).unwrap().as_ref(), Some(v));
+            assert_eq!(p.lower_bound(k), i);
+        }
+        assert_eq!(p.lower_bound(b"aa"), 1);
+        assert_eq!(p.lower_bound(b"d"), 4);
+        assert_eq!(p.bytes(), p.buf.len() + 4 * KV_OVERHEAD);
+        for empty in [CachedPartition::default(), CachedPartition::new(Vec::new())] {
+            assert_eq!(empty.len(), 0);
+            assert_eq!(empty.get(b"a").unwrap(), None);
+            let mut visited = 0;
+            empty
+                .visit(b"", None, false, true, &mut |_, _| {
+                    visited += 1;
+                    Ok(Visit::Continue)
+                })
+                .unwrap();
+            assert_eq!(visited, 0);
+        }
     }
 
     #[test]
