@@ -57,7 +57,7 @@ fn compile_selection(
 /// compiled against, so an EXECUTE clones it instead of compiling it again. A statement's
 /// selection depends only on its text, its keyspace and the schema, and every schema change
 /// gets a new version.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct SelectionCache {
     compiled: Mutex<Option<(Uuid, Selection)>>,
 }
@@ -81,12 +81,6 @@ impl SelectionCache {
         let selection = compile_selection(schema, table, select)?;
         *compiled = Some((schema.version, selection.clone()));
         Ok(selection)
-    }
-}
-
-impl std::fmt::Debug for SelectionCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SelectionCache")
     }
 }
 
