@@ -57,10 +57,12 @@ def test_repeated_reads_hit_and_every_write_shows_through(node_factory):
         s.execute("INSERT INTO pc.kv (k, v) VALUES (2, 'new')")
         assert s.execute(read, [2]).one().v == "new"
 
-        # Expiry is applied at read time, so a cached cell with a TTL still expires.
-        s.execute("INSERT INTO pc.kv (k, v) VALUES (3, 'brief') USING TTL 1")
+        # Expiry is applied at read time, so a cached cell with a TTL still expires. (TTL 2, not
+        # 1: a cell expires at the write's second plus its TTL, so with TTL 1 a read that
+        # crosses into the next second, as one did on a loaded CI machine, already misses it.)
+        s.execute("INSERT INTO pc.kv (k, v) VALUES (3, 'brief') USING TTL 2")
         assert s.execute(read, [3]).one().v == "brief"
-        time.sleep(2.1)
+        time.sleep(3.1)
         assert s.execute(read, [3]).one() is None
 
         # Truncate forgets the table.

@@ -97,15 +97,16 @@ def test_row_deletion_removes_the_marker(cql, kvw):
 
 
 def test_expired_marker_leaves_row_to_its_other_cells(cql, kvw):
-    # The INSERT's marker and cells expire; cells an UPDATE wrote without a TTL do not.
-    cql.execute(f"INSERT INTO {kvw} (k, v) VALUES (1, 1) USING TTL 1")
+    # The INSERT's marker and cells expire; cells an UPDATE wrote without a TTL do not. (TTL 2:
+    # with TTL 1 a count that crosses into the next second already misses row 3.)
+    cql.execute(f"INSERT INTO {kvw} (k, v) VALUES (1, 1) USING TTL 2")
     cql.execute(f"UPDATE {kvw} SET w = 1 WHERE k = 1")
-    cql.execute(f"INSERT INTO {kvw} (k, v, w) VALUES (2, 2, 2) USING TTL 1")
+    cql.execute(f"INSERT INTO {kvw} (k, v, w) VALUES (2, 2, 2) USING TTL 2")
     cql.execute(f"UPDATE {kvw} SET v = 2 WHERE k = 2")
-    cql.execute(f"INSERT INTO {kvw} (k) VALUES (3) USING TTL 1")
+    cql.execute(f"INSERT INTO {kvw} (k) VALUES (3) USING TTL 2")
     assert count(cql, kvw) == 3
     wait_until(lambda: cql.execute(f"SELECT * FROM {kvw} WHERE k = 3").one() is None,
-               EXPIRY_TIMEOUT_S, "row with TTL 1 expires")
+               EXPIRY_TIMEOUT_S, "row with TTL 2 expires")
     assert sorted(rows(cql, f"SELECT k, v, w FROM {kvw}")) == [(1, None, 1), (2, 2, None)]
     assert count(cql, kvw) == 2
 
