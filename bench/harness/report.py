@@ -329,7 +329,8 @@ def _md_escape(text: str) -> str:
 
 
 def _time_rows(results) -> list[str]:
-    lines = ["| server | start and warm-up | setup (schema, load, flush, warm) | measured runs | stop "
+    lines = ["| server | start and warm-up | setup (schema, load, flush, warm, compactions) "
+             "| measured runs | stop "
              "| total |", "|---|--:|--:|--:|--:|--:|"]
     for server in SERVERS:
         steps = [s for s in results["steps"] if s["server"] == server]
@@ -338,7 +339,7 @@ def _time_rows(results) -> list[str]:
         start = sum(s["seconds"] for s in steps if s["step"] in ("start", "server warm-up"))
         stop = sum(s["seconds"] for s in steps if s["step"] == "stop")
         setup = sum(s["seconds"] for s in steps
-                    if s["step"] in ("schema", "load", "flush", "warm"))
+                    if s["step"] in ("schema", "load", "flush", "warm", "settle"))
         runs = sum(s["seconds"] for s in steps if s["step"] == "saturation"
                    or s["step"].startswith("rate"))
         lines.append(f"| {LABELS[server]} | {start:.0f} s | {setup:.0f} s | {runs:.0f} s "

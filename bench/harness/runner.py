@@ -1,6 +1,7 @@
 """`bench/run`: the suite. For each server in turn (Cassandra, Helenus, the ceiling): start it,
 run every workload (schema; for read workloads load, flush and one warm pass; a saturation
-run; fixed-rate runs at fractions of Cassandra's saturation throughput), stop it. Then write
+run; fixed-rate runs at fractions of Cassandra's saturation throughput; before each measured
+run, a wait until the server is not compacting), stop it. Then write
 results.json and the report (see `report`).
 
 Everything a run produces goes to the output directory: results.json (the manifest the report
@@ -33,6 +34,10 @@ LATTE_SLACK_S = 60
 # Loading and warm passes: this plus one second per this many cycles.
 SETUP_BASE_S = 120
 SETUP_CYCLES_PER_S = 500
+# Before each measured run the suite waits until the server has no compaction running or due,
+# polling this often, for at most this long (then the run goes ahead and the step says so).
+SETTLE_POLL_S = 1.0
+SETTLE_MAX_S = 180
 
 
 def parse_args(argv):
@@ -278,8 +283,30 @@ class Suite:
             self.measured_run(server, workload, params, log, fraction,
                               max(1.0, base["throughput"] * fraction))
 
+    def settle(self, server, workload: Workload) -> None:
+        """Waits until `server` has no compaction running or due, so that a run does not pay
+        for the writes of the one before it: a saturation run leaves more to compact the
+        more writes a server took, and every server gets the same quiet start."""
+        if not server.stores_data:
+            return
+        started = time.monotonic()
+        try:
+            while server.compacting():
+                if time.monotonic() - started > SETTLE_MAX_S:
+                    _log(f"{server.label} {workload.name}: still compacting after "
+                         f"{SETTLE_MAX_S} s; measuring anyway")
+                    self.step(server, workload.name, "settle", started, "timed out",
+                              f"still compacting after {SETTLE_MAX_S} s")
+                    return
+                time.sleep(SETTLE_POLL_S)
+        except (subprocess.SubprocessError, OSError, ValueError, KeyError, IndexError) as e:
+            self.step(server, workload.name, "settle", started, "failed", str(e))
+            return
+        self.step(server, workload.name, "settle", started)
+
     def measured_run(self, server, workload, params, log, fraction, rate) -> float | None:
         """One measured latte run; returns its throughput, None if it failed."""
+        self.settle(server, workload)
         tag = "saturation" if rate is None else f"rate{round(fraction * 100):02d}"
         rel = Path("latte") / f"{server.name}-{workload.name}-{tag}.json"
         warmup_s = self.profile.warmup_s

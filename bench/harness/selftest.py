@@ -181,6 +181,25 @@ def latte_reports_parse():
 
 
 @check
+def compaction_status_parses():
+    fixtures = BENCH_DIR / "fixtures"
+    assert servers.cassandra_compacting(
+        (fixtures / "cassandra-compactionstats-active.txt").read_text())
+    assert not servers.cassandra_compacting(
+        (fixtures / "cassandra-compactionstats-idle.txt").read_text())
+    # An active compaction is reported even if no further task is pending.
+    active = (fixtures / "cassandra-compactionstats-active.txt").read_text().replace(
+        "pending tasks                        1", "pending tasks                        0")
+    assert servers.cassandra_compacting(active)
+    idle = (fixtures / "helenus-metrics.txt").read_text()
+    assert not servers.helenus_compacting(idle)
+    assert servers.helenus_compacting(
+        idle.replace("running_compactions=0", "running_compactions=1"))
+    assert servers.helenus_compacting(
+        idle.replace("pending_compaction_bytes=0", "pending_compaction_bytes=4096"))
+
+
+@check
 def sampler():
     samples = [(10.0, 1.0), (11.0, 3.0), (12.0, 3.5)]
     assert servers.interpolate(samples, 10.5) == 2.0

@@ -26,6 +26,8 @@ STOP_TIMEOUT_S = 60
 # Cassandra's first start downloads it from Maven Central.
 CASSANDRA_START_TIMEOUT_S = 900
 FLUSH_TIMEOUT_S = 300
+# A status command (admin metrics, nodetool compactionstats).
+STATUS_TIMEOUT_S = 60
 
 
 def free_port() -> int:
@@ -161,6 +163,26 @@ def _stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
         pass
 
 
+def helenus_compacting(metrics: str) -> bool:
+    """From `helenus admin metrics` (name=value lines): RocksDB has a compaction running or
+    bytes it estimates must be compacted to bring every level within its target."""
+    values = dict(line.split("=", 1) for line in metrics.splitlines() if "=" in line)
+    return (int(values["running_compactions"]) > 0
+            or int(values["pending_compaction_bytes"]) > 0)
+
+
+def cassandra_compacting(stats: str) -> bool:
+    """From `nodetool compactionstats` (Cassandra 5.0): pending tasks, or the table of
+    active compactions (its header ends in `progress`)."""
+    for line in stats.splitlines():
+        words = line.split()
+        if words[:2] == ["pending", "tasks"] and int(words[2]) > 0:
+            return True
+        if words[:1] == ["id"] and words[-1:] == ["progress"]:
+            return True
+    return False
+
+
 class Server:
     """One server under test. Subclasses set `name`, `label` and implement start/stop."""
 
@@ -186,6 +208,12 @@ class Server:
 
     def flush(self, keyspace: str) -> None:
         """Memtables to data files (after a load), so reads come from the files."""
+
+    def compacting(self) -> bool:
+        """Whether a compaction is running or due. The suite waits for this to be false
+        before each measured run, so that a run does not pay for the one before it (a
+        saturation run leaves more to compact the faster the server took writes)."""
+        return False
 
     def _started(self, pid: int) -> None:
         self.pid = pid
@@ -280,6 +308,12 @@ class HelenusServer(BinaryServer):
         subprocess.run([str(self.binary), "admin", "--port", str(self.admin_port), "flush",
                         keyspace], check=True, capture_output=True, timeout=FLUSH_TIMEOUT_S)
 
+    def compacting(self) -> bool:
+        out = subprocess.run([str(self.binary), "admin", "--port", str(self.admin_port),
+                              "metrics"], check=True, capture_output=True, text=True,
+                             timeout=STATUS_TIMEOUT_S).stdout
+        return helenus_compacting(out)
+
 
 class CeilingServer(BinaryServer):
     name = "ceiling"
@@ -367,6 +401,12 @@ class CassandraServer(Server):
     def flush(self, keyspace: str) -> None:
         subprocess.run([str(self.script), "nodetool", "flush", keyspace], env=self.env(),
                        check=True, capture_output=True, timeout=FLUSH_TIMEOUT_S)
+
+    def compacting(self) -> bool:
+        out = subprocess.run([str(self.script), "nodetool", "compactionstats"], env=self.env(),
+                             check=True, capture_output=True, text=True,
+                             timeout=STATUS_TIMEOUT_S).stdout
+        return cassandra_compacting(out)
 
     def stop(self) -> None:
         if self.started:
