@@ -394,6 +394,19 @@ impl Row {
         self.liveness.is_none() && self.deletion.is_none() && self.columns.is_empty()
     }
 
+    /// Whether `normalize` would leave the row as it is, by a check that allocates nothing, so
+    /// that a row already in canonical form (what the query layer builds for most writes) need
+    /// not be copied to be normalised. Conservative: a row with a deletion or a collection
+    /// column is reported as not normalised even if it is.
+    pub fn is_normalized(&self) -> bool {
+        self.deletion.is_none()
+            && self
+                .columns
+                .iter()
+                .all(|c| matches!(c, ColumnData::Simple { .. }))
+            && self.columns.windows(2).all(|w| w[0].id() < w[1].id())
+    }
+
     /// The data of column `id`, if any.
     pub fn column(&self, id: ColumnId) -> Option<&ColumnData> {
         self.columns

@@ -48,6 +48,13 @@ fn gen_cell(r: &mut Rng) -> Cell {
 }
 
 fn gen_row(r: &mut Rng) -> Row {
+    let mut row = gen_raw_row(r);
+    row.normalize();
+    row
+}
+
+/// A row as a writer might build it: columns in any order, duplicates, shadowed data.
+fn gen_raw_row(r: &mut Rng) -> Row {
     let mut row = Row {
         liveness: r.chance(2).then(|| LivenessInfo {
             timestamp: r.below(6) as i64,
@@ -76,7 +83,6 @@ fn gen_row(r: &mut Rng) -> Row {
         };
         row.columns.push(column);
     }
-    row.normalize();
     row
 }
 
@@ -256,6 +262,35 @@ fn collection_deletion_shadows_older_elements_only() {
         }
         other => panic!("unexpected {other:?}"),
     }
+}
+
+#[test]
+fn a_row_reported_normalized_is_left_unchanged_by_normalize() {
+    let (mut reported, mut simple_sorted) = (0, 0);
+    for seed in 1..20_000u64 {
+        let mut r = Rng(seed);
+        let raw = gen_raw_row(&mut r);
+        let mut normalized = raw.clone();
+        normalized.normalize();
+        if raw.is_normalized() {
+            reported += 1;
+            assert_eq!(normalized, raw, "seed {seed}");
+        }
+        // The rows the check is for: simple columns in order, no row deletion.
+        if normalized.deletion.is_none()
+            && normalized
+                .columns
+                .iter()
+                .all(|c| matches!(c, ColumnData::Simple { .. }))
+        {
+            simple_sorted += 1;
+            assert!(normalized.is_normalized(), "seed {seed}");
+        }
+    }
+    assert!(
+        reported > 1_000 && simple_sorted > 1_000,
+        "{reported} {simple_sorted}"
+    );
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! fragments, and merging two encoded fragments of one key (RocksDB's merge operator and the
 //! memory engine both call `merge_values`).
 
+use std::borrow::Cow;
+
 use mutation::{
     decode_partition_header, decode_row, encode_partition_header, encode_row, MutationError, Purger,
 };
@@ -34,8 +36,14 @@ pub(crate) fn fragments(update: &PartitionUpdate) -> Result<Vec<Fragment>, Stora
         }
     }
     let mut push_row = |kind: u8, clustering: &[u8], row: &mutation::Row| {
-        let mut row = row.clone();
-        row.normalize();
+        // Most rows come normalised from the query layer: encode them without a copy.
+        let row = if row.is_normalized() {
+            Cow::Borrowed(row)
+        } else {
+            let mut row = row.clone();
+            row.normalize();
+            Cow::Owned(row)
+        };
         if !row.is_empty() {
             let mut value = Vec::new();
             encode_row(&row, &mut value);
