@@ -161,9 +161,13 @@ pub(crate) async fn apply(
     set: MutationSet,
     consistency: ConsistencyLevel,
 ) -> Result<(), QueryError> {
-    let mut by_keyspace: BTreeMap<String, Vec<PartitionUpdate>> = BTreeMap::new();
+    let mut by_keyspace: Vec<(String, Vec<PartitionUpdate>)> = Vec::with_capacity(1);
     for (_, (ks, update)) in set.partitions {
-        by_keyspace.entry(ks).or_default().push(update);
+        // Usually one keyspace (always for a single statement): a scan beats a map.
+        match by_keyspace.iter_mut().find(|(k, _)| *k == ks) {
+            Some((_, updates)) => updates.push(update),
+            None => by_keyspace.push((ks, vec![update])),
+        }
     }
     for (ks, updates) in by_keyspace {
         let keyspace = schema
