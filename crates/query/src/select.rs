@@ -1819,8 +1819,7 @@ fn newer(a: Option<DeletionTime>, b: Option<DeletionTime>) -> Option<DeletionTim
 }
 
 /// Fills the non-key column values of `row` into `out`; returns whether any cell is live.
-/// Moves the live values of `row` into `out` (the row is read once: its simple cells' values
-/// are taken, not copied).
+/// Simple cells' values are moved out of `row`, not copied.
 fn fill_cells(
     table: &TableMetadata,
     row: &mut Row,

@@ -860,18 +860,22 @@ mod tests {
         }
     }
 
+    /// A deterministic generator of numbers below a bound (xorshift), seeded per test.
+    fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |bound| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        }
+    }
+
     #[test]
     fn bisection_on_key_summaries_agrees_with_comparing_whole_keys() {
         // Keys over a tiny alphabet with zero bytes, of many lengths, sharing prefixes of many
         // lengths: summaries tie (a key and the same key with zeros appended), and keys end
         // inside, at and past the 8 summarised bytes.
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d_u64);
         for round in 0..300 {
             let shared: Vec<u8> = (0..next(12)).map(|_| next(3) as u8).collect();
             let mut keys: Vec<Vec<u8>> = (0..1 + next(40))
@@ -905,13 +909,7 @@ mod tests {
 
     #[test]
     fn splicing_one_fragment_builds_what_a_rebuild_builds() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15_u64);
         // New keys (their values are not merged, so any bytes do): sharing the partition's
         // prefix or not, anywhere in its order, into partitions of one entry and more.
         let (mut spliced, mut declined) = (0, 0);
