@@ -1318,6 +1318,29 @@ mod tests {
         .expect("open")
     }
 
+    /// Partition `k` (token `k`) with row `k` holding `value` in column 1.
+    fn one_cell_update(table: TableId, k: u8, value: Vec<u8>) -> PartitionUpdate {
+        PartitionUpdate {
+            table,
+            key: PartitionKey {
+                token: i64::from(k),
+                key: vec![k],
+            },
+            header: None,
+            static_row: None,
+            rows: vec![(
+                vec![k],
+                Row {
+                    columns: vec![ColumnData::Simple {
+                        id: 1,
+                        cell: Cell::live(1, value),
+                    }],
+                    ..Row::default()
+                },
+            )],
+        }
+    }
+
     #[test]
     fn flushes_write_level_0_uncompressed_and_compactions_compress() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1325,26 +1348,8 @@ mod tests {
         let table = TableId::from_u128(1);
         engine.create_table(table).expect("create");
         for k in 0..200u8 {
-            let update = PartitionUpdate {
-                table,
-                key: PartitionKey {
-                    token: i64::from(k),
-                    key: vec![k],
-                },
-                header: None,
-                static_row: None,
-                rows: vec![(
-                    vec![k],
-                    Row {
-                        columns: vec![ColumnData::Simple {
-                            id: 1,
-                            // Compresses about 50 to 1.
-                            cell: Cell::live(1, vec![b'x'; 2048]),
-                        }],
-                        ..Row::default()
-                    },
-                )],
-            };
+            // Compresses about 50 to 1.
+            let update = one_cell_update(table, k, vec![b'x'; 2048]);
             engine.apply(&[update], Durability::None).expect("write");
         }
         let cf = engine.cf(table).expect("cf");
@@ -1396,25 +1401,7 @@ mod tests {
     fn a_commit_log_tail_rocksdb_would_spin_on_is_cut_and_the_rest_replayed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let table = TableId::from_u128(1);
-        let update = |k: u8| PartitionUpdate {
-            table,
-            key: PartitionKey {
-                token: i64::from(k),
-                key: vec![k],
-            },
-            header: None,
-            static_row: None,
-            rows: vec![(
-                vec![k],
-                Row {
-                    columns: vec![ColumnData::Simple {
-                        id: 1,
-                        cell: Cell::live(1, vec![k]),
-                    }],
-                    ..Row::default()
-                },
-            )],
-        };
+        let update = |k: u8| one_cell_update(table, k, vec![k]);
         {
             let engine = engine(dir.path());
             engine.create_table(table).expect("create");
