@@ -16,7 +16,7 @@ import pytest
 from cassandra.cluster import NoHostAvailable
 from cassandra.protocol import ServerError
 
-from util import new_session
+from util import new_session, wait_until
 
 pytestmark = pytest.mark.helenus_only
 
@@ -208,3 +208,34 @@ def test_corrupt_data_file_is_an_error_naming_the_file(node_factory):
         assert data_file.name in str(e.value)
         assert s.execute("SELECT key FROM system.local").one().key == "local"
     assert "panicked" not in node.log_tail(200)
+
+
+def commit_log_bytes(node):
+    return sum(f.stat().st_size for f in (node.directory / "commitlog").glob("*.log"))
+
+
+def test_commit_log_stays_within_commitlog_total_space_and_replays(node_factory):
+    # Past `commitlog_total_space` the tables holding the oldest commit log file are flushed, so
+    # the file can go: a quiet table's one early write must not keep every later file alive.
+    bound = 1 << 20
+    node = node_factory(extra_config={"commitlog_total_space": "1MiB"}).start()
+    value = "x" * 10_000
+    with new_session(node.host, node.port) as s:
+        s.execute("CREATE KEYSPACE bound WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE bound.quiet (k int PRIMARY KEY, v text)")
+        s.execute("CREATE TABLE bound.busy (k int PRIMARY KEY, v text)")
+        s.execute("INSERT INTO bound.quiet (k, v) VALUES (0, 'early')")
+        insert = s.prepare("INSERT INTO bound.busy (k, v) VALUES (?, ?)")
+        for k in range(600):  # ~6 MB of commit log
+            s.execute(insert, [k, value])
+    wait_until(lambda: commit_log_bytes(node) <= 2 * bound, 30,
+               f"the commit log within 2x its {bound}-byte bound")
+    # A crash now replays what the remaining files hold; the flushed rest is in data files.
+    node.kill()
+    node.start()
+    with new_session(node.host, node.port) as s:
+        assert s.execute("SELECT v FROM bound.quiet WHERE k = 0").one().v == "early"
+        rows = {r.k: r.v for r in s.execute("SELECT k, v FROM bound.busy")}
+    node.stop()
+    assert sorted(rows) == list(range(600)) and set(rows.values()) == {value}

@@ -28,6 +28,9 @@ pub struct Config {
     pub commitlog_directory: PathBuf,
     pub commitlog_sync: CommitLogSync,
     pub commitlog_sync_period_ms: u64,
+    /// `commitlog_total_space`: past it, the tables holding the oldest commit log file are
+    /// flushed so that it can be deleted.
+    pub commitlog_total_space_bytes: u64,
     pub num_tokens: usize,
     pub endpoint_snitch: String,
     pub dc: String,
@@ -58,6 +61,7 @@ impl Default for Config {
             commitlog_directory: data.join("commitlog"),
             commitlog_sync: CommitLogSync::Periodic,
             commitlog_sync_period_ms: 10_000,
+            commitlog_total_space_bytes: storage::DEFAULT_COMMIT_LOG_TOTAL_BYTES,
             num_tokens: 16,
             endpoint_snitch: "SimpleSnitch".to_string(),
             dc: "datacenter1".to_string(),
@@ -88,6 +92,9 @@ fn default_block_cache_bytes() -> usize {
         .unwrap_or(1024 * MIB);
     (total / 16).clamp(64 * MIB, 2048 * MIB)
 }
+
+/// The smallest `commitlog_total_space` accepted.
+const MIN_COMMITLOG_TOTAL_SPACE_BYTES: u64 = 1 << 20;
 
 /// Keys Cassandra's cassandra.yaml has that Helenus accepts without acting on them, so a
 /// Cassandra config file loads with a warning rather than an error.
@@ -243,6 +250,17 @@ impl Config {
                     // window; the value is validated and otherwise unused.
                     as_duration_ms(key, v)?;
                 }
+                "commitlog_total_space" | "commitlog_total_space_in_mb" => {
+                    let bytes = if key == "commitlog_total_space" {
+                        as_size_bytes(key, v)?
+                    } else {
+                        as_u64(key, v)?.saturating_mul(1 << 20)
+                    };
+                    if bytes < MIN_COMMITLOG_TOTAL_SPACE_BYTES {
+                        bail!("invalid value for '{key}': at least 1 MiB");
+                    }
+                    config.commitlog_total_space_bytes = bytes;
+                }
                 "num_tokens" => {
                     let n = as_u64(key, v)?;
                     if n == 0 || n > 1536 {
@@ -345,6 +363,24 @@ mod tests {
         assert_eq!(c.commitlog_sync, CommitLogSync::Periodic);
         assert_eq!(c.commitlog_sync_period_ms, 10_000);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn commitlog_total_space_in_either_form() {
+        let (c, _) = Config::parse("").expect("empty config");
+        assert_eq!(c.commitlog_total_space_bytes, 512 << 20);
+        let (c, w) = Config::parse("commitlog_total_space: 8192MiB\n").expect("valid");
+        assert_eq!(c.commitlog_total_space_bytes, 8 << 30);
+        assert!(w.is_empty(), "{w:?}");
+        let (c, _) = Config::parse("commitlog_total_space_in_mb: 100\n").expect("valid");
+        assert_eq!(c.commitlog_total_space_bytes, 100 << 20);
+        for bad in [
+            "commitlog_total_space: 0MiB",
+            "commitlog_total_space: 8192",
+            "commitlog_total_space_in_mb: 0",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

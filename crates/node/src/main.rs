@@ -192,6 +192,7 @@ async fn serve(config: Config) -> Result<()> {
         commit_log_dir: Some(config.commitlog_directory.clone()),
         block_cache_bytes: config.block_cache_size_bytes,
         partition_cache_bytes: config.partition_cache_size_bytes,
+        commit_log_total_bytes: config.commitlog_total_space_bytes,
         commit_log_sync: durability,
     };
     let engine: Arc<dyn StorageEngine> = Arc::new(

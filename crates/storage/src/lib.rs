@@ -32,7 +32,7 @@ mod write;
 
 pub use memory::MemoryEngine;
 #[cfg(feature = "rocksdb")]
-pub use rocks::{RocksConfig, RocksEngine};
+pub use rocks::{RocksConfig, RocksEngine, DEFAULT_COMMIT_LOG_TOTAL_BYTES};
 
 use mutation::{ClusteringBound, PartitionHeader, Row};
 

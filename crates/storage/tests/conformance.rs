@@ -1093,6 +1093,7 @@ fn rocks_config(dir: &std::path::Path) -> RocksConfig {
         commit_log_dir: Some(dir.join("commitlog")),
         block_cache_bytes: 8 << 20,
         partition_cache_bytes: 1 << 20,
+        commit_log_total_bytes: storage::DEFAULT_COMMIT_LOG_TOTAL_BYTES,
         commit_log_sync: Durability::Periodic,
     }
 }
