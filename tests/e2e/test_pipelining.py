@@ -239,3 +239,34 @@ def test_v5_segment_of_many_frames_each_answered_once(server):
                 seen.append(stream)
                 pending = pending[9 + length:]
         assert sorted(seen) == list(range(1, count + 1))
+
+
+# Linux's smallest delayed-ACK timeout (TCP_DELACK_MIN).
+DELAYED_ACK_S = 0.040
+
+
+@pytest.mark.helenus_only
+def test_requests_larger_than_the_drivers_write_chunk_wait_for_no_delayed_ack(node_factory):
+    # The Python driver leaves Nagle's algorithm on and writes a request in 4 KiB pieces, so it
+    # sends each next piece only once the last is acknowledged; a server with nothing to answer
+    # yet delays that ACK by at least 40 ms. Helenus acknowledges a partly read request at
+    # once. Helenus-only because Cassandra 5.0.9 does not: 44-46 ms per 8 KiB or 64 KiB
+    # insert with this driver, against 3-5 ms under 4 KiB (measured 2026-11-24).
+    node = node_factory().start()
+    with new_session(node.host, node.port) as s:
+        s.execute("CREATE KEYSPACE chunks WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE chunks.t (k int PRIMARY KEY, v blob)")
+        insert = s.prepare("INSERT INTO chunks.t (k, v) VALUES (?, ?)")
+        for size in (8 * 1024, 64 * 1024):
+            took = []
+            for k in range(20):
+                started = time.monotonic()
+                s.execute(insert, [k, bytes([k]) * size])
+                took.append(time.monotonic() - started)
+            median = sorted(took)[len(took) // 2]
+            assert median < DELAYED_ACK_S / 2, (
+                f"{size}-byte inserts took {median * 1000:.1f} ms at the median: "
+                "a delayed ACK is in the way"
+            )
+            assert s.execute("SELECT v FROM chunks.t WHERE k = 19").one().v == bytes([19]) * size
