@@ -150,6 +150,13 @@ impl FrameCodec {
         self.compression == Some(Compression::Lz4)
     }
 
+    /// The start of a frame is buffered here, its rest not yet read (a large v5 frame whose
+    /// first segments have arrived): bytes of an incomplete frame that `decode`'s input no
+    /// longer holds.
+    pub fn has_incomplete_frame(&self) -> bool {
+        !self.partial.is_empty()
+    }
+
     /// Takes the next complete request frame from `buf`, or returns `None` if more bytes are
     /// needed. An error means the stream cannot be read further: answer it and close.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {

@@ -1009,6 +1009,27 @@ fn large_frame_spans_segments() {
         );
         assert_eq!(got[1].stream, 10);
         assert_eq!(got[1].opcode, opcode::OPTIONS);
+        assert!(!codec.has_incomplete_frame());
+
+        // Byte by byte: between the large frame's segments the input is empty and the codec
+        // holds the frame's start.
+        let mut codec = FrameCodec::new(MAX);
+        if lz4 {
+            codec.set_compression(Compression::Lz4);
+        }
+        codec.switch_to_v5_segments();
+        let mut buf = BytesMut::new();
+        let mut between_segments = 0;
+        for byte in wire.iter() {
+            buf.extend_from_slice(&[*byte]);
+            if codec.decode(&mut buf).unwrap().is_none()
+                && buf.is_empty()
+                && codec.has_incomplete_frame()
+            {
+                between_segments += 1;
+            }
+        }
+        assert!(between_segments >= 2, "{between_segments}");
     }
 }
 

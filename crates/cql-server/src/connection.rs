@@ -348,7 +348,8 @@ impl Connection {
             let frame = match self.decoder.decode(&mut self.input) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
-                    if started == 1 && self.fresh_input && !self.input.is_empty() {
+                    let incomplete = !self.input.is_empty() || self.decoder.has_incomplete_frame();
+                    if started == 1 && self.fresh_input && incomplete {
                         acknowledge_now(writer);
                     }
                     self.fresh_input = false;
