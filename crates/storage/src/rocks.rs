@@ -79,8 +79,9 @@ const PUSH_DOWN_BATCH: usize = 1024;
 /// `TablePurge::gc_grace_seconds` before `set_gc_grace`: purge nothing.
 const GC_GRACE_UNSET: i32 = -1;
 
-/// `RocksConfig::commit_log_total_bytes` unless configured: a few memtables' worth, so that a
-/// crash replays seconds of commit log, not minutes (Cassandra's default is 8 GiB).
+/// `RocksConfig::commit_log_total_bytes` unless configured: a few memtables' worth, so that
+/// what a crash replays is bounded by that, not by how long a rarely written table goes
+/// unflushed (Cassandra's default is 8 GiB).
 pub const DEFAULT_COMMIT_LOG_TOTAL_BYTES: u64 = 512 << 20;
 
 /// How to open a `RocksEngine`.
@@ -169,9 +170,9 @@ fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
     // memtable budget (gigabytes with the system tables alone), so a file stayed while any
     // rarely written table (a system table) had a memtable backed by it: replay after a crash
     // grew with them, and every commit log write went to a new file's new pages. With the
-    // bound, in a fixed-rate write run (12,500/s) the commit log `write()` fell from 15.6% to
-    // 5.7% of the shard thread's samples: ext4 zeroing new blocks (`__pi_memset`) 6.6% ->
-    // 0.1%, the copy into the page cache 3.7% -> 0.4% (bench/README).
+    // bound, in fixed-rate write runs (12,500/s) the commit log `write()` fell from 11.5-15.6%
+    // to 4.0-5.7% of the shard thread's samples, ext4 zeroing new blocks (`__pi_memset`) from
+    // 4.0-6.6% to under 0.1% (bench/README).
     opts.set_max_total_wal_size(config.commit_log_total_bytes);
     // Tickers for `metrics` (block cache, bloom filters, bytes read from files, stalls). The
     // default level skips the expensive per-operation timers.
