@@ -27,7 +27,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from harness.runner import SETTLE_MAX_S, SETTLE_POLL_S  # noqa: E402
+from harness.runner import SETTLE_MAX_S, wait_until_settled  # noqa: E402
 from harness.servers import HelenusServer, process_cpu_s  # noqa: E402
 
 KEYSPACE = "bench_standard1"
@@ -59,11 +59,8 @@ def main() -> int:
         elapsed = time.monotonic() - started
         after_run = process_cpu_s(node.pid)
         node.flush(KEYSPACE)
-        deadline = time.monotonic() + SETTLE_MAX_S
-        while node.compacting():
-            if time.monotonic() > deadline:
-                sys.exit(f"compactions still running after {SETTLE_MAX_S} s")
-            time.sleep(SETTLE_POLL_S)
+        if not wait_until_settled(node):
+            sys.exit(f"compactions still running after {SETTLE_MAX_S} s")
         after_all = process_cpu_s(node.pid)
         n = a.cycles
         print(f"{n / elapsed:,.0f} writes/s; node CPU per write: run "

@@ -40,6 +40,17 @@ SETTLE_POLL_S = 1.0
 SETTLE_MAX_S = 180
 
 
+def wait_until_settled(server) -> bool:
+    """Waits until `server` has no compaction running or due; False if it still had after
+    `SETTLE_MAX_S`."""
+    started = time.monotonic()
+    while server.compacting():
+        if time.monotonic() - started > SETTLE_MAX_S:
+            return False
+        time.sleep(SETTLE_POLL_S)
+    return True
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="bench/run",
@@ -291,14 +302,12 @@ class Suite:
             return
         started = time.monotonic()
         try:
-            while server.compacting():
-                if time.monotonic() - started > SETTLE_MAX_S:
-                    _log(f"{server.label} {workload.name}: still compacting after "
-                         f"{SETTLE_MAX_S} s; measuring anyway")
-                    self.step(server, workload.name, "settle", started, "timed out",
-                              f"still compacting after {SETTLE_MAX_S} s")
-                    return
-                time.sleep(SETTLE_POLL_S)
+            if not wait_until_settled(server):
+                _log(f"{server.label} {workload.name}: still compacting after "
+                     f"{SETTLE_MAX_S} s; measuring anyway")
+                self.step(server, workload.name, "settle", started, "timed out",
+                          f"still compacting after {SETTLE_MAX_S} s")
+                return
         except (subprocess.SubprocessError, OSError, ValueError, KeyError, IndexError) as e:
             self.step(server, workload.name, "settle", started, "failed", str(e))
             return
