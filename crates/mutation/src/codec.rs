@@ -50,8 +50,8 @@
 //! byte offset and what is wrong), never a panic or an oversized allocation.
 
 use crate::{
-    Cell, CellValue, ClusteringBound, ColumnData, DeletionTime, Expiry, LivenessInfo,
-    MutationError, PartitionHeader, RangeTombstone, Row,
+    cell_rank, Cell, CellRef, CellValue, ClusteringBound, ColumnData, ColumnId, DeletionTime,
+    Expiry, LivenessInfo, MutationError, PartitionHeader, RangeTombstone, Row,
 };
 
 /// The version byte `encode_row` writes.
@@ -132,34 +132,39 @@ fn put_cell(out: &mut Vec<u8>, cell: &Cell) {
     }
 }
 
-/// Appends the encoding of `row` to `out`. The row should be normalized (`Row::normalize` or a
-/// product of `Row::merge`): the decoder rejects unsorted or duplicate columns and cell paths.
-pub fn encode_row(row: &Row, out: &mut Vec<u8>) {
-    // One allocation instead of a doubling per few cells (a five-column row grew its buffer
-    // five times).
-    out.reserve(encoded_row_len_bound(row));
+/// A row's version byte, flags, marker and deletion.
+fn put_row_head(out: &mut Vec<u8>, liveness: Option<LivenessInfo>, deletion: Option<DeletionTime>) {
     out.push(ROW_FORMAT_VERSION);
     let mut flags = 0;
-    if let Some(l) = &row.liveness {
+    if let Some(l) = &liveness {
         flags |= ROW_HAS_MARKER;
         if l.expiry.is_some() {
             flags |= ROW_MARKER_HAS_TTL;
         }
     }
-    if row.deletion.is_some() {
+    if deletion.is_some() {
         flags |= ROW_HAS_DELETION;
     }
     out.push(flags);
-    if let Some(l) = &row.liveness {
+    if let Some(l) = &liveness {
         out.extend_from_slice(&l.timestamp.to_be_bytes());
         if let Some(e) = &l.expiry {
             out.extend_from_slice(&e.ttl_seconds.to_be_bytes());
             out.extend_from_slice(&e.local_expiration_time.to_be_bytes());
         }
     }
-    if let Some(d) = &row.deletion {
+    if let Some(d) = &deletion {
         put_deletion(out, d);
     }
+}
+
+/// Appends the encoding of `row` to `out`. The row should be normalized (`Row::normalize` or a
+/// product of `Row::merge`): the decoder rejects unsorted or duplicate columns and cell paths.
+pub fn encode_row(row: &Row, out: &mut Vec<u8>) {
+    // One allocation instead of a doubling per few cells (a five-column row grew its buffer
+    // five times).
+    out.reserve(encoded_row_len_bound(row));
+    put_row_head(out, row.liveness, row.deletion);
     put_len(out, row.columns.len());
     for column in &row.columns {
         match column {
@@ -271,6 +276,7 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[cold]
     fn corrupt(&self, detail: impl Into<String>) -> MutationError {
         MutationError::Corrupt {
             structure: self.structure,
@@ -279,32 +285,46 @@ impl<'a> Reader<'a> {
         }
     }
 
+    // The readers below run for every field of every stored value read or merged: inlined,
+    // with their errors built out of line (they were most of a row merge's time).
+    #[inline]
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], MutationError> {
-        let remaining = self.bytes.len() - self.offset;
-        if n > remaining {
-            return Err(self.corrupt(format!(
-                "{what} needs {n} bytes but only {remaining} remain"
-            )));
+        match self.bytes.get(self.offset..self.offset.saturating_add(n)) {
+            Some(slice) => {
+                self.offset += n;
+                Ok(slice)
+            }
+            None => Err(self.too_short(n, what)),
         }
-        let slice = &self.bytes[self.offset..self.offset + n];
-        self.offset += n;
-        Ok(slice)
     }
 
+    #[cold]
+    #[inline(never)]
+    fn too_short(&self, n: usize, what: &str) -> MutationError {
+        let remaining = self.bytes.len() - self.offset;
+        self.corrupt(format!(
+            "{what} needs {n} bytes but only {remaining} remain"
+        ))
+    }
+
+    #[inline]
     fn u8(&mut self, what: &str) -> Result<u8, MutationError> {
         Ok(self.take(1, what)?[0])
     }
 
     /// A local deletion or expiration time: 4 bytes, unsigned (see `LocalTime`).
+    #[inline]
     fn local_time(&mut self, what: &str) -> Result<crate::LocalTime, MutationError> {
         self.i32(what).map(|v| v as u32)
     }
 
+    #[inline]
     fn i32(&mut self, what: &str) -> Result<i32, MutationError> {
         let b = self.take(4, what)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    #[inline]
     fn i64(&mut self, what: &str) -> Result<i64, MutationError> {
         let b = self.take(8, what)?;
         let mut a = [0u8; 8];
@@ -312,7 +332,20 @@ impl<'a> Reader<'a> {
         Ok(i64::from_be_bytes(a))
     }
 
+    #[inline]
     fn varint(&mut self, what: &str) -> Result<u32, MutationError> {
+        // Ids, counts and most lengths fit in one byte.
+        if let Some(&byte) = self.bytes.get(self.offset) {
+            if byte < 0x80 {
+                self.offset += 1;
+                return Ok(u32::from(byte));
+            }
+        }
+        self.varint_long(what)
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self, what: &str) -> Result<u32, MutationError> {
         let start = self.offset;
         let mut value: u64 = 0;
         for shift in (0..35).step_by(7) {
@@ -347,8 +380,13 @@ impl<'a> Reader<'a> {
     }
 
     fn bytes_with_len(&mut self, what: &str) -> Result<Vec<u8>, MutationError> {
+        Ok(self.slice_with_len(what)?.to_vec())
+    }
+
+    #[inline]
+    fn slice_with_len(&mut self, what: &str) -> Result<&'a [u8], MutationError> {
         let len = self.varint(what)? as usize;
-        Ok(self.take(len, what)?.to_vec())
+        self.take(len, what)
     }
 
     fn deletion(&mut self, what: &str) -> Result<DeletionTime, MutationError> {
@@ -384,28 +422,38 @@ impl<'a> Reader<'a> {
     }
 
     fn cell(&mut self) -> Result<Cell, MutationError> {
+        let (timestamp, cell) = self.raw_cell()?;
+        let value = match cell {
+            CellRef::Live(value) => CellValue::Live {
+                value: value.to_vec(),
+                expiry: None,
+            },
+            CellRef::Expiring(value, expiry) => CellValue::Live {
+                value: value.to_vec(),
+                expiry: Some(expiry),
+            },
+            CellRef::Tombstone(local_deletion_time) => CellValue::Tombstone {
+                local_deletion_time,
+            },
+        };
+        Ok(Cell { timestamp, value })
+    }
+
+    /// A cell's timestamp and the rest of it, its value borrowed.
+    fn raw_cell(&mut self) -> Result<(i64, CellRef<'a>), MutationError> {
         let kind_offset = self.offset;
         let kind = self.u8("cell kind")?;
         let timestamp = self.i64("cell timestamp")?;
-        let value = match kind {
-            CELL_LIVE => CellValue::Live {
-                value: self.bytes_with_len("cell value")?,
-                expiry: None,
-            },
+        let cell = match kind {
+            CELL_LIVE => CellRef::Live(self.slice_with_len("cell value")?),
             CELL_EXPIRING => {
-                let ttl_seconds = self.i32("cell ttl")?;
-                let local_expiration_time = self.local_time("cell expiration time")?;
-                CellValue::Live {
-                    value: self.bytes_with_len("cell value")?,
-                    expiry: Some(Expiry {
-                        ttl_seconds,
-                        local_expiration_time,
-                    }),
-                }
+                let expiry = Expiry {
+                    ttl_seconds: self.i32("cell ttl")?,
+                    local_expiration_time: self.local_time("cell expiration time")?,
+                };
+                CellRef::Expiring(self.slice_with_len("cell value")?, expiry)
             }
-            CELL_TOMBSTONE => CellValue::Tombstone {
-                local_deletion_time: self.local_time("cell tombstone deletion time")?,
-            },
+            CELL_TOMBSTONE => CellRef::Tombstone(self.local_time("cell tombstone deletion time")?),
             other => {
                 return Err(MutationError::Corrupt {
                     structure: self.structure,
@@ -414,18 +462,14 @@ impl<'a> Reader<'a> {
                 })
             }
         };
-        Ok(Cell { timestamp, value })
+        Ok((timestamp, cell))
     }
 }
 
-/// Decodes a value written by `encode_row`.
-pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
-    let mut r = Reader {
-        bytes,
-        offset: 0,
-        structure: "row",
-    };
-    r.version(ROW_FORMAT_VERSION)?;
+/// A row's flags, marker and deletion (after the version byte).
+fn row_head(
+    r: &mut Reader<'_>,
+) -> Result<(Option<LivenessInfo>, Option<DeletionTime>), MutationError> {
     let flags = r.u8("row flags")?;
     if flags & !(ROW_HAS_MARKER | ROW_MARKER_HAS_TTL | ROW_HAS_DELETION) != 0
         || (flags & ROW_MARKER_HAS_TTL != 0 && flags & ROW_HAS_MARKER == 0)
@@ -451,6 +495,18 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
     } else {
         None
     };
+    Ok((liveness, deletion))
+}
+
+/// Decodes a value written by `encode_row`.
+pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
+    let mut r = Reader {
+        bytes,
+        offset: 0,
+        structure: "row",
+    };
+    r.version(ROW_FORMAT_VERSION)?;
+    let (liveness, deletion) = row_head(&mut r)?;
     // Smallest column: 1-byte id, kind byte, 1-byte cell count of an empty collection.
     let column_count = r.count("column count", 3)?;
     let mut columns = Vec::with_capacity(column_count);
@@ -516,6 +572,129 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
         deletion,
         columns,
     })
+}
+
+/// One simple column of an encoded row: its id, its cell's timestamp and what else
+/// reconciliation looks at, and the cell's encoding (kind byte to the end of the value).
+#[derive(Clone, Copy)]
+struct RawCell<'a> {
+    id: ColumnId,
+    timestamp: i64,
+    cell: CellRef<'a>,
+    bytes: &'a [u8],
+}
+
+/// The columns of an encoded row, read one at a time without copying. Fails (`Err(())`) at a
+/// collection column or anything `decode_row` would reject (it then says why).
+struct SimpleCells<'a> {
+    r: Reader<'a>,
+    left: usize,
+    previous: Option<ColumnId>,
+}
+
+impl<'a> SimpleCells<'a> {
+    /// The row's marker, deletion and columns.
+    fn of(
+        bytes: &'a [u8],
+    ) -> Result<(Option<LivenessInfo>, Option<DeletionTime>, SimpleCells<'a>), ()> {
+        let mut r = Reader {
+            bytes,
+            offset: 0,
+            structure: "row",
+        };
+        r.version(ROW_FORMAT_VERSION).map_err(drop)?;
+        let (liveness, deletion) = row_head(&mut r).map_err(drop)?;
+        let left = r.count("column count", 3).map_err(drop)?;
+        let cells = SimpleCells {
+            r,
+            left,
+            previous: None,
+        };
+        Ok((liveness, deletion, cells))
+    }
+
+    /// The next column, or `None` after the last (when nothing may follow it).
+    fn next_cell(&mut self) -> Result<Option<RawCell<'a>>, ()> {
+        if self.left == 0 {
+            return self.r.finish().map(|()| None).map_err(drop);
+        }
+        self.left -= 1;
+        let id = self.r.varint("column id").map_err(drop)?;
+        if self.previous.is_some_and(|p| p >= id)
+            || self.r.u8("column kind").map_err(drop)? != COLUMN_SIMPLE
+        {
+            return Err(());
+        }
+        self.previous = Some(id);
+        let start = self.r.offset;
+        let (timestamp, cell) = self.r.raw_cell().map_err(drop)?;
+        Ok(Some(RawCell {
+            id,
+            timestamp,
+            cell,
+            bytes: &self.r.bytes[start..self.r.offset],
+        }))
+    }
+}
+
+/// `encode_row(&decode_row(a)?.merge(decode_row(b)?))`, byte for byte, for the common case of
+/// rows without collection columns, merged on their encodings: each winning cell's encoding is
+/// copied and nothing is decoded into owned values (one allocation, the result, against one
+/// per cell and row). The write path merges every write into a cached partition, and flushes
+/// and compactions merge every overwritten row. `None` when either row has a collection column
+/// or does not decode: the caller then merges decoded rows, which reports a corrupt value.
+pub fn merge_encoded_rows(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
+    let (liveness_a, deletion_a, mut cells_a) = SimpleCells::of(a).ok()?;
+    let (liveness_b, deletion_b, mut cells_b) = SimpleCells::of(b).ok()?;
+    // As `Row::merge`: the newer marker and deletion, cell by cell reconciliation (on a full
+    // tie the cells are identical), then what the deletion shadows dropped.
+    let deletion = DeletionTime::newest(deletion_a, deletion_b);
+    let shadowed = |timestamp: i64| deletion.is_some_and(|d| d.deletes(timestamp));
+    let liveness = LivenessInfo::newest(liveness_a, liveness_b).filter(|l| !shadowed(l.timestamp));
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    put_row_head(&mut out, liveness, deletion);
+    // The column count comes first: room for the most there can be, fixed up at the end.
+    let count_at = out.len();
+    put_len(&mut out, cells_a.left + cells_b.left);
+    let count_len = out.len() - count_at;
+    let mut count = 0;
+    let (mut x, mut y) = (cells_a.next_cell().ok()?, cells_b.next_cell().ok()?);
+    loop {
+        let winner = match (x, y) {
+            (Some(p), Some(q)) if p.id == q.id => {
+                x = cells_a.next_cell().ok()?;
+                y = cells_b.next_cell().ok()?;
+                if cell_rank(q.timestamp, q.cell) > cell_rank(p.timestamp, p.cell) {
+                    q
+                } else {
+                    p
+                }
+            }
+            (Some(p), Some(q)) if p.id < q.id => {
+                x = cells_a.next_cell().ok()?;
+                p
+            }
+            (_, Some(q)) => {
+                y = cells_b.next_cell().ok()?;
+                q
+            }
+            (Some(p), None) => {
+                x = cells_a.next_cell().ok()?;
+                p
+            }
+            (None, None) => break,
+        };
+        if !shadowed(winner.timestamp) {
+            count += 1;
+            put_varint(&mut out, winner.id);
+            out.push(COLUMN_SIMPLE);
+            out.extend_from_slice(winner.bytes);
+        }
+    }
+    let mut fixed = Vec::with_capacity(5);
+    put_len(&mut fixed, count);
+    out.splice(count_at..count_at + count_len, fixed);
+    Some(out)
 }
 
 /// Decodes a value written by `encode_partition_header`.

@@ -25,7 +25,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 pub use codec::{
-    decode_partition_header, decode_row, encode_partition_header, encode_row,
+    decode_partition_header, decode_row, encode_partition_header, encode_row, merge_encoded_rows,
     PARTITION_HEADER_FORMAT_VERSION, ROW_FORMAT_VERSION,
 };
 
@@ -217,29 +217,55 @@ impl Cell {
 /// 6. (ours) the larger TTL. Cassandra returns its left argument here, which would make merge
 ///    order-dependent; any fixed choice is fine as both cells expire at the same second.
 fn cell_order(a: &Cell, b: &Cell) -> Ordering {
-    fn key(c: &Cell) -> (i64, bool, bool, LocalTime, &[u8], i32) {
-        match &c.value {
+    cell_rank(a.timestamp, CellRef::of(a)).cmp(&cell_rank(b.timestamp, CellRef::of(b)))
+}
+
+/// What reconciliation looks at in a cell besides its timestamp, borrowed from a decoded
+/// `Cell` or from a cell's encoding (`codec::merge_encoded_rows`), so both order cells alike.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CellRef<'a> {
+    Live(&'a [u8]),
+    Expiring(&'a [u8], Expiry),
+    Tombstone(LocalTime),
+}
+
+impl<'a> CellRef<'a> {
+    fn of(cell: &'a Cell) -> CellRef<'a> {
+        match &cell.value {
             CellValue::Live {
                 value,
                 expiry: None,
-            } => (c.timestamp, false, false, 0, value, 0),
+            } => CellRef::Live(value),
             CellValue::Live {
                 value,
                 expiry: Some(e),
-            } => (
-                c.timestamp,
-                true,
-                false,
-                e.local_expiration_time,
-                value,
-                e.ttl_seconds,
-            ),
+            } => CellRef::Expiring(value, *e),
             CellValue::Tombstone {
                 local_deletion_time,
-            } => (c.timestamp, true, true, *local_deletion_time, &[], 0),
+            } => CellRef::Tombstone(*local_deletion_time),
         }
     }
-    key(a).cmp(&key(b))
+}
+
+/// `cell_order`'s sort key: the greater key wins.
+pub(crate) fn cell_rank(
+    timestamp: i64,
+    cell: CellRef<'_>,
+) -> (i64, bool, bool, LocalTime, &[u8], i32) {
+    match cell {
+        CellRef::Live(value) => (timestamp, false, false, 0, value, 0),
+        CellRef::Expiring(value, e) => (
+            timestamp,
+            true,
+            false,
+            e.local_expiration_time,
+            value,
+            e.ttl_seconds,
+        ),
+        CellRef::Tombstone(local_deletion_time) => {
+            (timestamp, true, true, local_deletion_time, &[], 0)
+        }
+    }
 }
 
 /// Cassandra's cell reconciliation (`Cells.reconcile` for regular cells): returns the winner.

@@ -574,6 +574,95 @@ fn property_codec_round_trips() {
     }
 }
 
+/// A normalized row whose columns are all simple (ids 0-4), as most tables' rows are.
+fn gen_simple_row(r: &mut Rng) -> Row {
+    let mut row = Row {
+        liveness: r.chance(2).then(|| LivenessInfo {
+            timestamp: r.below(6) as i64,
+            expiry: r.chance(2).then(|| gen_expiry(r)),
+        }),
+        deletion: r.chance(4).then(|| gen_deletion(r)),
+        columns: (0..r.below(6))
+            .map(|_| ColumnData::Simple {
+                id: r.below(5) as u32,
+                cell: gen_cell(r),
+            })
+            .collect(),
+    };
+    row.normalize();
+    row
+}
+
+#[test]
+fn property_merging_encoded_rows_equals_merging_decoded_rows() {
+    let mut r = Rng(0x5eed_000a);
+    let encode = |row: &Row| {
+        let mut buf = Vec::new();
+        encode_row(row, &mut buf);
+        buf
+    };
+    let mut fast = 0;
+    for case in 0..CASES {
+        // Mostly simple rows (the fast path), sometimes one with collections (no fast path).
+        let a = if r.chance(4) {
+            gen_row(&mut r)
+        } else {
+            gen_simple_row(&mut r)
+        };
+        let b = if r.chance(4) {
+            gen_row(&mut r)
+        } else {
+            gen_simple_row(&mut r)
+        };
+        let (ea, eb) = (encode(&a), encode(&b));
+        let complex = |row: &Row| {
+            row.columns
+                .iter()
+                .any(|c| matches!(c, ColumnData::Complex { .. }))
+        };
+        match merge_encoded_rows(&ea, &eb) {
+            Some(merged) => {
+                assert!(!complex(&a) && !complex(&b), "case {case}");
+                assert_eq!(merged, encode(&a.clone().merge(b.clone())), "case {case}");
+                fast += 1;
+            }
+            None => assert!(complex(&a) || complex(&b), "case {case}"),
+        }
+    }
+    assert!(fast > CASES / 2, "{fast} of {CASES} took the fast path");
+}
+
+#[test]
+fn merging_encoded_rows_leaves_corrupt_values_to_the_decoder() {
+    let mut r = Rng(0x5eed_000b);
+    let mut good = Vec::new();
+    encode_row(&gen_simple_row(&mut r), &mut good);
+    let mut row = Vec::new();
+    encode_row(
+        &Row {
+            liveness: None,
+            deletion: None,
+            columns: vec![ColumnData::Simple {
+                id: 3,
+                cell: Cell::live(1, b"abc".to_vec()),
+            }],
+        },
+        &mut row,
+    );
+    // Every truncation, a trailing byte, an unknown cell kind: no fast merge, and no panic.
+    for cut in 0..row.len() {
+        assert_eq!(merge_encoded_rows(&row[..cut], &good), None, "cut at {cut}");
+        assert_eq!(merge_encoded_rows(&good, &row[..cut]), None, "cut at {cut}");
+    }
+    let mut trailing = row.clone();
+    trailing.push(0);
+    assert_eq!(merge_encoded_rows(&trailing, &good), None);
+    let mut bad_kind = row.clone();
+    bad_kind[5] = 0x07; // version, flags, count, id, column kind, then the cell kind
+    assert!(decode_row(&bad_kind).is_err());
+    assert_eq!(merge_encoded_rows(&good, &bad_kind), None);
+}
+
 #[test]
 fn codec_handles_large_values_and_ids() {
     let row = Row {

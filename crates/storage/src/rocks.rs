@@ -566,8 +566,10 @@ impl RocksEngine {
         &self,
         table: TableId,
     ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'_>>, StorageError> {
+        // Every write and read looks its table up: the name is formatted on the stack.
+        let mut name = [0u8; uuid::fmt::Hyphenated::LENGTH];
         self.db
-            .cf_handle(&cf_name(table))
+            .cf_handle(table.hyphenated().encode_lower(&mut name))
             .ok_or(StorageError::UnknownTable(table))
     }
 

@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 
 use mutation::{
-    decode_partition_header, decode_row, encode_partition_header, encode_row, MutationError, Purger,
+    decode_partition_header, decode_row, encode_partition_header, encode_row, merge_encoded_rows,
+    MutationError, Purger,
 };
 
 use crate::keys::{parse_key, partition_prefix, KIND_HEADER, KIND_ROW, KIND_STATIC};
@@ -74,6 +75,10 @@ pub(crate) fn merge_values<'a>(
         }
         encode_partition_header(&merged, &mut out);
     } else {
+        let values: Vec<&[u8]> = values.into_iter().collect();
+        if let Some(merged) = merge_encoded(&values) {
+            return Ok(merged);
+        }
         let mut merged = mutation::Row::default();
         for v in values {
             merged = merged.merge(decode_row(v)?);
@@ -81,6 +86,19 @@ pub(crate) fn merge_values<'a>(
         encode_row(&merged, &mut out);
     }
     Ok(out)
+}
+
+/// Two or more encoded rows merged without decoding them (`mutation::merge_encoded_rows`), or
+/// `None` if any has a collection column or does not decode. One value is left to the decoding
+/// merge, which puts it in canonical form.
+fn merge_encoded(values: &[&[u8]]) -> Option<Vec<u8>> {
+    let (first, rest) = values.split_first()?;
+    let (second, rest) = rest.split_first()?;
+    let mut merged = merge_encoded_rows(first, second)?;
+    for value in rest {
+        merged = merge_encoded_rows(&merged, value)?;
+    }
+    Some(merged)
 }
 
 /// What purging did to one stored value.
