@@ -54,12 +54,12 @@ fn compile_selection(
 }
 
 /// A prepared SELECT's compiled (unbound) selection, kept with the schema version it was
-/// compiled against, so an EXECUTE clones it instead of compiling it again. A statement's
-/// selection depends only on its text, its keyspace and the schema, and every schema change
-/// gets a new version.
+/// compiled against, so an EXECUTE shares it instead of compiling it again (and copies it only
+/// to bind terms into it). A statement's selection depends only on its text, its keyspace and
+/// the schema, and every schema change gets a new version.
 #[derive(Debug, Default)]
 pub(crate) struct SelectionCache {
-    compiled: Mutex<Option<(Uuid, Selection)>>,
+    compiled: Mutex<Option<(Uuid, Arc<Selection>)>>,
 }
 
 impl SelectionCache {
@@ -68,7 +68,7 @@ impl SelectionCache {
         schema: &Schema,
         table: &TableMetadata,
         select: &Select,
-    ) -> Result<Selection, QueryError> {
+    ) -> Result<Arc<Selection>, QueryError> {
         let mut compiled = self
             .compiled
             .lock()
@@ -78,7 +78,7 @@ impl SelectionCache {
                 return Ok(selection.clone());
             }
         }
-        let selection = compile_selection(schema, table, select)?;
+        let selection = Arc::new(compile_selection(schema, table, select)?);
         *compiled = Some((schema.version, selection.clone()));
         Ok(selection)
     }
@@ -158,7 +158,7 @@ enum Filter {
 
 struct Plan {
     table: Arc<TableMetadata>,
-    selection: Selection,
+    selection: Arc<Selection>,
     filters: Vec<Filter>,
     /// Partitions to read, when the partition key is fully restricted by = or IN.
     partitions: Option<Vec<PartitionKey>>,
@@ -336,9 +336,12 @@ fn build_plan(
 ) -> Result<Plan, QueryError> {
     let mut selection = match cache {
         Some(cache) => cache.get_or_compile(schema, table, select)?,
-        None => compile_selection(schema, table, select)?,
+        None => Arc::new(compile_selection(schema, table, select)?),
     };
-    selection.bind(values)?;
+    // A prepared statement's selection is shared; it is copied only to bind terms into it.
+    if selection.needs_binding() {
+        Arc::make_mut(&mut selection).bind(values)?;
+    }
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
     let mut filters = Vec::new();
@@ -715,7 +718,8 @@ fn build_plan(
                     "ORDER BY with an IN restriction on the partition key of a virtual table is not supported yet by Helenus".to_string(),
                 ));
             }
-            selection.add_hidden_columns(columns.iter().map(|(index, _)| *index));
+            Arc::make_mut(&mut selection)
+                .add_hidden_columns(columns.iter().map(|(index, _)| *index));
             post_ordering = Some(columns);
         }
     }
@@ -1395,7 +1399,7 @@ async fn execute_rows(
         None => rows,
     };
     Ok(QueryResult::Rows(ResultSet {
-        columns: plan.selection.specs,
+        columns: plan.selection.specs.clone(),
         rows,
         paging_state,
         skip_metadata: false,

@@ -129,6 +129,8 @@ pub(crate) struct Selection {
     /// One per GROUP BY element: the function when the element is a function of a clustering
     /// column (`floor(ts, 1h)`), `None` for a plain column.
     pub group_by_functions: Vec<Option<GroupFunction>>,
+    /// Whether any expression holds a term (`Expr::Term`): only then does `bind` change it.
+    has_terms: bool,
 }
 
 /// A GROUP BY element that is a monotonic function of one clustering column: rows in
@@ -162,6 +164,8 @@ struct Compiler<'a> {
     aggregates: Vec<AggregateSpec>,
     markers: Vec<SelectionMarker>,
     in_aggregate: bool,
+    /// A term was compiled: the selection must be bound per execution.
+    has_terms: bool,
 }
 
 /// Compiles the selection of `select` against `table`; `types` are the keyspace's user types
@@ -183,6 +187,7 @@ pub(crate) fn compile(
         aggregates: Vec::new(),
         markers: Vec::new(),
         in_aggregate: false,
+        has_terms: false,
     };
     let mut outputs = Vec::new();
     let mut specs = Vec::new();
@@ -221,6 +226,7 @@ pub(crate) fn compile(
         aggregates: compiler.aggregates,
         markers: compiler.markers,
         group_by_functions,
+        has_terms: compiler.has_terms,
     })
 }
 
@@ -559,6 +565,7 @@ impl Compiler<'_> {
     /// A term selector of type `ty`; its markers are recorded for PREPARE under `name`.
     fn term(&mut self, t: Term, ty: CqlType, marker_name: &str) -> Compiled {
         self.collect_markers(&t, &ty, marker_name);
+        self.has_terms = true;
         Compiled {
             name: term_text(&t),
             expr: Expr::Term(t, ty.clone(), marker_name.to_string()),
@@ -1355,6 +1362,11 @@ impl Selection {
             }
         }
         out
+    }
+
+    /// Whether `bind` would change the selection: it holds terms to evaluate.
+    pub fn needs_binding(&self) -> bool {
+        self.has_terms
     }
 
     /// Evaluates the selection's terms with the execution's bound values.
