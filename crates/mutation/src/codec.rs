@@ -466,10 +466,16 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A row's flags, marker and deletion (after the version byte).
+/// An encoded row's version, flags, marker and deletion, and a reader at its column count.
 fn row_head(
-    r: &mut Reader<'_>,
-) -> Result<(Option<LivenessInfo>, Option<DeletionTime>), MutationError> {
+    bytes: &[u8],
+) -> Result<(Reader<'_>, Option<LivenessInfo>, Option<DeletionTime>), MutationError> {
+    let mut r = Reader {
+        bytes,
+        offset: 0,
+        structure: "row",
+    };
+    r.version(ROW_FORMAT_VERSION)?;
     let flags = r.u8("row flags")?;
     if flags & !(ROW_HAS_MARKER | ROW_MARKER_HAS_TTL | ROW_HAS_DELETION) != 0
         || (flags & ROW_MARKER_HAS_TTL != 0 && flags & ROW_HAS_MARKER == 0)
@@ -495,18 +501,12 @@ fn row_head(
     } else {
         None
     };
-    Ok((liveness, deletion))
+    Ok((r, liveness, deletion))
 }
 
 /// Decodes a value written by `encode_row`.
 pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
-    let mut r = Reader {
-        bytes,
-        offset: 0,
-        structure: "row",
-    };
-    r.version(ROW_FORMAT_VERSION)?;
-    let (liveness, deletion) = row_head(&mut r)?;
+    let (mut r, liveness, deletion) = row_head(bytes)?;
     // Smallest column: 1-byte id, kind byte, 1-byte cell count of an empty collection.
     let column_count = r.count("column count", 3)?;
     let mut columns = Vec::with_capacity(column_count);
@@ -597,13 +597,7 @@ impl<'a> SimpleCells<'a> {
     fn of(
         bytes: &'a [u8],
     ) -> Result<(Option<LivenessInfo>, Option<DeletionTime>, SimpleCells<'a>), ()> {
-        let mut r = Reader {
-            bytes,
-            offset: 0,
-            structure: "row",
-        };
-        r.version(ROW_FORMAT_VERSION).map_err(drop)?;
-        let (liveness, deletion) = row_head(&mut r).map_err(drop)?;
+        let (mut r, liveness, deletion) = row_head(bytes).map_err(drop)?;
         let left = r.count("column count", 3).map_err(drop)?;
         let cells = SimpleCells {
             r,
