@@ -78,12 +78,22 @@ const RT_START_INCLUSIVE: u8 = 0x02;
 const RT_HAS_END: u8 = 0x04;
 const RT_END_INCLUSIVE: u8 = 0x08;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+fn put_varint(out: &mut Vec<u8>, v: u32) {
+    let (bytes, len) = varint_bytes(v);
+    out.extend_from_slice(&bytes[..len]);
+}
+
+/// `put_varint`'s bytes, on the stack: the buffer and how many of its bytes are used.
+fn varint_bytes(mut v: u32) -> ([u8; 5], usize) {
+    let mut bytes = [0u8; 5];
+    let mut len = 0;
     while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
+        bytes[len] = (v as u8 & 0x7f) | 0x80;
         v >>= 7;
+        len += 1;
     }
-    out.push(v as u8);
+    bytes[len] = v as u8;
+    (bytes, len + 1)
 }
 
 fn put_len(out: &mut Vec<u8>, len: usize) {
@@ -685,9 +695,11 @@ pub fn merge_encoded_rows(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
             out.extend_from_slice(winner.bytes);
         }
     }
-    let mut fixed = Vec::with_capacity(5);
-    put_len(&mut fixed, count);
-    out.splice(count_at..count_at + count_len, fixed);
+    let (varint, len) = varint_bytes(u32::try_from(count).ok()?);
+    out.splice(
+        count_at..count_at + count_len,
+        varint[..len].iter().copied(),
+    );
     Some(out)
 }
 

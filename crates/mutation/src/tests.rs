@@ -633,6 +633,34 @@ fn property_merging_encoded_rows_equals_merging_decoded_rows() {
 }
 
 #[test]
+fn merging_encoded_rows_with_many_columns_sizes_the_column_count() {
+    // The count is written before the columns, in room for the most there can be: 200 and
+    // 100 columns both need a shorter or equal varint than that room (2 bytes).
+    let row = |ids: std::ops::Range<u32>, timestamp: i64| Row {
+        liveness: None,
+        deletion: None,
+        columns: ids
+            .map(|id| ColumnData::Simple {
+                id,
+                cell: Cell::live(timestamp, vec![id as u8]),
+            })
+            .collect(),
+    };
+    let encode = |row: &Row| {
+        let mut buf = Vec::new();
+        encode_row(row, &mut buf);
+        buf
+    };
+    for (a, b) in [
+        (row(0..100, 1), row(100..200, 2)),
+        (row(0..100, 1), row(0..100, 2)),
+    ] {
+        let merged = merge_encoded_rows(&encode(&a), &encode(&b));
+        assert_eq!(merged, Some(encode(&a.merge(b))));
+    }
+}
+
+#[test]
 fn merging_encoded_rows_leaves_corrupt_values_to_the_decoder() {
     let mut r = Rng(0x5eed_000b);
     let mut good = Vec::new();
