@@ -491,11 +491,11 @@ pub(crate) fn analyze(
 /// type.
 pub(crate) fn resolve_values(
     specs: &[ColumnSpec],
-    values: &BoundValues,
+    values: BoundValues,
 ) -> Result<Vec<Bound>, QueryError> {
     let resolved: Vec<Bound> = match values {
         BoundValues::None => Vec::new(),
-        BoundValues::Positional(v) => v.clone(),
+        BoundValues::Positional(v) => v,
         BoundValues::Named(named) => {
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {

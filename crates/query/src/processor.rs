@@ -358,7 +358,7 @@ impl QueryProcessor {
     pub async fn query(
         &self,
         text: &str,
-        options: QueryOptions,
+        mut options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
         let statement =
@@ -369,7 +369,7 @@ impl QueryProcessor {
             .or_else(|| session.keyspace.clone());
         let schema = self.schema();
         let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
-        let values = bind::resolve_values(&info.specs, &options.values)?;
+        let values = bind::resolve_values(&info.specs, std::mem::take(&mut options.values))?;
         let run = Executable {
             statement: &statement,
             selection: None,
@@ -416,14 +416,15 @@ impl QueryProcessor {
     pub async fn execute(
         &self,
         id: &[u8],
-        options: QueryOptions,
+        mut options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
         let prepared = self
             .prepared
             .get(id)
             .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
-        let values = bind::resolve_values(&prepared.bind_specs, &options.values)?;
+        let values =
+            bind::resolve_values(&prepared.bind_specs, std::mem::take(&mut options.values))?;
         let keyspace = prepared.keyspace.clone();
         let run = Executable {
             statement: &prepared.statement,
@@ -479,7 +480,7 @@ impl QueryProcessor {
                     let statement = cql_syntax::parse_statement(&text)
                         .map_err(|e| QueryError::Syntax(e.to_string()))?;
                     let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
-                    let values = bind::resolve_values(&info.specs, &values)?;
+                    let values = bind::resolve_values(&info.specs, values)?;
                     (statement, keyspace.clone(), values)
                 }
                 BatchItem::Prepared(id, values) => {
@@ -487,7 +488,7 @@ impl QueryProcessor {
                         .prepared
                         .get(&id)
                         .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
-                    let values = bind::resolve_values(&prepared.bind_specs, &values)?;
+                    let values = bind::resolve_values(&prepared.bind_specs, values)?;
                     (
                         prepared.statement.clone(),
                         prepared.keyspace.clone(),
