@@ -440,8 +440,14 @@ fn engine_error(
     }
 }
 
+/// The name of `table`'s column family: its id, hyphenated, in lower case.
 fn cf_name(table: TableId) -> String {
-    table.hyphenated().to_string()
+    cf_name_in(table, &mut [0; uuid::fmt::Hyphenated::LENGTH]).to_string()
+}
+
+/// `cf_name` written into `buf`, for lookups on every read and write.
+fn cf_name_in(table: TableId, buf: &mut [u8; uuid::fmt::Hyphenated::LENGTH]) -> &str {
+    table.hyphenated().encode_lower(buf)
 }
 
 impl RocksEngine {
@@ -566,10 +572,9 @@ impl RocksEngine {
         &self,
         table: TableId,
     ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'_>>, StorageError> {
-        // Every write and read looks its table up: the name is formatted on the stack.
-        let mut name = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
         self.db
-            .cf_handle(table.hyphenated().encode_lower(&mut name))
+            .cf_handle(cf_name_in(table, &mut name))
             .ok_or(StorageError::UnknownTable(table))
     }
 
