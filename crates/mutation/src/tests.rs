@@ -47,6 +47,13 @@ fn gen_cell(r: &mut Rng) -> Cell {
     }
 }
 
+fn gen_liveness(r: &mut Rng) -> Option<LivenessInfo> {
+    r.chance(2).then(|| LivenessInfo {
+        timestamp: r.below(6) as i64,
+        expiry: r.chance(2).then(|| gen_expiry(r)),
+    })
+}
+
 fn gen_row(r: &mut Rng) -> Row {
     let mut row = gen_raw_row(r);
     row.normalize();
@@ -56,10 +63,7 @@ fn gen_row(r: &mut Rng) -> Row {
 /// A row as a writer might build it: columns in any order, duplicates, shadowed data.
 fn gen_raw_row(r: &mut Rng) -> Row {
     let mut row = Row {
-        liveness: r.chance(2).then(|| LivenessInfo {
-            timestamp: r.below(6) as i64,
-            expiry: r.chance(2).then(|| gen_expiry(r)),
-        }),
+        liveness: gen_liveness(r),
         deletion: r.chance(3).then(|| gen_deletion(r)),
         columns: Vec::new(),
     };
@@ -577,10 +581,7 @@ fn property_codec_round_trips() {
 /// A normalized row whose columns are all simple (ids 0-4), as most tables' rows are.
 fn gen_simple_row(r: &mut Rng) -> Row {
     let mut row = Row {
-        liveness: r.chance(2).then(|| LivenessInfo {
-            timestamp: r.below(6) as i64,
-            expiry: r.chance(2).then(|| gen_expiry(r)),
-        }),
+        liveness: gen_liveness(r),
         deletion: r.chance(4).then(|| gen_deletion(r)),
         columns: (0..r.below(6))
             .map(|_| ColumnData::Simple {
