@@ -243,7 +243,10 @@ mod tests {
                 unsafe {
                     let p = a.alloc(l);
                     assert!(!p.is_null());
-                    assert!((p as usize).is_multiple_of(align), "size {size} align {align}");
+                    assert!(
+                        (p as usize).is_multiple_of(align),
+                        "size {size} align {align}"
+                    );
                     // The whole block is writable: a class's block is sized for its largest size.
                     ptr::write_bytes(p, 0xAB, size);
                     a.dealloc(p, l);
