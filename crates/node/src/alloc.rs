@@ -61,9 +61,7 @@ impl Drop for Cache {
                 // owned by the cache.
                 unsafe { MiMalloc.dealloc(block, class_layout(class)) };
             }
-            stacks.len[class] = 0;
         }
-        stacks.bytes = 0;
     }
 }
 
