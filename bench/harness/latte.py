@@ -10,6 +10,8 @@ the cycle's scheduled start, so at a fixed rate it includes queueing (no coordin
 """
 
 import datetime
+import gzip
+import json
 import os
 import shlex
 import shutil
@@ -121,6 +123,28 @@ class LatteResult:
     mean_ms: float
     rate: float | None  # the --rate latte ran with, None when unthrottled
     server_version: str | None  # the release_version the server reported
+
+
+def read_report(path: Path) -> dict:
+    """A latte JSON report, as latte wrote it (`FILE.json`) or as the harness keeps it
+    (`FILE.json.gz`, see `compress`)."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    return json.loads(path.read_text())
+
+
+def compress(path: Path) -> Path:
+    """Replaces latte's report `FILE.json` with `FILE.json.gz`, returning the new path. Each
+    report is ~0.4 MB, mostly the per-second samples' serialized histograms; gzip keeps every
+    byte (`latte show` reads the file once `gunzip -k` restored it) in about 40% of that."""
+    path = Path(path)
+    packed = path.with_name(path.name + ".gz")
+    with open(path, "rb") as src, gzip.open(packed, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+    return packed
 
 
 def parse(report: dict) -> LatteResult:

@@ -34,7 +34,7 @@ def load(out_dir: Path) -> dict:
         if run.get("status") != "ok":
             continue
         try:
-            parsed = latte_mod.parse(json.loads((out_dir / run["latte_json"]).read_text()))
+            parsed = latte_mod.parse(latte_mod.read_report(out_dir / run["latte_json"]))
         except (OSError, ValueError, KeyError) as e:
             run["status"], run["error"] = "failed", f"unreadable latte report: {e}"
             continue
@@ -524,7 +524,7 @@ def render(results: dict) -> str:
         "client less CPU loses throughput for it; the ceiling shows where that limit is. "
         "Runs are short (especially with `--quick`): treat differences under ~20% as noise "
         "unless they repeat. The latte JSON reports in `latte/` carry error margins for "
-        "throughput and latency (`latte show FILE`).")
+        "throughput and latency (`gunzip -k FILE.json.gz && latte show FILE.json`).")
     L.append("")
     L.append("## Where the time went")
     L.append("")
@@ -551,6 +551,6 @@ def render(results: dict) -> str:
     L.append("</details>")
     L.append("")
     L.append("Logs (latte's output per server and workload, the servers' logs) are in `logs/`, "
-             "latte's JSON reports in `latte/`, everything above in `results.json`.")
+             "latte's JSON reports in `latte/` (gzipped), everything above in `results.json`.")
     L.append("")
     return "\n".join(L)

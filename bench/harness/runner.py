@@ -338,7 +338,9 @@ class Suite:
         throughput = None
         if ok:
             try:
-                result = latte_mod.parse(json.loads((self.out / rel).read_text()))
+                result = latte_mod.parse(latte_mod.read_report(self.out / rel))
+                record["latte_json"] = str(rel.with_name(
+                    latte_mod.compress(self.out / rel).name))
             except (OSError, ValueError, KeyError) as e:
                 ok, error = False, f"unreadable latte report: {e}"
         if ok:
