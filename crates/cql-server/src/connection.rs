@@ -110,9 +110,6 @@ struct Connection {
     events_tx: mpsc::Sender<wire::Response>,
     events_task: Option<tokio::task::JoinHandle<()>>,
     flush: FlushPolicy,
-    /// This thread's involuntary context switches before the current pass's first mid-pass
-    /// write, if it made one (see `FlushPolicy`).
-    switches_at_flush: Option<u64>,
 }
 
 /// Whether a pass writes its responses as they accumulate (every `FLUSH_BYTES`) or at its end.
@@ -223,7 +220,6 @@ pub(crate) async fn run(
         events_tx,
         events_task: None,
         flush: FlushPolicy::default(),
-        switches_at_flush: None,
     };
     let mut shut_down = false;
     loop {
@@ -419,18 +415,22 @@ impl Connection {
     /// bounds (at a bound `held` is set and reading waits until requests complete) and
     /// `REQUESTS_PER_PASS` (then `pass_full` is set).
     fn start_buffered(&mut self, writer: &OwnedWriteHalf) {
-        let started = self.start_pass(writer);
+        let mut switches_at_flush = None;
+        let started = self.start_pass(writer, &mut switches_at_flush);
         if started > 0 {
-            let preempted = self
-                .switches_at_flush
-                .take()
-                .map(|before| involuntary_switches() > before);
+            let preempted = switches_at_flush.map(|before| involuntary_switches() > before);
             self.flush.end_pass(preempted);
         }
     }
 
-    /// `start_buffered`'s pass; returns the number of frames it took.
-    fn start_pass(&mut self, writer: &OwnedWriteHalf) -> usize {
+    /// `start_buffered`'s pass; returns the number of frames it took. If it wrote early (and
+    /// the policy is probing), `switches_at_flush` gets this thread's involuntary context
+    /// switches before its first early write.
+    fn start_pass(
+        &mut self,
+        writer: &OwnedWriteHalf,
+        switches_at_flush: &mut Option<u64>,
+    ) -> usize {
         self.held = false;
         let mut started = 0;
         let threshold = self.flush.threshold();
@@ -470,8 +470,8 @@ impl Connection {
                 Ok(request) => {
                     self.start(version, stream, request);
                     if self.output.len() >= threshold && self.state != State::Broken {
-                        if self.switches_at_flush.is_none() && threshold == FLUSH_BYTES {
-                            self.switches_at_flush = Some(involuntary_switches());
+                        if switches_at_flush.is_none() && threshold == FLUSH_BYTES {
+                            *switches_at_flush = Some(involuntary_switches());
                         }
                         self.write_some(writer);
                     }
