@@ -254,6 +254,28 @@ async fn serve(config: Config) -> Result<()> {
     } else {
         None
     };
+    // Commit log housekeeping, in either mode: the engine keeps its log within
+    // `commitlog_total_space` after writes stop (`StorageEngine::maintain_commit_log`).
+    let maintain_task = {
+        let engine = engine.clone();
+        let mut stopped = stop_sync.subscribe();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(Duration::from_secs(1));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = stopped.changed() => break,
+                }
+                let engine = engine.clone();
+                match tokio::task::spawn_blocking(move || engine.maintain_commit_log()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "commit log maintenance failed"),
+                    Err(e) => tracing::error!(error = %e, "commit log maintenance task failed"),
+                }
+            }
+        })
+    };
 
     // Unauthenticated, so local only: a loopback listen_address (127.0.0.x, one per node of a
     // local cluster) or else 127.0.0.1.
@@ -302,6 +324,7 @@ async fn serve(config: Config) -> Result<()> {
     if let Some(task) = sync_task {
         let _ = task.await;
     }
+    let _ = maintain_task.await;
     let flush_engine = engine.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
         flush_engine.sync_commit_log()?;

@@ -282,6 +282,9 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError>;
     /// Fsyncs the commit log (periodic mode's timer calls this).
     fn sync_commit_log(&self) -> Result<(), StorageError>;
+    /// Housekeeping the node's timer calls about once a second: keeps the commit log within
+    /// its configured bound after writes stop (an engine that needs no help does nothing).
+    fn maintain_commit_log(&self) -> Result<(), StorageError>;
     /// The table's footprint; `UnknownTable` if it has no storage.
     fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError>;
     /// Engine-wide counters since start, by name: point reads (`partition_reads`) and the disk

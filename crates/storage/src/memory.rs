@@ -349,4 +349,8 @@ impl StorageEngine for MemoryEngine {
     fn sync_commit_log(&self) -> Result<(), StorageError> {
         Ok(())
     }
+
+    fn maintain_commit_log(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
 }

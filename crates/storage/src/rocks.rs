@@ -126,6 +126,10 @@ pub struct RocksEngine {
     partition_reads: AtomicU64,
     /// Whole small partitions, in front of RocksDB (`None` if configured off).
     partition_cache: Option<PartitionCache>,
+    /// `maintain_commit_log`'s memory: the latest sequence number it saw, and the one it last
+    /// checked the commit log's size at (u64::MAX: none yet).
+    maintained_sequence: AtomicU64,
+    checked_sequence: AtomicU64,
 }
 
 /// The largest partition the partition cache keeps (its stored keys and values).
@@ -542,7 +546,31 @@ impl RocksEngine {
             partition_cache: (config.partition_cache_bytes > 0).then(|| {
                 PartitionCache::new(config.partition_cache_bytes, MAX_CACHED_PARTITION_BYTES)
             }),
+            maintained_sequence: AtomicU64::new(u64::MAX),
+            checked_sequence: AtomicU64::new(u64::MAX),
         })
+    }
+
+    /// The bytes of the commit log's files (RocksDB's `*.log` in the WAL directory).
+    fn commit_log_bytes(&self) -> Result<u64, StorageError> {
+        let dir = self
+            .config
+            .commit_log_dir
+            .as_ref()
+            .unwrap_or(&self.config.data_dir);
+        let unreadable = |e: std::io::Error| StorageError::Engine {
+            operation: "measure the commit log",
+            detail: format!("{}: {e}", dir.display()),
+        };
+        let mut bytes = 0;
+        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+            let entry = entry.map_err(unreadable)?;
+            if entry.file_name().as_encoded_bytes().ends_with(b".log") {
+                // A file RocksDB deleted meanwhile holds nothing.
+                bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+        Ok(bytes)
     }
 
     /// The configuration the engine was opened with.
@@ -1338,6 +1366,43 @@ impl StorageEngine for RocksEngine {
             .flush_wal(true)
             .map_err(|e| engine_error("sync commit log", None, e))
     }
+
+    /// RocksDB enforces `max_total_wal_size` only when a write arrives, and skips it while the
+    /// oldest log's memtables are being flushed; a burst that ends during that flush leaves the
+    /// commit log above its bound until the next write, and replay after a crash longer. Once
+    /// writes have stopped (the sequence number is the same as at the previous call) this
+    /// checks the log once, and if it is over the bound with no flush running, flushes every
+    /// memtable, which frees every log but the current one.
+    fn maintain_commit_log(&self) -> Result<(), StorageError> {
+        let sequence = self.db.latest_sequence_number();
+        let previous = self
+            .maintained_sequence
+            .swap(sequence, AtomicOrdering::Relaxed);
+        if sequence != previous || self.checked_sequence.load(AtomicOrdering::Relaxed) == sequence {
+            return Ok(());
+        }
+        let running_flushes = self
+            .db
+            .property_int_value("rocksdb.num-running-flushes")
+            .map_err(|e| engine_error("read a property", None, e))?
+            .unwrap_or(0);
+        if running_flushes > 0 {
+            // What RocksDB is flushing may free the log; check again next time.
+            return Ok(());
+        }
+        let bytes = self.commit_log_bytes()?;
+        if bytes > self.config.commit_log_total_bytes {
+            tracing::debug!(
+                bytes,
+                bound = self.config.commit_log_total_bytes,
+                "commit log over its bound with writes stopped; flushing memtables"
+            );
+            self.flush(None)?;
+        }
+        self.checked_sequence
+            .store(sequence, AtomicOrdering::Relaxed);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -1509,14 +1574,17 @@ mod tests {
         for i in 0..2048u32 {
             write(one_cell_update(busy, i as u8, vec![1; 4096]));
         }
+        // Writes have stopped: RocksDB checks the bound no more, and the node's timer calls
+        // `maintain_commit_log`, which flushes what the last burst left above it.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while commit_log_bytes(dir.path()) > 2 * BOUND {
+        while commit_log_bytes(dir.path()) > BOUND {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the commit log is {} bytes, bound {BOUND}",
                 commit_log_bytes(dir.path())
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
+            engine.maintain_commit_log().expect("maintain");
         }
         // Nothing was lost by the flushes that kept it there.
         let read = |table, k: u8| {
@@ -1530,6 +1598,40 @@ mod tests {
         };
         assert_eq!(read(quiet, 0), 1);
         assert_eq!(read(busy, 255), 1);
+    }
+
+    #[test]
+    fn a_commit_log_left_over_its_bound_when_writes_stop_is_flushed() {
+        const BOUND: u64 = 1 << 20;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = RocksEngine::open(RocksConfig {
+            commit_log_total_bytes: BOUND,
+            ..config(dir.path())
+        })
+        .expect("open");
+        let table = TableId::from_u128(1);
+        engine.create_table(table).expect("create");
+        // RocksDB checks the bound before a write: one 2 MiB write passes it and leaves the log
+        // over the bound, and with no write after it RocksDB never looks again.
+        let updates: Vec<_> = (0..32u8)
+            .map(|k| one_cell_update(table, k, vec![k; 64 << 10]))
+            .collect();
+        engine.apply(&updates, Durability::Periodic).expect("write");
+        assert!(commit_log_bytes(dir.path()) > BOUND);
+        // The first call only notes where writes are; the second sees they stopped.
+        engine.maintain_commit_log().expect("maintain");
+        assert!(commit_log_bytes(dir.path()) > BOUND);
+        engine.maintain_commit_log().expect("maintain");
+        assert!(
+            commit_log_bytes(dir.path()) <= BOUND,
+            "the commit log is {} bytes, bound {BOUND}",
+            commit_log_bytes(dir.path())
+        );
+        let key = one_cell_update(table, 31, Vec::new()).key;
+        let page = engine
+            .read_partition(table, &key, &ClusteringSlice::all(), usize::MAX, None)
+            .expect("read");
+        assert_eq!(page.data.rows.len(), 1);
     }
 
     #[test]
