@@ -26,6 +26,8 @@
 //! per shard: a hit sets a bit, the hand spares an entry once per bit.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -41,20 +43,69 @@ const KV_OVERHEAD: usize = 48;
 
 /// One partition's stored entries (full storage keys and values), in key order, in one
 /// buffer: a read follows one pointer to all of it, not one per key and per value (each a
-/// cache-cold allocation: those misses were most of a cached point read's time).
+/// cache-cold allocation: those misses were most of a cached point read's time). The buffer
+/// shares its allocation with its reference count, so a cache hit's clone and the read after
+/// it start on the same cache line. Cloning shares the buffer.
 ///
 /// Every key starts with the same bytes (the partition's prefix, and more when the entries
 /// share it), so the index keeps, per entry, the 8 bytes of its key that follow them: a
 /// bisection compares those, in the contiguous index, and reads a key itself only when they
 /// tie, instead of loading a cold key at every probe.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct CachedPartition {
     /// `[count: u32][common: u32][count x (key end: u32, value end: u32, summary: u64)]`
     /// `[keys and values]`, native-endian. `common` is the length of the prefix every key
     /// shares; a summary is the 8 key bytes after it, big-endian, zero-padded. Ends are offsets
     /// into the keys-and-values part, where each entry's key starts at the previous entry's
     /// value end.
-    buf: Box<[u8]>,
+    buf: Arc<[u8]>,
+}
+
+impl Default for CachedPartition {
+    fn default() -> CachedPartition {
+        CachedPartition {
+            buf: Arc::from(&[][..]),
+        }
+    }
+}
+
+/// Writes a buffer of a size known in advance straight into its shared allocation, front to
+/// back, without zeroing it first (a time-series append rewrites a partition of up to 64 KiB).
+struct Filler {
+    buf: Arc<[MaybeUninit<u8>]>,
+    at: usize,
+}
+
+impl Filler {
+    fn new(len: usize) -> Filler {
+        Filler {
+            buf: Arc::new_uninit_slice(len),
+            at: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        let buf = Arc::get_mut(&mut self.buf).expect("a new buffer is not shared");
+        let to = &mut buf[self.at..self.at + bytes.len()];
+        // SAFETY: `to` is exactly `bytes.len()` bytes of a buffer only this filler can reach,
+        // so it cannot overlap `bytes`; `MaybeUninit<u8>` has the layout of `u8`. (A loop of
+        // `MaybeUninit::write` was not turned into a `memcpy`.)
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), to.as_mut_ptr().cast::<u8>(), bytes.len())
+        };
+        self.at += bytes.len();
+    }
+
+    fn finish(self) -> CachedPartition {
+        assert_eq!(
+            self.at,
+            self.buf.len(),
+            "the buffer's size was computed wrong"
+        );
+        // SAFETY: `put` writes the bytes from the front without gaps, and it wrote all of them.
+        let buf = unsafe { self.buf.assume_init() };
+        CachedPartition { buf }
+    }
 }
 
 const U32: usize = std::mem::size_of::<u32>();
@@ -90,24 +141,22 @@ impl CachedPartition {
             (Some(only), None) => only.len(),
             _ => 0,
         };
-        let mut buf = Vec::with_capacity(HEADER + count * INDEX_ENTRY + data);
-        buf.extend_from_slice(&(count as u32).to_ne_bytes());
-        buf.extend_from_slice(&(common as u32).to_ne_bytes());
+        let mut buf = Filler::new(HEADER + count * INDEX_ENTRY + data);
+        buf.put(&(count as u32).to_ne_bytes());
+        buf.put(&(common as u32).to_ne_bytes());
         let mut end = 0usize;
         for (k, v) in entries.clone() {
             end += k.len();
-            buf.extend_from_slice(&(end as u32).to_ne_bytes());
+            buf.put(&(end as u32).to_ne_bytes());
             end += v.len();
-            buf.extend_from_slice(&(end as u32).to_ne_bytes());
-            buf.extend_from_slice(&summary(&k[common..]).to_ne_bytes());
+            buf.put(&(end as u32).to_ne_bytes());
+            buf.put(&summary(&k[common..]).to_ne_bytes());
         }
         for (k, v) in entries {
-            buf.extend_from_slice(k);
-            buf.extend_from_slice(v);
+            buf.put(k);
+            buf.put(v);
         }
-        let partition = CachedPartition {
-            buf: buf.into_boxed_slice(),
-        };
+        let partition = buf.finish();
         debug_assert!((1..partition.len()).all(|i| partition.key(i - 1) < partition.key(i)));
         partition
     }
@@ -268,7 +317,7 @@ impl Source for CachedPartition {
 
 /// What `lookup` found.
 pub(crate) enum Lookup {
-    Hit(Arc<CachedPartition>),
+    Hit(CachedPartition),
     /// Known to exceed `max_partition_bytes`: read it from the engine, do not try to cache it.
     TooLarge,
     /// Not cached: read it, then offer it to `insert` with this ticket.
@@ -282,7 +331,7 @@ pub(crate) struct Ticket {
 }
 
 enum Cached {
-    Partition(Arc<CachedPartition>),
+    Partition(CachedPartition),
     TooLarge,
 }
 
@@ -292,7 +341,60 @@ struct Entry {
     referenced: bool,
 }
 
-type Key = (TableId, PrefixKey);
+#[derive(Clone, PartialEq, Eq)]
+struct Key {
+    table: TableId,
+    prefix: PrefixKey,
+}
+
+impl Key {
+    fn new(table: TableId, prefix: &[u8]) -> Key {
+        Key {
+            table,
+            prefix: PrefixKey::new(prefix),
+        }
+    }
+}
+
+/// A key hashes as its partition's token (the prefix's first 8 bytes, already a uniform hash)
+/// and its table: `std`'s SipHash over the whole key cost as much as the probe itself.
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let prefix = self.prefix.as_bytes();
+        let mut token = [0u8; 8];
+        let n = prefix.len().min(8);
+        token[..n].copy_from_slice(&prefix[..n]);
+        let (high, low) = self.table.as_u64_pair();
+        state.write_u64(u64::from_ne_bytes(token) ^ high ^ low);
+    }
+}
+
+/// Mixes the one word `Key` hashes (murmur3's finaliser): every token of a shard is the same
+/// modulo `SHARDS`, and the map's bucket index is taken from the low bits.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else still hashes every byte.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
+    }
+}
 
 /// Prefixes up to this long are kept inside the map's bucket: a lookup then compares keys
 /// without following a pointer to another (cache-cold) allocation. A token, the key length
@@ -300,9 +402,9 @@ type Key = (TableId, PrefixKey);
 const INLINE_PREFIX: usize = 32;
 
 /// A partition's storage prefix as a map key: inline when short, else on the heap. Each
-/// prefix has one representation (inline exactly when it fits), so the derived `Eq` and
-/// `Hash` are those of the bytes.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// prefix has one representation (inline exactly when it fits), so the derived `Eq` is that
+/// of the bytes.
+#[derive(Clone, PartialEq, Eq)]
 enum PrefixKey {
     Inline { len: u8, bytes: [u8; INLINE_PREFIX] },
     Heap(Box<[u8]>),
@@ -321,11 +423,18 @@ impl PrefixKey {
             PrefixKey::Heap(prefix.into())
         }
     }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            PrefixKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            PrefixKey::Heap(bytes) => bytes,
+        }
+    }
 }
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Key, Entry>,
+    map: HashMap<Key, Entry, BuildHasherDefault<KeyHasher>>,
     /// CLOCK order: keys in insertion order; a removed key may linger here until the hand
     /// reaches it (it is skipped then).
     clock: VecDeque<Key>,
@@ -425,28 +534,26 @@ fn splice_one(partition: &CachedPartition, key: &[u8], value: &[u8]) -> Option<C
     let removed = end - start;
     let count = if replace { n } else { n + 1 };
     let mut buf =
-        Vec::with_capacity(HEADER + count * INDEX_ENTRY + partition.buf.len() - data + added);
-    buf.extend_from_slice(&(count as u32).to_ne_bytes());
-    buf.extend_from_slice(&(common as u32).to_ne_bytes());
-    buf.extend_from_slice(&partition.buf[HEADER..HEADER + i * INDEX_ENTRY]);
+        Filler::new(HEADER + count * INDEX_ENTRY + partition.buf.len() - data + added - removed);
+    buf.put(&(count as u32).to_ne_bytes());
+    buf.put(&(common as u32).to_ne_bytes());
+    buf.put(&partition.buf[HEADER..HEADER + i * INDEX_ENTRY]);
     let relative = start - data;
-    buf.extend_from_slice(&((relative + key.len()) as u32).to_ne_bytes());
-    buf.extend_from_slice(&((relative + added) as u32).to_ne_bytes());
-    buf.extend_from_slice(&summary(&key[common..]).to_ne_bytes());
+    buf.put(&((relative + key.len()) as u32).to_ne_bytes());
+    buf.put(&((relative + added) as u32).to_ne_bytes());
+    buf.put(&summary(&key[common..]).to_ne_bytes());
     let shift = |end: usize| ((end + added - removed) as u32).to_ne_bytes();
     for j in (if replace { i + 1 } else { i })..n {
         let at = HEADER + j * INDEX_ENTRY;
-        buf.extend_from_slice(&shift(partition.u32_at(at)));
-        buf.extend_from_slice(&shift(partition.u32_at(at + U32)));
-        buf.extend_from_slice(&partition.buf[at + 2 * U32..at + INDEX_ENTRY]);
+        buf.put(&shift(partition.u32_at(at)));
+        buf.put(&shift(partition.u32_at(at + U32)));
+        buf.put(&partition.buf[at + 2 * U32..at + INDEX_ENTRY]);
     }
-    buf.extend_from_slice(&partition.buf[data..start]);
-    buf.extend_from_slice(key);
-    buf.extend_from_slice(&merged);
-    buf.extend_from_slice(&partition.buf[end..]);
-    Some(CachedPartition {
-        buf: buf.into_boxed_slice(),
-    })
+    buf.put(&partition.buf[data..start]);
+    buf.put(key);
+    buf.put(&merged);
+    buf.put(&partition.buf[end..]);
+    Some(buf.finish())
 }
 
 /// See the module documentation.
@@ -490,7 +597,7 @@ impl PartitionCache {
     /// The cached partition with this storage prefix (`keys::partition_prefix`).
     pub(crate) fn lookup(&self, table: TableId, prefix: &[u8]) -> Lookup {
         let mut shard = self.shard(prefix);
-        let key = (table, PrefixKey::new(prefix));
+        let key = Key::new(table, prefix);
         match shard.map.get_mut(&key) {
             Some(e) => {
                 e.referenced = true;
@@ -516,7 +623,7 @@ impl PartitionCache {
         table: TableId,
         prefix: &[u8],
         ticket: Ticket,
-        partition: Option<Arc<CachedPartition>>,
+        partition: Option<CachedPartition>,
     ) {
         let (value, bytes) = match partition {
             Some(p) => {
@@ -529,7 +636,7 @@ impl PartitionCache {
         if shard.generation != ticket.generation || bytes > self.shard_capacity {
             return;
         }
-        let key = (table, PrefixKey::new(prefix));
+        let key = Key::new(table, prefix);
         shard.remove(&key);
         shard.bytes += bytes;
         shard.map.insert(
@@ -557,7 +664,7 @@ impl PartitionCache {
     ) {
         let mut shard = self.shard(prefix);
         shard.generation += 1;
-        let key = (table, PrefixKey::new(prefix));
+        let key = Key::new(table, prefix);
         let Some(entry) = shard.map.get_mut(&key) else {
             return;
         };
@@ -568,7 +675,7 @@ impl PartitionCache {
         // read. On a failed merge nothing is swapped in and the partition is dropped below.
         let merged = match fragments.and_then(|fragments| merge_into(cached, fragments)) {
             Some(partition) => {
-                *cached = Arc::new(partition);
+                *cached = partition;
                 true
             }
             None => false,
@@ -604,7 +711,7 @@ impl PartitionCache {
             let gone: Vec<Key> = shard
                 .map
                 .keys()
-                .filter(|(t, _)| *t == table)
+                .filter(|key| key.table == table)
                 .cloned()
                 .collect();
             for key in &gone {
@@ -647,10 +754,8 @@ mod tests {
         p
     }
 
-    fn partition(n: usize) -> Arc<CachedPartition> {
-        Arc::new(CachedPartition::new(
-            (0..n).map(|i| (vec![i as u8], vec![0u8; 10])).collect(),
-        ))
+    fn partition(n: usize) -> CachedPartition {
+        CachedPartition::new((0..n).map(|i| (vec![i as u8], vec![0u8; 10])).collect())
     }
 
     fn ticket(cache: &PartitionCache, p: &[u8]) -> Ticket {
@@ -658,6 +763,32 @@ mod tests {
             Lookup::Miss(t) => t,
             _ => panic!("expected a miss"),
         }
+    }
+
+    #[test]
+    fn keys_of_one_shard_spread_over_the_maps_buckets() {
+        use std::hash::BuildHasher;
+        // Every token in a shard is the same modulo SHARDS; the map indexes buckets with the
+        // hash's low bits, so those must not repeat the tokens' pattern.
+        let hasher = BuildHasherDefault::<KeyHasher>::default();
+        let buckets: std::collections::HashSet<u64> = (0..4096u64)
+            .map(|i| {
+                let token = (i * SHARDS as u64 * 0x9e37_79b9) & !(SHARDS as u64 - 1);
+                let key = Key::new(table(), &prefix_of_token(token));
+                hasher.hash_one(&key) & 1023
+            })
+            .collect();
+        assert!(
+            buckets.len() > 900,
+            "{} of 1024 buckets used",
+            buckets.len()
+        );
+    }
+
+    fn prefix_of_token(token: u64) -> Vec<u8> {
+        let mut p = token.to_be_bytes().to_vec();
+        p.extend_from_slice(&[0, 1, 7]);
+        p
     }
 
     #[test]
@@ -777,7 +908,7 @@ mod tests {
         let p = crate::keys::partition_prefix(&key).unwrap();
         let stored = write_of(&key, 1, 10, b"ten");
         let t = ticket(&cache, &p);
-        cache.insert(table(), &p, t, Some(Arc::new(CachedPartition::new(stored))));
+        cache.insert(table(), &p, t, Some(CachedPartition::new(stored)));
         let Lookup::Hit(held) = cache.lookup(table(), &p) else {
             panic!("expected a hit")
         };
@@ -820,7 +951,7 @@ mod tests {
         assert_eq!(loaded.data_bytes(), data);
         assert!(loaded.bytes() > limit);
         let t = ticket(&cache, &p);
-        cache.insert(table(), &p, t, Some(Arc::new(loaded)));
+        cache.insert(table(), &p, t, Some(loaded));
         cache.apply_write(table(), &p, Some(&write_of(&key, 3, 2, &[8u8; 200])));
         let Lookup::Hit(now) = cache.lookup(table(), &p) else {
             panic!("a write within the limit dropped the partition")

@@ -1022,15 +1022,14 @@ impl RocksEngine {
         // what the reader reads. A hit needs neither.
         let page = match cache_lookup {
             Some((_, _, Lookup::Hit(cached))) => {
-                read::read_partition(cached.as_ref(), table, key, slice, max_rows, resume)?
+                read::read_partition(&cached, table, key, slice, max_rows, resume)?
             }
             Some((cache, prefix, Lookup::Miss(ticket))) => {
                 let view = self.view(table, cache_only)?;
                 match load_partition(&view, &prefix, cache.max_partition_bytes())? {
                     Some(loaded) => {
-                        let loaded = Arc::new(loaded);
                         cache.insert(table, &prefix, ticket, Some(loaded.clone()));
-                        read::read_partition(loaded.as_ref(), table, key, slice, max_rows, resume)?
+                        read::read_partition(&loaded, table, key, slice, max_rows, resume)?
                     }
                     None => {
                         cache.insert(table, &prefix, ticket, None);
