@@ -131,6 +131,7 @@ def ratio_rows(results: dict) -> list[dict]:
                 "higher_is_better": higher_better, "values": values,
                 "helenus_vs_cassandra": _ratio(values["helenus"], values["cassandra"]),
                 "helenus_vs_ceiling": _ratio(values["helenus"], values["ceiling"]),
+                "ceiling_vs_cassandra": _ratio(values["ceiling"], values["cassandra"]),
             })
     return rows
 
@@ -158,8 +159,8 @@ def _fmt_ratio(value, better: bool | None = None) -> str:
 def ratio_table_markdown(results: dict) -> str:
     lines = [
         "| workload | metric | Cassandra | Helenus | ceiling | Helenus ÷ Cassandra "
-        "| Helenus ÷ ceiling |",
-        "|---|---|--:|--:|--:|--:|--:|",
+        "| Helenus ÷ ceiling | ceiling ÷ Cassandra |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
     ]
     for row in ratio_rows(results):
         r = row["helenus_vs_cassandra"]
@@ -170,7 +171,8 @@ def ratio_table_markdown(results: dict) -> str:
         lines.append(
             f"| {row['workload']} | {row['label']} {arrow} "
             f"| {cells['cassandra']} | {cells['helenus']} | {cells['ceiling']} "
-            f"| {_fmt_ratio(r, better)} | {_fmt_ratio(row['helenus_vs_ceiling'])} |")
+            f"| {_fmt_ratio(r, better)} | {_fmt_ratio(row['helenus_vs_ceiling'])} "
+            f"| {_fmt_ratio(row['ceiling_vs_cassandra'])} |")
     return "\n".join(lines)
 
 
@@ -411,7 +413,10 @@ def render(results: dict) -> str:
         f"rate (it achieved under {SUSTAINED_FRACTION:.0%} of it), so its latency there is "
         "mostly queueing. The ceiling answers without executing "
         "(what the client and loopback cost): Helenus ÷ ceiling throughput is the fraction of "
-        "the reachable maximum." if half is not None else
+        "the reachable maximum, and ceiling ÷ Cassandra p99 is the lowest Helenus ÷ Cassandra "
+        "p99 any server could have reached in this run (a server that did no work at all): "
+        "read a p99 ratio against it, as Cassandra's p99 varies from run to run far more than "
+        "the ceiling's." if half is not None else
         "↑ higher is better, ↓ lower is better. No fixed-rate runs, so no p99 or CPU per op.")
     L.append("")
     rb = results.get("rate_base") or {}

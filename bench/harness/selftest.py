@@ -219,16 +219,17 @@ def sampler():
     assert heap.endswith("M") and int(heap[:-1]) >= 1024
 
 
-# The fixture (bench/fixtures/report/results.json), by hand. Runs are 10 s; the 50% rate is
+# The fixture (bench/fixtures/report/results.json), by hand (ratios: Helenus ÷ Cassandra,
+# Helenus ÷ ceiling, ceiling ÷ Cassandra). Runs are 10 s; the 50% rate is
 # 10,000 ops/s (write) and 12,500 ops/s (read); the ceiling's 50% read run failed.
-#   write: throughput C 20,000  H 40,000  ceiling 80,000   -> 2.00, 0.50
-#          p99 at 50%  C 4.0 ms H 2.0 ms  ceiling 0.5 ms   -> 0.50, 4.00
-#          CPU/op      C 8.0 s/100k = 80 µs, H 32 µs, ceiling 10 µs -> 0.40, 3.20
-#          peak RSS    C 4096 MiB, H 1024 MiB, ceiling 16 MiB -> 0.25, 64.00
-#   read:  throughput C 25,000  H 30,000  ceiling 90,000   -> 1.20, 0.33
-#          p99 at 50%  C 5.0 ms H 3.0 ms  ceiling failed   -> 0.60, —
-#          CPU/op      C 80 µs  H 40 µs   ceiling failed   -> 0.50, —
-#          peak RSS    C 4608 MiB, H 1536 MiB, ceiling 16 MiB -> 0.33, 96.00
+#   write: throughput C 20,000  H 40,000  ceiling 80,000   -> 2.00, 0.50, 4.00
+#          p99 at 50%  C 4.0 ms H 2.0 ms  ceiling 0.5 ms   -> 0.50, 4.00, 0.12
+#          CPU/op      C 8.0 s/100k = 80 µs, H 32 µs, ceiling 10 µs -> 0.40, 3.20, 0.12
+#          peak RSS    C 4096 MiB, H 1024 MiB, ceiling 16 MiB -> 0.25, 64.00, 0.0039
+#   read:  throughput C 25,000  H 30,000  ceiling 90,000   -> 1.20, 0.33, 3.60
+#          p99 at 50%  C 5.0 ms H 3.0 ms  ceiling failed   -> 0.60, —, —
+#          CPU/op      C 80 µs  H 40 µs   ceiling failed   -> 0.50, —, —
+#          peak RSS    C 4608 MiB, H 1536 MiB, ceiling 16 MiB -> 0.33, 96.00, 0.0035
 EXPECTED = {
     ("write", "throughput"): (2.0, 0.5),
     ("write", "p99_ms"): (0.5, 4.0),
@@ -240,15 +241,19 @@ EXPECTED = {
     ("read", "peak_rss_mib"): (1 / 3, 96.0),
 }
 EXPECTED_LINES = [
-    "| write | throughput ↑ | 20,000 ops/s | 40,000 ops/s | 80,000 ops/s | **2.00×** | 0.50× |",
-    "| write | p99 at 50% rate ↓ | 4.00 ms | 2.00 ms | 0.50 ms | **0.50×** | 4.00× |",
+    "| write | throughput ↑ | 20,000 ops/s | 40,000 ops/s | 80,000 ops/s | **2.00×** | 0.50× "
+    "| 4.00× |",
+    "| write | p99 at 50% rate ↓ | 4.00 ms | 2.00 ms | 0.50 ms | **0.50×** | 4.00× | 0.12× |",
     "| write | server CPU per op at 50% rate ↓ | 80.0 µs | 32.0 µs | 10.0 µs | **0.40×** "
-    "| 3.20× |",
-    "| write | server peak RSS ↓ | 4,096 MiB | 1,024 MiB | 16 MiB | **0.25×** | 64.00× |",
-    "| read | throughput ↑ | 25,000 ops/s | 30,000 ops/s | 90,000 ops/s | **1.20×** | 0.33× |",
-    "| read | p99 at 50% rate ↓ | 5.00 ms | 3.00 ms | — | **0.60×** | — |",
-    "| read | server CPU per op at 50% rate ↓ | 80.0 µs | 40.0 µs | — | **0.50×** | — |",
-    "| read | server peak RSS ↓ | 4,608 MiB | 1,536 MiB | 16 MiB | **0.33×** | 96.00× |",
+    "| 3.20× | 0.12× |",
+    "| write | server peak RSS ↓ | 4,096 MiB | 1,024 MiB | 16 MiB | **0.25×** | 64.00× "
+    "| 0.0039× |",
+    "| read | throughput ↑ | 25,000 ops/s | 30,000 ops/s | 90,000 ops/s | **1.20×** | 0.33× "
+    "| 3.60× |",
+    "| read | p99 at 50% rate ↓ | 5.00 ms | 3.00 ms | — | **0.60×** | — | — |",
+    "| read | server CPU per op at 50% rate ↓ | 80.0 µs | 40.0 µs | — | **0.50×** | — | — |",
+    "| read | server peak RSS ↓ | 4,608 MiB | 1,536 MiB | 16 MiB | **0.33×** | 96.00× "
+    "| 0.0035× |",
 ]
 
 
