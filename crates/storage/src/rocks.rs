@@ -1389,6 +1389,10 @@ impl StorageEngine for RocksEngine {
             // What RocksDB is flushing may free the log; check again next time.
             return Ok(());
         }
+        // Checked once per quiet period, failed or not: a flush that fails (a full disk) is
+        // retried after the next write, not reported every second.
+        self.checked_sequence
+            .store(sequence, AtomicOrdering::Relaxed);
         let bytes = self.commit_log_bytes()?;
         if bytes > self.config.commit_log_total_bytes {
             tracing::debug!(
@@ -1398,8 +1402,6 @@ impl StorageEngine for RocksEngine {
             );
             self.flush(None)?;
         }
-        self.checked_sequence
-            .store(sequence, AtomicOrdering::Relaxed);
         Ok(())
     }
 }
