@@ -26,7 +26,6 @@
 //! per shard: a hit sets a bit, the hand spares an entry once per bit.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -341,7 +340,11 @@ struct Entry {
     referenced: bool,
 }
 
-#[derive(Clone, PartialEq, Eq)]
+/// A partition's key in the map. It hashes with `std`'s keyed SipHash over the whole key, not
+/// as its token alone: a client can make any number of partition keys with one Murmur3 token
+/// (its collisions do not depend on the seed), and keys sharing a hash would turn every probe
+/// of the map into a scan of all of them.
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     table: TableId,
     prefix: PrefixKey,
@@ -356,55 +359,15 @@ impl Key {
     }
 }
 
-/// A key hashes as its partition's token (the prefix's first 8 bytes, already a uniform hash)
-/// and its table: `std`'s SipHash over the whole key cost as much as the probe itself.
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let prefix = self.prefix.as_bytes();
-        let mut token = [0u8; 8];
-        let n = prefix.len().min(8);
-        token[..n].copy_from_slice(&prefix[..n]);
-        let (high, low) = self.table.as_u64_pair();
-        state.write_u64(u64::from_ne_bytes(token) ^ high ^ low);
-    }
-}
-
-/// Mixes the one word `Key` hashes (murmur3's finaliser): every token of a shard is the same
-/// modulo `SHARDS`, and the map's bucket index is taken from the low bits.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used; anything else still hashes every byte.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-}
-
 /// Prefixes up to this long are kept inside the map's bucket: a lookup then compares keys
 /// without following a pointer to another (cache-cold) allocation. A token, the key length
 /// and a partition key of up to 22 bytes (a uuid, a bigint, most text ids) fit.
 const INLINE_PREFIX: usize = 32;
 
 /// A partition's storage prefix as a map key: inline when short, else on the heap. Each
-/// prefix has one representation (inline exactly when it fits), so the derived `Eq` is that
-/// of the bytes.
-#[derive(Clone, PartialEq, Eq)]
+/// prefix has one representation (inline exactly when it fits), so the derived `Eq` and
+/// `Hash` are those of the bytes.
+#[derive(Clone, PartialEq, Eq, Hash)]
 enum PrefixKey {
     Inline { len: u8, bytes: [u8; INLINE_PREFIX] },
     Heap(Box<[u8]>),
@@ -423,18 +386,11 @@ impl PrefixKey {
             PrefixKey::Heap(prefix.into())
         }
     }
-
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            PrefixKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            PrefixKey::Heap(bytes) => bytes,
-        }
-    }
 }
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Key, Entry, BuildHasherDefault<KeyHasher>>,
+    map: HashMap<Key, Entry>,
     /// CLOCK order: keys in insertion order; a removed key may linger here until the hand
     /// reaches it (it is skipped then).
     clock: VecDeque<Key>,
@@ -763,32 +719,6 @@ mod tests {
             Lookup::Miss(t) => t,
             _ => panic!("expected a miss"),
         }
-    }
-
-    #[test]
-    fn keys_of_one_shard_spread_over_the_maps_buckets() {
-        use std::hash::BuildHasher;
-        // Every token in a shard is the same modulo SHARDS; the map indexes buckets with the
-        // hash's low bits, so those must not repeat the tokens' pattern.
-        let hasher = BuildHasherDefault::<KeyHasher>::default();
-        let buckets: std::collections::HashSet<u64> = (0..4096u64)
-            .map(|i| {
-                let token = (i * SHARDS as u64 * 0x9e37_79b9) & !(SHARDS as u64 - 1);
-                let key = Key::new(table(), &prefix_of_token(token));
-                hasher.hash_one(&key) & 1023
-            })
-            .collect();
-        assert!(
-            buckets.len() > 900,
-            "{} of 1024 buckets used",
-            buckets.len()
-        );
-    }
-
-    fn prefix_of_token(token: u64) -> Vec<u8> {
-        let mut p = token.to_be_bytes().to_vec();
-        p.extend_from_slice(&[0, 1, 7]);
-        p
     }
 
     #[test]
