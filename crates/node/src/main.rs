@@ -231,51 +231,25 @@ async fn serve(config: Config) -> Result<()> {
 
     // Periodic commit log sync: the only thing between an acknowledged write and the disk in
     // periodic mode. Owned here; stopped after the server has drained.
-    let (stop_sync, mut sync_stopped) = tokio::sync::watch::channel(false);
-    let sync_task = if config.commitlog_sync == CommitLogSync::Periodic {
-        let engine = engine.clone();
-        let period = Duration::from_millis(config.commitlog_sync_period_ms);
-        Some(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(period);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = ticker.tick() => {}
-                    _ = sync_stopped.changed() => break,
-                }
-                let engine = engine.clone();
-                match tokio::task::spawn_blocking(move || engine.sync_commit_log()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::error!(error = %e, "commit log sync failed"),
-                    Err(e) => tracing::error!(error = %e, "commit log sync task failed"),
-                }
-            }
-        }))
-    } else {
-        None
-    };
+    let (stop_timers, timers_stopped) = tokio::sync::watch::channel(false);
+    let sync_task = (config.commitlog_sync == CommitLogSync::Periodic).then(|| {
+        every(
+            Duration::from_millis(config.commitlog_sync_period_ms),
+            timers_stopped.clone(),
+            engine.clone(),
+            "commit log sync",
+            |engine| engine.sync_commit_log(),
+        )
+    });
     // Commit log housekeeping, in either mode: the engine keeps its log within
     // `commitlog_total_space` after writes stop (`StorageEngine::maintain_commit_log`).
-    let maintain_task = {
-        let engine = engine.clone();
-        let mut stopped = stop_sync.subscribe();
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(Duration::from_secs(1));
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = ticker.tick() => {}
-                    _ = stopped.changed() => break,
-                }
-                let engine = engine.clone();
-                match tokio::task::spawn_blocking(move || engine.maintain_commit_log()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::warn!(error = %e, "commit log maintenance failed"),
-                    Err(e) => tracing::error!(error = %e, "commit log maintenance task failed"),
-                }
-            }
-        })
-    };
+    let maintain_task = every(
+        Duration::from_secs(1),
+        timers_stopped,
+        engine.clone(),
+        "commit log maintenance",
+        |engine| engine.maintain_commit_log(),
+    );
 
     // Unauthenticated, so local only: a loopback listen_address (127.0.0.x, one per node of a
     // local cluster) or else 127.0.0.1.
@@ -320,7 +294,7 @@ async fn serve(config: Config) -> Result<()> {
     tracing::info!("CQL server stopped; flushing");
     admin_task.abort();
 
-    let _ = stop_sync.send(true);
+    let _ = stop_timers.send(true);
     if let Some(task) = sync_task {
         let _ = task.await;
     }
@@ -334,6 +308,33 @@ async fn serve(config: Config) -> Result<()> {
     .await??;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Runs `work` on the blocking pool every `period` until `stopped` changes; a failure is
+/// logged as `what` and the next tick tries again.
+fn every(
+    period: Duration,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    engine: Arc<dyn StorageEngine>,
+    what: &'static str,
+    work: fn(&dyn StorageEngine) -> Result<(), storage::StorageError>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stopped.changed() => break,
+            }
+            let engine = engine.clone();
+            match tokio::task::spawn_blocking(move || work(engine.as_ref())).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "{what} failed"),
+                Err(e) => tracing::error!(error = %e, "{what} task failed"),
+            }
+        }
+    })
 }
 
 async fn shutdown_signal() {

@@ -1541,6 +1541,14 @@ mod tests {
         }
     }
 
+    fn engine_with_commit_log_bound(dir: &std::path::Path, bound: u64) -> RocksEngine {
+        RocksEngine::open(RocksConfig {
+            commit_log_total_bytes: bound,
+            ..config(dir)
+        })
+        .expect("open")
+    }
+
     /// The bytes of the commit log files (RocksDB's `*.log`) in `dir`.
     fn commit_log_bytes(dir: &std::path::Path) -> u64 {
         std::fs::read_dir(dir)
@@ -1555,11 +1563,7 @@ mod tests {
     fn the_commit_log_is_kept_within_its_bound() {
         const BOUND: u64 = 1 << 20;
         let dir = tempfile::tempdir().expect("tempdir");
-        let engine = RocksEngine::open(RocksConfig {
-            commit_log_total_bytes: BOUND,
-            ..config(dir.path())
-        })
-        .expect("open");
+        let engine = engine_with_commit_log_bound(dir.path(), BOUND);
         let (quiet, busy) = (TableId::from_u128(1), TableId::from_u128(2));
         engine.create_table(quiet).expect("create");
         engine.create_table(busy).expect("create");
@@ -1605,11 +1609,7 @@ mod tests {
     fn a_commit_log_left_over_its_bound_when_writes_stop_is_flushed() {
         const BOUND: u64 = 1 << 20;
         let dir = tempfile::tempdir().expect("tempdir");
-        let engine = RocksEngine::open(RocksConfig {
-            commit_log_total_bytes: BOUND,
-            ..config(dir.path())
-        })
-        .expect("open");
+        let engine = engine_with_commit_log_bound(dir.path(), BOUND);
         let table = TableId::from_u128(1);
         engine.create_table(table).expect("create");
         // RocksDB checks the bound before a write: one 2 MiB write passes it and leaves the log
