@@ -1549,14 +1549,9 @@ mod tests {
         .expect("open")
     }
 
-    /// The bytes of the commit log files (RocksDB's `*.log`) in `dir`.
-    fn commit_log_bytes(dir: &std::path::Path) -> u64 {
-        std::fs::read_dir(dir)
-            .expect("dir")
-            .map(|e| e.expect("entry"))
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-            .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
-            .sum()
+    /// The bytes of the engine's commit log files.
+    fn log_bytes(engine: &RocksEngine) -> u64 {
+        engine.commit_log_bytes().expect("measure the commit log")
     }
 
     #[test]
@@ -1582,11 +1577,11 @@ mod tests {
         // Writes have stopped: RocksDB checks the bound no more, and the node's timer calls
         // `maintain_commit_log`, which flushes what the last burst left above it.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while commit_log_bytes(dir.path()) > BOUND {
+        while log_bytes(&engine) > BOUND {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the commit log is {} bytes, bound {BOUND}",
-                commit_log_bytes(dir.path())
+                log_bytes(&engine)
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
             engine.maintain_commit_log().expect("maintain");
@@ -1618,15 +1613,15 @@ mod tests {
             .map(|k| one_cell_update(table, k, vec![k; 64 << 10]))
             .collect();
         engine.apply(&updates, Durability::Periodic).expect("write");
-        assert!(commit_log_bytes(dir.path()) > BOUND);
+        assert!(log_bytes(&engine) > BOUND);
         // The first call only notes where writes are; the second sees they stopped.
         engine.maintain_commit_log().expect("maintain");
-        assert!(commit_log_bytes(dir.path()) > BOUND);
+        assert!(log_bytes(&engine) > BOUND);
         engine.maintain_commit_log().expect("maintain");
         assert!(
-            commit_log_bytes(dir.path()) <= BOUND,
+            log_bytes(&engine) <= BOUND,
             "the commit log is {} bytes, bound {BOUND}",
-            commit_log_bytes(dir.path())
+            log_bytes(&engine)
         );
         let key = one_cell_update(table, 31, Vec::new()).key;
         let page = engine
