@@ -3,11 +3,13 @@ it names. Also `bench/run --report-only DIR` to rebuild a report (e.g. of an int
 
 The ratio table compares, per workload: saturation throughput; p99 cycle latency at the fixed
 rate nearest 50% of Cassandra's saturation throughput (the same offered load for every
-server); server CPU time per operation at that rate; and the server's peak resident memory
+server; the median over that rate's runs, as the profile runs it more than once); server CPU
+time per operation at that rate (its median likewise); and the server's peak resident memory
 (VmHWM) while the workload ran (load and warm pass included)."""
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 from . import latte as latte_mod
@@ -83,17 +85,24 @@ def summary(results: dict) -> dict:
             if not runs:
                 continue
             sat = next((r for r in runs if r["kind"] == "saturation" and r["metrics"]), None)
-            mid = next((r for r in runs if r["kind"] == "rate" and r["fraction"] == half
-                        and r["metrics"]), None)
+            mids = [r for r in runs if r["kind"] == "rate" and r["fraction"] == half
+                    and r["metrics"]]
             peaks = [r["server_peak_rss_bytes"] for r in runs if r.get("server_peak_rss_bytes")]
             out[(workload, server)] = {
                 "throughput": sat["metrics"]["throughput"] if sat else None,
-                "p99_ms": mid["metrics"]["p99_ms"] if mid else None,
-                "cpu_us_per_op": mid["metrics"]["cpu_us_per_op"] if mid else None,
+                "p99_ms": _median(mids, "p99_ms"),
+                "cpu_us_per_op": _median(mids, "cpu_us_per_op"),
                 "peak_rss_mib": max(peaks) / 2**20 if peaks else None,
-                "mid_sustained": _sustained(mid) if mid else True,
+                "mid_sustained": all(_sustained(r) for r in mids),
             }
     return out
+
+
+def _median(runs, key):
+    """The median of a metric over runs at one rate, None without a value. With an even count
+    the lower middle value: always one a run measured."""
+    values = [r["metrics"][key] for r in runs if r["metrics"][key] is not None]
+    return statistics.median_low(values) if values else None
 
 
 # A fixed-rate run that achieved less than this fraction of its offered rate: the server could
@@ -255,11 +264,21 @@ def plot_latency(results: dict, workload: str, path: Path) -> None:
         for server in present:
             runs = [r for r in results["runs"] if r["workload"] == workload
                     and r["server"] == server and r["metrics"]]
-            rated = sorted((r for r in runs if r["kind"] == "rate"),
-                           key=lambda r: r["target_rate"])
-            if rated:
-                ax.plot([r["target_rate"] for r in rated], [r["metrics"][key] for r in rated],
-                        marker="o", color=COLORS[server], label=LABELS[server])
+            by_rate = {}
+            for r in runs:
+                if r["kind"] == "rate":
+                    by_rate.setdefault(r["target_rate"], []).append(r)
+            rates = sorted(by_rate)
+            if rates:
+                # The line goes through each rate's median; a rate run more than once also
+                # shows each run as a dot.
+                ax.plot(rates, [_median(by_rate[x], key) for x in rates], marker="o",
+                        color=COLORS[server], label=LABELS[server])
+                repeated = [(x, r["metrics"][key]) for x in rates if len(by_rate[x]) > 1
+                            for r in by_rate[x]]
+                if repeated:
+                    ax.plot(*zip(*repeated), marker=".", markersize=4, linestyle="none",
+                            color=COLORS[server], alpha=0.6)
             for r in runs:
                 if r["kind"] == "saturation":
                     ax.plot([r["metrics"]["throughput"]], [r["metrics"][key]], marker="D",
@@ -301,8 +320,17 @@ def _details_rows(results) -> list[str]:
         "| other load (cores) | peak RSS |",
         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
+    count = {}
+    for r in results["runs"]:
+        key = (r["server"], r["workload"], r["fraction"])
+        count[key] = count.get(key, 0) + 1
+    nth = {}
     for r in results["runs"]:
         run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
+        key = (r["server"], r["workload"], r["fraction"])
+        nth[key] = nth.get(key, 0) + 1
+        if r["kind"] != "saturation" and count[key] > 1:
+            run += f" ({nth[key]} of {count[key]})"
         offered = "max" if r["target_rate"] is None else f"{r['target_rate']:,.0f}"
         if r["metrics"] and not _sustained(r):
             offered += " †"
@@ -367,6 +395,14 @@ def generate(out_dir: Path) -> Path:
     return path
 
 
+def _half_runs_text(results: dict, half: float) -> str:
+    n = results["profile"].get("half_runs", 1)
+    if n > 1:
+        return (f"the median over the {n} runs at the {half:.0%} fixed rate (each server's "
+                "own median, of each metric; every run is in *Every run*)")
+    return f"the {half:.0%} fixed-rate run"
+
+
 def render(results: dict) -> str:
     m = results["machine"]
     v = results["versions"]
@@ -385,7 +421,10 @@ def render(results: dict) -> str:
     L.append(
         f"Profile `{prof['name']}`: {prof['duration_s']} s per measured run, fixed rates at "
         + ", ".join(f"{f:.0%}" for f in prof["rate_fractions"])
-        + " of Cassandra's saturation throughput. One machine, one server at a time, the "
+        + " of Cassandra's saturation throughput"
+        + (f" (the {half:.0%} rate {prof['half_runs']} times)"
+           if half is not None and prof.get("half_runs", 1) > 1 else "")
+        + ". One machine, one server at a time, the "
         "latte client on the same cores: numbers are **noisy** (see *Noise* below), compare "
         "ratios rather than absolute values.")
     L.append("")
@@ -406,8 +445,8 @@ def render(results: dict) -> str:
     L.append(
         "↑ higher is better, ↓ lower is better; a **bold** Helenus ÷ Cassandra ratio is one "
         "where Helenus is better. Throughput: the saturation run. p99 (cycle latency, "
-        f"queueing included) and CPU per op: the {half:.0%} fixed-rate run, the same offered "
-        "load for every server. CPU per op: the server process's user + system CPU time "
+        f"queueing included) and CPU per op: {_half_runs_text(results, half)}, the same "
+        "offered load for every server. CPU per op: the server process's user + system CPU time "
         "(/proc/<pid>/stat) during the measured phase ÷ operations. Peak RSS: VmHWM while "
         "the workload ran, load and warm pass included. † the server did not sustain that "
         f"rate (it achieved under {SUSTAINED_FRACTION:.0%} of it), so its latency there is "

@@ -72,6 +72,8 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help="seconds of warm-up before each run")
     p.add_argument("--rates", help="fixed-rate runs as fractions of Cassandra's saturation "
                    "throughput, e.g. 0.25,0.5,0.75")
+    p.add_argument("--half-runs", type=int, help="measured runs at the rate nearest 50%% "
+                   "(the report takes their median; default 3, quick 1)")
     p.add_argument("--cassandra-heap", default=servers.cassandra_default_heap(),
                    help="Cassandra's -Xms/-Xmx (default: Cassandra's own formula, "
                    "%(default)s here)")
@@ -96,6 +98,8 @@ def _profile(args) -> Profile:
         profile = replace(profile, warmup_s=args.warmup)
     if args.rates:
         profile = replace(profile, rate_fractions=tuple(float(x) for x in args.rates.split(",")))
+    if args.half_runs is not None:
+        profile = replace(profile, half_runs=max(1, args.half_runs))
     return profile
 
 
@@ -290,9 +294,15 @@ class Suite:
         if base is None:
             _log(f"{server.label} {workload.name}: no saturation throughput, no fixed rates")
             return
-        for fraction in self.profile.rate_fractions:
+        fractions = list(self.profile.rate_fractions)
+        if fractions:
+            half = min(fractions, key=lambda f: (abs(f - 0.5), f))
+            fractions += [half] * (self.profile.half_runs - 1)
+        repeat = {}
+        for fraction in fractions:
             self.measured_run(server, workload, params, log, fraction,
-                              max(1.0, base["throughput"] * fraction))
+                              max(1.0, base["throughput"] * fraction), repeat.get(fraction, 0))
+            repeat[fraction] = repeat.get(fraction, 0) + 1
 
     def settle(self, server, workload: Workload) -> None:
         """Waits until `server` has no compaction running or due, so that a run does not pay
@@ -313,10 +323,14 @@ class Suite:
             return
         self.step(server, workload.name, "settle", started)
 
-    def measured_run(self, server, workload, params, log, fraction, rate) -> float | None:
-        """One measured latte run; returns its throughput, None if it failed."""
+    def measured_run(self, server, workload, params, log, fraction, rate,
+                     repeat: int = 0) -> float | None:
+        """One measured latte run (`repeat`: how many ran at this rate before it); returns
+        its throughput, None if it failed."""
         self.settle(server, workload)
         tag = "saturation" if rate is None else f"rate{round(fraction * 100):02d}"
+        if repeat:
+            tag += f"-{repeat + 1}"
         rel = Path("latte") / f"{server.name}-{workload.name}-{tag}.json"
         warmup_s = self.profile.warmup_s
         warmup = f"{warmup_s}s" if rate is None else str(int(rate * warmup_s))
@@ -327,7 +341,8 @@ class Suite:
         record = {
             "server": server.name, "workload": workload.name,
             "kind": "saturation" if rate is None else "rate",
-            "fraction": fraction, "target_rate": rate, "latte_json": str(rel),
+            "fraction": fraction, "target_rate": rate, "repeat": repeat,
+            "latte_json": str(rel),
             "command": shlex.join(cmd), "load_average": os.getloadavg()[0],
         }
         _log(f"{server.label} {workload.name} {tag}"

@@ -257,6 +257,44 @@ EXPECTED_LINES = [
 ]
 
 
+def _run(server, fraction, p99, cpu, throughput=1000.0):
+    return {"server": server, "workload": "write", "kind": "rate", "fraction": fraction,
+            "target_rate": 1000.0, "server_peak_rss_bytes": 2**20,
+            "metrics": {"throughput": throughput, "p50_ms": p99 / 2, "p99_ms": p99,
+                        "p999_ms": p99 * 2, "errors": 0, "cpu_us_per_op": cpu,
+                        "server_cores": 0.1, "client_cpu_s": 1.0, "elapsed_s": 10.0,
+                        "background_cores": 0.0}}
+
+
+@check
+def repeated_half_rate_runs_give_their_median():
+    """The profile runs the 50% rate more than once; the ratios take each server's median of
+    each metric (the lower middle of an even count), and a run that fell short of its rate
+    marks the server's value."""
+    results = {"workloads": {"write": {}}, "profile": {"half_runs": 3}, "runs": [
+        _run("helenus", 0.25, 9.0, 90.0),
+        _run("helenus", 0.5, 3.0, 10.0), _run("helenus", 0.5, 1.0, 30.0),
+        _run("helenus", 0.5, 2.0, None),
+        _run("cassandra", 0.5, 6.0, 60.0), _run("cassandra", 0.5, 4.0, 40.0, throughput=900.0),
+        _run("ceiling", 0.5, 0.5, 5.0),
+    ]}
+    s = report.summary(results)
+    helenus, cassandra, ceiling = (s[("write", x)]
+                                   for x in ("helenus", "cassandra", "ceiling"))
+    assert (helenus["p99_ms"], helenus["cpu_us_per_op"]) == (2.0, 10.0), helenus
+    assert helenus["mid_sustained"] and not cassandra["mid_sustained"]
+    assert (cassandra["p99_ms"], cassandra["cpu_us_per_op"]) == (4.0, 40.0), cassandra
+    assert (ceiling["p99_ms"], ceiling["cpu_us_per_op"]) == (0.5, 5.0), ceiling
+    rows = "\n".join(report._details_rows(results))
+    for label in ("| helenus | write | 25% rate | 1,000 |",
+                  "| helenus | write | 50% rate (1 of 3) |",
+                  "| helenus | write | 50% rate (3 of 3) |",
+                  "| ceiling | write | 50% rate | 1,000 |",
+                  "| cassandra | write | 50% rate (2 of 2) | 1,000 † |"):
+        assert label in rows, f"no row {label!r} in:\n{rows}"
+    assert "the median over the 3 runs" in report._half_runs_text(results, 0.5)
+
+
 def _close(a, b):
     return (a is None and b is None) or (a is not None and b is not None
                                          and abs(a - b) < 1e-9 * max(1, abs(b)))

@@ -126,19 +126,25 @@ class Profile:
     server_warmup_s: int
     # Fixed-rate runs, as fractions of Cassandra's saturation throughput.
     rate_fractions: tuple
+    # Measured runs at the fraction nearest 50%, the one the p99 and CPU-per-op ratios are
+    # read from; the report takes the median of each. The extra runs come after the other
+    # fractions', so one disturbance (a GC pause, a compaction, another process) decides at
+    # most one of them.
+    half_runs: int = 1
     # latte -P parameters per workload.
     params: dict = field(default_factory=dict)
 
 
-# Sized for a 2-core machine: 18 minutes measured for the three servers (the budget is 30), most
-# of it in the 48 measured runs of 15 s; loading and warming ~200k rows per workload takes
-# 10-40 s per server.
+# Sized for a 2-core machine: 23 minutes for the three servers (the budget is 30), most of it in
+# the 72 measured runs of 15 s; loading and warming ~200k rows per workload takes 10-40 s per
+# server.
 DEFAULT = Profile(
     name="default",
     duration_s=15,
     warmup_s=3,
     server_warmup_s=30,
     rate_fractions=(0.25, 0.5, 0.75),
+    half_runs=3,
     params={
         "write": {"row_count": 200_000},
         "read": {"row_count": 200_000},
