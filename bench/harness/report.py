@@ -563,8 +563,9 @@ def render(results: dict) -> str:
     L.append("## Noise")
     L.append("")
     L.append(
-        "Each number is one run on one machine that may be shared with other work. The "
-        "client (latte) and the server share the same cores, so a server that leaves the "
+        "Each number is one run on one machine that may be shared with other work (the "
+        "ratios' p99 and CPU per op: the median of the runs at that rate, when it ran more "
+        "than once). The client (latte) and the server share the same cores, so a server that leaves the "
         "client less CPU loses throughput for it; the ceiling shows where that limit is. "
         "Runs are short (especially with `--quick`): treat differences under ~20% as noise "
         "unless they repeat. The latte JSON reports in `latte/` carry error margins for "
