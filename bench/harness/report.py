@@ -66,11 +66,17 @@ def load(out_dir: Path) -> dict:
     return results
 
 
-def _half_fraction(results: dict) -> float | None:
-    fractions = sorted({r["fraction"] for r in results["runs"] if r.get("fraction") is not None})
+def nearest_half(fractions) -> float | None:
+    """The fixed-rate fraction the p99 and CPU-per-op ratios are read from: the one nearest
+    50% (the lower of two as near)."""
+    fractions = sorted(set(fractions))
     if not fractions:
         return None
     return min(fractions, key=lambda f: (abs(f - HALF), f))
+
+
+def _half_fraction(results: dict) -> float | None:
+    return nearest_half(r["fraction"] for r in results["runs"] if r.get("fraction") is not None)
 
 
 def summary(results: dict) -> dict:
@@ -563,13 +569,13 @@ def render(results: dict) -> str:
     L.append("## Noise")
     L.append("")
     L.append(
-        "Each number is one run on one machine that may be shared with other work (the "
-        "ratios' p99 and CPU per op: the median of the runs at that rate, when it ran more "
-        "than once). The client (latte) and the server share the same cores, so a server that leaves the "
-        "client less CPU loses throughput for it; the ceiling shows where that limit is. "
-        "Runs are short (especially with `--quick`): treat differences under ~20% as noise "
-        "unless they repeat. The latte JSON reports in `latte/` carry error margins for "
-        "throughput and latency (`gunzip -k FILE.json.gz && latte show FILE.json`).")
+        "Each number is one run on one machine that may be shared with other work (the ratios' p99"
+        " and CPU per op: the median of the runs at that rate, when it ran more than once). The "
+        "client (latte) and the server share the same cores, so a server that leaves the client "
+        "less CPU loses throughput for it; the ceiling shows where that limit is. Runs are short "
+        "(especially with `--quick`): treat differences under ~20% as noise unless they repeat. "
+        "The latte JSON reports in `latte/` carry error margins for throughput and latency "
+        "(`gunzip -k FILE.json.gz && latte show FILE.json`).")
     L.append("")
     L.append("## Where the time went")
     L.append("")

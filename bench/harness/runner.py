@@ -295,8 +295,9 @@ class Suite:
             _log(f"{server.label} {workload.name}: no saturation throughput, no fixed rates")
             return
         fractions = list(self.profile.rate_fractions)
-        if fractions:
-            half = min(fractions, key=lambda f: (abs(f - 0.5), f))
+        half = report.nearest_half(fractions)
+        if half is not None:
+            # After the other fractions' runs: see `Profile.half_runs`.
             fractions += [half] * (self.profile.half_runs - 1)
         repeat = {}
         for fraction in fractions:
