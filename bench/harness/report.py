@@ -10,6 +10,7 @@ time per operation at that rate (its median likewise); and the server's peak res
 import json
 import math
 import statistics
+from collections import Counter
 from pathlib import Path
 
 from . import latte as latte_mod
@@ -326,17 +327,16 @@ def _details_rows(results) -> list[str]:
         "| other load (cores) | peak RSS |",
         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
-    count = {}
-    for r in results["runs"]:
-        key = (r["server"], r["workload"], r["fraction"])
-        count[key] = count.get(key, 0) + 1
-    nth = {}
+    def rate_key(r):
+        return r["server"], r["workload"], r["fraction"]
+
+    count = Counter(rate_key(r) for r in results["runs"])
+    nth = Counter()
     for r in results["runs"]:
         run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
-        key = (r["server"], r["workload"], r["fraction"])
-        nth[key] = nth.get(key, 0) + 1
-        if r["kind"] != "saturation" and count[key] > 1:
-            run += f" ({nth[key]} of {count[key]})"
+        nth[rate_key(r)] += 1
+        if r["kind"] != "saturation" and count[rate_key(r)] > 1:
+            run += f" ({nth[rate_key(r)]} of {count[rate_key(r)]})"
         offered = "max" if r["target_rate"] is None else f"{r['target_rate']:,.0f}"
         if r["metrics"] and not _sustained(r):
             offered += " †"

@@ -299,11 +299,10 @@ class Suite:
         if half is not None:
             # After the other fractions' runs: see `Profile.half_runs`.
             fractions += [half] * (self.profile.half_runs - 1)
-        repeat = {}
-        for fraction in fractions:
+        for i, fraction in enumerate(fractions):
             self.measured_run(server, workload, params, log, fraction,
-                              max(1.0, base["throughput"] * fraction), repeat.get(fraction, 0))
-            repeat[fraction] = repeat.get(fraction, 0) + 1
+                              max(1.0, base["throughput"] * fraction),
+                              fractions[:i].count(fraction))
 
     def settle(self, server, workload: Workload) -> None:
         """Waits until `server` has no compaction running or due, so that a run does not pay
@@ -342,8 +341,7 @@ class Suite:
         record = {
             "server": server.name, "workload": workload.name,
             "kind": "saturation" if rate is None else "rate",
-            "fraction": fraction, "target_rate": rate, "repeat": repeat,
-            "latte_json": str(rel),
+            "fraction": fraction, "target_rate": rate, "latte_json": str(rel),
             "command": shlex.join(cmd), "load_average": os.getloadavg()[0],
         }
         _log(f"{server.label} {workload.name} {tag}"
