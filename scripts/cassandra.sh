@@ -23,6 +23,8 @@
 #   CASSANDRA_HEAP       -Xms/-Xmx, default 1G: the machine (2 cores, 24 GiB) is shared with
 #                        Rust builds and the Helenus node under test
 #   CASSANDRA_START_TIMEOUT_S  how long `start` waits for the CQL port, default 180
+#   CASSANDRA_JVM_EXTRA_OPTS   more JVM options, space-separated, after the ones below
+#                        (bench/readamp_cassandra.py passes -XX:+AlwaysPreTouch)
 set -euo pipefail
 
 cache_root="${HELENUS_CACHE:-$HOME/.cache/helenus}"
@@ -248,6 +250,12 @@ cmd_start() {
     jamm="$(ls "$home"/lib/jamm-*.jar 2>/dev/null | head -n1 || true)"
     if [ -n "$jamm" ]; then
         java_opts+=("-javaagent:$jamm")
+    fi
+
+    if [ -n "${CASSANDRA_JVM_EXTRA_OPTS:-}" ]; then
+        local extra
+        read -r -a extra <<<"$CASSANDRA_JVM_EXTRA_OPTS"
+        java_opts+=("${extra[@]}")
     fi
 
     log "starting Cassandra $v (CQL port $port, heap $heap, log $inst/logs/system.log)"

@@ -207,6 +207,24 @@ def compaction_status_parses():
 
 
 @check
+def cassandra_tablestats_parse():
+    """bench/readamp_cassandra.py sizes its load from `nodetool tablestats` (a capture from
+    Cassandra 5.0.9 mid-load: one SSTable and a memtable): files plus memtable bytes."""
+    sys.path.insert(0, str(BENCH_DIR))
+    import readamp_cassandra
+
+    text = (BENCH_DIR / "fixtures" / "cassandra-tablestats.txt").read_text()
+    stats = readamp_cassandra.parse_tablestats(text)
+    assert stats["live_file_bytes"] == 146741942 + 99465366, stats
+    assert stats["live_files"] == 1, stats
+    # `Old SSTable count` and `Space used (total)` must not be read in their place.
+    other = text.replace("Old SSTable count: 0", "Old SSTable count: 7").replace(
+        "Space used (total): ", "Space used (total): 9")
+    assert readamp_cassandra.parse_tablestats(other) == stats
+    return "files and memtable bytes"
+
+
+@check
 def sampler():
     samples = [(10.0, 1.0), (11.0, 3.0), (12.0, 3.5)]
     assert servers.interpolate(samples, 10.5) == 2.0
