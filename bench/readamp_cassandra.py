@@ -117,7 +117,8 @@ class BoundedCgroup:
                       .splitlines())
         return {"page_cache": stat.get("file", 0), "mapped_file": stat.get("file_mapped", 0),
                 "anon": stat.get("anon", 0), "usage": usage,
-                "limit_hits": int(events.get("max", 0)), "oom_kills": int(events.get("oom_kill", 0))}
+                "limit_hits": int(events.get("max", 0)),
+                "oom_kills": int(events.get("oom_kill", 0))}
 
     def remove(self, back_to):
         """Moves the process `back_to` (if alive) to the parent and removes the cgroup."""
