@@ -401,6 +401,50 @@ def generate(out_dir: Path) -> Path:
     return path
 
 
+READAMP_LABELS = {"helenus": "Helenus", "cassandra": "Cassandra"}
+
+
+def readamp_rows(readamp: dict) -> list[str]:
+    """The read-amplification section: disk bytes per point read (the server process's
+    /proc/<pid>/io read_bytes) per read_ahead_kb value, for each server measured, and
+    Cassandra's over Helenus's where both measured a value."""
+    L = [
+        "Uniform random point reads of a standard1 table 10-12x the cache, after a warm-up "
+        "(`bench/readamp.py`, `bench/readamp_cassandra.py`; see bench/README.md). Cassandra "
+        "reads through the page cache, which a memory cgroup bounds; Helenus reads with "
+        "direct I/O through its block cache.",
+        "",
+        "| server | data set | cache | read_ahead_kb | reads | disk bytes per read | x 4 KiB |",
+        "|---|--:|---|--:|--:|--:|--:|",
+    ]
+    per_read = {}
+    for name in ("helenus", "cassandra"):
+        r = readamp.get(name)
+        if r is None:
+            continue
+        label = READAMP_LABELS[name]
+        if r.get("error") and not r.get("phases"):
+            L.append(f"| {label} | failed: {_md_escape(r['error'])} | | | | | |")
+            continue
+        data = (f"{_mib(r['dataset_bytes'])} ({r['rows']:,} rows)"
+                if r.get("dataset_bytes") else "?")
+        for p in r["phases"]:
+            value = p["disk_bytes_per_read"]
+            per_read[(name, p["read_ahead_kb"])] = value
+            L.append(f"| {label} | {data} | {r['cache']} | {p['read_ahead_kb']} | "
+                     f"{p['reads']:,} | {value:,.0f} | {value / 4096:.2f} |")
+        if r.get("error"):
+            L.append(f"| {label} | error: {_md_escape(r['error'])} | | | | | |")
+    both = sorted(ra for (name, ra) in per_read if name == "helenus"
+                  and ("cassandra", ra) in per_read and per_read[(name, ra)])
+    if both:
+        L.append("")
+        L.append("Cassandra ÷ Helenus, disk bytes per read: " + ", ".join(
+            f"**{per_read[('cassandra', ra)] / per_read[('helenus', ra)]:.1f}×** at "
+            f"read_ahead_kb {ra}" for ra in both) + ".")
+    return L
+
+
 def _half_runs_text(results: dict, half: float) -> str:
     n = results["profile"].get("half_runs", 1)
     if n > 1:
@@ -481,6 +525,11 @@ def render(results: dict) -> str:
         L.append("")
     L.append("![cpu per op](cpu-per-op.png) ![peak rss](peak-rss.png)")
     L.append("")
+    if results.get("readamp"):
+        L.append("## Read amplification")
+        L.append("")
+        L.extend(readamp_rows(results["readamp"]))
+        L.append("")
     L.append("## Workloads")
     L.append("")
     for name, w in results["workloads"].items():

@@ -74,6 +74,10 @@ def parse_args(argv):
                    "throughput, e.g. 0.25,0.5,0.75")
     p.add_argument("--half-runs", type=int, help="measured runs at the rate nearest 50%% "
                    "(the report takes their median; default 3, quick 1)")
+    p.add_argument("--readamp", action="store_true",
+                   help="also measure disk bytes per point read (bench/readamp.py and "
+                   "bench/readamp_cassandra.py, data 12x the cache) after the workloads: about "
+                   "10 minutes, 4 with --quick; Cassandra's side needs root (a memory cgroup)")
     p.add_argument("--cassandra-heap", default=servers.cassandra_default_heap(),
                    help="Cassandra's -Xms/-Xmx (default: Cassandra's own formula, "
                    "%(default)s here)")
@@ -115,6 +119,30 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+# Bound on each read-amplification script (load, compaction and reads of a few hundred MiB).
+READAMP_TIMEOUT_S = 1800
+
+
+def readamp_summary(name: str, data: dict) -> dict:
+    """What the report shows of a read-amplification script's JSON result."""
+    cfg, ds = data.get("config", {}), data.get("dataset", {})
+    if name == "helenus":
+        cache = f"{cfg.get('block_cache_mb')} MiB block cache, direct I/O"
+    else:
+        cache = (f"{cfg.get('cache_mb', 0) + cfg.get('margin_mb', 0)} MiB memory bound "
+                 "(page cache and the JVM's growth)")
+    return {
+        "dataset_bytes": ds.get("live_file_bytes"),
+        "rows": ds.get("rows"),
+        "cache": cache,
+        "phases": [{"read_ahead_kb": p.get("read_ahead_kb"), "reads": p.get("reads_ok"),
+                    "disk_bytes_per_read": p.get("disk_bytes_per_read"),
+                    "page_cache_bytes": p.get("page_cache_bytes_at_end")}
+                   for p in data.get("phases", [])],
+        "error": data.get("error"),
+    }
+
+
 def build_binaries() -> tuple[Path, Path]:
     """Release builds of helenus and helenus-ceiling in the user's CARGO_TARGET_DIR."""
     cmd = ["cargo", "build", "--release", "--locked", "--bin", "helenus",
@@ -142,6 +170,58 @@ class Suite:
                                                connections=args.connections)
         self.results = {}
         self.rate_base = {}  # workload -> {"server", "throughput"}
+
+    # -- read amplification ------------------------------------------------------------------
+
+    def readamp(self, helenus_bin: Path, cache_root: Path) -> None:
+        """Runs the read-amplification scripts for Helenus and Cassandra (those in the suite),
+        each starting its own server, and records their results for the report."""
+        self.results["readamp"] = {}
+        # The tests' venv (scripts/test-all makes it) has the Python driver they use.
+        python = cache_root / "venv" / "bin" / "python"
+        names = {s.name for s in self.servers}
+        for name, script, extra in (
+                ("helenus", "readamp.py", ["--helenus-bin", str(helenus_bin)]),
+                ("cassandra", "readamp_cassandra.py", ["--heap", self.args.cassandra_heap])):
+            if name not in names:
+                continue
+            out_json = self.out / f"readamp-{name}.json"
+            cmd = [str(python), str(BENCH_DIR / script), "--out", str(out_json), *extra]
+            if self.args.quick:
+                cmd.append("--quick")
+            record = {"command": shlex.join(cmd)}
+            self.results["readamp"][name] = record
+            if not python.exists():
+                record["error"] = f"no {python}: scripts/test-all creates it"
+                self.save()
+                continue
+            _log(f"read amplification, {name}: {record['command']}")
+            started = time.monotonic()
+            log = self.out / "logs" / f"readamp-{name}.log"
+            with open(log, "ab") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=REPO_DIR)
+                try:
+                    rc = proc.wait(timeout=READAMP_TIMEOUT_S)
+                except BaseException as e:
+                    # Timed out or interrupted: SIGTERM lets the script stop the server it
+                    # started (SIGKILL, subprocess.run's way, would leave it running).
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=servers.STOP_TIMEOUT_S + 60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                    if not isinstance(e, subprocess.TimeoutExpired):
+                        raise
+                    rc = None
+            record["seconds"] = round(time.monotonic() - started, 1)
+            if out_json.exists():
+                record.update(readamp_summary(name, json.loads(out_json.read_text())))
+            # readamp.py exits 1 when a phase misses its target: a result, not a failure.
+            if rc is None or rc > 1 or not out_json.exists():
+                why = "timed out" if rc is None else f"exit status {rc}"
+                record["error"] = (record.get("error") or why) + f"; see logs/{log.name}"
+            self.save()
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -472,6 +552,8 @@ def main(argv) -> int:
     status = 0
     try:
         suite.run()
+        if args.readamp:
+            suite.readamp(helenus_bin, cache_root)
         suite.results["status"] = "complete"
     except KeyboardInterrupt:
         suite.results["status"] = "interrupted"

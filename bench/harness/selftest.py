@@ -225,6 +225,29 @@ def cassandra_tablestats_parse():
 
 
 @check
+def readamp_section_from_results():
+    """`bench/run --readamp` summarizes each script's JSON (here the committed results of
+    both) into results.json; the report's section shows each phase and Cassandra ÷ Helenus."""
+    from . import runner
+
+    results = BENCH_DIR / "results" / "readamp-20261125T0959Z"
+    readamp = {name: runner.readamp_summary(name, json.loads(
+        (results / f"{name}.json").read_text())) for name in ("helenus", "cassandra")}
+    text = "\n".join(report.readamp_rows(readamp))
+    for line in (
+            "| Helenus | 194 MiB (500,000 rows) | 16 MiB block cache, direct I/O | 128 | 20,000 "
+            "| 4,237 | 1.03 |",
+            "| Cassandra | 397 MiB (1,200,000 rows) | 32 MiB memory bound (page cache and the "
+            "JVM's growth) | 4096 | 20,000 | 34,612 | 8.45 |",
+            "Cassandra ÷ Helenus, disk bytes per read: **8.3×** at read_ahead_kb 128, "
+            "**8.2×** at read_ahead_kb 4096."):
+        assert line in text, f"missing:\n{line}\n--- got:\n{text}"
+    failed = report.readamp_rows({"cassandra": {"error": "exit status 2; see logs/x.log"}})
+    assert "| Cassandra | failed: exit status 2; see logs/x.log |" in "\n".join(failed)
+    return "2 servers, 4 phases"
+
+
+@check
 def sampler():
     samples = [(10.0, 1.0), (11.0, 3.0), (12.0, 3.5)]
     assert servers.interpolate(samples, 10.5) == 2.0
