@@ -604,11 +604,9 @@ def delta(before, after):
     return io, m
 
 
-def summarize_phase(label, read_ahead_kb, issued, ok, bad, failures, seconds, io, m, block_size):
-    reads = max(ok, 1)
-    hits, misses = m.get("block_cache_hits", 0), m.get("block_cache_misses", 0)
-    dhits, dmisses = m.get("block_cache_data_hits", 0), m.get("block_cache_data_misses", 0)
-    disk_per_read = io["read_bytes"] / reads
+def phase_basics(label, read_ahead_kb, issued, ok, bad, failures, seconds, io):
+    """What every read phase reports, whichever server it read from (also
+    bench/readamp_cassandra.py): the reads and the server process's /proc/<pid>/io deltas."""
     return {
         "label": label,
         "read_ahead_kb": read_ahead_kb,
@@ -622,7 +620,17 @@ def summarize_phase(label, read_ahead_kb, issued, ok, bad, failures, seconds, io
         "proc_read_bytes": io["read_bytes"],
         "proc_rchar": io.get("rchar"),
         "proc_syscr": io.get("syscr"),
-        "disk_bytes_per_read": round(disk_per_read, 1),
+        "disk_bytes_per_read": round(io["read_bytes"] / max(ok, 1), 1),
+    }
+
+
+def summarize_phase(label, read_ahead_kb, issued, ok, bad, failures, seconds, io, m, block_size):
+    reads = max(ok, 1)
+    hits, misses = m.get("block_cache_hits", 0), m.get("block_cache_misses", 0)
+    dhits, dmisses = m.get("block_cache_data_hits", 0), m.get("block_cache_data_misses", 0)
+    disk_per_read = io["read_bytes"] / reads
+    return {
+        **phase_basics(label, read_ahead_kb, issued, ok, bad, failures, seconds, io),
         "disk_bytes_per_read_in_blocks": round(disk_per_read / block_size, 3),
         "rocksdb_file_read_bytes": m.get("file_read_bytes", 0),
         "rocksdb_file_bytes_per_read": round(m.get("file_read_bytes", 0) / reads, 1),
@@ -711,6 +719,39 @@ def markdown(result):
 # --------------------------------------------------------------------------------------------
 
 
+def add_shared_arguments(p):
+    """The options of the load and the reads, shared with bench/readamp_cassandra.py."""
+    p.add_argument("--value-size", type=int, default=60,
+                   help="bytes per column C0..C4 (default %(default)s)")
+    p.add_argument("--reads", type=int, help="measured reads per phase (default 20000, quick "
+                   "4000)")
+    p.add_argument("--warmup", type=int, help="unmeasured reads before the first phase, to "
+                   "fill the cache (default 5000, quick 1000)")
+    p.add_argument("--duration", type=float, default=120.0,
+                   help="upper bound in seconds on each read phase (and on the warm-up) "
+                   "(default %(default)s)")
+    p.add_argument("--write-concurrency", type=int, default=128,
+                   help="inserts in flight (default %(default)s)")
+    p.add_argument("--read-concurrency", type=int, default=16,
+                   help="reads in flight (default %(default)s)")
+    p.add_argument("--read-ahead-kb-sweep", default=None,
+                   help="comma-separated read_ahead_kb values, one read phase each (needs a "
+                   "writable /sys/block/<dev>/queue/read_ahead_kb; restored afterwards)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the read key sequence (default %(default)s)")
+    p.add_argument("--workdir", default=None, help="parent of the node's fresh directory "
+                   "(default: the system temp dir, /tmp)")
+    p.add_argument("--keep", action="store_true", help="keep the node's directory")
+
+
+def quick_defaults(args):
+    """--reads and --warmup where not given: the full or the --quick sizes."""
+    if args.reads is None:
+        args.reads = 4000 if args.quick else 20000
+    if args.warmup is None:
+        args.warmup = 1000 if args.quick else 5000
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog="See bench/README.md.")
@@ -728,26 +769,11 @@ def parse_args(argv):
     p.add_argument("--min-ratio", type=float, default=10.0,
                    help="after compaction the dataset must be at least this many times the "
                    "cache (more rows are loaded if not) (default %(default)s)")
-    p.add_argument("--value-size", type=int, default=60,
-                   help="bytes per column C0..C4 (default %(default)s)")
-    p.add_argument("--reads", type=int, help="measured reads per phase (default 20000, quick "
-                   "4000)")
-    p.add_argument("--warmup", type=int, help="unmeasured reads before the first phase, to "
-                   "fill the block cache (default 5000, quick 1000)")
-    p.add_argument("--duration", type=float, default=120.0,
-                   help="upper bound in seconds on each read phase (and on the warm-up) "
-                   "(default %(default)s)")
+    add_shared_arguments(p)
     p.add_argument("--load-timeout", type=float, default=1200.0,
                    help="upper bound in seconds on loading (default %(default)s)")
     p.add_argument("--load-chunk", type=int, default=20000,
                    help="rows between progress checks (helenus admin stats) (default %(default)s)")
-    p.add_argument("--write-concurrency", type=int, default=128,
-                   help="inserts in flight (default %(default)s)")
-    p.add_argument("--read-concurrency", type=int, default=16,
-                   help="reads in flight (default %(default)s)")
-    p.add_argument("--read-ahead-kb-sweep", default=None,
-                   help="comma-separated read_ahead_kb values, one read phase each (needs a "
-                   "writable /sys/block/<dev>/queue/read_ahead_kb; restored afterwards)")
     p.add_argument("--rounds", type=int, default=1,
                    help="measurement rounds, each after a node restart (empty block cache) and "
                    "a warm-up, to show the result is repeatable on the same files. It does not "
@@ -760,20 +786,12 @@ def parse_args(argv):
                    "file whether its index and filter blocks stay pinned, so a file flushed to "
                    "L0 and moved down by compaction would keep them pinned, never looked up in "
                    "the cache)")
-    p.add_argument("--seed", type=int, default=1,
-                   help="seed of the read key sequence (default %(default)s)")
-    p.add_argument("--workdir", default=None, help="parent of the node's fresh directory "
-                   "(default: the system temp dir, /tmp)")
     p.add_argument("--out", default=None, help="JSON result path (default "
                    "/tmp/helenus-readamp-<time>.json)")
-    p.add_argument("--keep", action="store_true", help="keep the node's directory")
     args = p.parse_args(argv)
     if args.block_cache_mb is None:
         args.block_cache_mb = 4 if args.quick else 16
-    if args.reads is None:
-        args.reads = 4000 if args.quick else 20000
-    if args.warmup is None:
-        args.warmup = 1000 if args.quick else 5000
+    quick_defaults(args)
     if args.out is None:
         args.out = f"/tmp/helenus-readamp-{time.strftime('%Y%m%d-%H%M%S')}.json"
     if args.rounds < 1 or args.reads < 1 or args.warmup < 0:

@@ -219,21 +219,9 @@ def node_configuration(server: CassandraServer):
 
 def summarize(label, read_ahead_kb, issued, ok, bad, failures, seconds, io, cg_before,
               cg_after):
-    reads = max(ok, 1)
-    per_read = io["read_bytes"] / reads
+    per_read = io["read_bytes"] / max(ok, 1)
     return {
-        "label": label,
-        "read_ahead_kb": read_ahead_kb,
-        "reads_issued": issued,
-        "reads_ok": ok,
-        "wrong_results": bad,
-        "failures": len(failures),
-        "failure_examples": [repr(e) for _, e in failures[:3]],
-        "seconds": round(seconds, 3),
-        "reads_per_second": round(ok / seconds, 1) if seconds > 0 else None,
-        "proc_read_bytes": io["read_bytes"],
-        "proc_rchar": io.get("rchar"),
-        "disk_bytes_per_read": round(per_read, 1),
+        **ra.phase_basics(label, read_ahead_kb, issued, ok, bad, failures, seconds, io),
         "disk_bytes_per_read_in_pages": round(per_read / PAGE, 3),
         "page_cache_bytes_at_end": cg_after["page_cache"],
         "anon_bytes_at_end": cg_after["anon"],
@@ -291,30 +279,16 @@ def parse_args(argv):
                    help="load until the table is this many times the memory bound")
     p.add_argument("--min-ratio", type=float, default=10.0,
                    help="after compaction, load more if the table is below this ratio")
-    p.add_argument("--value-size", type=int, default=60, help="bytes per column value")
-    p.add_argument("--reads", type=int, help="measured reads per phase (default 20000, "
-                   "quick 4000)")
-    p.add_argument("--warmup", type=int, help="unmeasured reads first (default 5000, quick 1000)")
-    p.add_argument("--duration", type=float, default=120.0, help="bound on each read phase (s)")
     p.add_argument("--load-timeout", type=float, default=1800.0, help="bound on loading (s)")
     p.add_argument("--load-chunk", type=int, default=100000,
                    help="rows between size checks (each runs nodetool: a JVM start)")
-    p.add_argument("--write-concurrency", type=int, default=128)
-    p.add_argument("--read-concurrency", type=int, default=16)
-    p.add_argument("--read-ahead-kb-sweep", default=None,
-                   help="comma-separated read_ahead_kb values, one phase each (root)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--workdir", default=None, help="parent of the node's fresh directory")
     p.add_argument("--out", default=None, help="JSON result path (default "
                    "/tmp/cassandra-readamp-<time>.json)")
-    p.add_argument("--keep", action="store_true", help="keep the node's directory")
+    ra.add_shared_arguments(p)
     args = p.parse_args(argv)
     if args.cache_mb is None:
         args.cache_mb = 4 if args.quick else 16
-    if args.reads is None:
-        args.reads = 4000 if args.quick else 20000
-    if args.warmup is None:
-        args.warmup = 1000 if args.quick else 5000
+    ra.quick_defaults(args)
     if args.out is None:
         args.out = f"/tmp/cassandra-readamp-{time.strftime('%Y%m%dT%H%M%S')}.json"
     return args
