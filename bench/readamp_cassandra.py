@@ -90,10 +90,15 @@ class BoundedCgroup:
         self.dir = parent / f"helenus-readamp-cassandra-{os.getpid()}"
         self.dir.mkdir()
         self.limit = limit_bytes
-        if self.version == 1:
-            self._write("memory.limit_in_bytes", limit_bytes)
-        else:
-            self._write("memory.max", limit_bytes)
+        try:
+            self._write("memory.limit_in_bytes" if self.version == 1 else "memory.max",
+                        limit_bytes)
+        except OSError as e:
+            self.dir.rmdir()
+            # cgroup v2 offers memory.max in a child only if the parent delegates the memory
+            # controller (`+memory` in its cgroup.subtree_control).
+            raise RuntimeError(f"cannot limit the memory of {self.dir} (cgroup v{self.version}):"
+                               f" {e}") from e
 
     def _write(self, name, value):
         (self.dir / name).write_text(f"{value}\n")
