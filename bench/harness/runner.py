@@ -77,7 +77,7 @@ def parse_args(argv):
     p.add_argument("--readamp", action="store_true",
                    help="also measure disk bytes per point read (bench/readamp.py and "
                    "bench/readamp_cassandra.py, data 12x the cache) after the workloads: about "
-                   "10 minutes, 4 with --quick; Cassandra's side needs root (a memory cgroup)")
+                   "5 minutes, 3 with --quick; Cassandra's side needs root (a memory cgroup)")
     p.add_argument("--cassandra-heap", default=servers.cassandra_default_heap(),
                    help="Cassandra's -Xms/-Xmx (default: Cassandra's own formula, "
                    "%(default)s here)")
