@@ -177,6 +177,41 @@ def write_read_ahead_kb(path, value):
         raise RuntimeError(f"wrote {value} to {path} but it reads back {got}")
 
 
+class ReadAheadSweep:
+    """The read_ahead_kb values a run measures under (`--read-ahead-kb-sweep`), each set in turn
+    on the data directory's device by `apply`; `restore` puts the original value back. Without
+    a sweep, or if the sysfs file is not writable (a note says so), one phase at the current
+    value and nothing is written. Shared with bench/readamp_cassandra.py."""
+
+    def __init__(self, spec, device, notes):
+        values = [int(v) for v in (spec or "").split(",") if v.strip()]
+        self.path = device.get("read_ahead_kb_path")
+        self.disk = device.get("disk")
+        if values and not (self.path and device.get("read_ahead_kb_writable")):
+            notes.append(
+                f"read_ahead_kb sweep {values} skipped: {self.path or 'no block device found'} "
+                "is not writable; one phase at the current value")
+            values = []
+        self.sweeping = bool(values)
+        self.values = values or [device.get("read_ahead_kb")]
+        self.original = device.get("read_ahead_kb") if values else None
+
+    def apply(self, value):
+        if self.sweeping:
+            write_read_ahead_kb(self.path, value)
+            log(f"read_ahead_kb of {self.disk} set to {value}")
+
+    def restore(self, notes):
+        if self.original is None:
+            return
+        try:
+            write_read_ahead_kb(self.path, self.original)
+            log(f"read_ahead_kb restored to {self.original}")
+        except Exception as e:  # report, but still stop the node
+            log(f"FAILED to restore {self.path} to {self.original}: {e}")
+            notes.append(f"could not restore read_ahead_kb to {self.original}: {e}")
+
+
 def proc_io(pid):
     out = {}
     with open(f"/proc/{pid}/io") as f:
@@ -820,8 +855,7 @@ def main(argv=None):
     run_dir = Path(tempfile.mkdtemp(prefix="helenus-readamp-", dir=args.workdir))
     node = Node(binary, run_dir, args.block_cache_mb)
     cluster = None
-    original_ra = None
-    ra_path = None
+    sweep = None
     result = {
         "benchmark": "readamp",
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -953,18 +987,7 @@ def main(argv=None):
 
         rng = random.Random(args.seed)
 
-        # The read_ahead_kb values to measure under.
-        sweep = []
-        if args.read_ahead_kb_sweep:
-            sweep = [int(v) for v in args.read_ahead_kb_sweep.split(",") if v.strip()]
-        ra_path = device.get("read_ahead_kb_path")
-        if sweep and not (ra_path and device.get("read_ahead_kb_writable")):
-            result["notes"].append(
-                f"read_ahead_kb sweep {sweep} skipped: {ra_path or 'no block device found'} is "
-                "not writable; one phase at the current value")
-            sweep = []
-        phases = sweep or [device.get("read_ahead_kb")]
-        original_ra = device.get("read_ahead_kb") if sweep else None
+        sweep = ReadAheadSweep(args.read_ahead_kb_sweep, device, result["notes"])
         result["warmups"] = []
         result["phases"] = []
         for rnd in range(1, args.rounds + 1):
@@ -987,10 +1010,8 @@ def main(argv=None):
             warm["round"] = rnd
             result["warmups"].append(warm)
 
-            for ra in phases:
-                if sweep:
-                    write_read_ahead_kb(ra_path, ra)
-                    log(f"read_ahead_kb of {device['disk']} set to {ra}")
+            for ra in sweep.values:
+                sweep.apply(ra)
                 label = f"round {rnd}, read_ahead_kb={ra}"
                 log(f"{label}: {args.reads} measured reads")
                 before = snapshot(node)
@@ -1051,13 +1072,8 @@ def main(argv=None):
         result["error"] = f"{type(e).__name__}: {e}"
         raise
     finally:
-        if ra_path and original_ra is not None:
-            try:
-                write_read_ahead_kb(ra_path, original_ra)
-                log(f"read_ahead_kb restored to {original_ra}")
-            except Exception as e:  # report, but still stop the node
-                log(f"FAILED to restore {ra_path} to {original_ra}: {e}")
-                result["notes"].append(f"could not restore read_ahead_kb to {original_ra}: {e}")
+        if sweep is not None:
+            sweep.restore(result["notes"])
         if cluster is not None:
             try:
                 cluster.shutdown()

@@ -89,7 +89,6 @@ class BoundedCgroup:
         self.version, parent = found
         self.dir = parent / f"helenus-readamp-cassandra-{os.getpid()}"
         self.dir.mkdir()
-        self.limit = limit_bytes
         try:
             self._write("memory.limit_in_bytes" if self.version == 1 else "memory.max",
                         limit_bytes)
@@ -147,10 +146,6 @@ class Node:
     def __init__(self, server: CassandraServer):
         self.server = server
 
-    @property
-    def pid(self):
-        return self.server.pid
-
     def nodetool(self, *args, timeout=NODETOOL_TIMEOUT_S):
         r = subprocess.run([str(self.server.script), "nodetool", *args], env=self.server.env(),
                            capture_output=True, text=True, timeout=timeout)
@@ -161,9 +156,6 @@ class Node:
 
     def table_stats(self, target):
         return parse_tablestats(self.nodetool("tablestats", target, timeout=120))
-
-    def compacting(self):
-        return self.server.compacting()
 
     def data_files(self):
         return [p for p in (self.server.instance_dir / "data" / "data").rglob("*")
@@ -319,7 +311,7 @@ def main(argv=None):
                              args.heap, run_dir, cache_root)
     node = Node(server)
     cluster = None
-    original_ra, ra_path = None, None
+    sweep = None
     result = {
         "benchmark": "readamp-cassandra",
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -352,7 +344,7 @@ def main(argv=None):
             node.nodetool("flush", ra.KEYSPACE, ra.TABLE)
             node.nodetool("compact", ra.KEYSPACE, ra.TABLE)
             deadline = time.monotonic() + COMPACTION_SETTLE_TIMEOUT_S
-            while node.compacting():
+            while server.compacting():
                 if time.monotonic() > deadline:
                     raise TimeoutError("compactions still running after "
                                        f"{COMPACTION_SETTLE_TIMEOUT_S} s")
@@ -401,18 +393,10 @@ def main(argv=None):
         ra.log(f"warm-up, {args.warmup} reads")
         result["warmup"] = phase("warm-up", args.warmup, device.get("read_ahead_kb"))
 
-        sweep = [int(v) for v in (args.read_ahead_kb_sweep or "").split(",") if v.strip()]
-        ra_path = device.get("read_ahead_kb_path")
-        if sweep and not (ra_path and device.get("read_ahead_kb_writable")):
-            result["notes"].append(f"read_ahead_kb sweep {sweep} skipped: "
-                                   f"{ra_path or 'no block device found'} is not writable")
-            sweep = []
-        original_ra = device.get("read_ahead_kb") if sweep else None
+        sweep = ra.ReadAheadSweep(args.read_ahead_kb_sweep, device, result["notes"])
         result["phases"] = []
-        for value in sweep or [device.get("read_ahead_kb")]:
-            if sweep:
-                ra.write_read_ahead_kb(ra_path, value)
-                ra.log(f"read_ahead_kb of {device['disk']} set to {value}")
+        for value in sweep.values:
+            sweep.apply(value)
             label = f"read_ahead_kb={value}"
             ra.log(f"{label}: {args.reads} measured reads")
             p = phase(label, args.reads, value)
@@ -427,13 +411,8 @@ def main(argv=None):
         result["error"] = f"{type(e).__name__}: {e}"
         raise
     finally:
-        if ra_path and original_ra is not None:
-            try:
-                ra.write_read_ahead_kb(ra_path, original_ra)
-                ra.log(f"read_ahead_kb restored to {original_ra}")
-            except Exception as e:
-                ra.log(f"FAILED to restore {ra_path} to {original_ra}: {e}")
-                result["notes"].append(f"could not restore read_ahead_kb to {original_ra}: {e}")
+        if sweep is not None:
+            sweep.restore(result["notes"])
         if cluster is not None:
             try:
                 cluster.shutdown()
