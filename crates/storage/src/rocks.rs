@@ -1575,6 +1575,45 @@ mod tests {
     }
 
     #[test]
+    fn small_memtables_fill_before_a_flush_merges_them_into_one_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = engine(dir.path());
+        let table = TableId::from_u128(1);
+        engine.create_table(table).expect("create");
+        // 12 MiB: more than one memtable, less than the eight a flush waits for.
+        for i in 0..192u32 {
+            let update = one_cell_update(table, (i % 64) as u8, vec![i as u8; 64 << 10]);
+            engine
+                .apply(&[update], Durability::Periodic)
+                .expect("write");
+        }
+        let cf = engine.cf(table).expect("cf");
+        let immutable = engine
+            .db
+            .property_int_value_cf(&cf, "rocksdb.num-immutable-mem-table")
+            .expect("property")
+            .expect("known property");
+        assert!(immutable >= 1, "{immutable} full memtables");
+        assert_eq!(engine.table_stats(table).expect("stats").live_files, 0);
+        // Each key was written in more than one memtable; a read merges them (the newest cell
+        // wins: the same timestamp, so the larger value).
+        let read = |engine: &RocksEngine| {
+            let key = one_cell_update(table, 0, Vec::new()).key;
+            let data = engine
+                .read_partition(table, &key, &ClusteringSlice::all(), usize::MAX, None)
+                .expect("read")
+                .data;
+            assert_eq!(data.rows.len(), 1);
+            format!("{:?}", data.rows[0])
+        };
+        let before = read(&engine);
+        drop(cf);
+        engine.flush(Some(table)).expect("flush");
+        assert_eq!(engine.table_stats(table).expect("stats").live_files, 1);
+        assert_eq!(read(&engine), before);
+    }
+
+    #[test]
     fn the_commit_log_is_kept_within_its_bound() {
         const BOUND: u64 = 1 << 20;
         let dir = tempfile::tempdir().expect("tempdir");
