@@ -1469,6 +1469,16 @@ mod tests {
         }
     }
 
+    /// The rows stored for partition `k` of `one_cell_update`.
+    fn rows_of(engine: &RocksEngine, table: TableId, k: u8) -> Vec<(Vec<u8>, Row)> {
+        let key = one_cell_update(table, k, Vec::new()).key;
+        engine
+            .read_partition(table, &key, &ClusteringSlice::all(), usize::MAX, None)
+            .expect("read")
+            .data
+            .rows
+    }
+
     #[test]
     fn flushes_write_level_0_uncompressed_and_compactions_compress() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1587,10 +1597,12 @@ mod tests {
                 .apply(&[update], Durability::Periodic)
                 .expect("write");
         }
-        let cf = engine.cf(table).expect("cf");
         let immutable = engine
             .db
-            .property_int_value_cf(&cf, "rocksdb.num-immutable-mem-table")
+            .property_int_value_cf(
+                &engine.cf(table).expect("cf"),
+                "rocksdb.num-immutable-mem-table",
+            )
             .expect("property")
             .expect("known property");
         assert!(immutable >= 1, "{immutable} full memtables");
@@ -1598,16 +1610,11 @@ mod tests {
         // Each key was written in more than one memtable; a read merges them (the newest cell
         // wins: the same timestamp, so the larger value).
         let read = |engine: &RocksEngine| {
-            let key = one_cell_update(table, 0, Vec::new()).key;
-            let data = engine
-                .read_partition(table, &key, &ClusteringSlice::all(), usize::MAX, None)
-                .expect("read")
-                .data;
-            assert_eq!(data.rows.len(), 1);
-            format!("{:?}", data.rows[0])
+            let rows = rows_of(engine, table, 0);
+            assert_eq!(rows.len(), 1);
+            format!("{:?}", rows[0])
         };
         let before = read(&engine);
-        drop(cf);
         engine.flush(Some(table)).expect("flush");
         assert_eq!(engine.table_stats(table).expect("stats").live_files, 1);
         assert_eq!(read(&engine), before);
@@ -1646,17 +1653,8 @@ mod tests {
             engine.maintain_commit_log().expect("maintain");
         }
         // Nothing was lost by the flushes that kept it there.
-        let read = |table, k: u8| {
-            let key = one_cell_update(table, k, Vec::new()).key;
-            engine
-                .read_partition(table, &key, &ClusteringSlice::all(), usize::MAX, None)
-                .expect("read")
-                .data
-                .rows
-                .len()
-        };
-        assert_eq!(read(quiet, 0), 1);
-        assert_eq!(read(busy, 255), 1);
+        assert_eq!(rows_of(&engine, quiet, 0).len(), 1);
+        assert_eq!(rows_of(&engine, busy, 255).len(), 1);
     }
 
     #[test]
@@ -1682,11 +1680,7 @@ mod tests {
             "the commit log is {} bytes, bound {BOUND}",
             log_bytes(&engine)
         );
-        let key = one_cell_update(table, 31, Vec::new()).key;
-        let page = engine
-            .read_partition(table, &key, &ClusteringSlice::all(), usize::MAX, None)
-            .expect("read");
-        assert_eq!(page.data.rows.len(), 1);
+        assert_eq!(rows_of(&engine, table, 31).len(), 1);
     }
 
     #[test]
