@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import latte as latte_mod
+from .workloads import WARMUP_FLAT_ROUNDS, WARMUP_GAIN
 
 SERVERS = ("cassandra", "helenus", "ceiling")
 LABELS = {"cassandra": "Cassandra", "helenus": "Helenus", "ceiling": "ceiling"}
@@ -453,6 +454,31 @@ def _half_runs_text(results: dict, half: float) -> str:
     return f"the {half:.0%} fixed-rate run"
 
 
+def _warmup_text(prof: dict) -> str:
+    minimum = prof.get("server_warmup_s", 0)
+    most = prof.get("server_warmup_max_s", 0)
+    if most <= 0:
+        return (f"Before its first workload each server gets {minimum} s of the mixed "
+                "workload, unmeasured, so Cassandra's JIT has compiled its hot paths.")
+    return (f"Before its first workload each server runs the mixed workload, unmeasured, in "
+            f"rounds of {prof.get('server_warmup_round_s')} s until its throughput stops rising "
+            f"(at least {minimum} s; then until {WARMUP_FLAT_ROUNDS} rounds in a row are no more "
+            f"than {WARMUP_GAIN:.0%} above the best round before them; at most {most} s), so "
+            "Cassandra's JIT has compiled its hot paths: on two cores a cold Cassandra took "
+            "minutes to reach its steady throughput. *Servers* gives each round's throughput.")
+
+
+def _warmup_cell(si: dict) -> str:
+    w = si.get("warmup")
+    if not w:
+        return ""
+    rounds = w.get("rounds") or []
+    ended = {"flat": "stopped rising", "cap": "the limit", "failed": "failed"}.get(
+        w.get("ended"), str(w.get("ended")))
+    return (f"{len(rounds) * w.get('round_s', 0)} s ({ended}): "
+            + ", ".join(f"{t:,.0f}" for t in rounds))
+
+
 def render(results: dict) -> str:
     m = results["machine"]
     v = results["versions"]
@@ -546,10 +572,9 @@ def render(results: dict) -> str:
         f"unmeasured warm-up of {prof['warmup_s']} s (at a fixed rate: the cycles that rate "
         "gives in that time). Read workloads are loaded, flushed (nodetool flush / helenus "
         "admin flush) and read once in full before their runs, so the data set is in the "
-        "server's cache (Cassandra: the page cache; Helenus: its block cache). Before its first "
-        f"workload each server gets {prof.get('server_warmup_s', 0)} s of the mixed workload, "
-        "unmeasured, so Cassandra's JIT has compiled its hot paths. The ceiling stores "
-        "nothing, so it is neither warmed up nor loaded.")
+        "server's cache (Cassandra: the page cache; Helenus: its block cache). "
+        + _warmup_text(prof)
+        + " The ceiling stores nothing, so it is neither warmed up nor loaded.")
     L.append("")
     L.append("## Machine")
     L.append("")
@@ -587,8 +612,9 @@ def render(results: dict) -> str:
     L.append("")
     L.append("## Servers")
     L.append("")
-    L.append("| server | status | address | peak RSS (whole suite) | started with |")
-    L.append("|---|---|---|--:|---|")
+    L.append("| server | status | address | peak RSS (whole suite) | warm-up: mixed ops/s per "
+             "round | started with |")
+    L.append("|---|---|---|--:|---|---|")
     for name in SERVERS:
         if name not in servers_info:
             continue
@@ -597,7 +623,8 @@ def render(results: dict) -> str:
         if si.get("error"):
             state += ": " + _md_escape(si["error"])[:200]
         L.append(f"| {LABELS[name]} | {state} | {si.get('address', '')} "
-                 f"| {_mib(si.get('peak_rss_bytes'))} | `{si.get('command', '')}` |")
+                 f"| {_mib(si.get('peak_rss_bytes'))} | {_warmup_cell(si)} "
+                 f"| `{si.get('command', '')}` |")
     L.append("")
     if "cassandra" in servers_info:
         L.append(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import latte as latte_mod
 from . import machine, report, servers
-from .workloads import DEFAULT, QUICK, WORKLOADS, Profile, Workload, by_name
+from .workloads import DEFAULT, QUICK, WORKLOADS, Profile, Workload, by_name, warm_up_ended
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = BENCH_DIR.parent
@@ -70,6 +70,10 @@ def parse_args(argv):
                    help="comma-separated subset of " + ",".join(w.name for w in WORKLOADS))
     p.add_argument("--duration", type=int, help="seconds per measured run (profile default)")
     p.add_argument("--warmup", type=int, help="seconds of warm-up before each run")
+    p.add_argument("--server-warmup-max", type=int, metavar="S",
+                   help="the longest a server's warm-up runs, waiting for its throughput to stop "
+                   "rising (default 240, quick 0); 0: exactly the profile's minimum (30 s, quick "
+                   "15 s)")
     p.add_argument("--rates", help="fixed-rate runs as fractions of Cassandra's saturation "
                    "throughput, e.g. 0.25,0.5,0.75")
     p.add_argument("--half-runs", type=int, help="measured runs at the rate nearest 50%% "
@@ -104,6 +108,8 @@ def _profile(args) -> Profile:
         profile = replace(profile, rate_fractions=tuple(float(x) for x in args.rates.split(",")))
     if args.half_runs is not None:
         profile = replace(profile, half_runs=max(1, args.half_runs))
+    if args.server_warmup_max is not None:
+        profile = replace(profile, server_warmup_max_s=max(0, args.server_warmup_max))
     return profile
 
 
@@ -285,7 +291,7 @@ class Suite:
             _log(f"{server.label} {info['version']} up on {server.address} (pid {server.pid})")
             try:
                 if server.stores_data and self.profile.server_warmup_s > 0:
-                    self.warm_up_server(server)
+                    self.warm_up_server(server, info)
                 for workload in self.workloads:
                     self.run_workload(server, workload)
             finally:
@@ -297,25 +303,44 @@ class Suite:
                 server.stop()
                 self.step(server, None, "stop", started)
 
-    def warm_up_server(self, server) -> None:
-        """`profile.server_warmup_s` of the mixed workload, unthrottled and unmeasured, on an
-        empty table (its schema is created again by the workload itself)."""
+    def warm_up_server(self, server, info: dict) -> None:
+        """The mixed workload, unthrottled and unmeasured, on an empty table (its schema is
+        created again by the workload itself), in rounds until its throughput stops rising
+        (`workloads.warm_up_ended`); each round's throughput goes to `info["warmup"]`."""
         workload = by_name("mixed")
         params = dict(self.profile.params.get("mixed", {}))
         log = self.out / "logs" / f"{server.name}-server-warmup.log"
+        adaptive = self.profile.server_warmup_max_s > 0
+        round_s = self.profile.server_warmup_round_s if adaptive else self.profile.server_warmup_s
+        warmup = {"round_s": round_s, "rounds": [], "ended": None}
+        info["warmup"] = warmup
         started = time.monotonic()
         ok, error = self.latte_process(
             latte_mod.schema_cmd(self.latte, workload.path, server.address, params,
                                  self.client), log, SETUP_BASE_S)
-        if ok:
+        while ok and warmup["ended"] is None:
+            output = self.out / "logs" / f"{server.name}-server-warmup.json"
             ok, error = self.latte_process(latte_mod.run_cmd(
                 self.latte, workload.path, server.address, workload.function_args(), params,
-                self.client, duration=f"{self.profile.server_warmup_s}s", warmup="0",
-                rate=None, output=self.out / "logs" / f"{server.name}-server-warmup.json",
-                drop_log=True), log, self.profile.server_warmup_s + LATTE_SLACK_S)
+                self.client, duration=f"{round_s}s", warmup="0", rate=None, output=output,
+                drop_log=True), log, round_s + LATTE_SLACK_S)
+            if ok:
+                try:
+                    throughput = latte_mod.parse(latte_mod.read_report(output)).throughput
+                except (OSError, ValueError, KeyError) as e:
+                    ok, error = False, f"unreadable latte report: {e}"
+                    break
+                warmup["rounds"].append(round(throughput, 1))
+                warmup["ended"] = warm_up_ended(self.profile, warmup["rounds"])
+        if not ok:
+            warmup["ended"] = "failed"
+        seconds = len(warmup["rounds"]) * round_s
         self.step(server, None, "server warm-up", started, "ok" if ok else "failed", error)
-        _log(f"{server.label}: warmed up for {self.profile.server_warmup_s} s"
-             + ("" if ok else f" (failed: {error})"))
+        _log(f"{server.label}: warmed up for {seconds} s ("
+             + (f"failed: {error}" if not ok else
+                "throughput stopped rising" if warmup["ended"] == "flat" else "the limit")
+             + "), mixed ops/s per round: "
+             + ", ".join(f"{t:,.0f}" for t in warmup["rounds"]))
 
     def run_workload(self, server, workload: Workload) -> None:
         params = dict(self.profile.params.get(workload.name, {}))

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import latte as latte_mod
@@ -334,6 +335,33 @@ def repeated_half_rate_runs_give_their_median():
                   "| cassandra | write | 50% rate (2 of 2) | 1,000 † |"):
         assert label in rows, f"no row {label!r} in:\n{rows}"
     assert "the median over the 3 runs" in report._half_runs_text(results, 0.5)
+
+
+@check
+def server_warm_up_ends_when_throughput_stops_rising():
+    """The warm-up's rounds go on while the throughput rises, after the minimum, up to the
+    limit; the report lists them."""
+    default = workloads.DEFAULT
+    ended = workloads.warm_up_ended
+    # Cassandra 5.0 on two cores, 15 s means of its mixed throughput after starting: it rises
+    # for ten rounds; the warm-up ends after two rounds below the best (23,689).
+    cassandra = [5173, 6941, 7411, 7896, 8715, 11395, 14023, 16593, 18607, 23689, 20738, 14759]
+    assert [ended(default, cassandra[:n]) for n in range(11, 13)] == [None, "flat"]
+    assert all(ended(default, cassandra[:n]) is None for n in range(1, 11))
+    # A server steady from the start stops after the minimum and two flat rounds.
+    assert [ended(default, [40000, 40500, 39800][:n]) for n in (1, 2, 3)] == [None, None, "flat"]
+    # Flat rounds before the minimum do not end it.
+    longer = replace(default, server_warmup_s=60)
+    assert [ended(longer, [100] * n) for n in (3, 4)] == [None, "flat"]
+    # Still rising at the limit (240 s: 16 rounds of 15 s).
+    rising = [1000 * 1.1 ** i for i in range(16)]
+    assert ended(default, rising[:15]) is None and ended(default, rising) == "cap"
+    # No limit: one round of the minimum.
+    assert ended(replace(default, server_warmup_max_s=0), [1.0]) == "cap"
+    cell = report._warmup_cell({"warmup": {"round_s": 15, "rounds": cassandra,
+                                           "ended": "flat"}})
+    assert cell.startswith("180 s (stopped rising): 5,173, 6,941,"), cell
+    assert "at most 240 s" in report._warmup_text(asdict(default))
 
 
 def _close(a, b):

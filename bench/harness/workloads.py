@@ -122,7 +122,12 @@ class Profile:
     warmup_s: int
     # Unmeasured load on a freshly started server before its first workload (the `mixed`
     # workload, unthrottled), so Cassandra's JIT has compiled its hot paths: a cold JVM runs
-    # several times slower for its first tens of seconds.
+    # several times slower at first. It runs in rounds of `server_warmup_round_s` for at least
+    # `server_warmup_s` and then until its throughput stops rising (`warm_up_ended`), for at
+    # most `server_warmup_max_s`. On this 2-core machine (2026-11-26) Cassandra 5.0's mixed
+    # throughput rose for 2-3 minutes (15 s means 5.2k, 6.9k, 7.4k, 7.9k, 8.7k, 11.4k, 14.0k,
+    # 16.6k, 18.6k, 23.7k, then 14-23k), and its write saturation after 30 s of it was 7.0k/s
+    # against 17.7-30k/s after 150-360 s.
     server_warmup_s: int
     # Fixed-rate runs, as fractions of Cassandra's saturation throughput.
     rate_fractions: tuple
@@ -133,6 +138,33 @@ class Profile:
     half_runs: int = 1
     # latte -P parameters per workload.
     params: dict = field(default_factory=dict)
+    server_warmup_round_s: int = 15
+    # 0: exactly `server_warmup_s`, in one round.
+    server_warmup_max_s: int = 0
+
+
+# A warm-up round "rises" when its throughput is more than this fraction above the best round
+# before it; the warm-up ends after WARMUP_FLAT_ROUNDS rounds in a row that did not.
+WARMUP_GAIN = 0.05
+WARMUP_FLAT_ROUNDS = 2
+
+
+def warm_up_ended(profile: Profile, rounds: list) -> str | None:
+    """Whether a server's warm-up is over after `rounds` (each round's throughput, in order):
+    "flat" when the throughput stopped rising, "cap" at `server_warmup_max_s`, else None."""
+    elapsed = len(rounds) * profile.server_warmup_round_s
+    if profile.server_warmup_max_s <= 0:
+        return "cap" if rounds else None
+    if elapsed >= profile.server_warmup_s:
+        flat, best = 0, 0.0
+        for throughput in rounds:
+            flat = 0 if throughput > best * (1 + WARMUP_GAIN) else flat + 1
+            best = max(best, throughput)
+        if flat >= WARMUP_FLAT_ROUNDS:
+            return "flat"
+    if elapsed + profile.server_warmup_round_s > profile.server_warmup_max_s:
+        return "cap"
+    return None
 
 
 # Sized for a 2-core machine: 23 minutes for the three servers (the budget is 30), most of it in
@@ -143,6 +175,7 @@ DEFAULT = Profile(
     duration_s=15,
     warmup_s=3,
     server_warmup_s=30,
+    server_warmup_max_s=240,
     rate_fractions=(0.25, 0.5, 0.75),
     half_runs=3,
     params={
