@@ -145,6 +145,8 @@ pub struct PreparedInfo {
     pub(crate) keyspace: Option<String>,
     /// A SELECT's compiled selection, filled by its first execution.
     pub(crate) selection: select::SelectionCache,
+    /// An INSERT's plan, filled by its first execution.
+    pub(crate) insert: write::InsertCache,
 }
 
 /// A statement to execute, with what its prepared form keeps between executions.
@@ -153,6 +155,8 @@ struct Executable<'a> {
     statement: &'a Statement,
     /// A prepared SELECT's compiled selection; `None` for a statement that was not prepared.
     selection: Option<&'a select::SelectionCache>,
+    /// A prepared INSERT's plan; `None` for a statement that was not prepared.
+    insert: Option<&'a write::InsertCache>,
 }
 
 /// What a prepared statement does, for a front end that answers reads and writes of user data
@@ -216,6 +220,13 @@ pub enum BatchKind {
     Logged,
     Unlogged,
     Counter,
+}
+
+/// A statement of a BATCH request: parsed from its text, or prepared (shared with the cache,
+/// with what it keeps between executions).
+enum BatchStatement {
+    Text(Box<Statement>),
+    Prepared(Arc<PreparedInfo>),
 }
 
 #[derive(Debug, Clone)]
@@ -373,6 +384,7 @@ impl QueryProcessor {
         let run = Executable {
             statement: &statement,
             selection: None,
+            insert: None,
         };
         self.outcome(run, keyspace, &values, &options, session)
             .await
@@ -404,6 +416,7 @@ impl QueryProcessor {
             statement,
             keyspace,
             selection: select::SelectionCache::default(),
+            insert: write::InsertCache::default(),
         };
         Ok(self.prepared.insert(prepared))
     }
@@ -429,6 +442,7 @@ impl QueryProcessor {
         let run = Executable {
             statement: &prepared.statement,
             selection: Some(&prepared.selection),
+            insert: Some(&prepared.insert),
         };
         self.outcome(run, keyspace, &values, &options, session)
             .await
@@ -475,13 +489,13 @@ impl QueryProcessor {
         };
         let mut resolved = Vec::with_capacity(items.len());
         for item in items {
-            let (statement, ks, values) = match item {
+            let (statement, values) = match item {
                 BatchItem::Query(text, values) => {
                     let statement = cql_syntax::parse_statement(&text)
                         .map_err(|e| QueryError::Syntax(e.to_string()))?;
                     let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
                     let values = bind::resolve_values(&info.specs, values)?;
-                    (statement, keyspace.clone(), values)
+                    (BatchStatement::Text(Box::new(statement)), values)
                 }
                 BatchItem::Prepared(id, values) => {
                     let prepared = self
@@ -489,27 +503,30 @@ impl QueryProcessor {
                         .get(&id)
                         .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
                     let values = bind::resolve_values(&prepared.bind_specs, values)?;
-                    (
-                        prepared.statement.clone(),
-                        prepared.keyspace.clone(),
-                        values,
-                    )
+                    (BatchStatement::Prepared(prepared), values)
                 }
             };
-            resolved.push((statement, ks, values));
+            resolved.push((statement, values));
         }
         let now_seconds = Self::now_seconds(&options);
         let collect = |lists: Option<&write::ListState>| {
             let mut collected = write::MutationSet::default();
-            for (statement, ks, values) in &resolved {
+            for (statement, values) in &resolved {
+                let (statement, ks, insert_cache) = match statement {
+                    BatchStatement::Text(s) => (&**s, keyspace.as_deref(), None),
+                    BatchStatement::Prepared(p) => {
+                        (&p.statement, p.keyspace.as_deref(), Some(&p.insert))
+                    }
+                };
                 let ctx = write::WriteContext {
                     schema: &schema,
-                    keyspace: ks.as_deref(),
+                    keyspace: ks,
                     values,
                     default_timestamp: timestamp,
                     now_seconds,
                     in_batch: true,
                     lists,
+                    insert_cache,
                 };
                 write::collect_mutations(statement, &ctx, &mut collected)?;
             }
@@ -587,6 +604,7 @@ impl QueryProcessor {
                         now_seconds,
                         in_batch: false,
                         lists,
+                        insert_cache: run.insert,
                     };
                     let mut collected = write::MutationSet::default();
                     write::collect_mutations(statement, &ctx, &mut collected)?;

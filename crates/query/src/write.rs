@@ -2,7 +2,7 @@
 //! is read before writing).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use coordinator::ConsistencyLevel;
 use cql_syntax::ast::{
@@ -38,6 +38,81 @@ pub(crate) struct WriteContext<'a> {
     /// `DELETE l[i]`, `l = l - [..]`): `None` on the first pass, which records the reads in
     /// `MutationSet::list_reads`; the caller reads them and runs the statement again with them.
     pub lists: Option<&'a ListState>,
+    /// A prepared INSERT's plan, kept between executions; `None` for a statement that was not
+    /// prepared (and for the statements inside a BATCH statement's text).
+    pub insert_cache: Option<&'a InsertCache>,
+}
+
+/// What an `INSERT` resolves by name, once: its table, and where each column it lists sits in
+/// the table's columns. A prepared INSERT keeps its plan ([`InsertCache`]) for the schema
+/// version it was made against, so an execution does not look the table and its columns up
+/// again (a linear search by name per column).
+#[derive(Debug)]
+pub(crate) struct InsertPlan {
+    table: Arc<TableMetadata>,
+    /// For `INSERT ... VALUES`, the index in `table.columns` of each listed column, in the
+    /// statement's order; empty for `INSERT ... JSON`, whose columns come with each value.
+    indexes: Vec<usize>,
+}
+
+/// A prepared INSERT's plan for the schema version it was made against (compare
+/// `select::SelectionCache`). A failed plan is not kept: the error is the statement's until
+/// the schema changes, and is found again on each execution.
+#[derive(Debug, Default)]
+pub(crate) struct InsertCache {
+    planned: Mutex<Option<(uuid::Uuid, Arc<InsertPlan>)>>,
+}
+
+impl InsertCache {
+    fn get_or_plan(
+        &self,
+        s: &Insert,
+        ctx: &WriteContext<'_>,
+    ) -> Result<Arc<InsertPlan>, QueryError> {
+        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((version, plan)) = planned.as_ref() {
+            if *version == ctx.schema.version {
+                return Ok(plan.clone());
+            }
+        }
+        let plan = Arc::new(plan_insert(s, ctx)?);
+        *planned = Some((ctx.schema.version, plan.clone()));
+        Ok(plan)
+    }
+}
+
+fn plan_insert(s: &Insert, ctx: &WriteContext<'_>) -> Result<InsertPlan, QueryError> {
+    let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
+    if s.if_not_exists {
+        return Err(QueryError::Invalid(
+            "Lightweight transactions (INSERT ... IF NOT EXISTS) are not supported yet by Helenus"
+                .to_string(),
+        ));
+    }
+    let mut indexes = Vec::new();
+    if let InsertValues::Values { columns, values } = &s.values {
+        if columns.len() != values.len() {
+            return Err(QueryError::Invalid(
+                "Unmatched column names/values".to_string(),
+            ));
+        }
+        indexes.reserve_exact(columns.len());
+        for name in columns {
+            let col = column(table, name)?;
+            let idx = table.column_index(&col.name).unwrap_or(0);
+            if indexes.contains(&idx) {
+                return Err(QueryError::Invalid(format!(
+                    "Multiple definitions found for column {}",
+                    col.name
+                )));
+            }
+            indexes.push(idx);
+        }
+    }
+    Ok(InsertPlan {
+        table: table.clone(),
+        indexes,
+    })
 }
 
 /// Which list a read-before-write needs: table, partition, row (`None`: the static row) and
@@ -133,6 +208,7 @@ pub(crate) fn collect_mutations(
                 now_seconds: ctx.now_seconds,
                 in_batch: true,
                 lists: ctx.lists,
+                insert_cache: None,
             };
             for s in &b.statements {
                 collect_mutations(s, &inner, out)?;
@@ -632,32 +708,18 @@ fn json_values(
 }
 
 fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
-    let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
-    if s.if_not_exists {
-        return Err(QueryError::Invalid(
-            "Lightweight transactions (INSERT ... IF NOT EXISTS) are not supported yet by Helenus"
-                .to_string(),
-        ));
-    }
+    let plan = match ctx.insert_cache {
+        Some(cache) => cache.get_or_plan(s, ctx)?,
+        None => Arc::new(plan_insert(s, ctx)?),
+    };
+    let table = &*plan.table;
     let attrs = attributes(&s.using, table, ctx)?;
     let mut given: Vec<Option<TermValue>> = match &s.values {
         InsertValues::Json { value, default } => json_values(table, value, default, ctx)?,
-        InsertValues::Values { columns, values } => {
-            if columns.len() != values.len() {
-                return Err(QueryError::Invalid(
-                    "Unmatched column names/values".to_string(),
-                ));
-            }
+        InsertValues::Values { values, .. } => {
             let mut given: Vec<Option<TermValue>> = vec![None; table.columns.len()];
-            for (name, term) in columns.iter().zip(values) {
-                let col = column(table, name)?;
-                let idx = table.column_index(&col.name).unwrap_or(0);
-                if given[idx].is_some() {
-                    return Err(QueryError::Invalid(format!(
-                        "Multiple definitions found for column {}",
-                        col.name
-                    )));
-                }
+            for (&idx, term) in plan.indexes.iter().zip(values) {
+                let col = &table.columns[idx];
                 given[idx] = Some(evaluate(term, &col.ty, &col.name, ctx.values)?);
             }
             given

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{
-    BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions, QueryProcessor,
-    QueryResult, ResultSet, Session, StatementKind,
+    BatchItem, BatchKind, BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions,
+    QueryProcessor, QueryResult, ResultSet, Session, StatementKind,
 };
 use storage::{Durability, MemoryEngine, StorageEngine};
 use types::Value;
@@ -347,6 +347,77 @@ async fn a_prepared_select_answers_the_same_across_executions_and_schema_changes
         h.rows("SELECT v, k, v, blob_as_text(text_as_blob(v)) FROM t WHERE k = 2")
             .await,
         vec![vec![text("two"), int(2), text("two"), text("two")]]
+    );
+}
+
+/// `(text, int)` bound values, in that order.
+fn text_and_int(v: &str, k: i32) -> BoundValues {
+    BoundValues::Positional(vec![
+        BoundValue::Value(v.as_bytes().to_vec().into()),
+        BoundValue::Value(k.to_be_bytes().to_vec().into()),
+    ])
+}
+
+#[tokio::test]
+async fn a_prepared_insert_writes_the_same_across_executions_and_schema_changes() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int PRIMARY KEY, v text)").await;
+    // Columns listed out of the table's order.
+    let insert =
+        h.p.prepare("INSERT INTO t (v, k) VALUES (?, ?)", None, &h.session)
+            .unwrap();
+    let execute = |v: &str, k: i32| QueryOptions {
+        values: text_and_int(v, k),
+        ..QueryOptions::default()
+    };
+    h.p.execute(&insert.id, execute("one", 1), &mut h.session)
+        .await
+        .unwrap();
+    // Another table's DDL is a new schema version: the insert is planned again.
+    h.ok("CREATE TABLE other (k int PRIMARY KEY)").await;
+    h.p.execute(&insert.id, execute("two", 2), &mut h.session)
+        .await
+        .unwrap();
+    // A column that sorts before `v` moves `v` one place on in the table's columns. As in
+    // Cassandra, altering the table drops its prepared statements; prepared again, the
+    // statement is planned for the new columns.
+    h.ok("ALTER TABLE t ADD a int").await;
+    assert!(matches!(
+        h.p.execute(&insert.id, execute("x", 9), &mut h.session)
+            .await,
+        Err(QueryError::Unprepared { .. })
+    ));
+    let insert =
+        h.p.prepare("INSERT INTO t (v, k) VALUES (?, ?)", None, &h.session)
+            .unwrap();
+    h.p.execute(&insert.id, execute("three", 3), &mut h.session)
+        .await
+        .unwrap();
+    // In a batch, the prepared statement brings its plan along.
+    h.p.batch(
+        BatchKind::Logged,
+        vec![BatchItem::Prepared(
+            insert.id.clone(),
+            text_and_int("four", 4),
+        )],
+        QueryOptions::default(),
+        &mut h.session,
+    )
+    .await
+    .unwrap();
+    let mut rows = h.rows("SELECT k, a, v FROM t").await;
+    rows.sort_by_key(|r| match r[0] {
+        Some(Value::Int(k)) => k,
+        _ => panic!("int key expected: {r:?}"),
+    });
+    assert_eq!(
+        rows,
+        vec![
+            vec![int(1), None, text("one")],
+            vec![int(2), None, text("two")],
+            vec![int(3), None, text("three")],
+            vec![int(4), None, text("four")],
+        ]
     );
 }
 
