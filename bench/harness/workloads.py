@@ -167,7 +167,7 @@ def warm_up_ended(profile: Profile, rounds: list) -> str | None:
     return None
 
 
-# Sized for a 2-core machine: 23 minutes for the three servers (the budget is 30), most of it in
+# Sized for a 2-core machine: 26 minutes for the three servers (the budget is 30), most of it in
 # the 72 measured runs of 15 s; loading and warming ~200k rows per workload takes 10-40 s per
 # server.
 DEFAULT = Profile(
