@@ -193,6 +193,64 @@ def ratio_table_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+# The speed targets of the benchmark issue's first round: (text, workloads (None: every one),
+# metric, which ratio, bound, whether the ratio must be at least the bound (else at most)).
+# Where the ceiling, which does no work, is on the wrong side of a Helenus ÷ Cassandra bound,
+# no server could have met that target in the run: the report says so.
+TARGETS = (
+    ("throughput ≥ 3× Cassandra's", ("write", "read"), "throughput",
+     "helenus_vs_cassandra", 3.0, True),
+    ("p99 at the 50% rate ≤ ⅓ of Cassandra's", None, "p99_ms",
+     "helenus_vs_cassandra", 1 / 3, False),
+    ("throughput ≥ 0.5× the ceiling's", ("write", "read"), "throughput",
+     "helenus_vs_ceiling", 0.5, True),
+    ("peak RSS ≤ ¼ of Cassandra's", None, "peak_rss_mib",
+     "helenus_vs_cassandra", 0.25, False),
+)
+
+
+def target_rows(results: dict) -> list[dict]:
+    """One row per target and workload: the ratio, and "met", "missed", "out of reach" (missed,
+    and the ceiling's own ratio misses the bound too) or "no data"."""
+    by_key = {(r["workload"], r["metric"]): r for r in ratio_rows(results)}
+    rows = []
+    for text, workloads, metric, ratio_key, bound, at_least in TARGETS:
+        for workload in results["workloads"]:
+            if workloads is not None and workload not in workloads:
+                continue
+            row = by_key.get((workload, metric), {})
+            value = row.get(ratio_key)
+
+            def meets(x):
+                return x >= bound if at_least else x <= bound
+            if value is None:
+                verdict = "no data"
+            elif meets(value):
+                verdict = "met"
+            else:
+                verdict = "missed"
+                ceiling = row.get("ceiling_vs_cassandra")
+                if (ratio_key == "helenus_vs_cassandra" and metric != "peak_rss_mib"
+                        and ceiling is not None and not meets(ceiling)):
+                    verdict = "out of reach"
+            rows.append({"target": text, "workload": workload, "ratio": value, "bound": bound,
+                         "verdict": verdict,
+                         "ceiling_vs_cassandra": row.get("ceiling_vs_cassandra")})
+    return rows
+
+
+def targets_markdown(results: dict) -> list[str]:
+    lines = ["| target | workload | Helenus | result |", "|---|---|--:|---|"]
+    for t in target_rows(results):
+        verdict = {"met": "**met**", "missed": "missed", "no data": "no data"}.get(t["verdict"])
+        if t["verdict"] == "out of reach":
+            verdict = (f"missed; out of reach in this run: the ceiling's own ratio was "
+                       f"{_fmt_ratio(t['ceiling_vs_cassandra'])}")
+        lines.append(f"| {t['target']} | {t['workload']} | {_fmt_ratio(t['ratio'])} "
+                     f"| {verdict} |")
+    return lines
+
+
 def geometric_means(results: dict) -> dict:
     """Helenus ÷ Cassandra per metric, geometric mean over the workloads that have both."""
     out = {}
@@ -533,6 +591,13 @@ def render(results: dict) -> str:
         "read a p99 ratio against it, as Cassandra's p99 varies from run to run far more than "
         "the ceiling's." if half is not None else
         "↑ higher is better, ↓ lower is better. No fixed-rate runs, so no p99 or CPU per op.")
+    L.append("")
+    L.append("## Targets")
+    L.append("")
+    L.append("The speed targets of the benchmark issue's first round, as ratios of this run "
+             "(\"out of reach\": not even the ceiling, which does no work, met the bound).")
+    L.append("")
+    L.extend(targets_markdown(results))
     L.append("")
     rb = results.get("rate_base") or {}
     others = {w: b for w, b in rb.items() if b["server"] != "cassandra"}

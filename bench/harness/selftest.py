@@ -364,6 +364,36 @@ def server_warm_up_ends_when_throughput_stops_rising():
     assert "at most 240 s" in report._warmup_text(asdict(default))
 
 
+@check
+def a_target_the_ceiling_misses_is_out_of_reach():
+    """Where even the ceiling's ratio misses a Helenus ÷ Cassandra bound, the target is out of
+    reach in that run (report 20261126T135814Z's writes: the ceiling 2.11× Cassandra)."""
+    def saturation(server, throughput, p99):
+        return {"server": server, "workload": "write", "kind": "saturation", "fraction": None,
+                "metrics": {"throughput": throughput, "p99_ms": p99, "cpu_us_per_op": 1.0}}
+
+    def with_half(server, p99):
+        run = _run(server, 0.5, p99, 1.0)
+        run["server_peak_rss_bytes"] = None
+        return run
+    results = {"workloads": {"write": {}}, "profile": {"half_runs": 1}, "runs": [
+        saturation("cassandra", 31162, 9.0), saturation("helenus", 56358, 4.0),
+        saturation("ceiling", 65697, 2.0),
+        with_half("cassandra", 2.84), with_half("helenus", 1.48), with_half("ceiling", 1.0),
+    ]}
+    verdicts = {t["target"]: t["verdict"] for t in report.target_rows(results)}
+    assert verdicts == {
+        "throughput ≥ 3× Cassandra's": "out of reach",
+        # The ceiling's 1.0 ms is 0.35× of 2.84: out of reach too.
+        "p99 at the 50% rate ≤ ⅓ of Cassandra's": "out of reach",
+        "throughput ≥ 0.5× the ceiling's": "met",
+        "peak RSS ≤ ¼ of Cassandra's": "no data",
+    }, verdicts
+    lines = "\n".join(report.targets_markdown(results))
+    assert "| write | 1.81× | missed; out of reach in this run: the ceiling's own ratio was " \
+        "2.11× |" in lines, lines
+
+
 def _close(a, b):
     return (a is None and b is None) or (a is not None and b is not None
                                          and abs(a - b) < 1e-9 * max(1, abs(b)))
@@ -396,6 +426,17 @@ def report_from_fixture():
                 f"{key}: got {got[key]}, expected {(hc, hceil)}")
         for line in EXPECTED_LINES:
             assert line in text, f"report.md lacks the line:\n{line}\n--- report.md:\n{text}"
+        # The targets, from the same ratios: the ceiling met each Helenus ÷ Cassandra bound
+        # it has a value for, so a miss is a plain miss.
+        verdicts = {(t["target"].split()[0] + (" ceiling" if "ceiling" in t["target"] else ""),
+                     t["workload"]): t["verdict"] for t in report.target_rows(report.load(out))}
+        assert verdicts == {
+            ("throughput", "write"): "missed", ("throughput", "read"): "missed",
+            ("p99", "write"): "missed", ("p99", "read"): "missed",
+            ("throughput ceiling", "write"): "met", ("throughput ceiling", "read"): "missed",
+            ("peak", "write"): "met", ("peak", "read"): "missed",
+        }, verdicts
+        assert "| throughput ≥ 0.5× the ceiling's | write | 0.50× | **met** |" in text
         # Geometric mean of the throughput ratios: sqrt(2.0 x 1.2) = 1.55.
         assert "throughput **1.55×**" in text, "geometric mean line"
         assert "| ceiling | read | 50% rate | 12,500 | failed:" in text, "failed run row"
