@@ -127,7 +127,7 @@ class Profile:
     # most `server_warmup_max_s`. On this 2-core machine (2026-11-26) Cassandra 5.0's mixed
     # throughput rose for 2-3 minutes (15 s means 5.2k, 6.9k, 7.4k, 7.9k, 8.7k, 11.4k, 14.0k,
     # 16.6k, 18.6k, 23.7k, then 14-23k), and its write saturation after 30 s of it was 7.0k/s
-    # against 17.7-30k/s after 150-360 s.
+    # against 17.7-28.0k/s after 150-360 s.
     server_warmup_s: int
     # Fixed-rate runs, as fractions of Cassandra's saturation throughput.
     rate_fractions: tuple
