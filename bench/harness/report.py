@@ -194,18 +194,20 @@ def ratio_table_markdown(results: dict) -> str:
 
 
 # The speed targets of the benchmark issue's first round: (text, workloads (None: every one),
-# metric, which ratio, bound, whether the ratio must be at least the bound (else at most)).
-# Where the ceiling, which does no work, is on the wrong side of a Helenus ÷ Cassandra bound,
-# no server could have met that target in the run: the report says so.
+# metric, which ratio, bound, whether the ratio must be at least the bound (else at most),
+# whether the ceiling bounds it). The ceiling does no work, so its ratio to Cassandra is the
+# best any server could reach for throughput and p99 (not for memory: it holds no data); where
+# it misses such a bound, no server could have met that target in the run, and the report
+# says so.
 TARGETS = (
     ("throughput ≥ 3× Cassandra's", ("write", "read"), "throughput",
-     "helenus_vs_cassandra", 3.0, True),
+     "helenus_vs_cassandra", 3.0, True, True),
     ("p99 at the 50% rate ≤ ⅓ of Cassandra's", None, "p99_ms",
-     "helenus_vs_cassandra", 1 / 3, False),
+     "helenus_vs_cassandra", 1 / 3, False, True),
     ("throughput ≥ 0.5× the ceiling's", ("write", "read"), "throughput",
-     "helenus_vs_ceiling", 0.5, True),
+     "helenus_vs_ceiling", 0.5, True, False),
     ("peak RSS ≤ ¼ of Cassandra's", None, "peak_rss_mib",
-     "helenus_vs_cassandra", 0.25, False),
+     "helenus_vs_cassandra", 0.25, False, False),
 )
 
 
@@ -214,28 +216,25 @@ def target_rows(results: dict) -> list[dict]:
     and the ceiling's own ratio misses the bound too) or "no data"."""
     by_key = {(r["workload"], r["metric"]): r for r in ratio_rows(results)}
     rows = []
-    for text, workloads, metric, ratio_key, bound, at_least in TARGETS:
+    for text, workloads, metric, ratio_key, bound, at_least, ceiling_bounds in TARGETS:
+        def meets(x):
+            return x >= bound if at_least else x <= bound
         for workload in results["workloads"]:
             if workloads is not None and workload not in workloads:
                 continue
             row = by_key.get((workload, metric), {})
             value = row.get(ratio_key)
-
-            def meets(x):
-                return x >= bound if at_least else x <= bound
+            ceiling = row.get("ceiling_vs_cassandra")
             if value is None:
                 verdict = "no data"
             elif meets(value):
                 verdict = "met"
+            elif ceiling_bounds and ceiling is not None and not meets(ceiling):
+                verdict = "out of reach"
             else:
                 verdict = "missed"
-                ceiling = row.get("ceiling_vs_cassandra")
-                if (ratio_key == "helenus_vs_cassandra" and metric != "peak_rss_mib"
-                        and ceiling is not None and not meets(ceiling)):
-                    verdict = "out of reach"
-            rows.append({"target": text, "workload": workload, "ratio": value, "bound": bound,
-                         "verdict": verdict,
-                         "ceiling_vs_cassandra": row.get("ceiling_vs_cassandra")})
+            rows.append({"target": text, "workload": workload, "ratio": value,
+                         "verdict": verdict, "ceiling_vs_cassandra": ceiling})
     return rows
 
 
