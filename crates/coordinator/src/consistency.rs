@@ -57,8 +57,8 @@ impl ConsistencyLevel {
             // Node-local tables answer at any level, as Cassandra's local system tables do.
             return Ok(0);
         }
-        let rf = keyspace.replication.replication_factor();
-        let quorum = rf / 2 + 1;
+        // Parsed only for the levels that need it: ONE, the level of most requests, does not.
+        let rf = || keyspace.replication.replication_factor();
         Ok(match (self, kind) {
             (ConsistencyLevel::Any, ReadOrWrite::Read) => {
                 return Err(CoordinatorError::InvalidConsistency(
@@ -74,7 +74,7 @@ impl ConsistencyLevel {
             (ConsistencyLevel::One | ConsistencyLevel::LocalOne, _) => 1,
             (ConsistencyLevel::Two, _) => 2,
             (ConsistencyLevel::Three, _) => 3,
-            (ConsistencyLevel::All, _) => rf,
+            (ConsistencyLevel::All, _) => rf(),
             // Single data centre: local and each quorum are the quorum of that DC.
             (
                 ConsistencyLevel::Quorum
@@ -83,7 +83,7 @@ impl ConsistencyLevel {
                 | ConsistencyLevel::Serial
                 | ConsistencyLevel::LocalSerial,
                 _,
-            ) => quorum,
+            ) => rf() / 2 + 1,
         })
     }
 }

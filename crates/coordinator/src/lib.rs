@@ -66,7 +66,7 @@ impl Coordinator {
     /// Replicas for a token: with one node, the node itself, whatever the replication factor
     /// (a strategy cannot place two replicas on one node).
     fn replicas(&self, keyspace: &KeyspaceMetadata) -> Vec<Arc<dyn Replica>> {
-        if keyspace.replication.replication_factor() == 0 && !keyspace.virtual_keyspace {
+        if !keyspace.virtual_keyspace && !keyspace.replication.has_replicas() {
             return Vec::new();
         }
         vec![self.local.clone()]

@@ -527,4 +527,26 @@ mod tests {
         let r = Replication::from_options(&nts, "datacenter1").expect("valid");
         assert_eq!(r.0.get("datacenter1").map(String::as_str), Some("2"));
     }
+
+    #[test]
+    fn a_keyspace_has_replicas_when_any_data_centre_has_a_factor_above_zero() {
+        let nts = |dcs: &[(&str, &str)]| {
+            let mut m = BTreeMap::from([(
+                "class".to_string(),
+                "org.apache.cassandra.locator.NetworkTopologyStrategy".to_string(),
+            )]);
+            m.extend(dcs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            Replication(m)
+        };
+        for (r, expected) in [
+            (nts(&[("dc1", "0"), ("dc2", "2")]), true),
+            (nts(&[("dc1", "0"), ("dc2", "0")]), false),
+            (nts(&[]), false),
+            (nts(&[("dc1", "3/1")]), true),
+            (Replication::local(), true),
+        ] {
+            assert_eq!(r.has_replicas(), expected, "{r:?}");
+            assert_eq!(r.has_replicas(), r.replication_factor() > 0, "{r:?}");
+        }
+    }
 }

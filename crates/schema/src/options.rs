@@ -80,6 +80,18 @@ impl Replication {
     }
 
     /// How many replicas the strategy asks for in total (over all data centres).
+    /// Whether the replication factor is above 0, without summing every data centre's (the
+    /// write path asks on every request).
+    pub fn has_replicas(&self) -> bool {
+        let class = self.0.get("class").map(String::as_str).unwrap_or("");
+        class == LOCAL
+            || self
+                .0
+                .iter()
+                .filter(|(k, _)| k.as_str() != "class")
+                .any(|(_, v)| parse_replication_factor(v).is_ok_and(|rf| rf > 0))
+    }
+
     pub fn replication_factor(&self) -> usize {
         let class = self.0.get("class").map(String::as_str).unwrap_or("");
         if class == LOCAL {
