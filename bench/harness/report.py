@@ -388,9 +388,15 @@ def _details_rows(results) -> list[str]:
     def rate_key(r):
         return r["server"], r["workload"], r["fraction"]
 
-    count = Counter(rate_key(r) for r in results["runs"])
+    # Grouped by server, then workload (the suite interleaves the servers' runs); in the
+    # order they ran within each.
+    server_rank = {name: i for i, name in enumerate(results.get("servers", {}))}
+    workload_rank = {name: i for i, name in enumerate(results.get("workloads", {}))}
+    runs = sorted(results["runs"], key=lambda r: (server_rank.get(r["server"], len(server_rank)),
+                                                   workload_rank.get(r["workload"], 0)))
+    count = Counter(rate_key(r) for r in runs)
     nth = Counter()
-    for r in results["runs"]:
+    for r in runs:
         run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
         nth[rate_key(r)] += 1
         if r["kind"] != "saturation" and count[rate_key(r)] > 1:
@@ -511,6 +517,15 @@ def _half_runs_text(results: dict, half: float) -> str:
     return f"the {half:.0%} fixed-rate run"
 
 
+def _order_text(results: dict) -> str:
+    if results.get("order") == "interleaved":
+        return ("One machine, the servers up side by side and measured one at a time (the "
+                "others paused with SIGSTOP): each workload's saturation runs, then each fixed "
+                "rate, go to every server in turn, so a drift in this shared machine's speed "
+                "reaches every server's runs alike.")
+    return "One machine, one server at a time (each server's runs one after another)."
+
+
 def _warmup_text(prof: dict) -> str:
     minimum = prof.get("server_warmup_s", 0)
     most = prof.get("server_warmup_max_s", 0)
@@ -557,7 +572,7 @@ def render(results: dict) -> str:
         + " of Cassandra's saturation throughput"
         + (f" (the {half:.0%} rate {prof['half_runs']} times)"
            if half is not None and prof.get("half_runs", 1) > 1 else "")
-        + ". One machine, one server at a time, the "
+        + ". " + _order_text(results) + " The "
         "latte client on the same cores: numbers are **noisy** (see *Noise* below), compare "
         "ratios rather than absolute values.")
     L.append("")

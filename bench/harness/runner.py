@@ -1,8 +1,8 @@
-"""`bench/run`: the suite. For each server in turn (Cassandra, Helenus, the ceiling): start it,
-run every workload (schema; for read workloads load, flush and one warm pass; a saturation
-run; fixed-rate runs at fractions of Cassandra's saturation throughput; before each measured
-run, a wait until the server is not compacting), stop it. Then write
-results.json and the report (see `report`).
+"""`bench/run`: the suite. Start every server (Cassandra, Helenus, the ceiling) and warm each up;
+then for each workload, every step on every server in turn: the setup (schema; for read
+workloads load, flush and one warm pass), a saturation run, fixed-rate runs at fractions of
+Cassandra's saturation throughput (before each measured run, a wait until no server is
+compacting; during it, the other servers paused). Stop the servers, then write results.json and the report (see `report`).
 
 Everything a run produces goes to the output directory: results.json (the manifest the report
 is built from, rewritten after every step so an interrupted suite still has its results),
@@ -10,6 +10,7 @@ latte/ (latte's JSON reports), logs/ (latte's output, the servers' logs), report
 PNG plots."""
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -175,6 +176,7 @@ class Suite:
                                                concurrency=args.concurrency,
                                                connections=args.connections)
         self.results = {}
+        self.up = []  # the servers started, in SERVER_ORDER
         self.rate_base = {}  # workload -> {"server", "throughput"}
 
     # -- read amplification ------------------------------------------------------------------
@@ -269,39 +271,58 @@ class Suite:
     # -- the suite ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        for server in self.servers:
-            info = {"name": server.name, "label": server.label, "status": "ok"}
-            self.results["servers"][server.name] = info
-            started = time.monotonic()
-            _log(f"{server.label}: starting")
-            try:
-                server.start()
-            except Exception as e:  # noqa: BLE001 - reported, and the suite goes on
-                info.update(status="failed", error=str(e))
-                _log(f"{server.label}: failed to start: {e}")
-                self.step(server, None, "start", started, "failed", str(e))
-                server.stop()
-                continue
-            info.update(version=server.version(), command=shlex.join(server.command),
-                        pid=server.pid, address=server.address)
-            if isinstance(server, servers.CassandraServer):
-                info["heap"] = server.heap
-            info["start_peak_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmHWM"))
-            self.step(server, None, "start", started)
-            _log(f"{server.label} {info['version']} up on {server.address} (pid {server.pid})")
-            try:
+        """Starts every server, warms each up, then runs the workloads one at a time, each
+        step on every server before the next step: the setups, the saturation runs
+        (Cassandra's first: its throughput sets the fixed rates), then each fixed rate on
+        every server in turn. So a drift of this shared machine's speed over the suite (the
+        same build's p99 went from 0.9 to 2.5 ms within an hour) reaches every server's runs
+        at a rate alike, instead of deciding which server looks better. During each measured
+        run the other servers are paused (`alone`)."""
+        up = self.up
+        try:
+            for server in self.servers:
+                if self.start(server):
+                    up.append(server)
+            for server in up:
                 if server.stores_data and self.profile.server_warmup_s > 0:
-                    self.warm_up_server(server, info)
-                for workload in self.workloads:
-                    self.run_workload(server, workload)
-            finally:
-                started = time.monotonic()
-                peaks = [r.get("server_peak_rss_bytes") or 0 for r in self.results["runs"]
-                         if r["server"] == server.name]
-                info["peak_rss_bytes"] = max([info["start_peak_rss_bytes"] or 0, *peaks])
-                _log(f"{server.label}: stopping")
-                server.stop()
-                self.step(server, None, "stop", started)
+                    self.warm_up_server(server, self.results["servers"][server.name])
+            for workload in self.workloads:
+                self.run_workload(up, workload)
+        finally:
+            for server in up:
+                self.stop(server)
+
+    def start(self, server) -> bool:
+        info = {"name": server.name, "label": server.label, "status": "ok"}
+        self.results["servers"][server.name] = info
+        started = time.monotonic()
+        _log(f"{server.label}: starting")
+        try:
+            server.start()
+        except Exception as e:  # noqa: BLE001 - reported, and the suite goes on
+            info.update(status="failed", error=str(e))
+            _log(f"{server.label}: failed to start: {e}")
+            self.step(server, None, "start", started, "failed", str(e))
+            server.stop()
+            return False
+        info.update(version=server.version(), command=shlex.join(server.command),
+                    pid=server.pid, address=server.address)
+        if isinstance(server, servers.CassandraServer):
+            info["heap"] = server.heap
+        info["start_peak_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmHWM"))
+        self.step(server, None, "start", started)
+        _log(f"{server.label} {info['version']} up on {server.address} (pid {server.pid})")
+        return True
+
+    def stop(self, server) -> None:
+        info = self.results["servers"][server.name]
+        started = time.monotonic()
+        peaks = [r.get("server_peak_rss_bytes") or 0 for r in self.results["runs"]
+                 if r["server"] == server.name]
+        info["peak_rss_bytes"] = max([info["start_peak_rss_bytes"] or 0, *peaks])
+        _log(f"{server.label}: stopping")
+        server.stop()
+        self.step(server, None, "stop", started)
 
     def warm_up_server(self, server, info: dict) -> None:
         """The mixed workload, unthrottled and unmeasured, on an empty table (its schema is
@@ -342,13 +363,43 @@ class Suite:
              + "), mixed ops/s per round: "
              + ", ".join(f"{t:,.0f}" for t in warmup["rounds"]))
 
-    def run_workload(self, server, workload: Workload) -> None:
+    def run_workload(self, up: list, workload: Workload) -> None:
+        """One workload: set up on every server, then each measured run on every server in
+        turn (see `run`)."""
         params = dict(self.profile.params.get(workload.name, {}))
+        ready = [server for server in up if self.set_up(server, workload, params)]
+        saturations = {}
+        for server in ready:
+            saturations[server.name] = self.measured_run(server, workload, params, None, None)
+        # Servers run in SERVER_ORDER, Cassandra first: the first saturation throughput of a
+        # workload is Cassandra's unless its run failed or it was left out (the report says
+        # whose it was).
+        for server in ready:
+            if saturations[server.name] and workload.name not in self.rate_base:
+                self.rate_base[workload.name] = {"server": server.name,
+                                                 "throughput": saturations[server.name]}
+                self.results["rate_base"] = self.rate_base
+        base = self.rate_base.get(workload.name)
+        if base is None:
+            _log(f"{workload.name}: no saturation throughput, no fixed rates")
+            return
+        fractions = list(self.profile.rate_fractions)
+        half = report.nearest_half(fractions)
+        if half is not None:
+            # After the other fractions' runs: see `Profile.half_runs`.
+            fractions += [half] * (self.profile.half_runs - 1)
+        for i, fraction in enumerate(fractions):
+            for server in ready:
+                self.measured_run(server, workload, params, fraction,
+                                  max(1.0, base["throughput"] * fraction),
+                                  fractions[:i].count(fraction))
+
+    def set_up(self, server, workload: Workload, params: dict) -> bool:
+        """Schema, and for read workloads: load, flush, warm; whether it all succeeded."""
         log = self.out / "logs" / f"{server.name}-{workload.name}.log"
         servers.reset_peak_rss(server.pid)
         script = workload.path
 
-        # Schema, and for read workloads: load, flush, warm.
         started = time.monotonic()
         ok, error = self.latte_process(
             latte_mod.schema_cmd(self.latte, script, server.address, params, self.client),
@@ -356,7 +407,7 @@ class Suite:
         self.step(server, workload.name, "schema", started, "ok" if ok else "failed", error)
         if not ok:
             _log(f"{server.label} {workload.name}: schema failed: {error}")
-            return
+            return False
         if workload.load and server.stores_data:
             started = time.monotonic()
             cycles = _load_cycles(workload, params)
@@ -366,7 +417,7 @@ class Suite:
             self.step(server, workload.name, "load", started, "ok" if ok else "failed", error)
             if not ok:
                 _log(f"{server.label} {workload.name}: load failed: {error}")
-                return
+                return False
             started = time.monotonic()
             try:
                 server.flush(workload.keyspace)
@@ -385,54 +436,55 @@ class Suite:
             self.step(server, workload.name, "warm", started, "ok" if ok else "failed", error)
             if not ok:
                 _log(f"{server.label} {workload.name}: warm pass failed: {error}")
-                return
+                return False
 
-        # Saturation, then the fixed rates.
-        saturation = self.measured_run(server, workload, params, log, None, None)
-        # Servers run in SERVER_ORDER, Cassandra first: the first saturation throughput of a
-        # workload is Cassandra's unless its run failed or it was left out (the report says
-        # whose it was).
-        if saturation and workload.name not in self.rate_base:
-            self.rate_base[workload.name] = {"server": server.name, "throughput": saturation}
-            self.results["rate_base"] = self.rate_base
-        base = self.rate_base.get(workload.name)
-        if base is None:
-            _log(f"{server.label} {workload.name}: no saturation throughput, no fixed rates")
-            return
-        fractions = list(self.profile.rate_fractions)
-        half = report.nearest_half(fractions)
-        if half is not None:
-            # After the other fractions' runs: see `Profile.half_runs`.
-            fractions += [half] * (self.profile.half_runs - 1)
-        for i, fraction in enumerate(fractions):
-            self.measured_run(server, workload, params, log, fraction,
-                              max(1.0, base["throughput"] * fraction),
-                              fractions[:i].count(fraction))
+        return True
 
-    def settle(self, server, workload: Workload) -> None:
-        """Waits until `server` has no compaction running or due, so that a run does not pay
-        for the writes of the one before it: a saturation run leaves more to compact the
-        more writes a server took, and every server gets the same quiet start."""
-        if not server.stores_data:
-            return
-        started = time.monotonic()
-        try:
-            if not wait_until_settled(server):
-                _log(f"{server.label} {workload.name}: still compacting after "
-                     f"{SETTLE_MAX_S} s; measuring anyway")
-                self.step(server, workload.name, "settle", started, "timed out",
-                          f"still compacting after {SETTLE_MAX_S} s")
-                return
-        except (subprocess.SubprocessError, OSError, ValueError, KeyError, IndexError) as e:
-            self.step(server, workload.name, "settle", started, "failed", str(e))
-            return
-        self.step(server, workload.name, "settle", started)
+    def settle(self, workload: Workload) -> None:
+        """Waits until no server has a compaction running or due, so that a run does not pay
+        for the writes of the one before it, its own or another server's (the others are up
+        too): a saturation run leaves more to compact the more writes a server took, and every
+        server gets the same quiet start."""
+        for server in self.up:
+            if not server.stores_data:
+                continue
+            started = time.monotonic()
+            try:
+                if not wait_until_settled(server):
+                    _log(f"{server.label} {workload.name}: still compacting after "
+                         f"{SETTLE_MAX_S} s; measuring anyway")
+                    self.step(server, workload.name, "settle", started, "timed out",
+                              f"still compacting after {SETTLE_MAX_S} s")
+                    continue
+            except (subprocess.SubprocessError, OSError, ValueError, KeyError,
+                    IndexError) as e:
+                self.step(server, workload.name, "settle", started, "failed", str(e))
+                continue
+            self.step(server, workload.name, "settle", started)
 
-    def measured_run(self, server, workload, params, log, fraction, rate,
+    def measured_run(self, server, workload, params, fraction, rate,
                      repeat: int = 0) -> float | None:
         """One measured latte run (`repeat`: how many ran at this rate before it); returns
         its throughput, None if it failed."""
-        self.settle(server, workload)
+        log = self.out / "logs" / f"{server.name}-{workload.name}.log"
+        self.settle(workload)
+        with self.alone(server):
+            return self._measured_run(server, workload, params, log, fraction, rate, repeat)
+
+    @contextlib.contextmanager
+    def alone(self, server):
+        """The other servers paused (SIGSTOP) while `server` is measured, so it has the
+        machine to itself as when the servers ran one after another; resumed after."""
+        others = [s for s in self.up if s is not server]
+        try:
+            for other in others:
+                other.pause()
+            yield
+        finally:
+            for other in others:
+                other.resume()
+
+    def _measured_run(self, server, workload, params, log, fraction, rate, repeat):
         tag = "saturation" if rate is None else f"rate{round(fraction * 100):02d}"
         if repeat:
             tag += f"-{repeat + 1}"
@@ -570,6 +622,8 @@ def main(argv) -> int:
         "runs": [],
         "steps": [],
         "rate_base": {},
+        # Each step of a workload on every server in turn (`Suite.run`).
+        "order": "interleaved",
         "status": "running",
     }
     suite.save()

@@ -394,6 +394,79 @@ def a_target_the_ceiling_misses_is_out_of_reach():
         "2.11× |" in lines, lines
 
 
+@check
+def the_suite_runs_each_step_on_every_server_in_turn():
+    """Every server is up for the whole suite; each workload's setups, then its saturation
+    runs, then each fixed rate go to every server in turn (so a drift of the machine reaches
+    every server alike), the rates from Cassandra's saturation; a server whose setup failed
+    is left out of that workload's runs; the others are paused during a measured run. The
+    servers and latte are stand-ins."""
+    from . import runner
+
+    class Server:
+        stores_data = True
+
+        def __init__(self, name):
+            self.name = name
+
+        def pause(self):
+            calls.append(("pause", self.name))
+
+        def resume(self):
+            calls.append(("resume", self.name))
+
+    calls = []
+
+    class Suite(runner.Suite):
+        def start(self, server):
+            calls.append(("start", server.name))
+            self.results["servers"][server.name] = {}
+            return True
+
+        def stop(self, server):
+            calls.append(("stop", server.name))
+
+        def warm_up_server(self, server, info):
+            calls.append(("warm-up", server.name))
+
+        def set_up(self, server, workload, params):
+            calls.append(("set up", server.name, workload.name))
+            return not (server.name == "ceiling" and workload.name == "read")
+
+        def measured_run(self, server, workload, params, fraction, rate, repeat=0):
+            calls.append((workload.name, server.name, rate, repeat))
+            return {"cassandra": 100.0, "helenus": 300.0, "ceiling": 500.0}[server.name]
+
+    args = runner.parse_args(["--quick"])
+    profile = replace(workloads.QUICK, rate_fractions=(0.25, 0.5), half_runs=2,
+                      server_warmup_s=15)
+    suite = Suite(args, profile, Path("."), Path("."), Path("latte"),
+                  [Server(n) for n in ("cassandra", "helenus", "ceiling")],
+                  [workloads.by_name("write"), workloads.by_name("read")])
+    suite.results = {"servers": {}, "runs": [], "steps": []}
+    suite.run()
+    servers_ = ("cassandra", "helenus", "ceiling")
+    expected = [("start", n) for n in servers_] + [("warm-up", n) for n in servers_]
+    for w, names in (("write", servers_), ("read", servers_[:2])):
+        expected += [("set up", n, w) for n in servers_]
+        expected += [(w, n, None, 0) for n in names]
+        expected += [(w, n, rate, repeat) for rate, repeat in ((25.0, 0), (50.0, 0), (50.0, 1))
+                     for n in names]
+    expected += [("stop", n) for n in servers_]
+    assert calls == expected, "\n".join(map(str, calls))
+    assert suite.rate_base["write"] == {"server": "cassandra", "throughput": 100.0}
+    # While one server is measured the others are paused, and resumed after, even on error.
+    calls.clear()
+    try:
+        with suite.alone(suite.up[1]):
+            calls.append(("run", "helenus"))
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert calls == [("pause", "cassandra"), ("pause", "ceiling"), ("run", "helenus"),
+                     ("resume", "cassandra"), ("resume", "ceiling")], calls
+
+
 def _close(a, b):
     return (a is None and b is None) or (a is not None and b is not None
                                          and abs(a - b) < 1e-9 * max(1, abs(b)))

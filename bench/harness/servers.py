@@ -215,6 +215,22 @@ class Server:
         saturation run leaves more to compact the faster the server took writes)."""
         return False
 
+    def pause(self) -> None:
+        """SIGSTOP: while another server is measured, this one takes no CPU at all (idle,
+        Cassandra's JVM still used 0.1-0.15 of a core, the other servers' runs' "other
+        load"). Cassandra's own tests pause nodes this way (ccm's `node.pause()`)."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum) -> None:
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass  # exited: the next step reports it
+
     def _started(self, pid: int) -> None:
         self.pid = pid
         self.sampler = Sampler(pid)
@@ -262,6 +278,7 @@ class BinaryServer(Server):
         self._wait_for_port(self.proc, log)
 
     def stop(self) -> None:
+        self.resume()  # a paused server would not act on SIGTERM
         if self.proc is not None and self.proc.poll() is None:
             _stop_pid(self.proc.pid)
         self.proc = None
@@ -409,6 +426,7 @@ class CassandraServer(Server):
         return cassandra_compacting(out)
 
     def stop(self) -> None:
+        self.resume()  # a paused server would not act on SIGTERM
         if self.started:
             with open(self.log_dir / "cassandra-start.log", "ab") as out:
                 subprocess.run([str(self.script), "stop"], env=self.env(), stdout=out,
