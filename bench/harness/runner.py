@@ -177,6 +177,7 @@ class Suite:
                                                connections=args.connections)
         self.results = {}
         self.up = []  # the servers started, in SERVER_ORDER
+        self.unsettled = set()  # servers that took requests since they last settled
         self.rate_base = {}  # workload -> {"server", "throughput"}
 
     # -- read amplification ------------------------------------------------------------------
@@ -396,6 +397,7 @@ class Suite:
 
     def set_up(self, server, workload: Workload, params: dict) -> bool:
         """Schema, and for read workloads: load, flush, warm; whether it all succeeded."""
+        self.unsettled.add(server.name)
         log = self.out / "logs" / f"{server.name}-{workload.name}.log"
         servers.reset_peak_rss(server.pid)
         script = workload.path
@@ -446,8 +448,11 @@ class Suite:
         too): a saturation run leaves more to compact the more writes a server took, and every
         server gets the same quiet start."""
         for server in self.up:
-            if not server.stores_data:
+            # Only a server that took requests since it last settled can have compactions
+            # due (Cassandra's check, a nodetool JVM, takes seconds).
+            if not server.stores_data or server.name not in self.unsettled:
                 continue
+            self.unsettled.discard(server.name)
             started = time.monotonic()
             try:
                 if not wait_until_settled(server):
@@ -468,8 +473,12 @@ class Suite:
         its throughput, None if it failed."""
         log = self.out / "logs" / f"{server.name}-{workload.name}.log"
         self.settle(workload)
-        with self.alone(server):
-            return self._measured_run(server, workload, params, log, fraction, rate, repeat)
+        try:
+            with self.alone(server):
+                return self._measured_run(server, workload, params, log, fraction, rate,
+                                          repeat)
+        finally:
+            self.unsettled.add(server.name)
 
     @contextlib.contextmanager
     def alone(self, server):

@@ -465,6 +465,16 @@ def the_suite_runs_each_step_on_every_server_in_turn():
         pass
     assert calls == [("pause", "cassandra"), ("pause", "ceiling"), ("run", "helenus"),
                      ("resume", "cassandra"), ("resume", "ceiling")], calls
+    # Before a run, every server that took requests since it last settled waits for its
+    # compactions, once.
+    calls.clear()
+    for server in suite.up:
+        server.compacting = lambda name=server.name: calls.append(("compacting?", name))
+    suite.unsettled = {"cassandra", "ceiling"}
+    suite.up[2].stores_data = False
+    suite.settle(workloads.by_name("write"))
+    suite.settle(workloads.by_name("write"))
+    assert calls == [("compacting?", "cassandra")], calls
 
 
 def _close(a, b):
