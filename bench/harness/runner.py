@@ -2,7 +2,8 @@
 then for each workload, every step on every server in turn: the setup (schema; for read
 workloads load, flush and one warm pass), a saturation run, fixed-rate runs at fractions of
 Cassandra's saturation throughput (before each measured run, a wait until no server is
-compacting; during it, the other servers paused). Stop the servers, then write results.json and the report (see `report`).
+compacting; during it, the other servers paused). Stop the servers, then write results.json
+and the report (see `report`).
 
 Everything a run produces goes to the output directory: results.json (the manifest the report
 is built from, rewritten after every step so an interrupted suite still has its results),

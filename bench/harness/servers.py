@@ -217,7 +217,7 @@ class Server:
 
     def pause(self) -> None:
         """SIGSTOP: while another server is measured, this one takes no CPU at all (idle,
-        Cassandra's JVM still used 0.1-0.15 of a core, the other servers' runs' "other
+        Cassandra's JVM still used 0.10-0.19 of a core, the other servers' runs' "other
         load"). Cassandra's own tests pause nodes this way (ccm's `node.pause()`)."""
         self._signal(signal.SIGSTOP)
 
