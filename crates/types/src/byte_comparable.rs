@@ -252,10 +252,15 @@ impl Reader<'_> {
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], TypeError> {
+        let bytes = self
+            .data
+            .get(self.pos..self.pos + N)
+            .ok_or_else(|| corrupt("truncated"))?;
         let mut a = [0; N];
-        for slot in &mut a {
-            *slot = self.byte()?;
+        for (slot, b) in a.iter_mut().zip(bytes) {
+            *slot = b ^ self.mask;
         }
+        self.pos += N;
         Ok(a)
     }
 
@@ -289,7 +294,7 @@ pub fn decode(ty: &CqlType, input: &mut &[u8], descending: bool) -> Result<Vec<u
         pos: 0,
         mask: if descending { 0xff } else { 0 },
     };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(crate::value::fixed_size(ty).unwrap_or(0));
     decode_component(ty, &mut reader, &mut out, 0)?;
     *input = &input[reader.pos..];
     Ok(out)
