@@ -159,7 +159,14 @@ enum Filter {
 struct Plan {
     table: Arc<TableMetadata>,
     selection: Arc<Selection>,
+    /// Every restriction, as written (the tombstone warning prints them).
     filters: Vec<Filter>,
+    /// Indices into `filters` of those each row read from storage is checked against: the
+    /// others the read itself enforces exactly (`enforced_by_read`). Virtual tables check all.
+    row_filters: Vec<usize>,
+    /// Whether a row needs its partition key values: the selection or a row filter reads
+    /// them, or rows are grouped (otherwise each row would copy them for nothing).
+    needs_partition_key: bool,
     /// Partitions to read, when the partition key is fully restricted by = or IN.
     partitions: Option<Vec<PartitionKey>>,
     slice: ClusteringSlice,
@@ -355,6 +362,8 @@ fn build_plan(
     let mut has_clustering_restriction = false;
     // An IN of more than one value (or a marker) on the partition key; `IN (x)` is an `=`.
     let mut partition_key_in = false;
+    // Filters the read may enforce itself: (index in `filters`, column index).
+    let mut key_filters: Vec<(usize, usize)> = Vec::new();
 
     for rel in &select.where_clause {
         match rel {
@@ -411,6 +420,7 @@ fn build_plan(
                             partition_key_in = true;
                         }
                         pk_values[col.position as usize] = Some(v.clone());
+                        key_filters.push((filters.len(), idx));
                     }
                     ColumnKind::PartitionKey => {
                         return Err(QueryError::Invalid(
@@ -419,6 +429,7 @@ fn build_plan(
                     }
                     ColumnKind::Clustering => {
                         has_clustering_restriction = true;
+                        key_filters.push((filters.len(), idx));
                         if matches!(op, Operator::Eq | Operator::In) {
                             ck_eq[col.position as usize] = Some(v.clone());
                         } else if let Some(first) = v.first() {
@@ -746,10 +757,31 @@ fn build_plan(
             ));
         }
     }
+    let enforced = enforced_by_read(
+        table,
+        &filters,
+        &key_filters,
+        partitions.is_some(),
+        prefix_len,
+        ck_slices.len(),
+        in_on_clustering,
+    );
+    let row_filters: Vec<usize> = (0..filters.len())
+        .filter(|i| !enforced.contains(i))
+        .collect();
+    let needs_partition_key = group_by.is_some()
+        || select.distinct
+        || selection.reads_column(|c| c < pk_count)
+        || row_filters.iter().any(|&i| match &filters[i] {
+            Filter::Compare { column, .. } | Filter::IsNotNull(column) => *column < pk_count,
+            Filter::MultiColumn { .. } | Filter::Token { .. } => false,
+        });
     Ok(Plan {
         table: table.clone(),
         selection,
         filters,
+        row_filters,
+        needs_partition_key,
         partitions,
         slice: ClusteringSlice {
             start,
@@ -772,6 +804,92 @@ fn build_plan(
         partition_key_restricted: pk_restricted > 0 || has_token,
         partition_key_in,
     })
+}
+
+/// The restrictions a storage read of `Plan::partitions` enforces exactly, so its rows need no
+/// check against them: `=`/`IN` on the partition key (the read is of exactly those keys), and on
+/// clustering columns the `=` prefix and the slice after it that became the read's bounds. Only
+/// where the byte-comparable encoding of a value is equal exactly when the values compare equal
+/// (`exact_key_type`), and only a column with one restriction (a second one on the same column
+/// is still checked, as is anything on a virtual table, whose rows are never read by key).
+/// `key_filters`: (index in `filters`, column index) of every `=`/`IN`/slice on a key column.
+fn enforced_by_read(
+    table: &TableMetadata,
+    filters: &[Filter],
+    key_filters: &[(usize, usize)],
+    partition_read: bool,
+    eq_prefix: usize,
+    slice_restrictions: usize,
+    in_on_clustering: bool,
+) -> Vec<usize> {
+    if !partition_read || table.virtual_table {
+        return Vec::new();
+    }
+    let pk_count = table.partition_key_count;
+    let once = |column: usize| key_filters.iter().filter(|(_, c)| *c == column).count() == 1;
+    key_filters
+        .iter()
+        .filter(|&&(i, column)| {
+            let Filter::Compare { op, .. } = &filters[i] else {
+                return false;
+            };
+            if column < pk_count {
+                return once(column);
+            }
+            let position = column - pk_count;
+            let exact = exact_key_type(&table.columns[column].ty);
+            match op {
+                Operator::Eq | Operator::In => {
+                    exact && !in_on_clustering && position < eq_prefix && once(column)
+                }
+                Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte => {
+                    // The slice's restrictions all on this column (the one after the `=`
+                    // prefix, which nothing else restricts), one bound on each side at most: a
+                    // second bound on a side replaces the first in the read.
+                    let (mut lower, mut upper) = (0, 0);
+                    for &(j, c) in key_filters {
+                        match &filters[j] {
+                            Filter::Compare { op, .. } if c == column => match op {
+                                Operator::Gt | Operator::Gte => lower += 1,
+                                _ => upper += 1,
+                            },
+                            _ => {}
+                        }
+                    }
+                    exact
+                        && !in_on_clustering
+                        && position == eq_prefix
+                        && lower + upper == slice_restrictions
+                        && lower <= 1
+                        && upper <= 1
+                }
+                _ => false,
+            }
+        })
+        .map(|&(i, _)| i)
+        .collect()
+}
+
+/// Types whose values compare equal exactly when their serialisations are equal, so a key
+/// bound encoded from a value selects exactly the rows a comparison would. Not decimal (1.0 and
+/// 1.00), varint (leading zero bytes), floating point, durations, or anything composite.
+fn exact_key_type(ty: &CqlType) -> bool {
+    matches!(
+        ty,
+        CqlType::Ascii
+            | CqlType::Bigint
+            | CqlType::Blob
+            | CqlType::Boolean
+            | CqlType::Date
+            | CqlType::Int
+            | CqlType::Smallint
+            | CqlType::Text
+            | CqlType::Time
+            | CqlType::Timestamp
+            | CqlType::Timeuuid
+            | CqlType::Tinyint
+            | CqlType::Uuid
+    )
 }
 
 /// Validates GROUP BY as Cassandra does and returns how many clustering columns a group key
@@ -1280,8 +1398,10 @@ async fn execute_rows(
             .partitions
             .is_some()
             .then_some(page_start.partition_index as usize);
+        // A partition read returns only rows in the slice; a scan returns whole partitions.
+        let slice_to_check = plan.partitions.is_none().then_some(&plan.slice);
         for data in &pages {
-            if let Some(closed) = tally.add(partition, data, &plan.slice, now) {
+            if let Some(closed) = tally.add(partition, data, slice_to_check, now) {
                 warnings.extend(closed.warning(&plan, command_limit, threshold));
             }
         }
@@ -1681,9 +1801,21 @@ impl Grouper {
     }
 }
 
+/// Whether a row read from storage passes the restrictions its read did not enforce.
 fn passes(plan: &Plan, row: &RowValues) -> bool {
+    plan.row_filters
+        .iter()
+        .all(|&i| filter_passes(plan, &plan.filters[i], row))
+}
+
+/// Whether a row passes every restriction.
+fn passes_all(plan: &Plan, row: &RowValues) -> bool {
+    plan.filters.iter().all(|f| filter_passes(plan, f, row))
+}
+
+fn filter_passes(plan: &Plan, f: &Filter, row: &RowValues) -> bool {
     let table = &plan.table;
-    plan.filters.iter().all(|f| match f {
+    match f {
         Filter::Compare { column, op, values } => {
             let ty = &table.columns[*column].ty;
             let Some(actual) = row.values[*column].as_deref() else {
@@ -1735,7 +1867,7 @@ fn passes(plan: &Plan, row: &RowValues) -> bool {
         }
         Filter::Token { op, value } => op_matches(op, row.token.cmp(value)),
         Filter::IsNotNull(c) => row.values[*c].is_some(),
-    })
+    }
 }
 
 fn contains(ty: &CqlType, collection: &[u8], needle: &[u8], key: bool) -> bool {
@@ -1985,7 +2117,9 @@ fn partition_rows(
         token: data.key.token,
     };
     let mut base = blank();
-    let pk_parts: Vec<Vec<u8>> = if table.partition_key_count == 1 {
+    let pk_parts: Vec<Vec<u8>> = if !plan.needs_partition_key {
+        Vec::new()
+    } else if table.partition_key_count == 1 {
         vec![data.key.key.clone()]
     } else {
         partitioner::decompose_partition_key(&data.key.key, table.partition_key_count)
@@ -2048,11 +2182,11 @@ fn partition_rows(
 /// tombstone or expired, and not shadowed by a newer deletion, which Cassandra's merge drops),
 /// each row deletion of a row with no live data and no dead cell, and each range tombstone's two
 /// bound markers.
-/// Only rows in `slice` count (a range scan reads whole partitions; Cassandra's reads stay in
-/// the slice).
+/// Only rows in `slice` count, when one is given: a range scan reads whole partitions, and
+/// Cassandra's reads stay in the slice (a partition read returns only rows in it).
 fn count_tombstones(
     data: &PartitionData,
-    slice: &ClusteringSlice,
+    slice: Option<&ClusteringSlice>,
     now: mutation::LocalTime,
 ) -> (u64, u64) {
     let (mut live_rows, mut tombstones) = (0u64, 0u64);
@@ -2105,11 +2239,13 @@ fn count_tombstones(
         count_row(row, data.header.deletion);
     }
     for (clustering, row) in &data.rows {
-        let in_slice = slice
-            .start
-            .as_ref()
-            .is_none_or(|b| b.start_admits(clustering))
-            && slice.end.as_ref().is_none_or(|b| b.end_admits(clustering));
+        let in_slice = slice.is_none_or(|slice| {
+            slice
+                .start
+                .as_ref()
+                .is_none_or(|b| b.start_admits(clustering))
+                && slice.end.as_ref().is_none_or(|b| b.end_admits(clustering))
+        });
         if in_slice {
             count_row(row, covering_deletion(&data.header, clustering));
         }
@@ -2139,7 +2275,7 @@ impl TombstoneTally {
         &mut self,
         partition: Option<usize>,
         data: &PartitionData,
-        slice: &ClusteringSlice,
+        slice: Option<&ClusteringSlice>,
         now: mutation::LocalTime,
     ) -> Option<TombstoneTally> {
         let closed = if self.partition.is_some() && self.partition != partition {
@@ -2318,7 +2454,7 @@ fn finish_virtual(
                 continue;
             }
         }
-        if !passes(plan, &row) {
+        if !passes_all(plan, &row) {
             continue;
         }
         let pk: Vec<Option<Vec<u8>>> = row.values[..plan.table.partition_key_count].to_vec();

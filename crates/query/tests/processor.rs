@@ -161,6 +161,84 @@ async fn clustering_order_desc_table() {
     );
 }
 
+/// A read by partition key enforces `=`/`IN` on the key and the clustering slice it was given,
+/// so its rows skip those checks; everything it cannot enforce is still checked on each row.
+#[tokio::test]
+async fn rows_match_the_key_restrictions_whether_the_read_or_a_check_applies_them() {
+    let mut h = with_keyspace().await;
+    h.ok(
+        "CREATE TABLE s (k int, a int, b int, v int, PRIMARY KEY (k, a, b)) \
+          WITH CLUSTERING ORDER BY (a DESC, b ASC)",
+    )
+    .await;
+    for k in 0..2 {
+        for a in 0..3 {
+            for b in 0..3 {
+                h.ok(&format!(
+                    "INSERT INTO s (k, a, b, v) VALUES ({k}, {a}, {b}, {})",
+                    k * 100 + a * 10 + b
+                ))
+                .await;
+            }
+        }
+    }
+    let v = |xs: &[i32]| xs.iter().map(|x| vec![int(*x)]).collect::<Vec<_>>();
+    // A slice on the first clustering column (descending): the read's bounds.
+    assert_eq!(
+        h.rows("SELECT v FROM s WHERE k = 1 AND a >= 1 AND a < 2")
+            .await,
+        v(&[110, 111, 112])
+    );
+    // The same with the partition key selected, and counted.
+    assert_eq!(
+        h.rows("SELECT k, v FROM s WHERE k = 0 AND a > 1").await,
+        vec![
+            vec![int(0), int(20)],
+            vec![int(0), int(21)],
+            vec![int(0), int(22)]
+        ]
+    );
+    assert_eq!(
+        h.rows("SELECT count(*) FROM s WHERE k IN (0, 1) AND a = 2 AND b <= 1")
+            .await,
+        vec![vec![Some(Value::Bigint(4))]]
+    );
+    // `=` prefix, then a slice.
+    assert_eq!(
+        h.rows("SELECT v FROM s WHERE k = 1 AND a = 0 AND b > 0 AND b <= 2")
+            .await,
+        v(&[101, 102])
+    );
+    // IN on the first clustering column: the read has no bounds, the slice after it is checked.
+    assert_eq!(
+        h.rows("SELECT v FROM s WHERE k = 0 AND a IN (0, 2) AND b >= 2 ALLOW FILTERING")
+            .await,
+        v(&[22, 2])
+    );
+    // A slice on the second column with the first unrestricted: checked on each row.
+    assert_eq!(
+        h.rows("SELECT v FROM s WHERE k = 1 AND b = 1 ALLOW FILTERING")
+            .await,
+        v(&[121, 111, 101])
+    );
+    // No partition key: a scan, every restriction checked.
+    assert_eq!(
+        h.rows("SELECT v FROM s WHERE a = 1 AND b < 1 ALLOW FILTERING")
+            .await
+            .len(),
+        2
+    );
+    // Virtual tables are not read by key: their restrictions are all checked.
+    assert_eq!(
+        h.rows(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'ks' \
+                AND table_name = 's'"
+        )
+        .await,
+        vec![vec![text("s")]]
+    );
+}
+
 #[tokio::test]
 async fn update_and_deletes() {
     let mut h = with_keyspace().await;

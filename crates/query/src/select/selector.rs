@@ -1319,9 +1319,22 @@ impl Selection {
 
     /// Column indexes the selection reads (for SELECT DISTINCT's validation).
     pub fn columns_read(&self) -> Vec<usize> {
-        fn walk(e: &Expr, out: &mut Vec<usize>) {
+        let mut out = Vec::new();
+        self.for_each_column_read(&mut |i| out.push(i));
+        out
+    }
+
+    /// Whether the selection reads a column `wanted` holds for (without allocating).
+    pub fn reads_column(&self, wanted: impl Fn(usize) -> bool) -> bool {
+        let mut found = false;
+        self.for_each_column_read(&mut |i| found |= wanted(i));
+        found
+    }
+
+    fn for_each_column_read(&self, f: &mut dyn FnMut(usize)) {
+        fn walk(e: &Expr, out: &mut dyn FnMut(usize)) {
             match e {
-                Expr::Column(i) => out.push(*i),
+                Expr::Column(i) => out(*i),
                 Expr::CellTime { value, part, .. } => {
                     walk(value, out);
                     match part {
@@ -1352,16 +1365,14 @@ impl Selection {
                 Expr::PartitionToken | Expr::Term(..) | Expr::Value(_) | Expr::Aggregate(_) => {}
             }
         }
-        let mut out = Vec::new();
         for e in &self.outputs {
-            walk(e, &mut out);
+            walk(e, f);
         }
         for a in &self.aggregates {
             if let Some(e) = &a.arg {
-                walk(e, &mut out);
+                walk(e, f);
             }
         }
-        out
     }
 
     /// Whether `bind` would change the selection: it holds terms to evaluate.
