@@ -161,9 +161,10 @@ struct Plan {
     selection: Arc<Selection>,
     /// Every restriction, as written (the tombstone warning prints them).
     filters: Vec<Filter>,
-    /// Indices into `filters` of those each row read from storage is checked against: the
-    /// others the read itself enforces exactly (`enforced_by_read`). Virtual tables check all.
-    row_filters: Vec<usize>,
+    /// The filters the read itself enforces exactly, as a mask over `filters`
+    /// (`enforced_by_read`): rows read from storage are checked against the others only.
+    /// Virtual tables check all.
+    enforced: u64,
     /// Whether a row needs its partition key values: the selection or a row filter reads
     /// them, or rows are grouped (otherwise each row would copy them for nothing).
     needs_partition_key: bool,
@@ -362,8 +363,6 @@ fn build_plan(
     let mut has_clustering_restriction = false;
     // An IN of more than one value (or a marker) on the partition key; `IN (x)` is an `=`.
     let mut partition_key_in = false;
-    // Filters the read may enforce itself: (index in `filters`, column index).
-    let mut key_filters: Vec<(usize, usize)> = Vec::new();
 
     for rel in &select.where_clause {
         match rel {
@@ -420,7 +419,6 @@ fn build_plan(
                             partition_key_in = true;
                         }
                         pk_values[col.position as usize] = Some(v.clone());
-                        key_filters.push((filters.len(), idx));
                     }
                     ColumnKind::PartitionKey => {
                         return Err(QueryError::Invalid(
@@ -429,7 +427,6 @@ fn build_plan(
                     }
                     ColumnKind::Clustering => {
                         has_clustering_restriction = true;
-                        key_filters.push((filters.len(), idx));
                         if matches!(op, Operator::Eq | Operator::In) {
                             ck_eq[col.position as usize] = Some(v.clone());
                         } else if let Some(first) = v.first() {
@@ -760,19 +757,16 @@ fn build_plan(
     let enforced = enforced_by_read(
         table,
         &filters,
-        &key_filters,
         partitions.is_some(),
         prefix_len,
         ck_slices.len(),
         in_on_clustering,
     );
-    let row_filters: Vec<usize> = (0..filters.len())
-        .filter(|i| !enforced.contains(i))
-        .collect();
     let needs_partition_key = group_by.is_some()
         || select.distinct
-        || selection.reads_column(|c| c < pk_count)
-        || row_filters.iter().any(|&i| match &filters[i] {
+        || selection.reads_column_below(pk_count)
+        || filters.iter().enumerate().any(|(i, f)| match f {
+            _ if enforced_bit(enforced, i) => false,
             Filter::Compare { column, .. } | Filter::IsNotNull(column) => *column < pk_count,
             Filter::MultiColumn { .. } | Filter::Token { .. } => false,
         });
@@ -780,7 +774,7 @@ fn build_plan(
         table: table.clone(),
         selection,
         filters,
-        row_filters,
+        enforced,
         needs_partition_key,
         partitions,
         slice: ClusteringSlice {
@@ -807,67 +801,81 @@ fn build_plan(
 }
 
 /// The restrictions a storage read of `Plan::partitions` enforces exactly, so its rows need no
-/// check against them: `=`/`IN` on the partition key (the read is of exactly those keys), and on
-/// clustering columns the `=` prefix and the slice after it that became the read's bounds. Only
-/// where the byte-comparable encoding of a value is equal exactly when the values compare equal
-/// (`exact_key_type`), and only a column with one restriction (a second one on the same column
-/// is still checked, as is anything on a virtual table, whose rows are never read by key).
-/// `key_filters`: (index in `filters`, column index) of every `=`/`IN`/slice on a key column.
+/// check against them, as a mask of indices into `filters` (bit `i` for filter `i`; filters
+/// past the 64th are always checked): `=`/`IN` on the partition key (the read is of exactly
+/// those keys), and on clustering columns the `=` prefix and the slice after it that became the
+/// read's bounds. Only where the byte-comparable encoding of a value is equal exactly when the
+/// values compare equal (`exact_key_type`), and only a column with one restriction (a second
+/// one on the same column is still checked, as is anything on a virtual table, whose rows are
+/// never read by key). Allocates nothing: it runs on every execution.
 fn enforced_by_read(
     table: &TableMetadata,
     filters: &[Filter],
-    key_filters: &[(usize, usize)],
     partition_read: bool,
     eq_prefix: usize,
     slice_restrictions: usize,
     in_on_clustering: bool,
-) -> Vec<usize> {
+) -> u64 {
     if !partition_read || table.virtual_table {
-        return Vec::new();
+        return 0;
     }
     let pk_count = table.partition_key_count;
-    let once = |column: usize| key_filters.iter().filter(|(_, c)| *c == column).count() == 1;
-    key_filters
-        .iter()
-        .filter(|&&(i, column)| {
-            let Filter::Compare { op, .. } = &filters[i] else {
-                return false;
-            };
-            if column < pk_count {
-                return once(column);
+    let key_columns = pk_count + table.clustering_count;
+    // Restrictions on `column`: (lower bounds, upper bounds, any other).
+    let on = |column: usize| {
+        let (mut lower, mut upper, mut other) = (0, 0, 0);
+        for f in filters {
+            match f {
+                Filter::Compare { column: c, op, .. } if *c == column => match op {
+                    Operator::Gt | Operator::Gte => lower += 1,
+                    Operator::Lt | Operator::Lte => upper += 1,
+                    _ => other += 1,
+                },
+                Filter::IsNotNull(c) if *c == column => other += 1,
+                _ => {}
             }
+        }
+        (lower, upper, other)
+    };
+    let mut mask = 0u64;
+    for (i, f) in filters.iter().enumerate().take(64) {
+        let Filter::Compare { column, op, .. } = f else {
+            continue;
+        };
+        let column = *column;
+        if column >= key_columns {
+            continue;
+        }
+        let enforced = if column < pk_count {
+            // Only `=` and `IN` are accepted on a partition key column.
+            matches!(op, Operator::Eq | Operator::In) && on(column) == (0, 0, 1)
+        } else {
             let position = column - pk_count;
-            let exact = exact_key_type(&table.columns[column].ty);
+            let exact = exact_key_type(&table.columns[column].ty) && !in_on_clustering;
             match op {
                 Operator::Eq | Operator::In => {
-                    exact && !in_on_clustering && position < eq_prefix && once(column)
+                    exact && position < eq_prefix && on(column) == (0, 0, 1)
                 }
+                // The slice's restrictions all on this column (the one after the `=` prefix),
+                // one bound on each side at most: a second bound on a side replaces the first
+                // in the read.
                 Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte => {
-                    // The slice's restrictions all on this column (the one after the `=`
-                    // prefix, which nothing else restricts), one bound on each side at most: a
-                    // second bound on a side replaces the first in the read.
-                    let (mut lower, mut upper) = (0, 0);
-                    for &(j, c) in key_filters {
-                        match &filters[j] {
-                            Filter::Compare { op, .. } if c == column => match op {
-                                Operator::Gt | Operator::Gte => lower += 1,
-                                _ => upper += 1,
-                            },
-                            _ => {}
-                        }
-                    }
+                    let (lower, upper, other) = on(column);
                     exact
-                        && !in_on_clustering
                         && position == eq_prefix
-                        && lower + upper == slice_restrictions
+                        && other == 0
                         && lower <= 1
                         && upper <= 1
+                        && lower + upper == slice_restrictions
                 }
                 _ => false,
             }
-        })
-        .map(|&(i, _)| i)
-        .collect()
+        };
+        if enforced {
+            mask |= 1 << i;
+        }
+    }
+    mask
 }
 
 /// Types whose values compare equal exactly when their serialisations are equal, so a key
@@ -1803,9 +1811,15 @@ impl Grouper {
 
 /// Whether a row read from storage passes the restrictions its read did not enforce.
 fn passes(plan: &Plan, row: &RowValues) -> bool {
-    plan.row_filters
+    plan.filters
         .iter()
-        .all(|&i| filter_passes(plan, &plan.filters[i], row))
+        .enumerate()
+        .all(|(i, f)| enforced_bit(plan.enforced, i) || filter_passes(plan, f, row))
+}
+
+/// Whether filter `i` is in a mask of `enforced_by_read`.
+fn enforced_bit(mask: u64, i: usize) -> bool {
+    i < 64 && mask & (1 << i) != 0
 }
 
 /// Whether a row passes every restriction.

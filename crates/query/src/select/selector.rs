@@ -131,6 +131,9 @@ pub(crate) struct Selection {
     pub group_by_functions: Vec<Option<GroupFunction>>,
     /// Whether any expression holds a term (`Expr::Term`): only then does `bind` change it.
     has_terms: bool,
+    /// The lowest column index an output or aggregate reads (`usize::MAX` if none), so a
+    /// read can tell at no cost whether rows need their partition key.
+    lowest_column_read: usize,
 }
 
 /// A GROUP BY element that is a monotonic function of one clustering column: rows in
@@ -219,7 +222,7 @@ pub(crate) fn compile(
         });
     }
     let moves = last_plain_uses(&outputs);
-    Ok(Selection {
+    let mut selection = Selection {
         outputs,
         moves,
         specs: specs.into(),
@@ -227,7 +230,12 @@ pub(crate) fn compile(
         markers: compiler.markers,
         group_by_functions,
         has_terms: compiler.has_terms,
-    })
+        lowest_column_read: usize::MAX,
+    };
+    let mut lowest = usize::MAX;
+    selection.for_each_column_read(&mut |i| lowest = lowest.min(i));
+    selection.lowest_column_read = lowest;
+    Ok(selection)
 }
 
 fn invalid(message: String) -> QueryError {
@@ -1324,11 +1332,10 @@ impl Selection {
         out
     }
 
-    /// Whether the selection reads a column `wanted` holds for (without allocating).
-    pub fn reads_column(&self, wanted: impl Fn(usize) -> bool) -> bool {
-        let mut found = false;
-        self.for_each_column_read(&mut |i| found |= wanted(i));
-        found
+    /// Whether the selection reads a column whose index is below `n` (the partition key's
+    /// columns come first).
+    pub fn reads_column_below(&self, n: usize) -> bool {
+        self.lowest_column_read < n
     }
 
     fn for_each_column_read(&self, f: &mut dyn FnMut(usize)) {
@@ -1447,7 +1454,13 @@ impl Selection {
     /// Appends outputs that are not result columns (`specs` does not list them): the values
     /// of these columns, for sorting rows after they are read.
     pub fn add_hidden_columns(&mut self, columns: impl Iterator<Item = usize>) {
+        let start = self.outputs.len();
         self.outputs.extend(columns.map(Expr::Column));
+        for e in &self.outputs[start..] {
+            if let Expr::Column(i) = e {
+                self.lowest_column_read = self.lowest_column_read.min(*i);
+            }
+        }
         self.moves = last_plain_uses(&self.outputs);
     }
 
