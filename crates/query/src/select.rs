@@ -1,6 +1,7 @@
 //! SELECT: restrictions become partition reads or a token-range scan plus a clustering slice;
-//! every restriction is also applied as a filter to the rows read, so the storage reads only
-//! need to return a superset of the answer.
+//! every restriction the read does not enforce exactly (`enforced_by_read`) is also applied as
+//! a filter to the rows read, so for those the storage reads only need to return a superset of
+//! the answer.
 
 use std::cmp::Ordering;
 use std::sync::{Arc, Mutex};
