@@ -880,15 +880,15 @@ fn enforced_by_read(
 }
 
 /// Types whose values compare equal exactly when their serialisations are equal, so a key
-/// bound encoded from a value selects exactly the rows a comparison would. Not decimal (1.0 and
-/// 1.00), varint (leading zero bytes), floating point, durations, or anything composite.
+/// bound encoded from a value selects exactly the rows a comparison would. Not boolean (any
+/// non-zero byte is true), decimal (1.0 and 1.00), varint (leading zero bytes), floating point,
+/// durations, or anything composite.
 fn exact_key_type(ty: &CqlType) -> bool {
     matches!(
         ty,
         CqlType::Ascii
             | CqlType::Bigint
             | CqlType::Blob
-            | CqlType::Boolean
             | CqlType::Date
             | CqlType::Int
             | CqlType::Smallint
