@@ -79,7 +79,6 @@ impl Replication {
         Replication(BTreeMap::from([("class".to_string(), LOCAL.to_string())]))
     }
 
-    /// How many replicas the strategy asks for in total (over all data centres).
     /// Whether the replication factor is above 0, without summing every data centre's (the
     /// write path asks on every request).
     pub fn has_replicas(&self) -> bool {
@@ -92,6 +91,7 @@ impl Replication {
                 .any(|(_, v)| parse_replication_factor(v).is_ok_and(|rf| rf > 0))
     }
 
+    /// How many replicas the strategy asks for in total (over all data centres).
     pub fn replication_factor(&self) -> usize {
         let class = self.0.get("class").map(String::as_str).unwrap_or("");
         if class == LOCAL {
