@@ -238,6 +238,13 @@ def test_clustering_order_desc(cql, test_keyspace):
         rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1 AND c < 2 ORDER BY c ASC")]
         assert rows == [(0, "b"), (0, "a"), (1, "b"), (1, "a")]
         assert [r.d for r in cql.execute(f"SELECT d FROM {t} WHERE k = 1 AND c = 2 AND d > 'a'")] == ["b"]
+        # IN on a clustering column, then a slice on the next one: no ALLOW FILTERING needed.
+        rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1 AND c IN (1, 3) AND d > 'a'")]
+        assert rows == [(3, "b"), (1, "b")]
+        # A slice after an unrestricted clustering column is refused (Cassandra names the
+        # column; Helenus asks for ALLOW FILTERING).
+        with pytest.raises(InvalidRequest):
+            cql.execute(f"SELECT d FROM {t} WHERE k = 1 AND d > 'a'")
 
 
 def test_single_partition_paging(cql, kcv):

@@ -613,10 +613,15 @@ fn build_plan(
     let restricted_ck = ck_eq.iter().filter(|v| v.is_some()).count();
     let prefix_len = prefix.len();
     let slice_on_next = ck_slices.iter().all(|(p, _, _)| *p == prefix_len);
+    // With an IN among the leading `=`/`IN` columns, a slice on the column after them is as
+    // Cassandra allows it without filtering (`a IN (1, 2) AND b > 3`); the read then has no
+    // clustering bounds and every row is checked.
+    let eq_in_len = ck_eq.iter().take_while(|v| v.is_some()).count();
+    let slice_after_in = in_on_clustering && ck_slices.iter().all(|(p, _, _)| *p == eq_in_len);
     if restricted_ck > prefix_len && !in_on_clustering {
         needs_filtering = true;
     }
-    if !slice_on_next {
+    if !slice_on_next && !slice_after_in {
         needs_filtering = true;
     }
     if in_on_clustering && ck_eq.iter().skip(prefix_len).any(|v| v.is_none()) {
