@@ -1828,11 +1828,6 @@ fn enforced_bit(mask: u64, i: usize) -> bool {
     i < 64 && mask & (1 << i) != 0
 }
 
-/// Whether a row passes every restriction.
-fn passes_all(plan: &Plan, row: &RowValues) -> bool {
-    plan.filters.iter().all(|f| filter_passes(plan, f, row))
-}
-
 fn filter_passes(plan: &Plan, f: &Filter, row: &RowValues) -> bool {
     let table = &plan.table;
     match f {
@@ -2474,7 +2469,8 @@ fn finish_virtual(
                 continue;
             }
         }
-        if !passes_all(plan, &row) {
+        // A virtual table's plan enforces nothing by its read: every restriction is checked.
+        if !passes(plan, &row) {
             continue;
         }
         let pk: Vec<Option<Vec<u8>>> = row.values[..plan.table.partition_key_count].to_vec();
