@@ -2,7 +2,8 @@
 """One server through the suite's steps, for A/B comparisons between full runs: starts a fresh
 Helenus node (or the ceiling) as the suite does, gives it the suite's 30 s of unmeasured mixed
 load, creates (and for read workloads loads, flushes and warms) one workload, then runs it at
-each rate given, and prints each run's throughput, p50/p99/p99.9 and server CPU per operation.
+each rate given, and prints each run's throughput, p50/p99/p99.9 and server CPU per operation,
+and for a workload of several functions each function's p50 and p99.
 
     bench/ab.py BIN --workload write --rates max,11737,11737 [--repeat N]
     bench/ab.py BIN --workload mixed --before write,read --rates 26737
@@ -117,13 +118,20 @@ class Bench:
         if proc.returncode != 0:
             print(f"{label}: latte exited with {proc.returncode}", flush=True)
             return
-        r = latte_mod.parse(latte_mod.read_report(out))
+        report = latte_mod.read_report(out)
+        r = latte_mod.parse(report)
         # As the suite: the server's CPU time in latte's measured phase.
         cpu, _ = self.server.sampler.between(r.start_epoch_s, r.end_epoch_s)
         print(f"{label} rate={'max' if rate is None else f'{rate:.0f}'} "
               f"ops/s={r.throughput:,.0f} p50={r.p50_ms:.3f} p99={r.p99_ms:.3f} "
               f"p99.9={r.p999_ms:.3f} errors={r.error_count} "
               f"cpu/op={(cpu or 0) / max(r.cycle_count, 1) * 1e6:.1f}us", flush=True)
+        by_function = report["result"].get("cycle_latency_by_fn") or {}
+        if len(by_function) > 1:
+            pct = [float(p) for p in report["percentiles"]]
+            for name, stats in sorted(by_function.items()):
+                value = {p: stats["percentiles"][pct.index(p)]["value"] for p in (50.0, 99.0)}
+                print(f"    {name}: p50={value[50.0]:.3f} p99={value[99.0]:.3f}", flush=True)
 
 
 def main(argv) -> int:
