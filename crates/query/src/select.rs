@@ -307,6 +307,14 @@ fn in_values(
     })
 }
 
+/// The values of `filters[i]`, a key column's `=`, `IN` or slice (`Filter::Compare`).
+fn restricted(filters: &[Filter], i: usize) -> &[Vec<u8>] {
+    match &filters[i] {
+        Filter::Compare { values, .. } => values,
+        _ => &[],
+    }
+}
+
 fn filtering_error() -> QueryError {
     QueryError::Invalid(
         "Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING".to_string(),
@@ -353,10 +361,12 @@ fn build_plan(
     }
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
-    let mut filters = Vec::new();
-    let mut pk_values: Vec<Option<Vec<Vec<u8>>>> = vec![None; pk_count];
-    let mut ck_eq: Vec<Option<Vec<Vec<u8>>>> = vec![None; ck_count];
-    let mut ck_slices: Vec<(usize, Operator, Vec<u8>)> = Vec::new();
+    let mut filters = Vec::with_capacity(select.where_clause.len());
+    // Restrictions on key columns, as indexes into `filters` (whose values they read through
+    // `restricted`), not copies of their values.
+    let mut pk_values: Vec<Option<usize>> = vec![None; pk_count];
+    let mut ck_eq: Vec<Option<usize>> = vec![None; ck_count];
+    let mut ck_slices: Vec<(usize, Operator, usize)> = Vec::new();
     let mut needs_filtering = false;
     let mut token_start = None;
     let mut token_end = None;
@@ -419,7 +429,7 @@ fn build_plan(
                         {
                             partition_key_in = true;
                         }
-                        pk_values[col.position as usize] = Some(v.clone());
+                        pk_values[col.position as usize] = Some(filters.len());
                     }
                     ColumnKind::PartitionKey => {
                         return Err(QueryError::Invalid(
@@ -429,9 +439,9 @@ fn build_plan(
                     ColumnKind::Clustering => {
                         has_clustering_restriction = true;
                         if matches!(op, Operator::Eq | Operator::In) {
-                            ck_eq[col.position as usize] = Some(v.clone());
-                        } else if let Some(first) = v.first() {
-                            ck_slices.push((col.position as usize, *op, first.clone()));
+                            ck_eq[col.position as usize] = Some(filters.len());
+                        } else if !v.is_empty() {
+                            ck_slices.push((col.position as usize, *op, filters.len()));
                         }
                     }
                     _ => needs_filtering = true,
@@ -556,9 +566,20 @@ fn build_plan(
     }
 
     let pk_restricted = pk_values.iter().filter(|v| v.is_some()).count();
-    let partitions = if pk_restricted == pk_count && !has_token {
+    let single_key = match pk_values.as_slice() {
+        [Some(i)] if !has_token => match restricted(&filters, *i) {
+            [only] => Some(only),
+            _ => None,
+        },
+        _ => None,
+    };
+    let partitions = if let Some(only) = single_key {
+        // One partition of a one-column key (a point read): no combinations to make or sort.
+        Some(vec![partition_key(table, std::slice::from_ref(only))?])
+    } else if pk_restricted == pk_count && !has_token {
         let mut combos: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-        for v in pk_values.iter().flatten() {
+        for i in pk_values.iter().flatten() {
+            let v = restricted(&filters, *i);
             let mut next = Vec::new();
             for p in &combos {
                 for x in v {
@@ -602,8 +623,8 @@ fn build_plan(
     let mut prefix = Vec::new();
     let mut in_on_clustering = false;
     for v in ck_eq.iter() {
-        match v {
-            Some(vals) if vals.len() == 1 && !in_on_clustering => prefix.push(vals[0].clone()),
+        match v.map(|i| restricted(&filters, i)) {
+            Some([only]) if !in_on_clustering => prefix.push(only.clone()),
             Some(_) => {
                 in_on_clustering = true;
             }
@@ -648,7 +669,8 @@ fn build_plan(
     if slice_on_next && !in_on_clustering {
         if let Some(col) = table.clustering().get(prefix_len) {
             let desc = col.order == ClusteringOrder::Desc;
-            for (_, op, v) in &ck_slices {
+            for (_, op, i) in &ck_slices {
+                let v = &restricted(&filters, *i)[0];
                 let mut p = encoded_prefix.clone();
                 types::byte_comparable::encode(&col.ty, v, desc, &mut p);
                 let inclusive = matches!(op, Operator::Gte | Operator::Lte);
@@ -699,7 +721,7 @@ fn build_plan(
             // Clustering columns restricted to a single value may be left out.
             let position = col.position as usize;
             while next_position < position
-                && ck_eq[next_position].as_ref().is_some_and(|v| v.len() == 1)
+                && ck_eq[next_position].is_some_and(|i| restricted(&filters, i).len() == 1)
             {
                 next_position += 1;
             }
