@@ -134,6 +134,10 @@ pub(crate) struct Selection {
     /// The lowest column index an output or aggregate reads (`usize::MAX` if none), so a
     /// read can tell at no cost whether rows need their partition key.
     lowest_column_read: usize,
+    /// `reads_cell_times(true)` and `reads_cell_times(false)`, computed once (hidden columns
+    /// read no times): every partition read asks.
+    cell_times: bool,
+    column_times: bool,
 }
 
 /// A GROUP BY element that is a monotonic function of one clustering column: rows in
@@ -231,10 +235,14 @@ pub(crate) fn compile(
         group_by_functions,
         has_terms: compiler.has_terms,
         lowest_column_read: usize::MAX,
+        cell_times: false,
+        column_times: false,
     };
     let mut lowest = usize::MAX;
     selection.for_each_column_read(&mut |i| lowest = lowest.min(i));
     selection.lowest_column_read = lowest;
+    selection.cell_times = selection.reads_cell_times(true);
+    selection.column_times = selection.reads_cell_times(false);
     Ok(selection)
 }
 
@@ -1296,12 +1304,12 @@ impl Selection {
 
     /// Whether rows must carry the times of each cell of multi-cell columns.
     pub fn needs_cell_times(&self) -> bool {
-        self.reads_cell_times(true)
+        self.cell_times
     }
 
     /// Whether rows must carry the write time and TTL of single-cell columns.
     pub fn needs_column_times(&self) -> bool {
-        self.reads_cell_times(false)
+        self.column_times
     }
 
     /// Whether a `writetime()`/`ttl()`/`maxwritetime()` reads a multi-cell column
