@@ -819,13 +819,14 @@ async fn execute(
             result_metadata_id,
             params,
         } => {
+            let prepared = processor
+                .prepared(&id)
+                .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
             let mut skip_metadata = params.skip_metadata;
             // v5: when the client's result metadata is stale (the table changed since it
             // prepared), send the full metadata and its new id instead of skipping it.
             let mut new_metadata_id = None;
-            if let (Some(client_id), Some(prepared)) =
-                (&result_metadata_id, processor.prepared(&id))
-            {
+            if let Some(client_id) = &result_metadata_id {
                 if *client_id != prepared.result_metadata_id {
                     skip_metadata = false;
                     new_metadata_id = Some(prepared.result_metadata_id.clone());
@@ -834,7 +835,7 @@ async fn execute(
             let mut session = session_snapshot(state);
             let before = session.keyspace.clone();
             let outcome = processor
-                .execute(&id, options(params), &mut session)
+                .execute_prepared(&prepared, options(params), &mut session)
                 .await?;
             if session.keyspace != before {
                 store_session(state, session);

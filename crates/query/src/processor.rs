@@ -429,13 +429,23 @@ impl QueryProcessor {
     pub async fn execute(
         &self,
         id: &[u8],
-        mut options: QueryOptions,
+        options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
         let prepared = self
             .prepared
             .get(id)
             .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
+        self.execute_prepared(&prepared, options, session).await
+    }
+
+    /// EXECUTE of a statement the caller already looked up (`prepared`).
+    pub async fn execute_prepared(
+        &self,
+        prepared: &PreparedInfo,
+        mut options: QueryOptions,
+        session: &mut Session,
+    ) -> Result<Outcome, QueryError> {
         let values =
             bind::resolve_values(&prepared.bind_specs, std::mem::take(&mut options.values))?;
         let keyspace = prepared.keyspace.clone();
