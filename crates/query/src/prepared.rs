@@ -12,18 +12,22 @@ use crate::processor::{ColumnSpec, PreparedInfo};
 /// client executing it gets UNPREPARED and re-prepares, which every driver handles.
 const MAX_PREPARED_STATEMENTS: usize = 10_000;
 
+/// Statements by id. The hash is foldhash's, seeded per map: every EXECUTE looks its statement
+/// up, and SipHash (std's) cost more than the rest of the lookup.
+type Statements = HashMap<Bytes, Arc<PreparedInfo>, foldhash::fast::RandomState>;
+
 pub(crate) struct PreparedCache {
-    entries: Mutex<HashMap<Bytes, Arc<PreparedInfo>>>,
+    entries: Mutex<Statements>,
 }
 
 impl PreparedCache {
     pub(crate) fn new() -> PreparedCache {
         PreparedCache {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(HashMap::default()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Bytes, Arc<PreparedInfo>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Statements> {
         self.entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
