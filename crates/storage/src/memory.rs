@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::keys::{parse_key, KIND_HEADER, KIND_STATIC};
+use crate::keys::{parse_key, partition_prefix, KIND_HEADER, KIND_STATIC};
 use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values, purge_value, Purged};
 use crate::{
@@ -250,7 +250,8 @@ impl StorageEngine for MemoryEngine {
             .tables
             .get(&table)
             .ok_or(StorageError::UnknownTable(table))?;
-        read::read_partition(data, table, key, slice, max_rows, resume)
+        let prefix = partition_prefix(key)?;
+        read::read_partition(data, table, key, &prefix, slice, max_rows, resume)
     }
 
     fn scan(

@@ -6,7 +6,7 @@ use mutation::{decode_partition_header, decode_row, PartitionHeader, Row};
 
 use crate::keys::{
     decode_partition_resume, decode_scan_resume, encode_partition_resume, encode_scan_resume,
-    parse_key, partition_prefix, prefix_successor, token_bytes, KIND_HEADER, KIND_ROW, KIND_STATIC,
+    parse_key, prefix_successor, token_bytes, KIND_HEADER, KIND_ROW, KIND_STATIC,
 };
 use crate::{
     ClusteringSlice, PartitionData, PartitionKey, PartitionPage, ScanPage, ScanStart, StorageError,
@@ -77,16 +77,18 @@ fn with_kind(prefix: &[u8], kind: u8) -> Vec<u8> {
     key
 }
 
+/// Reads a page of partition `key`, whose storage prefix (`keys::partition_prefix`) is
+/// `prefix`: the caller has it already (the partition cache is keyed by it).
 pub(crate) fn read_partition(
     source: &dyn Source,
     table: TableId,
     key: &PartitionKey,
+    prefix: &[u8],
     slice: &ClusteringSlice,
     max_rows: usize,
     resume: Option<&[u8]>,
 ) -> Result<PartitionPage, StorageError> {
     let max_rows = max_rows.max(1);
-    let prefix = partition_prefix(key)?;
     let unbounded_forward = !slice.reversed && slice.start.is_none() && resume.is_none();
     let (header, static_row) = if unbounded_forward {
         // Header, static row and rows are adjacent keys in that order: one iterator below
@@ -94,8 +96,8 @@ pub(crate) fn read_partition(
         (PartitionHeader::default(), None)
     } else {
         (
-            header_at(source, table, &with_kind(&prefix, KIND_HEADER))?,
-            row_at(source, table, &with_kind(&prefix, KIND_STATIC))?,
+            header_at(source, table, &with_kind(prefix, KIND_HEADER))?,
+            row_at(source, table, &with_kind(prefix, KIND_STATIC))?,
         )
     };
     let mut data = PartitionData {
@@ -107,7 +109,6 @@ pub(crate) fn read_partition(
 
     // The slice as a contiguous byte range of clustering keys [lower, upper): prefix bounds map
     // onto byte bounds because clustering encodings are prefix-free per component.
-    let rows_base = with_kind(&prefix, KIND_ROW);
     let mut lower: Vec<u8> = match &slice.start {
         None => Vec::new(),
         Some(b) if b.inclusive => b.prefix.clone(),
@@ -136,34 +137,52 @@ pub(crate) fn read_partition(
     }
     if upper.as_ref().is_some_and(|u| *u <= lower) {
         if unbounded_forward {
-            data.header = header_at(source, table, &with_kind(&prefix, KIND_HEADER))?;
-            data.static_row = row_at(source, table, &with_kind(&prefix, KIND_STATIC))?;
+            data.header = header_at(source, table, &with_kind(prefix, KIND_HEADER))?;
+            data.static_row = row_at(source, table, &with_kind(prefix, KIND_STATIC))?;
         }
         return Ok(PartitionPage { data, resume: None });
     }
 
-    let full_lower = if unbounded_forward {
-        with_kind(&prefix, KIND_HEADER)
+    // Both bounds in one buffer: the lower one, then the upper one.
+    let mut bounds = Vec::with_capacity(
+        2 * (prefix.len() + 1) + lower.len() + upper.as_ref().map_or(0, Vec::len),
+    );
+    bounds.extend_from_slice(prefix);
+    if unbounded_forward {
+        bounds.push(KIND_HEADER);
     } else {
-        [rows_base.as_slice(), &lower].concat()
-    };
-    let full_upper = match &upper {
-        Some(u) => [rows_base.as_slice(), u].concat(),
-        None => with_kind(&prefix, KIND_ROW + 1),
-    };
+        bounds.push(KIND_ROW);
+        bounds.extend_from_slice(&lower);
+    }
+    let lower_end = bounds.len();
+    bounds.extend_from_slice(prefix);
+    match &upper {
+        Some(u) => {
+            bounds.push(KIND_ROW);
+            bounds.extend_from_slice(u);
+        }
+        None => bounds.push(KIND_ROW + 1),
+    }
+    let (full_lower, full_upper) = bounds.split_at(lower_end);
+    // Every key visited starts with the prefix (the bounds do); what follows it is the kind.
+    let kind_at = prefix.len();
     let mut next_resume = None;
     source.visit(
-        &full_lower,
-        Some(&full_upper),
+        full_lower,
+        Some(full_upper),
         slice.reversed,
         true,
         &mut |k, v| {
-            let Some(clustering) = k.strip_prefix(rows_base.as_slice()) else {
-                if unbounded_forward && k.strip_prefix(prefix.as_slice()) == Some(&[KIND_HEADER]) {
+            let clustering = match k.get(kind_at) {
+                Some(&KIND_ROW) if k.starts_with(prefix) => Some(&k[kind_at + 1..]),
+                _ => None,
+            };
+            let Some(clustering) = clustering else {
+                if unbounded_forward && k.strip_prefix(prefix) == Some(&[KIND_HEADER]) {
                     data.header = decode_partition_header(v).map_err(|e| corrupt(table, k, e))?;
                     return Ok(Visit::Continue);
                 }
-                if unbounded_forward && k.strip_prefix(prefix.as_slice()) == Some(&[KIND_STATIC]) {
+                if unbounded_forward && k.strip_prefix(prefix) == Some(&[KIND_STATIC]) {
                     data.static_row = Some(decode_row(v).map_err(|e| corrupt(table, k, e))?);
                     return Ok(Visit::Continue);
                 }

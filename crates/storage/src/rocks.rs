@@ -1030,37 +1030,32 @@ impl RocksEngine {
         resume: Option<&[u8]>,
         cache_only: bool,
     ) -> Result<PartitionPage, StorageError> {
-        let cache_lookup = match &self.partition_cache {
-            Some(cache) => {
-                let prefix = partition_prefix(key)?;
-                let lookup = cache.lookup(table, &prefix);
-                Some((cache, prefix, lookup))
-            }
-            None => None,
+        let prefix = partition_prefix(key)?;
+        let cache_lookup = self
+            .partition_cache
+            .as_ref()
+            .map(|cache| (cache, cache.lookup(table, &prefix)));
+        let read = |source: &dyn read::Source| {
+            read::read_partition(source, table, key, &prefix, slice, max_rows, resume)
         };
         // A view (and its snapshot) is made only after the lookup: a miss's ticket must predate
         // what the reader reads. A hit needs neither.
         let page = match cache_lookup {
-            Some((_, _, Lookup::Hit(cached))) => {
-                read::read_partition(&cached, table, key, slice, max_rows, resume)?
-            }
-            Some((cache, prefix, Lookup::Miss(ticket))) => {
+            Some((_, Lookup::Hit(cached))) => read(&cached)?,
+            Some((cache, Lookup::Miss(ticket))) => {
                 let view = self.view(table, cache_only)?;
                 match load_partition(&view, &prefix, cache.max_partition_bytes())? {
                     Some(loaded) => {
                         cache.insert(table, &prefix, ticket, Some(loaded.clone()));
-                        read::read_partition(&loaded, table, key, slice, max_rows, resume)?
+                        read(&loaded)?
                     }
                     None => {
                         cache.insert(table, &prefix, ticket, None);
-                        read::read_partition(&view, table, key, slice, max_rows, resume)?
+                        read(&view)?
                     }
                 }
             }
-            _ => {
-                let view = self.view(table, cache_only)?;
-                read::read_partition(&view, table, key, slice, max_rows, resume)?
-            }
+            _ => read(&self.view(table, cache_only)?)?,
         };
         // Counted once, when the read succeeds (a cache-only attempt that falls back to the
         // blocking read is one read).
