@@ -116,7 +116,7 @@ pub(crate) fn analyze_selection(
 }
 
 /// A materialised row: every column's value, with write times and TTLs of simple cells.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct RowValues {
     values: Vec<Option<Vec<u8>>>,
     /// Per column; empty unless the selection reads write times or TTLs of single-cell
@@ -2142,7 +2142,7 @@ fn partition_rows(
     } else {
         0
     };
-    let blank = || RowValues {
+    let mut base = RowValues {
         values: vec![None; n],
         writetimes: vec![None; times],
         ttls: vec![None; times],
@@ -2153,7 +2153,6 @@ fn partition_rows(
         },
         token: data.key.token,
     };
-    let mut base = blank();
     let pk_parts: Vec<Vec<u8>> = if !plan.needs_partition_key {
         Vec::new()
     } else if table.partition_key_count == 1 {
@@ -2173,10 +2172,22 @@ fn partition_rows(
     if let Some(st) = &mut data.static_row {
         static_live = fill_cells(table, st, partition_deletion, now, &mut base);
     }
-    let mut out = Vec::new();
-    for (clustering, row) in &mut data.rows {
+    // A partition with a live static row but no live clustering rows (none stored, or all
+    // deleted or expired) shows up as one row of static values, once, when its last page is read
+    // and no page returned a row of it; only without clustering restrictions. DISTINCT shows such
+    // a partition too. (Storage already returns reversed slices in order.)
+    let static_only_row = static_live
+        && ((plan.static_only_rows && position.complete && !position.rows_before) || plan.distinct);
+    let mut out = Vec::with_capacity(data.rows.len());
+    let last = data.rows.len().saturating_sub(1);
+    for (index, (clustering, row)) in data.rows.iter_mut().enumerate() {
         let covering = covering_deletion(&data.header, clustering);
-        let mut values = base.clone();
+        // The last row takes `base` itself unless a static-only row may still need it.
+        let mut values = if index == last && !static_only_row {
+            std::mem::take(&mut base)
+        } else {
+            base.clone()
+        };
         let row_deletion = newer(covering, row.deletion);
         let marker_live = row.liveness.as_ref().is_some_and(|l| {
             row_deletion.is_none_or(|d| l.timestamp > d.marked_for_delete_at)
@@ -2202,13 +2213,7 @@ fn partition_rows(
         }
         out.push(values);
     }
-    // A partition with a live static row but no live clustering rows (none stored, or all
-    // deleted or expired) shows up as one row of static values, once, when its last page is read
-    // and no page returned a row of it; only without clustering restrictions. DISTINCT shows such
-    // a partition too. (Storage already returns reversed slices in order.)
-    let static_only_row =
-        (plan.static_only_rows && position.complete && !position.rows_before) || plan.distinct;
-    if out.is_empty() && static_live && static_only_row {
+    if out.is_empty() && static_only_row {
         out.push(base);
     }
     out
