@@ -274,6 +274,7 @@ fn empty_rows(
         paging_state: None,
         no_metadata,
         new_metadata_id: metadata_changed.then(|| prepared.result_metadata_id.clone()),
+        encoded_columns: None,
     });
     wire::Response::Result(wire::ResultBody::Rows(rows))
 }

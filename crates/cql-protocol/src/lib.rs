@@ -46,8 +46,9 @@ pub use request::{
     Batch, BatchKind, BatchStatement, BatchStatementKind, QueryParameters, Request, Values,
 };
 pub use response::{
-    ColumnSpec, ErrorBody, ErrorCode, ErrorExtra, Event, PreparedResult, Response, ResultBody,
-    Rows, RowsMetadata, RowsWriter, SchemaChange, SchemaChangeTarget, SchemaChangeType,
+    encode_column_specs, ColumnSpec, EncodedColumnSpecs, ErrorBody, ErrorCode, ErrorExtra, Event,
+    PreparedResult, Response, ResultBody, Rows, RowsMetadata, RowsWriter, SchemaChange,
+    SchemaChangeTarget, SchemaChangeType,
 };
 pub use type_option::marshal_class_name;
 pub use wire::RawValue;

@@ -252,6 +252,37 @@ pub struct RowsMetadata {
     /// (spec v5 section 4.2.5.2), so when this is set the full metadata is written even if
     /// `no_metadata` is.
     pub new_metadata_id: Option<Bytes>,
+    /// `columns` as `encode_column_specs` wrote them. When set for the response's version it
+    /// is written as it is instead of encoding `columns` again (a server answering many
+    /// EXECUTEs of one statement encodes its specs once); it must encode `columns`.
+    pub encoded_columns: Option<EncodedColumnSpecs>,
+}
+
+/// Column specs in their wire form for one protocol version (`encode_column_specs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedColumnSpecs {
+    version: Version,
+    /// Written with flag Global_tables_spec: every column is of one table.
+    global: bool,
+    bytes: Bytes,
+}
+
+impl EncodedColumnSpecs {
+    pub fn version(&self) -> Version {
+        self.version
+    }
+}
+
+/// `columns` as a Rows result's metadata writes them for `version`.
+pub fn encode_column_specs(version: Version, columns: &[ColumnSpec]) -> EncodedColumnSpecs {
+    let global = global_table(columns);
+    let mut out = BytesMut::new();
+    put_column_specs(version, global, columns, &mut out);
+    EncodedColumnSpecs {
+        version,
+        global: global.is_some(),
+        bytes: out.freeze(),
+    }
 }
 
 /// A Rows result whose cells are already encoded, so writing it is one copy.
@@ -266,6 +297,11 @@ pub struct Rows {
 impl Rows {
     pub fn metadata(&self) -> &RowsMetadata {
         &self.metadata
+    }
+
+    /// The metadata, to attach `encoded_columns` after the rows were written.
+    pub fn metadata_mut(&mut self) -> &mut RowsMetadata {
+        &mut self.metadata
     }
 
     pub fn row_count(&self) -> i32 {
@@ -571,7 +607,6 @@ fn put_column_specs(
 /// Rows `<metadata>`: `<flags><columns_count>[<paging_state>][<new_metadata_id>]
 /// [<global_table_spec>?<col_spec_1>...<col_spec_n>]`.
 fn put_rows_metadata(version: Version, m: &RowsMetadata, column_count: usize, out: &mut BytesMut) {
-    let global = global_table(&m.columns);
     let new_metadata_id = m
         .new_metadata_id
         .as_ref()
@@ -579,10 +614,19 @@ fn put_rows_metadata(version: Version, m: &RowsMetadata, column_count: usize, ou
     // Metadata_changed and No_metadata are mutually exclusive: a client told that the
     // metadata changed needs the new metadata (drivers stop reading at No_metadata).
     let no_metadata = m.no_metadata && new_metadata_id.is_none();
+    let encoded = m
+        .encoded_columns
+        .as_ref()
+        .filter(|e| e.version == version && !no_metadata);
+    let global = if no_metadata || encoded.is_some() {
+        None
+    } else {
+        global_table(&m.columns)
+    };
     let mut flags = 0;
     if no_metadata {
         flags |= rows_flags::NO_METADATA;
-    } else if global.is_some() {
+    } else if encoded.map_or(global.is_some(), |e| e.global) {
         flags |= rows_flags::GLOBAL_TABLES_SPEC;
     }
     if m.paging_state.is_some() {
@@ -605,7 +649,10 @@ fn put_rows_metadata(version: Version, m: &RowsMetadata, column_count: usize, ou
             column_count,
             "rows metadata written without its column specs"
         );
-        put_column_specs(version, global, &m.columns, out);
+        match encoded {
+            Some(e) => out.extend_from_slice(&e.bytes),
+            None => put_column_specs(version, global, &m.columns, out),
+        }
     }
 }
 
@@ -640,6 +687,7 @@ fn put_prepared(version: Version, p: &PreparedResult, out: &mut BytesMut) {
             paging_state: None,
             no_metadata: false,
             new_metadata_id: None,
+            encoded_columns: None,
         };
         put_rows_metadata(version, &metadata, p.result_columns.len(), out);
     }

@@ -1119,6 +1119,7 @@ fn responses_in_v5_segments() {
             paging_state: None,
             no_metadata: false,
             new_metadata_id: None,
+            encoded_columns: None,
         });
         codec.encode(
             Version::V5,
@@ -1161,6 +1162,42 @@ fn body(version: Version, response: &Response) -> Vec<u8> {
 }
 
 #[test]
+fn pre_encoded_column_specs_write_the_same_rows() {
+    let mut other_table = spec("w", CqlType::Int);
+    other_table.table = "u".into();
+    for columns in [
+        vec![spec("k", CqlType::Int), spec("v", CqlType::Text)],
+        // Not one table: no Global_tables_spec, each spec names its table.
+        vec![spec("k", CqlType::Int), other_table],
+    ] {
+        let columns: std::sync::Arc<[ColumnSpec]> = columns.into();
+        let response = |encoded_columns| {
+            let mut w = RowsWriter::new(2);
+            w.push_cell(Some(&[0, 0, 0, 1]));
+            w.push_cell(None);
+            Response::Result(ResultBody::Rows(w.finish(RowsMetadata {
+                columns: columns.clone(),
+                paging_state: None,
+                no_metadata: false,
+                new_metadata_id: None,
+                encoded_columns,
+            })))
+        };
+        for version in [Version::V4, Version::V5] {
+            let plain = body(version, &response(None));
+            let encoded = encode_column_specs(version, &columns);
+            assert_eq!(body(version, &response(Some(encoded))), plain);
+        }
+        // Specs encoded for another version are not used.
+        let v5 = encode_column_specs(Version::V5, &columns);
+        assert_eq!(
+            body(Version::V4, &response(Some(v5))),
+            body(Version::V4, &response(None))
+        );
+    }
+}
+
+#[test]
 fn rows_layout() {
     let mut w = RowsWriter::new(2);
     w.push_cell(Some(&[0, 0, 0, 1]));
@@ -1170,6 +1207,7 @@ fn rows_layout() {
         paging_state: Some(Bytes::from_static(b"\xAA")),
         no_metadata: false,
         new_metadata_id: None,
+        encoded_columns: None,
     });
     assert_eq!(rows.row_count(), 1);
     let expected: Vec<u8> = [
@@ -1228,6 +1266,7 @@ fn rows_v5_paging_state_precedes_new_metadata_id() {
         paging_state: Some(Bytes::from_static(b"\xAA\xBB")),
         no_metadata: false,
         new_metadata_id: Some(Bytes::from_static(b"\x07")),
+        encoded_columns: None,
     });
     let expected: &[u8] = &[
         0, 0, 0, 2, // kind Rows
@@ -1255,6 +1294,7 @@ fn rows_without_metadata_take_the_column_count_from_the_rows() {
         paging_state: None,
         no_metadata: true,
         new_metadata_id: None,
+        encoded_columns: None,
     });
     let expected: &[u8] = &[
         0, 0, 0, 2, // kind Rows
@@ -1281,6 +1321,7 @@ fn rows_without_a_shared_table_write_per_column_specs() {
         paging_state: None,
         no_metadata: false,
         new_metadata_id: None,
+        encoded_columns: None,
     });
     let expected: Vec<u8> = [
         &[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2][..],
@@ -1719,6 +1760,7 @@ fn duration_type_option_is_custom_in_v4() {
         paging_state: None,
         no_metadata: false,
         new_metadata_id: None,
+        encoded_columns: None,
     });
     let b = body(Version::V4, &Response::Result(ResultBody::Rows(rows)));
     assert_eq!(

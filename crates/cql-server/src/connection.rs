@@ -53,6 +53,8 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 const REQUESTS_PER_PASS: usize = 128;
 /// Schema events waiting to be sent to a registered connection.
 const EVENT_QUEUE: usize = 1024;
+/// Result column specs a connection keeps encoded (`SpecCache`).
+const SPEC_CACHE_ENTRIES: usize = 16;
 
 struct Shared {
     processor: Arc<QueryProcessor>,
@@ -110,6 +112,40 @@ struct Connection {
     events_tx: mpsc::Sender<wire::Response>,
     events_task: Option<tokio::task::JoinHandle<()>>,
     flush: FlushPolicy,
+    specs: SpecCache,
+}
+
+/// The result column specs this connection encoded last, most recent first. A prepared
+/// statement shares one `Arc` of specs into all its results, so its address names them: a
+/// connection answering EXECUTEs of a few statements encodes each one's specs once, not on
+/// every response (they were 5% of a cached point read's instructions, for clients that do
+/// not ask to skip metadata). The entry keeps its `Arc`, so the address cannot be reused by
+/// other specs while cached.
+#[derive(Default)]
+struct SpecCache {
+    entries: Vec<(Arc<[wire::ColumnSpec]>, wire::EncodedColumnSpecs)>,
+}
+
+impl SpecCache {
+    /// Attaches the encoded form of `metadata`'s specs, when they are written.
+    fn fill(&mut self, version: wire::Version, metadata: &mut wire::RowsMetadata) {
+        let skipped = metadata.no_metadata && metadata.new_metadata_id.is_none();
+        if skipped || metadata.columns.is_empty() || metadata.encoded_columns.is_some() {
+            return;
+        }
+        let found = self.entries.iter().position(|(columns, encoded)| {
+            Arc::ptr_eq(columns, &metadata.columns) && encoded.version() == version
+        });
+        match found {
+            Some(i) => self.entries[..=i].rotate_right(1),
+            None => {
+                let encoded = wire::encode_column_specs(version, &metadata.columns);
+                self.entries.truncate(SPEC_CACHE_ENTRIES - 1);
+                self.entries.insert(0, (metadata.columns.clone(), encoded));
+            }
+        }
+        metadata.encoded_columns = Some(self.entries[0].1.clone());
+    }
 }
 
 /// Whether a pass writes its responses as they accumulate (every `FLUSH_BYTES`) or at its end.
@@ -225,6 +261,7 @@ pub(crate) async fn run(
         events_tx,
         events_task: None,
         flush: FlushPolicy::default(),
+        specs: SpecCache::default(),
     };
     let mut shut_down = false;
     loop {
@@ -362,8 +399,14 @@ impl Connection {
         let Done {
             version,
             stream,
-            answer: Answer { response, warnings },
+            answer: Answer {
+                mut response,
+                warnings,
+            },
         } = done;
+        if let wire::Response::Result(wire::ResultBody::Rows(rows)) = &mut response {
+            self.specs.fill(version, rows.metadata_mut());
+        }
         self.respond(version, stream, &response, &warnings);
     }
 
@@ -914,6 +957,7 @@ fn result_response(
                 paging_state: rows.paging_state.map(Bytes::from),
                 no_metadata: skip_metadata,
                 new_metadata_id,
+                encoded_columns: None,
             }))
         }
     };
@@ -925,10 +969,68 @@ fn result_response(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use cql_protocol as wire;
+    use types::CqlType;
+
     use super::{
-        check_cql_version, FlushPolicy, FLUSH_BYTES, LATE_FLUSH_BYTES, LATE_PASSES,
-        PREEMPTED_OF_PROBED, PROBED_PASSES,
+        check_cql_version, FlushPolicy, SpecCache, FLUSH_BYTES, LATE_FLUSH_BYTES, LATE_PASSES,
+        PREEMPTED_OF_PROBED, PROBED_PASSES, SPEC_CACHE_ENTRIES,
     };
+
+    fn metadata(columns: &Arc<[wire::ColumnSpec]>, no_metadata: bool) -> wire::RowsMetadata {
+        wire::RowsMetadata {
+            columns: columns.clone(),
+            paging_state: None,
+            no_metadata,
+            new_metadata_id: None,
+            encoded_columns: None,
+        }
+    }
+
+    fn specs(name: &str) -> Arc<[wire::ColumnSpec]> {
+        vec![wire::ColumnSpec {
+            keyspace: "ks".into(),
+            table: "t".into(),
+            name: name.into(),
+            ty: CqlType::Int,
+        }]
+        .into()
+    }
+
+    #[test]
+    fn a_statements_specs_are_encoded_once_per_connection() {
+        let mut cache = SpecCache::default();
+        let statement = specs("a");
+        let v4 = wire::Version::V4;
+        let mut first = metadata(&statement, false);
+        cache.fill(v4, &mut first);
+        let expected = wire::encode_column_specs(v4, &statement);
+        assert_eq!(first.encoded_columns.as_ref(), Some(&expected));
+        let mut second = metadata(&statement, false);
+        cache.fill(v4, &mut second);
+        assert_eq!(second.encoded_columns, first.encoded_columns);
+        assert_eq!(cache.entries.len(), 1);
+        // Equal specs of another statement are another entry: only the `Arc` names them.
+        let mut other = metadata(&specs("a"), false);
+        cache.fill(v4, &mut other);
+        assert_eq!(cache.entries.len(), 2);
+        // Specs that are not written are not encoded.
+        let mut skipped = metadata(&statement, true);
+        cache.fill(v4, &mut skipped);
+        assert_eq!(skipped.encoded_columns, None);
+        // The cache is bounded, and what was used last stays in it.
+        let kept: Vec<_> = (0..2 * SPEC_CACHE_ENTRIES)
+            .map(|i| specs(&format!("c{i}")))
+            .collect();
+        for columns in &kept {
+            cache.fill(v4, &mut metadata(columns, false));
+            cache.fill(v4, &mut metadata(&statement, false));
+        }
+        assert_eq!(cache.entries.len(), SPEC_CACHE_ENTRIES);
+        assert!(Arc::ptr_eq(&cache.entries[0].0, &statement));
+    }
 
     #[test]
     fn cql_versions_from_3_0_0_up_are_accepted() {
