@@ -250,6 +250,22 @@ def targets_markdown(results: dict) -> list[str]:
     return lines
 
 
+# Busy CPU outside the suite's processes (cores) above which a run is flagged.
+OTHER_LOAD_SUSPECT_CORES = 0.2
+
+
+def loaded_runs(results: dict) -> list[str]:
+    """The runs with more than `OTHER_LOAD_SUSPECT_CORES` of other load, as
+    `server workload run` labels."""
+    out = []
+    for r in results["runs"]:
+        m = r.get("metrics") or {}
+        if (m.get("background_cores") or 0) > OTHER_LOAD_SUSPECT_CORES:
+            run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
+            out.append(f"{r['server']} {r['workload']} {run}")
+    return out
+
+
 def geometric_means(results: dict) -> dict:
     """Helenus ÷ Cassandra per metric, geometric mean over the workloads that have both."""
     out = {}
@@ -586,6 +602,14 @@ def render(results: dict) -> str:
         L.append("**Helenus ÷ Cassandra, geometric mean over the workloads:** " + ", ".join(parts)
                  + ". (Throughput: higher is better; the others: lower is better.)")
         L.append("")
+    loaded = loaded_runs(results)
+    if loaded:
+        L.append(f"**Warning: {len(loaded)} of {len(results['runs'])} runs had more than "
+                 f"{OTHER_LOAD_SUSPECT_CORES} cores of other load** (processes outside the suite "
+                 "busy on this machine; *other load* in *Every run*): "
+                 + ", ".join(loaded[:8]) + (", ..." if len(loaded) > 8 else "")
+                 + ". Their numbers, and the rates derived from them, are suspect.")
+        L.append("")
     L.append("## Ratios")
     L.append("")
     L.append(ratio_table_markdown(results))
@@ -719,7 +743,8 @@ def render(results: dict) -> str:
     L.append(
         "*server cores* / *client cores*: CPU time ÷ elapsed time of the measured phase; "
         "*other load*: the rest of the machine's busy CPU in that phase (other processes on "
-        "this shared machine): runs with more than ~0.2 cores of it are suspect.")
+        f"this shared machine): runs with more than {OTHER_LOAD_SUSPECT_CORES} cores of it are "
+        "suspect.")
     L.append("")
     L.append("## Noise")
     L.append("")

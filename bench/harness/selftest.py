@@ -335,6 +335,10 @@ def repeated_half_rate_runs_give_their_median():
                   "| cassandra | write | 50% rate (2 of 2) | 1,000 † |"):
         assert label in rows, f"no row {label!r} in:\n{rows}"
     assert "the median over the 3 runs" in report._half_runs_text(results, 0.5)
+    # Runs with other load on the machine are named in the report's warning.
+    assert report.loaded_runs(results) == []
+    results["runs"][1]["metrics"]["background_cores"] = 0.9
+    assert report.loaded_runs(results) == ["helenus write 50% rate"]
 
 
 @check
@@ -522,6 +526,7 @@ def report_from_fixture():
         assert "| throughput ≥ 0.5× the ceiling's | write | 0.50× | **met** |" in text
         # Geometric mean of the throughput ratios: sqrt(2.0 x 1.2) = 1.55.
         assert "throughput **1.55×**" in text, "geometric mean line"
+        assert "Warning:" not in text, "the fixture's runs had no other load"
         assert "| ceiling | read | 50% rate | 12,500 | failed:" in text, "failed run row"
         # Every fixture run kept its rate; one that falls short of 95% is marked †.
         table = [line for line in text.split("## Plots")[0].splitlines()
