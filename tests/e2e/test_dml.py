@@ -508,3 +508,45 @@ def test_allow_filtering(cql, kcv):
     assert rows == [(2, 2)]
     rows = cql.execute(f"SELECT c FROM {kcv} WHERE k = 3 AND v > 3001 ALLOW FILTERING")
     assert [r.c for r in rows] == [2, 3]
+
+
+NOT_RESTRICTED = 'PRIMARY KEY column "{}" cannot be restricted as preceding column "{}" is not restricted'
+AFTER_SLICE = 'Clustering column "{}" cannot be restricted (preceding column "{}" is restricted by a non-EQ relation)'
+BEFORE_RESTRICTED = 'PRIMARY KEY column "{}" cannot be restricted (preceding column "{}" is restricted by a non-EQ relation)'
+
+
+@pytest.mark.parametrize("where, message, rows", [
+    ("k = 0 AND b = 1", NOT_RESTRICTED.format("b", "a"), 6),
+    ("k = 0 AND b > 1", NOT_RESTRICTED.format("b", "a"), 6),
+    ("b = 1", NOT_RESTRICTED.format("b", "a"), 6),
+    ("k IN (0, 1) AND b = 1", NOT_RESTRICTED.format("b", "a"), 6),
+    ("k = 0 AND c = 1", NOT_RESTRICTED.format("c", "a"), 9),
+    ("k = 0 AND c = 1 AND a = 1", NOT_RESTRICTED.format("c", "b"), 3),
+    ("k = 0 AND a IN (1, 2) AND c = 1", NOT_RESTRICTED.format("c", "b"), 6),
+    ("k = 0 AND a = 1 AND c > 0", NOT_RESTRICTED.format("c", "b"), 3),
+    # The clustering column's message wins over the regular column's need for filtering.
+    ("v = 1 AND b = 1", NOT_RESTRICTED.format("b", "a"), 1),
+    # Restrictions are taken in the order written.
+    ("k = 0 AND a > 1 AND b = 1", AFTER_SLICE.format("b", "a"), 2),
+    ("k = 0 AND a > 0 AND a < 2 AND b = 1", AFTER_SLICE.format("b", "a"), 2),
+    ("k = 0 AND a = 1 AND b > 0 AND c = 1", AFTER_SLICE.format("c", "b"), 2),
+    ("k = 0 AND (a, b) > (1, 1) AND c = 1", AFTER_SLICE.format("c", "a"), 4),
+    ("k = 0 AND b = 1 AND a > 1", BEFORE_RESTRICTED.format("b", "a"), 2),
+    # No clustering column to name: the plain request for ALLOW FILTERING.
+    ("k = 0 AND a = 1 AND v = 1", "use ALLOW FILTERING", 1),
+    ("a = 1", "use ALLOW FILTERING", 6),
+])
+def test_clustering_restrictions_a_slice_cannot_serve(cql, test_keyspace, where, message, rows):
+    """Without ALLOW FILTERING, clustering restrictions that are not an `=` prefix and one
+    slice are refused naming the column, as Cassandra 5.0 words it; with it, they filter."""
+    schema = "k int, a int, b int, c int, v int, PRIMARY KEY (k, a, b, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (k, a, b, c, v) VALUES (0, ?, ?, ?, ?)")
+        for a in range(3):
+            for b in range(3):
+                for c in range(2):
+                    cql.execute(insert, [a, b, c, a + b + c])
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"SELECT k, a, b, c FROM {t} WHERE {where}")
+        assert message in str(error.value)
+        assert len(list(cql.execute(f"SELECT k, a, b, c FROM {t} WHERE {where} ALLOW FILTERING"))) == rows

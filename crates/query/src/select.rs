@@ -307,6 +307,85 @@ fn in_values(
     })
 }
 
+/// Why Cassandra refuses, without ALLOW FILTERING, the restrictions on clustering columns that
+/// a read cannot apply as one slice; its message takes precedence over the plain request for
+/// ALLOW FILTERING. As Cassandra's `ClusteringColumnRestrictions`, restrictions are taken in
+/// the order written: one on a column after a slice's column is refused, as is a slice before
+/// a restricted column; then the first restricted column after an unrestricted one is named.
+fn clustering_restriction_error(
+    table: &TableMetadata,
+    select: &Select,
+) -> Result<Option<String>, QueryError> {
+    let clustering = table.clustering();
+    let name = |position: usize| clustering[position].name.as_str();
+    // Per clustering column restricted so far: the first column of its restriction, and
+    // whether that restriction is a slice.
+    let mut restricted: Vec<Option<(usize, bool)>> = vec![None; clustering.len()];
+    for relation in &select.where_clause {
+        let (positions, op) = match relation {
+            Relation::Simple { column: c, op, .. } => {
+                let col = column(table, c)?;
+                if col.kind != ColumnKind::Clustering {
+                    continue;
+                }
+                (vec![col.position as usize], op)
+            }
+            Relation::MultiColumn { columns, op, .. } => {
+                let mut positions = Vec::with_capacity(columns.len());
+                for c in columns {
+                    positions.push(column(table, c)?.position as usize);
+                }
+                (positions, op)
+            }
+            _ => continue,
+        };
+        let Some(&first) = positions.first() else {
+            continue;
+        };
+        let slice = matches!(
+            op,
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+        );
+        // The restriction on the last restricted column (Cassandra's `lastRestriction`).
+        if let Some((last_first, last_slice)) = restricted.iter().rev().find_map(|r| *r) {
+            if last_slice && first > last_first {
+                return Ok(Some(format!(
+                    "Clustering column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                    name(first),
+                    name(last_first)
+                )));
+            }
+            if slice && first < last_first {
+                let next = (first + 1..clustering.len())
+                    .find(|p| restricted[*p].is_some())
+                    .unwrap_or(first);
+                return Ok(Some(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                    name(next),
+                    name(first)
+                )));
+            }
+        }
+        for p in positions {
+            let merged_slice = slice || restricted[p].is_some_and(|(_, s)| s);
+            restricted[p] = Some((first, merged_slice));
+        }
+    }
+    let gap = restricted
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_some())
+        .enumerate()
+        .find(|(i, (position, _))| i != position);
+    Ok(gap.map(|(i, (position, _))| {
+        format!(
+            "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+            name(position),
+            name(i)
+        )
+    }))
+}
+
 /// The values of `filters[i]`, a key column's `=`, `IN` or slice (`Filter::Compare`).
 fn restricted(filters: &[Filter], i: usize) -> &[Vec<u8>] {
     match &filters[i] {
@@ -655,6 +734,8 @@ fn build_plan(
     if needs_filtering && !select.allow_filtering {
         if table.virtual_table {
             // Node-local tables are small; Cassandra's virtual tables also filter freely.
+        } else if let Some(message) = clustering_restriction_error(table, select)? {
+            return Err(QueryError::Invalid(message));
         } else {
             return Err(filtering_error());
         }
