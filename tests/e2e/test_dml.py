@@ -241,9 +241,18 @@ def test_clustering_order_desc(cql, test_keyspace):
         # IN on a clustering column, then a slice on the next one: no ALLOW FILTERING needed.
         rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1 AND c IN (1, 3) AND d > 'a'")]
         assert rows == [(3, "b"), (1, "b")]
-        # A slice after an unrestricted clustering column is refused (Cassandra names the
-        # column; Helenus asks for ALLOW FILTERING).
-        with pytest.raises(InvalidRequest):
+        # IN on a descending clustering column, its values in any order and paged: the rows
+        # come in clustering order (or the asked one), from every value, once.
+        stmt = SimpleStatement(f"SELECT c, d FROM {t} WHERE k = 1 AND c IN (0, 3, 2)", fetch_size=3)
+        assert [(r.c, r.d) for r in cql.execute(stmt)] == [
+            (3, "a"), (3, "b"), (2, "a"), (2, "b"), (0, "a"), (0, "b")]
+        rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1 AND c IN (2, 1) ORDER BY c ASC")]
+        assert rows == [(1, "b"), (1, "a"), (2, "b"), (2, "a")]
+        rows = [(r.c, r.d) for r in cql.execute(f"SELECT c, d FROM {t} WHERE k = 1 AND c = 2 AND d IN ('z', 'b')")]
+        assert rows == [(2, "b")]
+        assert list(cql.execute(f"SELECT c FROM {t} WHERE k = 1 AND c IN (7, 5)")) == []
+        # A slice after an unrestricted clustering column is refused, naming the column.
+        with pytest.raises(InvalidRequest, match='PRIMARY KEY column "d" cannot be restricted as preceding column "c" is not restricted'):
             cql.execute(f"SELECT d FROM {t} WHERE k = 1 AND d > 'a'")
 
 

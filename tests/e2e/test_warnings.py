@@ -275,6 +275,14 @@ def test_tombstones_under_the_threshold_do_not_warn(cql, tombstones):
                                             fetch_size=200)) is None
 
 
+def test_an_in_on_a_clustering_column_reads_around_its_values(cql, tombstones):
+    t = tombstones
+    # Cassandra reads one slice per value: not the 1001 deleted rows of k = 1 below them.
+    rows = list(cql.execute(f"SELECT c, v FROM {t} WHERE k = 1 AND c IN (5001, 5000)"))
+    assert rows == [(5000, 1)]
+    assert warnings_of(cql, f"SELECT * FROM {t} WHERE k = 1 AND c IN (5000, 5001)") is None
+
+
 def test_null_cells_and_range_tombstones_count(cql, tombstones):
     t = tombstones
     # Two null cells in each of 510 live rows.

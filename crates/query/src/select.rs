@@ -769,8 +769,44 @@ fn build_plan(
         }
     }
     if in_on_clustering {
-        start = None;
-        end = None;
+        // The IN right after the `=` prefix bounds the read to its lowest and highest value in
+        // stored order, so a few values of a long partition do not read all of it. Every row
+        // read is still checked against the restrictions (none is enforced by this read), so
+        // the bounds only need to hold every matching row: that takes key types whose equal
+        // values encode equally.
+        let bounds = match (table.clustering().get(prefix_len), ck_eq.get(prefix_len)) {
+            (Some(col), Some(Some(i)))
+                if table.clustering()[..=prefix_len]
+                    .iter()
+                    .all(|c| exact_key_type(&c.ty)) =>
+            {
+                let desc = col.order == ClusteringOrder::Desc;
+                let encoded: Vec<Vec<u8>> = restricted(&filters, *i)
+                    .iter()
+                    .map(|v| {
+                        let mut p = encoded_prefix.clone();
+                        types::byte_comparable::encode(&col.ty, v, desc, &mut p);
+                        p
+                    })
+                    .collect();
+                encoded
+                    .iter()
+                    .min()
+                    .cloned()
+                    .zip(encoded.iter().max().cloned())
+            }
+            _ => None,
+        };
+        let bound = |prefix| {
+            Some(mutation::ClusteringBound {
+                prefix,
+                inclusive: true,
+            })
+        };
+        (start, end) = match bounds {
+            Some((lowest, highest)) => (bound(lowest), bound(highest)),
+            None => (None, None),
+        };
     }
 
     // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
