@@ -444,7 +444,10 @@ def the_suite_runs_each_step_on_every_server_in_turn():
     args = runner.parse_args(["--quick"])
     profile = replace(workloads.QUICK, rate_fractions=(0.25, 0.5), half_runs=2,
                       server_warmup_s=15)
-    suite = Suite(args, profile, Path("."), Path("."), Path("latte"),
+    # The suite saves its manifest (results.json) into its output directory: a temporary one
+    # (removed when `out` goes, as the check returns), not the directory the checks run in.
+    out = tempfile.TemporaryDirectory(prefix="bench-selftest-")
+    suite = Suite(args, profile, Path(out.name), Path(out.name), Path("latte"),
                   [Server(n) for n in ("cassandra", "helenus", "ceiling")],
                   [workloads.by_name("write"), workloads.by_name("read")])
     suite.results = {"servers": {}, "runs": [], "steps": []}
