@@ -524,6 +524,43 @@ AFTER_SLICE = 'Clustering column "{}" cannot be restricted (preceding column "{}
 BEFORE_RESTRICTED = 'PRIMARY KEY column "{}" cannot be restricted (preceding column "{}" is restricted by a non-EQ relation)'
 
 
+EQUAL = "{} cannot be restricted by more than one relation if it includes an Equal"
+BOTH = 'Column "{}" cannot be restricted by both an equality and an inequality relation'
+TWO_BOUNDS = "More than one restriction was found for the {} bound on {}"
+
+
+@pytest.mark.parametrize("where, message", [
+    ("k1 = 0 AND k2 = 0 AND c = 1 AND c = 2", EQUAL.format("c")),
+    ("k1 = 0 AND k2 = 0 AND c = 2 AND c > 1", EQUAL.format("c")),
+    ("k1 = 0 AND k1 = 1 AND k2 = 0", EQUAL.format("k1")),
+    ("k1 = 0 AND k2 = 0 AND s = 1 AND s = 2", EQUAL.format("s")),
+    ("k1 = 0 AND k2 = 0 AND (c, d) = (0, 0) AND c = 0", EQUAL.format("c")),
+    ("k1 = 0 AND k2 = 0 AND c IN (1, 2) AND c = 1",
+     "c cannot be restricted by more than one relation if it includes a IN"),
+    ("k1 = 0 AND k2 = 0 AND c > 1 AND c = 2", BOTH.format("c")),
+    ("k1 = 0 AND k2 = 0 AND c > 1 AND c IN (1, 2)", BOTH.format("c")),
+    ("k1 = 0 AND k2 = 0 AND v > 1 AND v = 2", BOTH.format("v")),
+    ("k1 = 0 AND k2 = 0 AND (c, d) > (0, 0) AND c = 0", BOTH.format("c")),
+    ("k1 = 0 AND k2 = 0 AND c < 3 AND c < 2", TWO_BOUNDS.format("end", "c")),
+    ("k1 = 0 AND k2 = 0 AND c >= 0 AND c > 1", TWO_BOUNDS.format("start", "c")),
+    ("token(k1, k2) > 0 AND token(k1, k2) > 1", TWO_BOUNDS.format("start", "k1, k2")),
+    ("k1 = 0 AND k2 = 0 AND nosuch = 1", "Undefined column name nosuch in table {table}"),
+])
+def test_a_column_restricted_twice_in_ways_that_do_not_combine(cql, test_keyspace, where, message):
+    """Refused whatever ALLOW FILTERING says, the relations taken in the order written, in
+    Cassandra 5.0's words; two bounds on opposite sides do combine."""
+    schema = "k1 int, k2 int, c int, d int, v int, s int static, PRIMARY KEY ((k1, k2), c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        for c in range(3):
+            cql.execute(f"INSERT INTO {t} (k1, k2, c, d, v) VALUES (0, 0, {c}, 0, {c})")
+        for filtering in ("", " ALLOW FILTERING"):
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(f"SELECT c FROM {t} WHERE {where}{filtering}")
+            assert message.format(table=t) in str(error.value)
+        assert len(list(cql.execute(f"SELECT c FROM {t} WHERE k1 = 0 AND k2 = 0 AND c > 0 AND c < 3"))) == 2
+        assert len(list(cql.execute(f"SELECT c FROM {t} WHERE k1 = 0 AND k2 = 0 AND c > 0 AND (c, d) < (2, 0)"))) == 1
+
+
 @pytest.mark.parametrize("where, message, rows", [
     ("k = 0 AND b = 1", NOT_RESTRICTED.format("b", "a"), 6),
     ("k = 0 AND b > 1", NOT_RESTRICTED.format("b", "a"), 6),

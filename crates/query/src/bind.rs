@@ -101,9 +101,14 @@ pub(crate) fn column<'a>(
     table: &'a TableMetadata,
     name: &cql_syntax::ast::Identifier,
 ) -> Result<&'a schema::ColumnMetadata, QueryError> {
-    table
-        .column(name.as_str())
-        .ok_or_else(|| QueryError::Invalid(format!("Undefined column name {}", name.as_str())))
+    table.column(name.as_str()).ok_or_else(|| {
+        QueryError::Invalid(format!(
+            "Undefined column name {} in table {}.{}",
+            name.as_str(),
+            table.keyspace,
+            table.name
+        ))
+    })
 }
 
 /// Walks a term whose expected type is `ty`, recording markers inside it.

@@ -307,6 +307,110 @@ fn in_values(
     })
 }
 
+/// One column's restrictions so far, for `check_restriction_merges`.
+#[derive(Clone, Copy, Default)]
+struct ColumnRestrictions {
+    eq: bool,
+    in_list: bool,
+    /// Slice bounds by a single-column relation; a multi-column one sets `tuple_slice`.
+    start: bool,
+    end: bool,
+    tuple_slice: bool,
+}
+
+/// Refuses, as Cassandra does whatever ALLOW FILTERING says, a column restricted twice in ways
+/// that do not combine, taking the relations in the order written: anything after an `=` or
+/// an `IN`, an `=` or `IN` after a slice, or a second bound on the same side of a slice (and
+/// of the token). Stops at a relation it does not model (`!=`, `CONTAINS`, `LIKE`...), whose
+/// own error, if any, the plan gives.
+fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
+    let invalid = |message: String| Err(QueryError::Invalid(message));
+    let mut columns = vec![ColumnRestrictions::default(); table.columns.len()];
+    let (mut token_start, mut token_end) = (false, false);
+    for relation in &select.where_clause {
+        let (names, op, tuple) = match relation {
+            Relation::Simple { column: c, op, .. } => (std::slice::from_ref(c), op, false),
+            Relation::MultiColumn {
+                columns: cs, op, ..
+            } => (cs.as_slice(), op, true),
+            Relation::Token { op, .. } => {
+                let (start, end) = match op {
+                    Operator::Gt | Operator::Gte => (true, false),
+                    Operator::Lt | Operator::Lte => (false, true),
+                    _ => return Ok(()),
+                };
+                if (start && token_start) || (end && token_end) {
+                    let names: Vec<&str> = table
+                        .partition_key()
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect();
+                    return invalid(format!(
+                        "More than one restriction was found for the {} bound on {}",
+                        if start { "start" } else { "end" },
+                        names.join(", ")
+                    ));
+                }
+                token_start |= start;
+                token_end |= end;
+                continue;
+            }
+            Relation::IsNotNull(_) => continue,
+            Relation::Element { .. } | Relation::CustomIndex { .. } => return Ok(()),
+        };
+        let (eq, in_list, start, end) = match op {
+            Operator::Eq => (true, false, false, false),
+            Operator::In => (false, true, false, false),
+            Operator::Gt | Operator::Gte => (false, false, true, false),
+            Operator::Lt | Operator::Lte => (false, false, false, true),
+            Operator::Contains | Operator::ContainsKey => continue,
+            _ => return Ok(()),
+        };
+        for name in names {
+            let col = column(table, name)?;
+            let index = table.column_index(&col.name).unwrap_or(0);
+            let before = columns[index];
+            if before.eq {
+                return invalid(format!(
+                    "{} cannot be restricted by more than one relation if it includes an Equal",
+                    col.name
+                ));
+            }
+            if before.in_list {
+                return invalid(format!(
+                    "{} cannot be restricted by more than one relation if it includes a IN",
+                    col.name
+                ));
+            }
+            let sliced = before.start || before.end || before.tuple_slice;
+            if sliced && (eq || in_list) {
+                return invalid(format!(
+                    "Column \"{}\" cannot be restricted by both an equality and an inequality relation",
+                    col.name
+                ));
+            }
+            // Two bounds on one side: only single-column ones (tuple bounds word it otherwise).
+            if !tuple && ((start && before.start) || (end && before.end)) {
+                return invalid(format!(
+                    "More than one restriction was found for the {} bound on {}",
+                    if start { "start" } else { "end" },
+                    col.name
+                ));
+            }
+            let now = &mut columns[index];
+            now.eq = eq;
+            now.in_list = in_list;
+            if tuple {
+                now.tuple_slice |= start || end;
+            } else {
+                now.start |= start;
+                now.end |= end;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why Cassandra refuses, without ALLOW FILTERING, the restrictions on clustering columns that
 /// a read cannot apply as one slice; its message takes precedence over the plain request for
 /// ALLOW FILTERING. As Cassandra's `ClusteringColumnRestrictions`, restrictions are taken in
@@ -438,6 +542,7 @@ fn build_plan(
     if selection.needs_binding() {
         Arc::make_mut(&mut selection).bind(values)?;
     }
+    check_restriction_merges(table, select)?;
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
     let mut filters = Vec::with_capacity(select.where_clause.len());
