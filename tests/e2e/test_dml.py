@@ -524,6 +524,27 @@ AFTER_SLICE = 'Clustering column "{}" cannot be restricted (preceding column "{}
 BEFORE_RESTRICTED = 'PRIMARY KEY column "{}" cannot be restricted (preceding column "{}" is restricted by a non-EQ relation)'
 
 
+@pytest.mark.parametrize("where, rows", [
+    ("k1 = 0 AND k2 > 0", [(0, 1, 0, 0), (0, 1, 1, 1)]),
+    ("k1 > 0", [(1, 0, 0, 0), (1, 0, 1, 2), (1, 1, 0, 0), (1, 1, 1, 3)]),
+    ("k2 < 1", [(0, 0, 0, 0), (0, 0, 1, 0), (1, 0, 0, 0), (1, 0, 1, 2)]),
+    ("k1 = 1 AND k2 >= 0 AND c = 1", [(1, 0, 1, 2), (1, 1, 1, 3)]),
+    ("k1 IN (0, 1) AND k2 > 0", [(0, 1, 0, 0), (0, 1, 1, 1), (1, 1, 0, 0), (1, 1, 1, 3)]),
+    ("k1 >= 0 AND k1 < 1 AND v > 0", [(0, 1, 1, 1)]),
+])
+def test_a_slice_on_the_partition_key_filters(cql, test_keyspace, where, rows):
+    """With ALLOW FILTERING a slice on a partition key column filters a scan by the column's
+    values (not its tokens); without it, it is refused."""
+    with new_table(cql, test_keyspace, "k1 int, k2 int, c int, v int, PRIMARY KEY ((k1, k2), c)") as t:
+        for k in range(4):
+            for c in range(2):
+                cql.execute(f"INSERT INTO {t} (k1, k2, c, v) VALUES ({k // 2}, {k % 2}, {c}, {k * c})")
+        with pytest.raises(InvalidRequest, match="ALLOW FILTERING"):
+            cql.execute(f"SELECT * FROM {t} WHERE {where}")
+        got = sorted(tuple(r) for r in cql.execute(f"SELECT k1, k2, c, v FROM {t} WHERE {where} ALLOW FILTERING"))
+        assert got == rows
+
+
 EQUAL = "{} cannot be restricted by more than one relation if it includes an Equal"
 BOTH = 'Column "{}" cannot be restricted by both an equality and an inequality relation'
 TWO_BOUNDS = "More than one restriction was found for the {} bound on {}"

@@ -615,6 +615,16 @@ fn build_plan(
                         }
                         pk_values[col.position as usize] = Some(filters.len());
                     }
+                    // A slice on a partition key column filters a scan, as Cassandra does with
+                    // ALLOW FILTERING (comparing values, not tokens).
+                    ColumnKind::PartitionKey
+                        if matches!(
+                            op,
+                            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+                        ) =>
+                    {
+                        needs_filtering = true;
+                    }
                     ColumnKind::PartitionKey => {
                         return Err(QueryError::Invalid(
                             "Only EQ and IN relation are supported on the partition key (unless you use the token() function)".to_string(),
