@@ -324,6 +324,10 @@ struct ColumnRestrictions {
 /// of the token). Stops at a relation it does not model (`!=`, `CONTAINS`, `LIKE`...), whose
 /// own error, if any, the plan gives.
 fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
+    // It runs on every execution: one relation (a point read) has nothing to combine.
+    if select.where_clause.len() < 2 {
+        return Ok(());
+    }
     let invalid = |message: String| Err(QueryError::Invalid(message));
     let mut columns = vec![ColumnRestrictions::default(); table.columns.len()];
     let (mut token_start, mut token_end) = (false, false);
@@ -424,7 +428,7 @@ fn clustering_restriction_error(
     let name = |position: usize| clustering[position].name.as_str();
     // Per clustering column restricted so far: the first column of its restriction, and
     // whether that restriction is a slice.
-    let mut restricted: Vec<Option<(usize, bool)>> = vec![None; clustering.len()];
+    let mut restrictions: Vec<Option<(usize, bool)>> = vec![None; clustering.len()];
     for relation in &select.where_clause {
         let (positions, op) = match relation {
             Relation::Simple { column: c, op, .. } => {
@@ -451,7 +455,7 @@ fn clustering_restriction_error(
             Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
         );
         // The restriction on the last restricted column (Cassandra's `lastRestriction`).
-        if let Some((last_first, last_slice)) = restricted.iter().rev().find_map(|r| *r) {
+        if let Some((last_first, last_slice)) = restrictions.iter().rev().find_map(|r| *r) {
             if last_slice && first > last_first {
                 return Ok(Some(format!(
                     "Clustering column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
@@ -461,7 +465,7 @@ fn clustering_restriction_error(
             }
             if slice && first < last_first {
                 let next = (first + 1..clustering.len())
-                    .find(|p| restricted[*p].is_some())
+                    .find(|p| restrictions[*p].is_some())
                     .unwrap_or(first);
                 return Ok(Some(format!(
                     "PRIMARY KEY column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
@@ -471,11 +475,11 @@ fn clustering_restriction_error(
             }
         }
         for p in positions {
-            let merged_slice = slice || restricted[p].is_some_and(|(_, s)| s);
-            restricted[p] = Some((first, merged_slice));
+            let merged_slice = slice || restrictions[p].is_some_and(|(_, s)| s);
+            restrictions[p] = Some((first, merged_slice));
         }
     }
-    let gap = restricted
+    let gap = restrictions
         .iter()
         .enumerate()
         .filter(|(_, r)| r.is_some())
