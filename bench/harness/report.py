@@ -250,6 +250,11 @@ def targets_markdown(results: dict) -> list[str]:
     return lines
 
 
+def _run_label(r: dict) -> str:
+    """A run as the report names it: `saturation`, or its rate as a fraction (`50% rate`)."""
+    return "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
+
+
 # Busy CPU outside the suite's processes (cores) above which a run is flagged.
 OTHER_LOAD_SUSPECT_CORES = 0.2
 
@@ -261,8 +266,7 @@ def loaded_runs(results: dict) -> list[str]:
     for r in results["runs"]:
         m = r.get("metrics") or {}
         if (m.get("background_cores") or 0) > OTHER_LOAD_SUSPECT_CORES:
-            run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
-            out.append(f"{r['server']} {r['workload']} {run}")
+            out.append(f"{r['server']} {r['workload']} {_run_label(r)}")
     return out
 
 
@@ -413,7 +417,7 @@ def _details_rows(results) -> list[str]:
     count = Counter(rate_key(r) for r in runs)
     nth = Counter()
     for r in runs:
-        run = "saturation" if r["kind"] == "saturation" else f"{r['fraction']:.0%} rate"
+        run = _run_label(r)
         nth[rate_key(r)] += 1
         if r["kind"] != "saturation" and count[rate_key(r)] > 1:
             run += f" ({nth[rate_key(r)]} of {count[rate_key(r)]})"
