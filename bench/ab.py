@@ -66,6 +66,8 @@ def parse_args(argv):
     p.add_argument("--script", help="latte script run in place of the workload's")
     p.add_argument("--hook", help="shell command run 4 s into each fixed-rate run ({pid})")
     p.add_argument("--workdir", help="parent of the server's data directory (default /tmp)")
+    p.add_argument("--samples", action="store_true",
+                   help="also print each of latte's one-second samples of a fixed-rate run")
     return p.parse_args(argv)
 
 
@@ -126,12 +128,25 @@ class Bench:
               f"ops/s={r.throughput:,.0f} p50={r.p50_ms:.3f} p99={r.p99_ms:.3f} "
               f"p99.9={r.p999_ms:.3f} errors={r.error_count} "
               f"cpu/op={(cpu or 0) / max(r.cycle_count, 1) * 1e6:.1f}us", flush=True)
+        if self.args.samples and rate is not None:
+            print_samples(report)
         by_function = report["result"].get("cycle_latency_by_fn") or {}
         if len(by_function) > 1:
             pct = [float(p) for p in report["percentiles"]]
             for name, stats in sorted(by_function.items()):
                 value = {p: stats["percentiles"][pct.index(p)]["value"] for p in (50.0, 99.0)}
                 print(f"    {name}: p50={value[50.0]:.3f} p99={value[99.0]:.3f}", flush=True)
+
+
+def print_samples(report):
+    """Each one-second sample's throughput and p99 (ms), on one line each: a p99 lifted by a
+    few seconds (a flush, a sync) shows apart from one lifted throughout."""
+    pct = [float(p) for p in report["percentiles"]]
+    i99 = pct.index(99.0)
+    for s in report["result"].get("log") or []:
+        p99 = s["cycle_latency"]["percentiles"][i99]["value"]
+        print(f"    t={s['time_s']:5.1f}s ops/s={s['cycle_throughput']:,.0f} p99={p99:.3f}",
+              flush=True)
 
 
 def main(argv) -> int:
