@@ -477,7 +477,31 @@ impl<'a> Reader<'a> {
 }
 
 /// An encoded row's version, flags, marker and deletion, and a reader at its column count.
+#[inline]
 fn row_head(
+    bytes: &[u8],
+) -> Result<(Reader<'_>, Option<LivenessInfo>, Option<DeletionTime>), MutationError> {
+    // The common head, read with one bounds check: a row marker without a TTL, no deletion.
+    if let Some(head) = bytes.get(..10) {
+        if head[0] == ROW_FORMAT_VERSION && head[1] == ROW_HAS_MARKER {
+            let timestamp = i64::from_be_bytes(head[2..10].try_into().expect("8 bytes"));
+            let r = Reader {
+                bytes,
+                offset: 10,
+                structure: "row",
+            };
+            let liveness = LivenessInfo {
+                timestamp,
+                expiry: None,
+            };
+            return Ok((r, Some(liveness), None));
+        }
+    }
+    row_head_other(bytes)
+}
+
+#[inline(never)]
+fn row_head_other(
     bytes: &[u8],
 ) -> Result<(Reader<'_>, Option<LivenessInfo>, Option<DeletionTime>), MutationError> {
     let mut r = Reader {
@@ -522,6 +546,29 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
     let mut columns = Vec::with_capacity(column_count);
     let mut previous_id: Option<u32> = None;
     for _ in 0..column_count {
+        if let Some((raw, end)) = common_cell(r.bytes, r.offset, previous_id) {
+            r.offset = end;
+            previous_id = Some(raw.id);
+            let value = match raw.cell {
+                CellRef::Live(value) => CellValue::Live {
+                    value: value.to_vec(),
+                    expiry: None,
+                },
+                CellRef::Expiring(value, expiry) => CellValue::Live {
+                    value: value.to_vec(),
+                    expiry: Some(expiry),
+                },
+                CellRef::Tombstone(local_deletion_time) => CellValue::Tombstone {
+                    local_deletion_time,
+                },
+            };
+            let cell = Cell {
+                timestamp: raw.timestamp,
+                value,
+            };
+            columns.push(ColumnData::Simple { id: raw.id, cell });
+            continue;
+        }
         let id_offset = r.offset;
         let id = r.varint("column id")?;
         if previous_id.is_some_and(|p| p >= id) {
@@ -594,6 +641,55 @@ struct RawCell<'a> {
     bytes: &'a [u8],
 }
 
+/// The simple column at `at` in the common shape, read straight off the bytes with one bounds
+/// check for its fixed fields, and where it ends: a one-byte column id (above `previous`), a
+/// live or expiring cell, a value under 128 bytes. `None` for anything else, which the general
+/// readers take (and reject if they must, saying why). Merges and decodes of standard rows
+/// spent most of their time in those readers' `Result`s.
+#[inline(always)]
+fn common_cell(
+    bytes: &[u8],
+    at: usize,
+    previous: Option<ColumnId>,
+) -> Option<(RawCell<'_>, usize)> {
+    // id, column kind, cell kind, timestamp.
+    let head = bytes.get(at..at + 11)?;
+    let id = ColumnId::from(head[0]);
+    if head[0] >= 0x80 || head[1] != COLUMN_SIMPLE || previous.is_some_and(|p| p >= id) {
+        return None;
+    }
+    let timestamp = i64::from_be_bytes(head[3..11].try_into().ok()?);
+    let (value_at, expiry) = match head[2] {
+        CELL_LIVE => (at + 11, None),
+        CELL_EXPIRING => {
+            let e = bytes.get(at + 11..at + 19)?;
+            let expiry = Expiry {
+                ttl_seconds: i32::from_be_bytes(e[..4].try_into().ok()?),
+                local_expiration_time: u32::from_be_bytes(e[4..].try_into().ok()?),
+            };
+            (at + 19, Some(expiry))
+        }
+        _ => return None,
+    };
+    let len = *bytes.get(value_at)?;
+    if len >= 0x80 {
+        return None;
+    }
+    let end = value_at + 1 + usize::from(len);
+    let value = bytes.get(value_at + 1..end)?;
+    let cell = match expiry {
+        None => CellRef::Live(value),
+        Some(e) => CellRef::Expiring(value, e),
+    };
+    let raw = RawCell {
+        id,
+        timestamp,
+        cell,
+        bytes: &bytes[at + 2..end],
+    };
+    Some((raw, end))
+}
+
 /// The columns of an encoded row, read one at a time without copying. Fails (`Err(())`) at a
 /// collection column or anything `decode_row` would reject (it then says why).
 struct SimpleCells<'a> {
@@ -618,10 +714,28 @@ impl<'a> SimpleCells<'a> {
     }
 
     /// The next column, or `None` after the last (when nothing may follow it).
+    #[inline(always)]
     fn next_cell(&mut self) -> Result<Option<RawCell<'a>>, ()> {
         if self.left == 0 {
             return self.r.finish().map(|()| None).map_err(drop);
         }
+        if let Some(cell) = self.next_common() {
+            return Ok(Some(cell));
+        }
+        self.next_other()
+    }
+
+    #[inline(always)]
+    fn next_common(&mut self) -> Option<RawCell<'a>> {
+        let (cell, end) = common_cell(self.r.bytes, self.r.offset, self.previous)?;
+        self.left -= 1;
+        self.previous = Some(cell.id);
+        self.r.offset = end;
+        Some(cell)
+    }
+
+    #[inline(never)]
+    fn next_other(&mut self) -> Result<Option<RawCell<'a>>, ()> {
         self.left -= 1;
         let id = self.r.varint("column id").map_err(drop)?;
         if self.previous.is_some_and(|p| p >= id)
@@ -696,10 +810,15 @@ pub fn merge_encoded_rows(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
         }
     }
     let (varint, len) = varint_bytes(u32::try_from(count).ok()?);
-    out.splice(
-        count_at..count_at + count_len,
-        varint[..len].iter().copied(),
-    );
+    if len == count_len {
+        // Most merges: the count takes as many bytes as the room left for it.
+        out[count_at..count_at + len].copy_from_slice(&varint[..len]);
+    } else {
+        out.splice(
+            count_at..count_at + count_len,
+            varint[..len].iter().copied(),
+        );
+    }
     Some(out)
 }
 
