@@ -162,6 +162,122 @@ pub enum TypeExpr {
     Custom(String),
 }
 
+/// The text Cassandra gives a term in its messages (`Term.Raw.getText()`), quirks included: a
+/// string between quotes without re-escaping, `NULL`, every marker as `?`, a type hint with no
+/// space before its term.
+impl fmt::Display for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn list<T>(
+            f: &mut fmt::Formatter<'_>,
+            items: &[T],
+            one: impl Fn(&mut fmt::Formatter<'_>, &T) -> fmt::Result,
+        ) -> fmt::Result {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                one(f, item)?;
+            }
+            Ok(())
+        }
+        match self {
+            Term::Constant(c) => match c {
+                Constant::String(s) => write!(f, "'{s}'"),
+                Constant::Integer(t)
+                | Constant::Float(t)
+                | Constant::Uuid(t)
+                | Constant::Duration(t) => f.write_str(t),
+                Constant::Boolean(b) => write!(f, "{b}"),
+                Constant::Hex(h) => write!(f, "0x{h}"),
+                Constant::NaN => f.write_str("NaN"),
+                Constant::Infinity => f.write_str("Infinity"),
+                Constant::NegInfinity => f.write_str("-Infinity"),
+            },
+            Term::Null => f.write_str("NULL"),
+            Term::BindMarker(_) => f.write_str("?"),
+            Term::List(items) => {
+                f.write_str("[")?;
+                list(f, items, |f, t| write!(f, "{t}"))?;
+                f.write_str("]")
+            }
+            Term::Set(items) => {
+                f.write_str("{")?;
+                list(f, items, |f, t| write!(f, "{t}"))?;
+                f.write_str("}")
+            }
+            Term::Map(entries) => {
+                f.write_str("{")?;
+                list(f, entries, |f, (k, v)| write!(f, "{k}: {v}"))?;
+                f.write_str("}")
+            }
+            Term::Tuple(items) => {
+                f.write_str("(")?;
+                list(f, items, |f, t| write!(f, "{t}"))?;
+                f.write_str(")")
+            }
+            Term::UserType(fields) => {
+                f.write_str("{")?;
+                list(f, fields, |f, (name, t)| write!(f, "{name}: {t}"))?;
+                f.write_str("}")
+            }
+            Term::FunctionCall {
+                keyspace,
+                name,
+                args,
+            } => {
+                if let Some(ks) = keyspace {
+                    write!(f, "{ks}.")?;
+                }
+                write!(f, "{name}(")?;
+                list(f, args, |f, t| write!(f, "{t}"))?;
+                f.write_str(")")
+            }
+            Term::TypeHint { ty, term } => write!(f, "({ty}){term}"),
+            Term::Cast { term, ty } => write!(f, "CAST({term} AS {ty})"),
+            Term::Binary { op, lhs, rhs } => {
+                let op = match op {
+                    BinaryOp::Add => "+",
+                    BinaryOp::Sub => "-",
+                    BinaryOp::Mul => "*",
+                    BinaryOp::Div => "/",
+                    BinaryOp::Mod => "%",
+                };
+                write!(f, "{lhs} {op} {rhs}")
+            }
+            Term::Negate(term) => write!(f, "-{term}"),
+        }
+    }
+}
+
+/// A type as CQL writes it.
+impl fmt::Display for TypeExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TypeExpr::Native(name) => f.write_str(name),
+            TypeExpr::List(t) => write!(f, "list<{t}>"),
+            TypeExpr::Set(t) => write!(f, "set<{t}>"),
+            TypeExpr::Map(k, v) => write!(f, "map<{k}, {v}>"),
+            TypeExpr::Tuple(items) => {
+                f.write_str("tuple<")?;
+                for (i, t) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                f.write_str(">")
+            }
+            TypeExpr::Frozen(t) => write!(f, "frozen<{t}>"),
+            TypeExpr::UserType(name) => match &name.keyspace {
+                Some(ks) => write!(f, "{ks}.{}", name.name),
+                None => write!(f, "{}", name.name),
+            },
+            TypeExpr::Vector(t, n) => write!(f, "vector<{t}, {n}>"),
+            TypeExpr::Custom(class) => write!(f, "'{class}'"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Order {
     Asc,

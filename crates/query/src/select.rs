@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use coordinator::{ReadCommand, ReadResponse};
-use cql_syntax::ast::{Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term};
+use cql_syntax::ast::{
+    Identifier, Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term,
+};
 use mutation::{Cell, CellValue, ColumnData, DeletionTime, RangeTombstone, Row};
 use schema::{ClusteringOrder, ColumnKind, Schema, TableMetadata};
 use storage::{ClusteringSlice, PartitionData, PartitionKey, ScanStart};
@@ -315,7 +317,67 @@ struct ColumnRestrictions {
     /// Slice bounds by a single-column relation; a multi-column one sets `tuple_slice`.
     start: bool,
     end: bool,
-    tuple_slice: bool,
+    tuple_start: bool,
+    tuple_end: bool,
+    /// The column is the first of a multi-column slice.
+    tuple_first: bool,
+}
+
+/// A multi-column relation as Cassandra prints it in its messages: `(d, c) > (0, 0)`.
+fn multi_column_text(columns: &[Identifier], op: &Operator, value: &RelationValue) -> String {
+    let names: Vec<String> = columns.iter().map(Identifier::to_cql).collect();
+    let value = match value {
+        RelationValue::Single(t) => t.to_string(),
+        RelationValue::List(items) => {
+            let items: Vec<String> = items.iter().map(Term::to_string).collect();
+            format!("({})", items.join(", "))
+        }
+        RelationValue::Marker(_) => "?".to_string(),
+        RelationValue::Between(low, high) => format!("{low} AND {high}"),
+    };
+    format!(
+        "({}) {} {value}",
+        names.join(", "),
+        crate::write::op_name(op)
+    )
+}
+
+/// Cassandra's checks of a multi-column relation's columns, in its order for each column: a
+/// clustering column, named once, each the one after the previous in the PRIMARY KEY.
+fn check_multi_column(
+    table: &TableMetadata,
+    columns: &[Identifier],
+    op: &Operator,
+    value: &RelationValue,
+) -> Result<(), QueryError> {
+    let mut resolved = Vec::with_capacity(columns.len());
+    for c in columns {
+        resolved.push(column(table, c)?);
+    }
+    let mut previous: Option<i32> = None;
+    for (i, col) in resolved.iter().enumerate() {
+        if col.kind != ColumnKind::Clustering {
+            return Err(QueryError::Invalid(format!(
+                "Multi-column relations can only be applied to clustering columns but was applied to: {}",
+                col.name
+            )));
+        }
+        if resolved[i + 1..].iter().any(|other| other.name == col.name) {
+            return Err(QueryError::Invalid(format!(
+                "Column \"{}\" appeared twice in a relation: {}",
+                col.name,
+                multi_column_text(columns, op, value)
+            )));
+        }
+        if previous.is_some_and(|p| col.position != p + 1) {
+            return Err(QueryError::Invalid(format!(
+                "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                multi_column_text(columns, op, value)
+            )));
+        }
+        previous = Some(col.position);
+    }
+    Ok(())
 }
 
 /// Refuses, as Cassandra does whatever ALLOW FILTERING says, a column restricted twice in ways
@@ -335,8 +397,13 @@ fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<()
         let (names, op, tuple) = match relation {
             Relation::Simple { column: c, op, .. } => (std::slice::from_ref(c), op, false),
             Relation::MultiColumn {
-                columns: cs, op, ..
-            } => (cs.as_slice(), op, true),
+                columns: cs,
+                op,
+                value,
+            } => {
+                check_multi_column(table, cs, op, value)?;
+                (cs.as_slice(), op, true)
+            }
             Relation::Token { op, .. } => {
                 let (start, end) = match op {
                     Operator::Gt | Operator::Gte => (true, false),
@@ -370,7 +437,7 @@ fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<()
             Operator::Contains | Operator::ContainsKey => continue,
             _ => return Ok(()),
         };
-        for name in names {
+        for (position, name) in names.iter().enumerate() {
             let col = column(table, name)?;
             let index = table.column_index(&col.name).unwrap_or(0);
             let before = columns[index];
@@ -386,26 +453,53 @@ fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<()
                     col.name
                 ));
             }
-            let sliced = before.start || before.end || before.tuple_slice;
+            let in_tuple_slice = before.tuple_start || before.tuple_end;
+            let sliced = before.start || before.end || in_tuple_slice;
             if sliced && (eq || in_list) {
                 return invalid(format!(
                     "Column \"{}\" cannot be restricted by both an equality and an inequality relation",
                     col.name
                 ));
             }
-            // Two bounds on one side: only single-column ones (tuple bounds word it otherwise).
-            if !tuple && ((start && before.start) || (end && before.end)) {
+            let side = if start { "start" } else { "end" };
+            if !tuple && (start || end) && in_tuple_slice && !before.tuple_first {
                 return invalid(format!(
-                    "More than one restriction was found for the {} bound on {}",
-                    if start { "start" } else { "end" },
+                    "Column \"{}\" cannot be restricted by two inequalities not starting with the same column",
                     col.name
+                ));
+            }
+            // Two bounds on one side, one of them single-column: named by that column.
+            let single = (start && before.start) || (end && before.end);
+            let by_tuple = (start && before.tuple_start) || (end && before.tuple_end);
+            if single || (!tuple && by_tuple) {
+                return invalid(format!(
+                    "More than one restriction was found for the {side} bound on {}",
+                    col.name
+                ));
+            }
+            if by_tuple {
+                // Two tuple bounds on one side: named by the columns they share (Cassandra
+                // lists them from a hash set, joined by " ,"; here in PRIMARY KEY order).
+                let mut shared = Vec::new();
+                for n in &names[position..] {
+                    let c = column(table, n)?;
+                    let r = columns[table.column_index(&c.name).unwrap_or(0)];
+                    if (start && r.tuple_start) || (end && r.tuple_end) {
+                        shared.push(c.name.as_str());
+                    }
+                }
+                return invalid(format!(
+                    "More than one restriction was found for the {side} bound on {}",
+                    shared.join(" ,")
                 ));
             }
             let now = &mut columns[index];
             now.eq = eq;
             now.in_list = in_list;
             if tuple {
-                now.tuple_slice |= start || end;
+                now.tuple_start |= start;
+                now.tuple_end |= end;
+                now.tuple_first |= (start || end) && position == 0;
             } else {
                 now.start |= start;
                 now.end |= end;
@@ -651,16 +745,11 @@ fn build_plan(
                 });
             }
             Relation::MultiColumn { columns, op, value } => {
+                check_multi_column(table, columns, op, value)?;
                 let mut idxs = Vec::new();
                 let mut types = Vec::new();
                 for c in columns {
                     let col = column(table, c)?;
-                    if col.kind != ColumnKind::Clustering {
-                        return Err(QueryError::Invalid(format!(
-                            "Multi-column relations can only be applied to clustering columns but was applied to: {}",
-                            col.name
-                        )));
-                    }
                     idxs.push(table.column_index(&col.name).unwrap_or(0));
                     types.push(col.ty.clone());
                 }

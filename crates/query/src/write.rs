@@ -1165,7 +1165,7 @@ fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>
     out
 }
 
-fn op_name(op: &Operator) -> &'static str {
+pub(crate) fn op_name(op: &Operator) -> &'static str {
     match op {
         Operator::Eq => "=",
         Operator::Lt => "<",
