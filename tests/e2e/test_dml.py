@@ -632,6 +632,61 @@ def test_multi_column_relations_cassandra_refuses(cql, test_keyspace, where, mes
             f"SELECT a FROM {t} WHERE a = 0 AND (b, c) > (0, 0) AND (b, c) < (1, 1)"))) == 4
 
 
+@pytest.mark.parametrize("where, message, filtering", [
+    ("(c, d) > (0, 0)", NOT_RESTRICTED.format("c", "b"),
+     "Multi-column slice restrictions cannot be used for filtering."),
+    ("(c, d) < (1, 1) AND v = 0", NOT_RESTRICTED.format("c", "b"),
+     "Multi-column slice restrictions cannot be used for filtering."),
+    ("b = 0 AND (d) > (0)", NOT_RESTRICTED.format("d", "c"),
+     "Multi-column slice restrictions cannot be used for filtering."),
+    ("b > 0 AND (c, d) > (0, 0)", AFTER_SLICE.format("c", "b"),
+     "Multi-column slice restrictions cannot be used for filtering."),
+    ("(c, d) IN ((0, 0), (1, 1))", NOT_RESTRICTED.format("c", "b"), "Multicolumn IN filters are not supported"),
+    # An `=` filters.
+    ("(c, d) = (0, 0)", NOT_RESTRICTED.format("c", "b"), None),
+])
+def test_multi_column_relations_the_read_cannot_serve(cql, test_keyspace, where, message, filtering):
+    """A multi-column relation after a gap or a slice could only filter: refused without
+    ALLOW FILTERING naming the column, and with it still refused for a slice or an IN, as
+    Cassandra 5.0 does. Before, such relations filtered whatever ALLOW FILTERING said."""
+    schema = "a int, b int, c int, d int, v int, PRIMARY KEY (a, b, c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (a, b, c, d, v) VALUES (0, ?, ?, ?, 0)")
+        for b in range(2):
+            for c in range(2):
+                for d in range(2):
+                    cql.execute(insert, [b, c, d])
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"SELECT a FROM {t} WHERE a = 0 AND {where}")
+        assert message in str(error.value)
+        query = f"SELECT a FROM {t} WHERE a = 0 AND {where} ALLOW FILTERING"
+        if filtering is None:
+            assert len(list(cql.execute(query))) == 2
+        else:
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(query)
+            assert filtering in str(error.value)
+
+
+@pytest.mark.parametrize("where, message", [
+    ("(d, c) > (?, ?)", ORDER + "(d, c) > (?, ?)"),
+    ("(d, c) > :x", ORDER + "(d, c) > ?"),
+    ("(d, c) IN :x", ORDER + "(d, c) IN ?"),
+    ("(b, b) = ?", 'Column "b" appeared twice in a relation: (b, b) = ?'),
+    ("(b, c) > (?, ?) AND (b, c) > (?, ?)", "More than one restriction was found for the start bound on "),
+    ("b > ? AND b >= ?", "More than one restriction was found for the start bound on b"),
+    ("b = ? AND b = ?", "b cannot be restricted by more than one relation if it includes an Equal"),
+])
+def test_where_clauses_cassandra_refuses_are_refused_at_prepare(cql, test_keyspace, where, message):
+    """As Cassandra 5.0, PREPARE refuses what no bound values could make valid, so the
+    application learns it before its first execution."""
+    schema = "a int, b int, c int, d int, v int, PRIMARY KEY (a, b, c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.prepare(f"SELECT a FROM {t} WHERE a = 0 AND {where}")
+        assert message in str(error.value)
+
+
 @pytest.mark.parametrize("where, message, rows", [
     ("k = 0 AND b = 1", NOT_RESTRICTED.format("b", "a"), 6),
     ("k = 0 AND b > 1", NOT_RESTRICTED.format("b", "a"), 6),

@@ -326,6 +326,7 @@ fn walk(
                 specs.marker(&m.marker, spec(table, &m.name, m.ty));
             }
             relations(specs, table, &s.where_clause)?;
+            select::check_where(table, s)?;
             if let Some(Term::BindMarker(m)) = &s.per_partition_limit {
                 specs.marker(m, spec(table, "[per_partition_limit]", CqlType::Int));
             }

@@ -309,6 +309,16 @@ fn in_values(
     })
 }
 
+/// What Cassandra refuses in a WHERE clause whatever the values bound (and ALLOW FILTERING)
+/// say, checked at PREPARE as Cassandra does: each multi-column relation's columns, then
+/// restrictions that do not combine.
+pub(crate) fn check_where(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
+    if let [Relation::MultiColumn { columns, op, value }] = select.where_clause.as_slice() {
+        return check_multi_column(table, columns, op, value);
+    }
+    check_restriction_merges(table, select)
+}
+
 /// One column's restrictions so far, for `check_restriction_merges`.
 #[derive(Clone, Copy, Default)]
 struct ColumnRestrictions {
@@ -386,7 +396,7 @@ fn check_multi_column(
 /// of the token). Stops at a relation it does not model (`!=`, `CONTAINS`, `LIKE`...), whose
 /// own error, if any, the plan gives.
 fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
-    // It runs on every execution: one relation (a point read) has nothing to combine.
+    // One relation has nothing to combine.
     if select.where_clause.len() < 2 {
         return Ok(());
     }
@@ -588,6 +598,69 @@ fn clustering_restriction_error(
     }))
 }
 
+/// The operators of the multi-column relations a read could not apply as its slice, only as
+/// filters: those after a slice's column, in the order written, or with a clustering column
+/// before their first that nothing restricts (Cassandra's `ClusteringColumnRestrictions`).
+fn multi_column_filters(
+    table: &TableMetadata,
+    select: &Select,
+) -> Result<Vec<Operator>, QueryError> {
+    if !select
+        .where_clause
+        .iter()
+        .any(|r| matches!(r, Relation::MultiColumn { .. }))
+    {
+        return Ok(Vec::new());
+    }
+    let clustering_position = |name: &Identifier| -> Result<Option<usize>, QueryError> {
+        let col = column(table, name)?;
+        Ok((col.kind == ColumnKind::Clustering).then_some(col.position as usize))
+    };
+    let mut restricted = vec![false; table.clustering_count];
+    for relation in &select.where_clause {
+        let names = match relation {
+            Relation::Simple { column: c, .. } => std::slice::from_ref(c),
+            Relation::MultiColumn { columns, .. } => columns.as_slice(),
+            _ => continue,
+        };
+        for name in names {
+            if let Some(p) = clustering_position(name)? {
+                restricted[p] = true;
+            }
+        }
+    }
+    let mut filters = Vec::new();
+    // The first column of the last slice so far.
+    let mut slice_first: Option<usize> = None;
+    for relation in &select.where_clause {
+        let (first, op, multi) = match relation {
+            Relation::Simple { column: c, op, .. } => match clustering_position(c)? {
+                Some(p) => (p, op, false),
+                None => continue,
+            },
+            Relation::MultiColumn { columns, op, .. } => match columns.first() {
+                Some(c) => match clustering_position(c)? {
+                    Some(p) => (p, op, true),
+                    None => continue,
+                },
+                None => continue,
+            },
+            _ => continue,
+        };
+        let after_slice = slice_first.is_some_and(|s| first > s);
+        if multi && (after_slice || restricted[..first].iter().any(|r| !r)) {
+            filters.push(*op);
+        }
+        if matches!(
+            op,
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+        ) {
+            slice_first = Some(first);
+        }
+    }
+    Ok(filters)
+}
+
 /// The values of `filters[i]`, a key column's `=`, `IN` or slice (`Filter::Compare`).
 fn restricted(filters: &[Filter], i: usize) -> &[Vec<u8>] {
     match &filters[i] {
@@ -640,7 +713,10 @@ fn build_plan(
     if selection.needs_binding() {
         Arc::make_mut(&mut selection).bind(values)?;
     }
-    check_restriction_merges(table, select)?;
+    // A prepared statement's WHERE clause was checked at PREPARE (`check_where`).
+    if cache.is_none() {
+        check_where(table, select)?;
+    }
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
     let mut filters = Vec::with_capacity(select.where_clause.len());
@@ -937,6 +1013,37 @@ fn build_plan(
         let first_gap = ck_eq.iter().position(|v| v.is_none()).unwrap_or(ck_count);
         if ck_eq.iter().skip(first_gap).any(|v| v.is_some()) {
             needs_filtering = true;
+        }
+    }
+    // A multi-column relation the read cannot serve as a slice (after a gap or a slice) could
+    // only filter: without ALLOW FILTERING Cassandra names the clustering column as for any
+    // such restriction, and with it still refuses a multi-column slice or IN (an `=` filters).
+    let multi_filters = if table.virtual_table {
+        Vec::new()
+    } else {
+        multi_column_filters(table, select)?
+    };
+    if !multi_filters.is_empty() {
+        if !select.allow_filtering {
+            if let Some(message) = clustering_restriction_error(table, select)? {
+                return Err(QueryError::Invalid(message));
+            }
+        }
+        let slice = |op: &Operator| {
+            matches!(
+                op,
+                Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+            )
+        };
+        if multi_filters.iter().any(slice) {
+            return Err(QueryError::Invalid(
+                "Multi-column slice restrictions cannot be used for filtering.".to_string(),
+            ));
+        }
+        if multi_filters.contains(&Operator::In) {
+            return Err(QueryError::Invalid(
+                "Multicolumn IN filters are not supported".to_string(),
+            ));
         }
     }
     if needs_filtering && !select.allow_filtering {
