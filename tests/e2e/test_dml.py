@@ -687,6 +687,53 @@ def test_where_clauses_cassandra_refuses_are_refused_at_prepare(cql, test_keyspa
         assert message in str(error.value)
 
 
+DISTINCT_WHERE = "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."
+
+
+@pytest.mark.parametrize("query, message", [
+    # DISTINCT restricts partition key and static columns only, whatever ALLOW FILTERING says.
+    ("SELECT DISTINCT k1, k2 FROM {t} WHERE c = 1", DISTINCT_WHERE),
+    ("SELECT DISTINCT k1, k2 FROM {t} WHERE c = 1 ALLOW FILTERING", DISTINCT_WHERE),
+    ("SELECT DISTINCT k1, k2 FROM {t} WHERE v = 'x' ALLOW FILTERING", DISTINCT_WHERE),
+    ("SELECT DISTINCT k1, k2 FROM {t} WHERE k1 = 0 AND k2 = 0 AND c > 0", DISTINCT_WHERE),
+    ("SELECT DISTINCT k1, k2 FROM {t} WHERE (c, d) = (0, 0) ALLOW FILTERING", DISTINCT_WHERE),
+    # token() takes every partition key column, once each, in order.
+    ("SELECT * FROM {t} WHERE token(k1) > 0",
+     "The token() function must be applied to all partition key components or none of them"),
+    ("SELECT * FROM {t} WHERE token(k1, k1) > 0",
+     "The token() function must be applied to all partition key components or none of them"),
+    ("SELECT * FROM {t} WHERE token(k1, k2, c) > 0",
+     "The token() function must contains only partition key components"),
+    ("SELECT * FROM {t} WHERE token(k1, k2, k1) > 0",
+     "The token() function contains duplicate partition key components"),
+    ("SELECT * FROM {t} WHERE token(k2, k1) > 0",
+     "The token function arguments must be in the partition key order: k1, k2"),
+    ("SELECT * FROM {t} WHERE token(k1, nosuch) > 0", "Undefined column name nosuch"),
+    # != is refused on every column, the relation quoted.
+    ("SELECT * FROM {t} WHERE k1 = 0 AND k2 = 0 AND c != 1", 'Unsupported "!=" relation: c != 1'),
+    ("SELECT * FROM {t} WHERE k1 = 0 AND k2 = 0 AND v != 'x' ALLOW FILTERING",
+     'Unsupported "!=" relation: v != \'x\''),
+    ("SELECT * FROM {t} WHERE k1 = 0 AND k2 = 0 AND (c, d) > (0, null)",
+     "Invalid null value in condition for column d"),
+])
+def test_where_clauses_refused_in_cassandra_words(cql, test_keyspace, query, message):
+    """Each refused as Cassandra 5.0 refuses it, at PREPARE too when it has no values to
+    wait for."""
+    schema = "k1 int, k2 int, c int, d int, v text, s int static, PRIMARY KEY ((k1, k2), c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k1, k2, c, d, v, s) VALUES (0, 0, 1, 0, 'x', 0)")
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(query.format(t=t))
+        assert message in str(error.value)
+        if "null" not in query:
+            with pytest.raises(InvalidRequest) as error:
+                cql.prepare(query.format(t=t))
+            assert message in str(error.value)
+        # A static column restricts a DISTINCT query (it filters).
+        rows = list(cql.execute(f"SELECT DISTINCT k1, k2 FROM {t} WHERE s = 0 ALLOW FILTERING"))
+        assert [(r.k1, r.k2) for r in rows] == [(0, 0)]
+
+
 @pytest.mark.parametrize("where, message, rows", [
     ("k = 0 AND b = 1", NOT_RESTRICTED.format("b", "a"), 6),
     ("k = 0 AND b > 1", NOT_RESTRICTED.format("b", "a"), 6),

@@ -313,13 +313,91 @@ fn in_values(
 /// say, checked at PREPARE as Cassandra does: each multi-column relation's columns, then
 /// restrictions that do not combine.
 pub(crate) fn check_where(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
-    if let [Relation::MultiColumn { columns, op, value }] = select.where_clause.as_slice() {
-        return check_multi_column(table, columns, op, value);
+    let mut columns = vec![ColumnRestrictions::default(); table.columns.len()];
+    let mut token = (false, false);
+    let mut merging = true;
+    for relation in &select.where_clause {
+        check_relation(table, relation)?;
+        if merging && select.where_clause.len() > 1 {
+            merging = merge_relation(table, &mut columns, &mut token, relation)?;
+        }
     }
-    check_restriction_merges(table, select)
+    if select.distinct {
+        for relation in &select.where_clause {
+            let names = match relation {
+                Relation::Simple { column: c, .. } | Relation::Element { column: c, .. } => {
+                    std::slice::from_ref(c)
+                }
+                Relation::MultiColumn { columns, .. } => columns.as_slice(),
+                _ => continue,
+            };
+            for name in names {
+                let kind = column(table, name)?.kind;
+                if !matches!(kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+                    return Err(QueryError::Invalid(DISTINCT_RESTRICTION.to_string()));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
-/// One column's restrictions so far, for `check_restriction_merges`.
+/// Cassandra's refusal of `!=`, quoting the relation.
+fn unsupported_neq(column: &str, value: &RelationValue) -> QueryError {
+    let value = match value {
+        RelationValue::Single(t) => t.to_string(),
+        _ => "?".to_string(),
+    };
+    QueryError::Invalid(format!("Unsupported \"!=\" relation: {column} != {value}"))
+}
+
+const DISTINCT_RESTRICTION: &str =
+    "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.";
+
+/// One relation's own validity, before it is merged with the others: a multi-column
+/// relation's columns (`check_multi_column`), a token's arguments, and `!=`, which Cassandra
+/// refuses on every column.
+fn check_relation(table: &TableMetadata, relation: &Relation) -> Result<(), QueryError> {
+    match relation {
+        Relation::MultiColumn { columns, op, value } => {
+            check_multi_column(table, columns, op, value)
+        }
+        Relation::Simple {
+            column: c,
+            op: Operator::Neq,
+            value,
+        } => Err(unsupported_neq(&column(table, c)?.name, value)),
+        Relation::Token { columns, .. } => {
+            let mut given = Vec::with_capacity(columns.len());
+            for c in columns {
+                given.push(column(table, c)?.name.as_str());
+            }
+            let pk: Vec<&str> = table
+                .partition_key()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            let message = if !pk.iter().all(|p| given.contains(p)) {
+                "The token() function must be applied to all partition key components or none of them".to_string()
+            } else if given.iter().any(|g| !pk.contains(g)) {
+                "The token() function must contains only partition key components".to_string()
+            } else if given.len() != pk.len() {
+                "The token() function contains duplicate partition key components".to_string()
+            } else if given != pk {
+                format!(
+                    "The token function arguments must be in the partition key order: {}",
+                    pk.join(", ")
+                )
+            } else {
+                return Ok(());
+            };
+            Err(QueryError::Invalid(message))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// One column's restrictions so far, for `merge_relation`.
 #[derive(Clone, Copy, Default)]
 struct ColumnRestrictions {
     eq: bool,
@@ -390,133 +468,126 @@ fn check_multi_column(
     Ok(())
 }
 
-/// Refuses, as Cassandra does whatever ALLOW FILTERING says, a column restricted twice in ways
-/// that do not combine, taking the relations in the order written: anything after an `=` or
-/// an `IN`, an `=` or `IN` after a slice, or a second bound on the same side of a slice (and
-/// of the token). Stops at a relation it does not model (`!=`, `CONTAINS`, `LIKE`...), whose
-/// own error, if any, the plan gives.
-fn check_restriction_merges(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
-    // One relation has nothing to combine.
-    if select.where_clause.len() < 2 {
-        return Ok(());
-    }
+/// Adds one relation to the restrictions so far, refusing, as Cassandra does whatever ALLOW
+/// FILTERING says, a column restricted twice in ways that do not combine: anything after an
+/// `=` or an `IN`, an `=` or `IN` after a slice, or a second bound on the same side of a slice
+/// (and of the token, whose start and end bounds `token` tracks). `false` at a relation it does
+/// not model (`!=`, `LIKE`, a map element...): the relations after it are not merged (the plan
+/// gives their errors, if any).
+fn merge_relation(
+    table: &TableMetadata,
+    columns: &mut [ColumnRestrictions],
+    token: &mut (bool, bool),
+    relation: &Relation,
+) -> Result<bool, QueryError> {
     let invalid = |message: String| Err(QueryError::Invalid(message));
-    let mut columns = vec![ColumnRestrictions::default(); table.columns.len()];
-    let (mut token_start, mut token_end) = (false, false);
-    for relation in &select.where_clause {
-        let (names, op, tuple) = match relation {
-            Relation::Simple { column: c, op, .. } => (std::slice::from_ref(c), op, false),
-            Relation::MultiColumn {
-                columns: cs,
-                op,
-                value,
-            } => {
-                check_multi_column(table, cs, op, value)?;
-                (cs.as_slice(), op, true)
+    let (names, op, tuple) = match relation {
+        Relation::Simple { column: c, op, .. } => (std::slice::from_ref(c), op, false),
+        Relation::MultiColumn {
+            columns: cs, op, ..
+        } => (cs.as_slice(), op, true),
+        Relation::Token { op, .. } => {
+            let (start, end) = match op {
+                Operator::Gt | Operator::Gte => (true, false),
+                Operator::Lt | Operator::Lte => (false, true),
+                _ => return Ok(false),
+            };
+            if (start && token.0) || (end && token.1) {
+                let names: Vec<&str> = table
+                    .partition_key()
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect();
+                return invalid(format!(
+                    "More than one restriction was found for the {} bound on {}",
+                    if start { "start" } else { "end" },
+                    names.join(", ")
+                ));
             }
-            Relation::Token { op, .. } => {
-                let (start, end) = match op {
-                    Operator::Gt | Operator::Gte => (true, false),
-                    Operator::Lt | Operator::Lte => (false, true),
-                    _ => return Ok(()),
-                };
-                if (start && token_start) || (end && token_end) {
-                    let names: Vec<&str> = table
-                        .partition_key()
-                        .iter()
-                        .map(|c| c.name.as_str())
-                        .collect();
-                    return invalid(format!(
-                        "More than one restriction was found for the {} bound on {}",
-                        if start { "start" } else { "end" },
-                        names.join(", ")
-                    ));
+            token.0 |= start;
+            token.1 |= end;
+            return Ok(true);
+        }
+        Relation::IsNotNull(_) => return Ok(true),
+        Relation::Element { .. } | Relation::CustomIndex { .. } => return Ok(false),
+    };
+    let (eq, in_list, start, end) = match op {
+        Operator::Eq => (true, false, false, false),
+        Operator::In => (false, true, false, false),
+        Operator::Gt | Operator::Gte => (false, false, true, false),
+        Operator::Lt | Operator::Lte => (false, false, false, true),
+        Operator::Contains | Operator::ContainsKey => return Ok(true),
+        _ => return Ok(false),
+    };
+    for (position, name) in names.iter().enumerate() {
+        let col = column(table, name)?;
+        let index = table.column_index(&col.name).unwrap_or(0);
+        let before = columns[index];
+        if before.eq {
+            return invalid(format!(
+                "{} cannot be restricted by more than one relation if it includes an Equal",
+                col.name
+            ));
+        }
+        if before.in_list {
+            return invalid(format!(
+                "{} cannot be restricted by more than one relation if it includes a IN",
+                col.name
+            ));
+        }
+        let in_tuple_slice = before.tuple_start || before.tuple_end;
+        let sliced = before.start || before.end || in_tuple_slice;
+        if sliced && (eq || in_list) {
+            return invalid(format!(
+                "Column \"{}\" cannot be restricted by both an equality and an inequality relation",
+                col.name
+            ));
+        }
+        let side = if start { "start" } else { "end" };
+        if !tuple && (start || end) && in_tuple_slice && !before.tuple_first {
+            return invalid(format!(
+                "Column \"{}\" cannot be restricted by two inequalities not starting with the same column",
+                col.name
+            ));
+        }
+        // Two bounds on one side, one of them single-column: named by that column.
+        let single = (start && before.start) || (end && before.end);
+        let by_tuple = (start && before.tuple_start) || (end && before.tuple_end);
+        if single || (!tuple && by_tuple) {
+            return invalid(format!(
+                "More than one restriction was found for the {side} bound on {}",
+                col.name
+            ));
+        }
+        if by_tuple {
+            // Two tuple bounds on one side: named by the columns they share (Cassandra
+            // lists them from a hash set, joined by " ,"; here in PRIMARY KEY order).
+            let mut shared = Vec::new();
+            for n in &names[position..] {
+                let c = column(table, n)?;
+                let r = columns[table.column_index(&c.name).unwrap_or(0)];
+                if (start && r.tuple_start) || (end && r.tuple_end) {
+                    shared.push(c.name.as_str());
                 }
-                token_start |= start;
-                token_end |= end;
-                continue;
             }
-            Relation::IsNotNull(_) => continue,
-            Relation::Element { .. } | Relation::CustomIndex { .. } => return Ok(()),
-        };
-        let (eq, in_list, start, end) = match op {
-            Operator::Eq => (true, false, false, false),
-            Operator::In => (false, true, false, false),
-            Operator::Gt | Operator::Gte => (false, false, true, false),
-            Operator::Lt | Operator::Lte => (false, false, false, true),
-            Operator::Contains | Operator::ContainsKey => continue,
-            _ => return Ok(()),
-        };
-        for (position, name) in names.iter().enumerate() {
-            let col = column(table, name)?;
-            let index = table.column_index(&col.name).unwrap_or(0);
-            let before = columns[index];
-            if before.eq {
-                return invalid(format!(
-                    "{} cannot be restricted by more than one relation if it includes an Equal",
-                    col.name
-                ));
-            }
-            if before.in_list {
-                return invalid(format!(
-                    "{} cannot be restricted by more than one relation if it includes a IN",
-                    col.name
-                ));
-            }
-            let in_tuple_slice = before.tuple_start || before.tuple_end;
-            let sliced = before.start || before.end || in_tuple_slice;
-            if sliced && (eq || in_list) {
-                return invalid(format!(
-                    "Column \"{}\" cannot be restricted by both an equality and an inequality relation",
-                    col.name
-                ));
-            }
-            let side = if start { "start" } else { "end" };
-            if !tuple && (start || end) && in_tuple_slice && !before.tuple_first {
-                return invalid(format!(
-                    "Column \"{}\" cannot be restricted by two inequalities not starting with the same column",
-                    col.name
-                ));
-            }
-            // Two bounds on one side, one of them single-column: named by that column.
-            let single = (start && before.start) || (end && before.end);
-            let by_tuple = (start && before.tuple_start) || (end && before.tuple_end);
-            if single || (!tuple && by_tuple) {
-                return invalid(format!(
-                    "More than one restriction was found for the {side} bound on {}",
-                    col.name
-                ));
-            }
-            if by_tuple {
-                // Two tuple bounds on one side: named by the columns they share (Cassandra
-                // lists them from a hash set, joined by " ,"; here in PRIMARY KEY order).
-                let mut shared = Vec::new();
-                for n in &names[position..] {
-                    let c = column(table, n)?;
-                    let r = columns[table.column_index(&c.name).unwrap_or(0)];
-                    if (start && r.tuple_start) || (end && r.tuple_end) {
-                        shared.push(c.name.as_str());
-                    }
-                }
-                return invalid(format!(
-                    "More than one restriction was found for the {side} bound on {}",
-                    shared.join(" ,")
-                ));
-            }
-            let now = &mut columns[index];
-            now.eq = eq;
-            now.in_list = in_list;
-            if tuple {
-                now.tuple_start |= start;
-                now.tuple_end |= end;
-                now.tuple_first |= (start || end) && position == 0;
-            } else {
-                now.start |= start;
-                now.end |= end;
-            }
+            return invalid(format!(
+                "More than one restriction was found for the {side} bound on {}",
+                shared.join(" ,")
+            ));
+        }
+        let now = &mut columns[index];
+        now.eq = eq;
+        now.in_list = in_list;
+        if tuple {
+            now.tuple_start |= start;
+            now.tuple_end |= end;
+            now.tuple_first |= (start || end) && position == 0;
+        } else {
+            now.start |= start;
+            now.end |= end;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Why Cassandra refuses, without ALLOW FILTERING, the restrictions on clustering columns that
@@ -774,10 +845,7 @@ fn build_plan(
                     _ => {}
                 }
                 if matches!(op, Operator::Neq) {
-                    return Err(QueryError::Invalid(format!(
-                        "Unsupported \"!=\" relation: {} != <value>",
-                        col.name
-                    )));
+                    return Err(unsupported_neq(&col.name, value));
                 }
                 let v = in_values(value, &col.ty, &col.name, values)?;
                 match col.kind {
@@ -821,7 +889,6 @@ fn build_plan(
                 });
             }
             Relation::MultiColumn { columns, op, value } => {
-                check_multi_column(table, columns, op, value)?;
                 let mut idxs = Vec::new();
                 let mut types = Vec::new();
                 for c in columns {
@@ -836,16 +903,20 @@ fn build_plan(
                 for t in raw {
                     let mut parts = Vec::new();
                     let mut rest = t.as_slice();
-                    for _ in &types {
+                    for &idx in &idxs {
                         if rest.len() < 4 {
                             return Err(QueryError::Invalid("Invalid tuple value".to_string()));
                         }
                         let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
                         rest = &rest[4..];
-                        if len < 0 || rest.len() < len as usize {
-                            return Err(QueryError::Invalid(
-                                "Invalid null value in multi-column relation".to_string(),
-                            ));
+                        if len < 0 {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid null value in condition for column {}",
+                                table.columns[idx].name
+                            )));
+                        }
+                        if rest.len() < len as usize {
+                            return Err(QueryError::Invalid("Invalid tuple value".to_string()));
                         }
                         parts.push(rest[..len as usize].to_vec());
                         rest = &rest[len as usize..];
