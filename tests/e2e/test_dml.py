@@ -687,6 +687,54 @@ def test_where_clauses_cassandra_refuses_are_refused_at_prepare(cql, test_keyspa
         assert message in str(error.value)
 
 
+@pytest.mark.parametrize("where, tail", [
+    ("k = 0 AND c IN (4, 1, 3)", ""),
+    ("k = 0 AND c IN (4, 1, 3, 1)", " ORDER BY c DESC"),
+    ("k IN (1, 0) AND c IN (3, 1)", " PER PARTITION LIMIT 4"),
+    ("k IN (0, 1) AND c IN (3, 1, 4)", " LIMIT 5"),
+    ("k = 0 AND c IN (1, 3) AND d = 2", ""),
+    ("k = 0 AND c IN (1, 3) AND d > 0", ""),
+    ("k = 1 AND c IN ()", ""),
+    ("k = 1 AND c IN (7, 9)", ""),
+])
+def test_an_in_on_a_clustering_column_pages(cql, test_keyspace, where, tail):
+    """An IN on a clustering column, read one slice per value: the rows of the values, in
+    clustering order (reversed by ORDER BY DESC), each once, whatever the page size, with
+    PER PARTITION LIMIT counting a partition's rows over all its values and LIMIT all rows."""
+    schema = "k int, c int, d int, v int, PRIMARY KEY (k, c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (k, c, d, v) VALUES (?, ?, ?, ?)")
+        data = [(k, c, d, 100 * k + 10 * c + d) for k in range(2) for c in range(5) for d in range(3)]
+        for row in data:
+            cql.execute(insert, row)
+        query = f"SELECT k, c, d, v FROM {t} WHERE {where}{tail}"
+        whole = [tuple(r) for r in cql.execute(query)]
+        # What the restrictions select, by the data model: the IN's partitions in the order of
+        # their key bytes (as Cassandra sorts them), rows in clustering order.
+        ks = [int(x) for x in where.split("k IN (")[1].split(")")[0].split(", ")] if "k IN" in where \
+            else [int(where.split("k = ")[1].split(" ")[0])]
+        cs = where.split("c IN (")[1].split(")")[0]
+        cs = {int(x) for x in cs.split(", ")} if cs else set()
+        expected = []
+        for k in sorted(set(ks)):
+            rows = [r for r in data if r[0] == k and r[1] in cs]
+            if "d = 2" in where:
+                rows = [r for r in rows if r[2] == 2]
+            if "d > 0" in where:
+                rows = [r for r in rows if r[2] > 0]
+            if "DESC" in tail:
+                rows.reverse()
+            if "PER PARTITION LIMIT 4" in tail:
+                rows = rows[:4]
+            expected += rows
+        if "LIMIT 5" in tail and "PER PARTITION" not in tail:
+            expected = expected[:5]
+        assert whole == expected
+        for page in (1, 2, 3):
+            paged = [tuple(r) for r in cql.execute(SimpleStatement(query, fetch_size=page))]
+            assert paged == expected, page
+
+
 DISTINCT_WHERE = "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."
 
 

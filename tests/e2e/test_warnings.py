@@ -281,6 +281,10 @@ def test_an_in_on_a_clustering_column_reads_around_its_values(cql, tombstones):
     rows = list(cql.execute(f"SELECT c, v FROM {t} WHERE k = 1 AND c IN (5001, 5000)"))
     assert rows == [(5000, 1)]
     assert warnings_of(cql, f"SELECT * FROM {t} WHERE k = 1 AND c IN (5000, 5001)") is None
+    # Nor the 999 between its values: two slices, one tombstone.
+    rows = list(cql.execute(f"SELECT c, v FROM {t} WHERE k = 1 AND c IN (5000, 0, 1000)"))
+    assert rows == [(5000, 1)]
+    assert warnings_of(cql, f"SELECT * FROM {t} WHERE k = 1 AND c IN (0, 5000)") is None
 
 
 def test_null_cells_and_range_tombstones_count(cql, tombstones):

@@ -174,6 +174,12 @@ struct Plan {
     /// Partitions to read, when the partition key is fully restricted by = or IN.
     partitions: Option<Vec<PartitionKey>>,
     slice: ClusteringSlice,
+    /// With an IN on the clustering column after the `=` prefix (of a key type whose equal
+    /// values encode equally): the prefix each value completes, encoded, ascending and
+    /// distinct. Each partition is then read as one slice per value (in read order), as
+    /// Cassandra reads them, not from the lowest value to the highest: rows and tombstones
+    /// between the values are not read. `slice` still spans them all.
+    point_slices: Option<Vec<Vec<u8>>>,
     limit: Option<usize>,
     per_partition_limit: Option<usize>,
     distinct: bool,
@@ -1154,11 +1160,12 @@ fn build_plan(
             }
         }
     }
+    let mut point_slices = None;
     if in_on_clustering {
-        // The IN right after the `=` prefix bounds the read to its lowest and highest value in
-        // stored order, so a few values of a long partition do not read all of it. Every row
-        // read is still checked against the restrictions (none is enforced by this read), so
-        // the bounds only need to hold every matching row: that takes key types whose equal
+        // The IN right after the `=` prefix makes the read one slice per value
+        // (`Plan::point_slices`), within its lowest and highest value in stored order. Every
+        // row read is still checked against the restrictions (none is enforced by this read),
+        // so the slices only need to hold every matching row: that takes key types whose equal
         // values encode equally.
         let bounds = match (table.clustering().get(prefix_len), ck_eq.get(prefix_len)) {
             (Some(col), Some(Some(i)))
@@ -1175,11 +1182,11 @@ fn build_plan(
                         p
                     })
                     .collect();
-                encoded
-                    .iter()
-                    .min()
-                    .cloned()
-                    .zip(encoded.iter().max().cloned())
+                let mut encoded = encoded;
+                encoded.sort();
+                encoded.dedup();
+                point_slices = Some(encoded.clone());
+                encoded.first().cloned().zip(encoded.last().cloned())
             }
             _ => None,
         };
@@ -1313,6 +1320,7 @@ fn build_plan(
             end,
             reversed,
         },
+        point_slices,
         limit: limit_value(&select.limit, "[limit]", values)?,
         per_partition_limit: limit_value(
             &select.per_partition_limit,
@@ -1531,13 +1539,44 @@ fn group_by_prefix(
     Ok(Some(clustering_prefix))
 }
 
+/// How many reads a partition of `plan.partitions` takes: one per point slice (none for an
+/// empty IN), else one.
+fn reads_per_partition(plan: &Plan) -> usize {
+    plan.point_slices.as_ref().map_or(1, Vec::len)
+}
+
+/// The slice of a partition's read number `i` (of `reads_per_partition`): its point slices
+/// in read order (descending when the read is reversed), else the plan's slice.
+fn read_slice(plan: &Plan, i: usize) -> ClusteringSlice {
+    match &plan.point_slices {
+        Some(points) => {
+            let point = if plan.slice.reversed {
+                &points[points.len() - 1 - i]
+            } else {
+                &points[i]
+            };
+            let bound = Some(mutation::ClusteringBound {
+                prefix: point.clone(),
+                inclusive: true,
+            });
+            ClusteringSlice {
+                start: bound.clone(),
+                end: bound,
+                reversed: plan.slice.reversed,
+            }
+        }
+        None => plan.slice.clone(),
+    }
+}
+
 /// Paging state (opaque to clients; byte layout, big-endian):
 /// `version u8 (1, or 2 with a group) | partition_index u32 | returned u32 |
 ///  partition_returned u32 | resume_len u32 | resume bytes | last_partition_len u32 |
 ///  last_partition bytes` and, in version 2, `group_partition_len u32 | group_partition bytes |
 ///  group_token i64 | group_clustering_len u32 | group_clustering bytes | partition_groups u32`.
 /// A length of `u32::MAX` stands for an absent part.
-/// `partition_index` counts partitions of an IN list already finished; `returned` is rows (with
+/// `partition_index` counts reads of an IN list already finished (partitions, or each
+/// partition's point slices, `Plan::point_slices`); `returned` is rows (with
 /// GROUP BY: groups) returned so far (for LIMIT); `partition_returned` rows of the current
 /// partition (for PER PARTITION LIMIT); `resume` is the storage position to continue from.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -1868,8 +1907,13 @@ async fn execute_rows(
         let page_start = state.clone();
         let (mut pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
             Some(keys) => {
+                // With point slices, the index runs over each partition's slices in turn.
                 let idx = state.partition_index as usize;
-                let Some(key) = keys.get(idx) else { break };
+                let slices = reads_per_partition(&plan);
+                if idx >= keys.len() * slices {
+                    break;
+                }
+                let key = &keys[idx / slices];
                 let response = processor
                     .coordinator
                     .read(
@@ -1877,7 +1921,7 @@ async fn execute_rows(
                         ReadCommand::Partition {
                             table: table.id,
                             key: key.clone(),
-                            slice: plan.slice.clone(),
+                            slice: read_slice(&plan, idx % slices),
                             max_rows: if plan.distinct { 1 } else { want },
                             resume: state.resume.clone(),
                         },
@@ -1896,10 +1940,14 @@ async fn execute_rows(
                     },
                     _ => PagingState {
                         partition_index: state.partition_index + 1,
+                        // The partition's next slice continues its rows (PER PARTITION LIMIT).
+                        last_partition: (!(idx + 1).is_multiple_of(slices))
+                            .then(|| key.key.clone()),
                         ..Default::default()
                     },
                 };
-                let more = (next.partition_index as usize) < keys.len() || next.resume.is_some();
+                let more =
+                    (next.partition_index as usize) < keys.len() * slices || next.resume.is_some();
                 (vec![page.data], more.then_some(next))
             }
             None => {
@@ -1936,7 +1984,7 @@ async fn execute_rows(
         let partition = plan
             .partitions
             .is_some()
-            .then_some(page_start.partition_index as usize);
+            .then(|| page_start.partition_index as usize / reads_per_partition(&plan).max(1));
         // A partition read returns only rows in the slice; a scan returns whole partitions.
         let slice_to_check = plan.partitions.is_none().then_some(&plan.slice);
         for data in &pages {
