@@ -1,6 +1,7 @@
 """Reads and writes: INSERT/UPDATE/DELETE/SELECT, values of every type, clustering order and
 slices, paging, tokens, static columns, timestamps and TTLs, batches, UNSET values."""
 
+import contextlib
 import datetime
 import struct
 import time
@@ -582,6 +583,19 @@ def test_a_column_restricted_twice_in_ways_that_do_not_combine(cql, test_keyspac
         assert len(list(cql.execute(f"SELECT c FROM {t} WHERE k1 = 0 AND k2 = 0 AND c > 0 AND (c, d) < (2, 0)"))) == 1
 
 
+@contextlib.contextmanager
+def eight_rows(cql, keyspace):
+    """A table keyed (a, b, c, d), with a = 0 and each of b, c, d 0 or 1."""
+    schema = "a int, b int, c int, d int, v int, PRIMARY KEY (a, b, c, d)"
+    with new_table(cql, keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (a, b, c, d, v) VALUES (0, ?, ?, ?, 0)")
+        for b in range(2):
+            for c in range(2):
+                for d in range(2):
+                    cql.execute(insert, [b, c, d])
+        yield t
+
+
 ORDER = "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: "
 
 
@@ -614,13 +628,7 @@ ORDER = "Clustering columns must appear in the PRIMARY KEY order in multi-column
 def test_multi_column_relations_cassandra_refuses(cql, test_keyspace, where, message):
     """Refused whatever ALLOW FILTERING says, in Cassandra 5.0's words. Before, such relations
     filtered as written: `(d, c) > (0, 0)` compared the tuple in the order given."""
-    schema = "a int, b int, c int, d int, v int, PRIMARY KEY (a, b, c, d)"
-    with new_table(cql, test_keyspace, schema) as t:
-        insert = cql.prepare(f"INSERT INTO {t} (a, b, c, d, v) VALUES (0, ?, ?, ?, 0)")
-        for b in range(2):
-            for c in range(2):
-                for d in range(2):
-                    cql.execute(insert, [b, c, d])
+    with eight_rows(cql, test_keyspace) as t:
         for filtering in ("", " ALLOW FILTERING"):
             with pytest.raises(InvalidRequest) as error:
                 cql.execute(f"SELECT a FROM {t} WHERE a = 0 AND {where}{filtering}")
@@ -649,13 +657,7 @@ def test_multi_column_relations_the_read_cannot_serve(cql, test_keyspace, where,
     """A multi-column relation after a gap or a slice could only filter: refused without
     ALLOW FILTERING naming the column, and with it still refused for a slice or an IN, as
     Cassandra 5.0 does. Before, such relations filtered whatever ALLOW FILTERING said."""
-    schema = "a int, b int, c int, d int, v int, PRIMARY KEY (a, b, c, d)"
-    with new_table(cql, test_keyspace, schema) as t:
-        insert = cql.prepare(f"INSERT INTO {t} (a, b, c, d, v) VALUES (0, ?, ?, ?, 0)")
-        for b in range(2):
-            for c in range(2):
-                for d in range(2):
-                    cql.execute(insert, [b, c, d])
+    with eight_rows(cql, test_keyspace) as t:
         with pytest.raises(InvalidRequest) as error:
             cql.execute(f"SELECT a FROM {t} WHERE a = 0 AND {where}")
         assert message in str(error.value)
@@ -680,8 +682,7 @@ def test_multi_column_relations_the_read_cannot_serve(cql, test_keyspace, where,
 def test_where_clauses_cassandra_refuses_are_refused_at_prepare(cql, test_keyspace, where, message):
     """As Cassandra 5.0, PREPARE refuses what no bound values could make valid, so the
     application learns it before its first execution."""
-    schema = "a int, b int, c int, d int, v int, PRIMARY KEY (a, b, c, d)"
-    with new_table(cql, test_keyspace, schema) as t:
+    with eight_rows(cql, test_keyspace) as t:
         with pytest.raises(InvalidRequest) as error:
             cql.prepare(f"SELECT a FROM {t} WHERE a = 0 AND {where}")
         assert message in str(error.value)

@@ -433,20 +433,7 @@ impl<'a> Reader<'a> {
 
     fn cell(&mut self) -> Result<Cell, MutationError> {
         let (timestamp, cell) = self.raw_cell()?;
-        let value = match cell {
-            CellRef::Live(value) => CellValue::Live {
-                value: value.to_vec(),
-                expiry: None,
-            },
-            CellRef::Expiring(value, expiry) => CellValue::Live {
-                value: value.to_vec(),
-                expiry: Some(expiry),
-            },
-            CellRef::Tombstone(local_deletion_time) => CellValue::Tombstone {
-                local_deletion_time,
-            },
-        };
-        Ok(Cell { timestamp, value })
+        Ok(owned_cell(timestamp, cell))
     }
 
     /// A cell's timestamp and the rest of it, its value borrowed.
@@ -474,6 +461,24 @@ impl<'a> Reader<'a> {
         };
         Ok((timestamp, cell))
     }
+}
+
+/// A borrowed cell as an owned one (its value copied).
+fn owned_cell(timestamp: i64, cell: CellRef<'_>) -> Cell {
+    let value = match cell {
+        CellRef::Live(value) => CellValue::Live {
+            value: value.to_vec(),
+            expiry: None,
+        },
+        CellRef::Expiring(value, expiry) => CellValue::Live {
+            value: value.to_vec(),
+            expiry: Some(expiry),
+        },
+        CellRef::Tombstone(local_deletion_time) => CellValue::Tombstone {
+            local_deletion_time,
+        },
+    };
+    Cell { timestamp, value }
 }
 
 /// An encoded row's version, flags, marker and deletion, and a reader at its column count.
@@ -549,23 +554,7 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row, MutationError> {
         if let Some((raw, end)) = common_cell(r.bytes, r.offset, previous_id) {
             r.offset = end;
             previous_id = Some(raw.id);
-            let value = match raw.cell {
-                CellRef::Live(value) => CellValue::Live {
-                    value: value.to_vec(),
-                    expiry: None,
-                },
-                CellRef::Expiring(value, expiry) => CellValue::Live {
-                    value: value.to_vec(),
-                    expiry: Some(expiry),
-                },
-                CellRef::Tombstone(local_deletion_time) => CellValue::Tombstone {
-                    local_deletion_time,
-                },
-            };
-            let cell = Cell {
-                timestamp: raw.timestamp,
-                value,
-            };
+            let cell = owned_cell(raw.timestamp, raw.cell);
             columns.push(ColumnData::Simple { id: raw.id, cell });
             continue;
         }
