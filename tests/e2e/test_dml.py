@@ -736,6 +736,71 @@ def test_an_in_on_a_clustering_column_pages(cql, test_keyspace, where, tail):
             assert paged == expected, page
 
 
+@contextlib.contextmanager
+def collections_table(cql, keyspace):
+    """Partitions k = 0..2, rows c = 0..2, each with m = {'a': c, 'b': k}, l = [c] and
+    v = 10 * k + c."""
+    schema = "k int, c int, v int, w text, l list<int>, m map<text, int>, fm frozen<map<text, int>>, PRIMARY KEY (k, c)"
+    with new_table(cql, keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (k, c, v, w, l, m, fm) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        for k in range(3):
+            for c in range(3):
+                m = {"a": c, "b": k}
+                cql.execute(insert, [k, c, 10 * k + c, f"w{c}", [c], m, m])
+        yield t
+
+
+def test_a_map_entry_filters(cql, test_keyspace):
+    """`m[key] = value` on a non-frozen map selects the rows whose map holds that entry, with
+    ALLOW FILTERING, as in Cassandra 5.0 (before: refused as unsupported)."""
+    with collections_table(cql, test_keyspace) as t:
+        def rows(where, *values):
+            query = f"SELECT k, c FROM {t} WHERE {where} ALLOW FILTERING"
+            if values:
+                return sorted(tuple(r) for r in cql.execute(cql.prepare(query), values))
+            return sorted(tuple(r) for r in cql.execute(query))
+        assert rows("m['a'] = 1") == [(0, 1), (1, 1), (2, 1)]
+        assert rows("k = 2 AND m['b'] = 2") == [(2, 0), (2, 1), (2, 2)]
+        assert rows("m['a'] = 1 AND m['b'] = 0") == [(0, 1)]
+        assert rows("m['zz'] = 1") == []
+        assert rows("m[?] = ?", "b", 1) == [(1, 0), (1, 1), (1, 2)]
+        with pytest.raises(InvalidRequest, match="ALLOW FILTERING"):
+            cql.execute(f"SELECT k FROM {t} WHERE m['a'] = 1")
+
+
+@pytest.mark.parametrize("where, message", [
+    ("m['a'] > 1", "Only EQ relations are supported on map entries"),
+    ("m['a'] = null", "Unsupported null map value for column m"),
+    ("fm['a'] = 1", "Map-entry equality predicates on frozen map column fm are not supported"),
+    ("l[0] = 1", "Indexes on list entries (l[index] = value) are not currently supported."),
+    ("m['a'] = 'x'", 'Invalid STRING constant (x) for "value(m)" of type int'),
+    ("k = 'it''s'", 'Invalid STRING constant (it\'s) for "k" of type int'),
+    ("l = [0]", "Collection column 'l' (list<int>) cannot be restricted by a '=' relation"),
+    ("m IN ({'a': 1})", "Collection column 'm' (map<text, int>) cannot be restricted by a 'IN' relation"),
+    ("l CONTAINS KEY 1", "Cannot use CONTAINS KEY on non-map column l"),
+    ("v CONTAINS 1", "Cannot use CONTAINS on non-collection column v"),
+    ("w LIKE 'w1%'", "LIKE restriction is only supported on properly indexed columns. w LIKE 'w1%' is not valid."),
+])
+def test_collection_and_pattern_restrictions_refused_in_cassandra_words(cql, test_keyspace, where, message):
+    with collections_table(cql, test_keyspace) as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"SELECT k FROM {t} WHERE {where} ALLOW FILTERING")
+        assert message in str(error.value)
+
+
+def test_token_relations_beside_a_restricted_key_select_among_its_partitions(cql, test_keyspace):
+    """As in Cassandra 5.0, token() relations next to a fully restricted partition key need no
+    ALLOW FILTERING: they keep the partitions whose token is in range."""
+    with collections_table(cql, test_keyspace) as t:
+        tokens = {k: cql.execute(f"SELECT token(k) FROM {t} WHERE k = {k} LIMIT 1").one()[0]
+                  for k in range(3)}
+        low = min(tokens.values())
+        query = f"SELECT DISTINCT k FROM {t} WHERE k IN (0, 1, 2) AND token(k) > {low}"
+        assert sorted(r.k for r in cql.execute(query)) == sorted(k for k in tokens if tokens[k] > low)
+        assert list(cql.execute(f"SELECT k FROM {t} WHERE k = 0 AND token(k) < {tokens[0]}")) == []
+        assert len(list(cql.execute(f"SELECT k FROM {t} WHERE k = 0 AND token(k) >= {tokens[0]}"))) == 3
+
+
 DISTINCT_WHERE = "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."
 
 

@@ -96,10 +96,14 @@ fn evaluate_at(
         }),
         Term::Constant(c) => {
             let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
+                // Cassandra prints a string constant here without its quotes.
+                let text = match c {
+                    Constant::String(s) => s.clone(),
+                    other => constant_text(other),
+                };
                 QueryError::Invalid(format!(
-                    "Invalid {} constant ({}) for \"{name}\" of type {ty}{}",
+                    "Invalid {} constant ({text}) for \"{name}\" of type {ty}{}",
                     constant_kind(c),
-                    constant_text(c),
                     detail(&e.to_string())
                 ))
             })?;

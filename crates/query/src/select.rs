@@ -157,6 +157,12 @@ enum Filter {
         value: i64,
     },
     IsNotNull(usize),
+    /// `m[key] = value` on a non-frozen map column.
+    MapEntry {
+        column: usize,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
 }
 
 struct Plan {
@@ -373,6 +379,20 @@ fn check_relation(table: &TableMetadata, relation: &Relation) -> Result<(), Quer
             op: Operator::Neq,
             value,
         } => Err(unsupported_neq(&column(table, c)?.name, value)),
+        Relation::Simple { column: c, op, .. } => {
+            // A whole non-frozen collection is not compared, only searched.
+            let col = column(table, c)?;
+            let searched = matches!(op, Operator::Contains | Operator::ContainsKey);
+            if col.ty.is_multi_cell() && col.ty.is_collection() && !searched {
+                return Err(QueryError::Invalid(format!(
+                    "Collection column '{}' ({}) cannot be restricted by a '{}' relation",
+                    col.name,
+                    col.ty,
+                    crate::write::op_name(op)
+                )));
+            }
+            Ok(())
+        }
         Relation::Token { columns, .. } => {
             let mut given = Vec::with_capacity(columns.len());
             for c in columns {
@@ -824,26 +844,48 @@ fn build_plan(
                         let elem = match (op, col.ty.unfrozen()) {
                             (Operator::ContainsKey, CqlType::Map(k, _)) => (**k).clone(),
                             (Operator::Contains, CqlType::Map(_, v)) => (**v).clone(),
-                            (Operator::Contains, CqlType::List(e) | CqlType::Set(e)) => (**e).clone(),
+                            (Operator::Contains, CqlType::List(e) | CqlType::Set(e)) => {
+                                (**e).clone()
+                            }
+                            (Operator::ContainsKey, _) => {
+                                return Err(QueryError::Invalid(format!(
+                                    "Cannot use CONTAINS KEY on non-map column {}",
+                                    col.name
+                                )))
+                            }
                             _ => {
                                 return Err(QueryError::Invalid(format!(
-                                    "Cannot use {} on non-collection column {}",
-                                    if matches!(op, Operator::Contains) { "CONTAINS" } else { "CONTAINS KEY" },
+                                    "Cannot use CONTAINS on non-collection column {}",
                                     col.name
                                 )))
                             }
                         };
                         let v = in_values(value, &elem, &col.name, values)?;
                         needs_filtering = true;
-                        filters.push(Filter::Compare { column: idx, op: *op, values: v });
+                        filters.push(Filter::Compare {
+                            column: idx,
+                            op: *op,
+                            values: v,
+                        });
                         continue;
                     }
                     Operator::Like => {
-                        return Err(QueryError::Invalid(
-                            "LIKE restrictions are not supported yet by Helenus (they need a SASI or SAI index)".to_string(),
-                        ))
+                        // Cassandra's words: LIKE needs an index (SASI or SAI), which neither
+                        // this table nor Helenus has.
+                        let RelationValue::Single(term) = value else {
+                            return Err(QueryError::Invalid(
+                                "LIKE takes a single pattern".to_string(),
+                            ));
+                        };
+                        return Err(QueryError::Invalid(format!(
+                            "LIKE restriction is only supported on properly indexed columns. {} LIKE {term} is not valid.",
+                            col.name
+                        )));
                     }
-                    Operator::NotIn | Operator::NotContains | Operator::NotContainsKey | Operator::Between => {
+                    Operator::NotIn
+                    | Operator::NotContains
+                    | Operator::NotContainsKey
+                    | Operator::Between => {
                         return Err(QueryError::Invalid(format!(
                             "Operator {op:?} is not supported yet by Helenus"
                         )))
@@ -990,11 +1032,59 @@ fn build_plan(
                     "Custom index expressions are not supported yet by Helenus".to_string(),
                 ))
             }
-            Relation::Element { .. } => {
-                return Err(QueryError::Invalid(
-                    "Restrictions on collection elements are not supported yet by Helenus"
-                        .to_string(),
-                ))
+            Relation::Element {
+                column: c,
+                key,
+                op,
+                value,
+            } => {
+                let col = column(table, c)?;
+                let (key_type, value_type) = match &col.ty {
+                    CqlType::Map(k, v) => (&**k, &**v),
+                    CqlType::Frozen(inner) if matches!(**inner, CqlType::Map(..)) => {
+                        return Err(QueryError::Invalid(format!(
+                            "Map-entry equality predicates on frozen map column {} are not supported",
+                            col.name
+                        )))
+                    }
+                    CqlType::List(_) => {
+                        return Err(QueryError::Invalid(format!(
+                            "Indexes on list entries ({}[index] = value) are not currently supported.",
+                            col.name
+                        )))
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "Restrictions on elements of sets and user types are not supported yet by Helenus"
+                                .to_string(),
+                        ))
+                    }
+                };
+                if *op != Operator::Eq {
+                    return Err(QueryError::Invalid(
+                        "Only EQ relations are supported on map entries".to_string(),
+                    ));
+                }
+                let entry = |term: &Term, ty: &CqlType, part: &str| match evaluate(
+                    term,
+                    ty,
+                    &format!("{part}({})", col.name),
+                    values,
+                )? {
+                    TermValue::Value(b) => Ok(b),
+                    _ => Err(QueryError::Invalid(format!(
+                        "Unsupported null map {part} for column {}",
+                        col.name
+                    ))),
+                };
+                let key = entry(key, key_type, "key")?;
+                let value = entry(value, value_type, "value")?;
+                needs_filtering = true;
+                filters.push(Filter::MapEntry {
+                    column: table.column_index(&col.name).unwrap_or(0),
+                    key,
+                    value,
+                });
             }
             Relation::IsNotNull(c) => {
                 let col = column(table, c)?;
@@ -1016,7 +1106,7 @@ fn build_plan(
     let partitions = if let Some(only) = single_key {
         // One partition of a one-column key (a point read): no combinations to make or sort.
         Some(vec![partition_key(table, std::slice::from_ref(only))?])
-    } else if pk_restricted == pk_count && !has_token {
+    } else if pk_restricted == pk_count {
         let mut combos: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
         for i in pk_values.iter().flatten() {
             let v = restricted(&filters, *i);
@@ -1046,6 +1136,16 @@ fn build_plan(
             if !keys.iter().any(|k: &PartitionKey| k.key == key.key) {
                 keys.push(key);
             }
+        }
+        // token() relations beside a restricted key select among its partitions, as in
+        // Cassandra, without filtering (rows are checked against them too).
+        if has_token {
+            keys.retain(|k| {
+                filters.iter().all(|f| match f {
+                    Filter::Token { op, value } => op_matches(op, k.token.cmp(value)),
+                    _ => true,
+                })
+            });
         }
         Some(keys)
     } else {
@@ -1306,7 +1406,7 @@ fn build_plan(
         || filters.iter().enumerate().any(|(i, f)| match f {
             _ if enforced_bit(enforced, i) => false,
             Filter::Compare { column, .. } | Filter::IsNotNull(column) => *column < pk_count,
-            Filter::MultiColumn { .. } | Filter::Token { .. } => false,
+            Filter::MultiColumn { .. } | Filter::Token { .. } | Filter::MapEntry { .. } => false,
         });
     Ok(Plan {
         table: table.clone(),
@@ -2455,6 +2555,20 @@ fn filter_passes(plan: &Plan, f: &Filter, row: &RowValues) -> bool {
         }
         Filter::Token { op, value } => op_matches(op, row.token.cmp(value)),
         Filter::IsNotNull(c) => row.values[*c].is_some(),
+        Filter::MapEntry { column, key, value } => {
+            let CqlType::Map(key_type, value_type) = &table.columns[*column].ty else {
+                return false;
+            };
+            row.values[*column]
+                .as_deref()
+                .and_then(|map| split_elements(map, 2).ok())
+                .is_some_and(|entries| {
+                    entries.iter().any(|e| {
+                        types::compare(key_type, e[0], key).is_eq()
+                            && types::compare(value_type, e[1], value).is_eq()
+                    })
+                })
+        }
     }
 }
 
@@ -2916,7 +3030,9 @@ fn read_command_cql(plan: &Plan, key: Option<&PartitionKey>, limit: Option<usize
         .columns_read()
         .into_iter()
         .chain(plan.filters.iter().filter_map(|f| match f {
-            Filter::Compare { column, .. } | Filter::IsNotNull(column) => Some(*column),
+            Filter::Compare { column, .. }
+            | Filter::IsNotNull(column)
+            | Filter::MapEntry { column, .. } => Some(*column),
             _ => None,
         }))
         .filter(|i| *i >= key_columns)
