@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from cassandra import InvalidRequest
+from cassandra.protocol import SyntaxException
 from cassandra.metadata import Murmur3Token
 from cassandra.query import (
     UNSET_VALUE,
@@ -799,6 +800,49 @@ def test_token_relations_beside_a_restricted_key_select_among_its_partitions(cql
         assert sorted(r.k for r in cql.execute(query)) == sorted(k for k in tokens if tokens[k] > low)
         assert list(cql.execute(f"SELECT k FROM {t} WHERE k = 0 AND token(k) < {tokens[0]}")) == []
         assert len(list(cql.execute(f"SELECT k FROM {t} WHERE k = 0 AND token(k) >= {tokens[0]}"))) == 3
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("UPDATE {t} SET v = v + 1 WHERE k = 0 AND c = 0", "Invalid operation (v = v + 1) for non counter column v"),
+    ("UPDATE {t} SET w = w - 'x' WHERE k = 0 AND c = 0", "Invalid operation (w = w - 'x') for non counter column w"),
+    ("UPDATE {t} SET v = 1 + v WHERE k = 0 AND c = 0", "Invalid operation (v = 1 - v) for non list column v"),
+    ("UPDATE {t} SET fl = fl + [1] WHERE k = 0 AND c = 0",
+     "Invalid operation (fl = fl + [1]) for frozen collection column fl"),
+    ("UPDATE {t} SET fl = fl - [1] WHERE k = 0 AND c = 0",
+     "Invalid operation (fl = fl - [1]) for frozen collection column fl"),
+    ("DELETE v FROM {t} WHERE k = 1", "Range deletions are not supported for specific columns"),
+    ("DELETE v FROM {t} WHERE k = 1 AND c > 0", "Range deletions are not supported for specific columns"),
+    ("UPDATE {t} SET v = 3 WHERE k = 0 AND c > 0",
+     "Slice restrictions are not supported on the clustering columns in UPDATE statements"),
+    ("UPDATE {t} SET v = 3 WHERE k > 0 AND c = 0",
+     "Only EQ and IN relation are supported on the partition key (unless you use the token() function) "
+     "for UPDATE statements"),
+    ("DELETE FROM {t} WHERE k > 0",
+     "Only EQ and IN relation are supported on the partition key (unless you use the token() function) "
+     "for DELETE statements"),
+    ("INSERT INTO {t} (k, c, v, v) VALUES (9, 9, 1, 2)", "The column names contains duplicates"),
+    ("DELETE FROM {t} WHERE k = 0 AND c = 0 AND v = 1 AND w = 'x'",
+     "Non PRIMARY KEY columns found in where clause: v, w "),
+])
+def test_modifications_refused_in_cassandra_words(cql, test_keyspace, statement, message):
+    schema = "k int, c int, v int, w text, fl frozen<list<int>>, l list<int>, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement.format(t=t))
+        assert message in str(error.value)
+
+
+def test_a_column_set_and_assigned_again_is_a_syntax_error(cql, test_keyspace):
+    """As Cassandra's parser: a column set outright cannot be assigned again in the same
+    UPDATE; additions to one collection can."""
+    schema = "k int PRIMARY KEY, v int, l list<int>"
+    with new_table(cql, test_keyspace, schema) as t:
+        for assignments in ("v = 1, v = 2", "l = [1], l = l + [2]"):
+            with pytest.raises(SyntaxException) as error:
+                cql.execute(f"UPDATE {t} SET {assignments} WHERE k = 0")
+            assert "Multiple incompatible setting of column" in str(error.value)
+        cql.execute(f"UPDATE {t} SET l = l + [1], l = l + [2] WHERE k = 0")
+        assert cql.execute(f"SELECT l FROM {t} WHERE k = 0").one().l == [1, 2]
 
 
 DISTINCT_WHERE = "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."

@@ -101,10 +101,9 @@ fn plan_insert(s: &Insert, ctx: &WriteContext<'_>) -> Result<InsertPlan, QueryEr
             let col = column(table, name)?;
             let idx = table.column_index(&col.name).unwrap_or(0);
             if indexes.contains(&idx) {
-                return Err(QueryError::Invalid(format!(
-                    "Multiple definitions found for column {}",
-                    col.name
-                )));
+                return Err(QueryError::Invalid(
+                    "The column names contains duplicates".to_string(),
+                ));
             }
             indexes.push(idx);
         }
@@ -834,10 +833,17 @@ struct KeyRestrictions {
     slice: Option<(Option<SliceBound>, Option<SliceBound>)>,
 }
 
+/// Cassandra's refusal of a DELETE of named columns over a range of rows.
+const RANGE_DELETION_OF_COLUMNS: &str = "Range deletions are not supported for specific columns";
+
+/// What a modification statement's WHERE clause restricts. `statement` names it in errors
+/// (`UPDATE`, `DELETE`); `allow_slice`: a clustering slice is accepted (a DELETE of whole
+/// rows).
 fn key_restrictions(
     table: &TableMetadata,
     relations: &[Relation],
     ctx: &WriteContext<'_>,
+    statement: &str,
     allow_slice: bool,
 ) -> Result<KeyRestrictions, QueryError> {
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
@@ -916,13 +922,23 @@ fn key_restrictions(
                         }
                         continue;
                     }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
+                    (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
+                        // Cassandra's words for each kind of refused slice.
+                        return Err(QueryError::Invalid(match col.kind {
+                            ColumnKind::PartitionKey => format!(
+                                "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
+                            ),
+                            _ if statement == "UPDATE" => {
+                                "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
+                            }
+                            _ => RANGE_DELETION_OF_COLUMNS.to_string(),
+                        }));
+                    }
+                    _ => return Err(QueryError::Invalid(format!(
                         "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
                         op_name(op),
                         col.name
-                    )))
-                    }
+                    ))),
                 };
                 if eq.insert(idx, values).is_some() {
                     return Err(QueryError::Invalid(format!(
@@ -1005,7 +1021,7 @@ fn key_restrictions(
     }
     if !non_key.is_empty() {
         return Err(QueryError::Invalid(format!(
-            "Non PRIMARY KEY columns found in where clause: {}",
+            "Non PRIMARY KEY columns found in where clause: {} ",
             non_key.join(", ")
         )));
     }
@@ -1459,6 +1475,27 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Lightweight transactions (UPDATE ... IF) are not supported yet by Helenus".to_string(),
         ));
     }
+    // Cassandra's parser refuses a column set outright and also assigned otherwise.
+    for (i, a) in s.assignments.iter().enumerate() {
+        if let Assignment::Set { column: c, .. } = a {
+            let again = s.assignments.iter().enumerate().any(|(j, b)| {
+                j != i
+                    && match b {
+                        Assignment::Set { column, .. }
+                        | Assignment::SetField { column, .. }
+                        | Assignment::SetElement { column, .. }
+                        | Assignment::Add { column, .. }
+                        | Assignment::Subtract { column, .. }
+                        | Assignment::Prepend { column, .. } => column == c,
+                    }
+            });
+            if again {
+                return Err(QueryError::Syntax(format!(
+                    "Multiple incompatible setting of column {c}"
+                )));
+            }
+        }
+    }
     let attrs = attributes(&s.using, table, ctx)?;
     let mut regular = Row::default();
     let mut static_row = Row::default();
@@ -1482,18 +1519,29 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 value: t,
             } => {
                 let col = settable(table, c)?;
-                if !col.ty.is_multi_cell() || !col.ty.is_collection() {
-                    return Err(QueryError::Invalid(format!(
-                        "Invalid operation ({} = {} + ?) for non collection column {}",
-                        col.name, col.name, col.name
-                    )));
-                }
                 let prepend = matches!(a, Assignment::Prepend { .. });
-                if prepend && !matches!(col.ty, CqlType::List(_)) {
-                    return Err(QueryError::Invalid(format!(
-                        "Invalid operation ({} = ? + {}) for non list column {}",
-                        col.name, col.name, col.name
-                    )));
+                // Cassandra's words, its operation quoted (a prepend as `c = v - c`, as it
+                // prints it).
+                let name = &col.name;
+                let refuse = |what: &str| {
+                    let operation = if prepend {
+                        format!("{name} = {t} - {name}")
+                    } else {
+                        format!("{name} = {name} + {t}")
+                    };
+                    Err(QueryError::Invalid(format!(
+                        "Invalid operation ({operation}) for {what} column {name}"
+                    )))
+                };
+                match (&col.ty, col.ty.unfrozen()) {
+                    (CqlType::List(_), _) => {}
+                    (_, CqlType::List(_)) if prepend => return refuse("frozen list"),
+                    _ if prepend => return refuse("non list"),
+                    (ty, _) if ty.is_collection() && !ty.is_multi_cell() => {
+                        return refuse("frozen collection")
+                    }
+                    (ty, _) if !ty.is_collection() => return refuse("non counter"),
+                    _ => {}
                 }
                 let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
                 let data = match v {
@@ -1530,13 +1578,13 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     }
                     ty if ty.is_collection() => {
                         return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({0} = {0} - ?) for frozen collection column {0}",
+                            "Invalid operation ({0} = {0} - {t}) for frozen collection column {0}",
                             col.name
                         )))
                     }
                     _ => {
                         return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({0} = {0} - ?) for non collection column {0}",
+                            "Invalid operation ({0} = {0} - {t}) for non counter column {0}",
                             col.name
                         )))
                     }
@@ -1629,7 +1677,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         !regular.columns.is_empty() || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
     let has_static = !static_row.columns.is_empty()
         || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-    let keys = key_restrictions(table, &s.where_clause, ctx, false)?;
+    let keys = key_restrictions(table, &s.where_clause, ctx, "UPDATE", false)?;
     let full_clustering = keys
         .clustering_prefixes
         .first()
@@ -1689,7 +1737,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         marked_for_delete_at: attrs.timestamp,
         local_deletion_time: ctx.now_seconds,
     };
-    let keys = key_restrictions(table, &s.where_clause, ctx, s.columns.is_empty())?;
+    let keys = key_restrictions(table, &s.where_clause, ctx, "DELETE", s.columns.is_empty())?;
     let prefix_len = keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0);
 
     if !s.columns.is_empty() {
@@ -1793,14 +1841,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             ));
         }
         if has_regular && prefix_len != table.clustering_count {
-            return Err(QueryError::Invalid(format!(
-                "Some clustering keys are missing: {}",
-                table.clustering()[prefix_len..]
-                    .iter()
-                    .map(|c| c.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
         }
         return write_rows(
             table,
