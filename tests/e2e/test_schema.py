@@ -299,3 +299,72 @@ def test_type_if_not_exists_and_errors(cql, test_keyspace):
     cql.execute(f"DROP TYPE IF EXISTS {typ}")
     with pytest.raises(InvalidRequest):  # unknown type in a table definition
         cql.execute(f"CREATE TABLE {test_keyspace}.{unique_name('tbl')} (k int PRIMARY KEY, u frozen<no_such_type>)")
+
+
+@pytest.mark.parametrize("replication, expected", [
+    ("{'class': 'SimpleStrategy'}", {"replication_factor": "1"}),
+    ("{'class': 'NetworkTopologyStrategy'}", {"datacenter1": "1"}),
+])
+def test_a_strategy_without_a_replication_factor_gets_the_default(cql, replication, expected):
+    """Cassandra 5.0 fills in `default_keyspace_rf` (1): before, SimpleStrategy without a
+    factor was refused and NetworkTopologyStrategy without a data centre had no replicas."""
+    with new_keyspace(cql, replication) as ks:
+        row = keyspace_row(cql, ks)
+        strategy = replication.split("'")[3]
+        assert row.replication == {"class": f"org.apache.cassandra.locator.{strategy}", **expected}
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (0, 1)")
+        assert cql.execute(f"SELECT v FROM {ks}.t WHERE k = 0").one().v == 1
+
+
+@pytest.mark.parametrize("options, message", [
+    ("compaction = {'class': 'Nope'}",
+     "Unable to find compaction strategy class 'org.apache.cassandra.db.compaction.Nope'"),
+    ("compaction = {'class': 'DateTieredCompactionStrategy'}",
+     "Unable to find compaction strategy class 'org.apache.cassandra.db.compaction.DateTieredCompactionStrategy'"),
+    ("compaction = {'class': 'com.example.Custom'}", "Unable to find compaction strategy class 'com.example.Custom'"),
+    ("compression = {'class': 'Nope'}", "Could not create Compression for type org.apache.cassandra.io.compress.Nope"),
+    ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 3}", "chunk_length_in_kb must be a power of 2"),
+    ("compression = {'chunk_length_in_kb': 16}", "Missing sub-option 'class' for the 'compression' option."),
+])
+def test_unknown_compaction_and_compression_are_refused(cql, test_keyspace, options, message):
+    """As Cassandra 5.0 refuses them (a configuration error), even for a table that exists:
+    the properties are checked first. Before, any class was accepted."""
+    name = f"{test_keyspace}.{unique_name('tbl')}"
+    with pytest.raises(ConfigurationException) as error:
+        cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, v int) WITH {options}")
+    assert message in str(error.value)
+    cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, v int)")
+    with pytest.raises(ConfigurationException) as error:
+        cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, v int) WITH {options}")
+    assert message in str(error.value)
+    for valid in ("compaction = {'class': 'LeveledCompactionStrategy'}",
+                  "compaction = {'class': 'UnifiedCompactionStrategy'}",
+                  "compression = {'class': 'ZstdCompressor'}", "compression = {'enabled': 'false'}",
+                  "compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 64}"):
+        cql.execute(f"ALTER TABLE {name} WITH {valid}")
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("CREATE TABLE {ks}.b (k int, v int)", "No PRIMARY KEY specifed for table '{ks}.b' (exactly one required)"),
+    ("CREATE TABLE {ks}.b (k int PRIMARY KEY, k int)", "Duplicate column 'k' declaration for table '{ks}.b'"),
+    ("CREATE TABLE {ks}.b (k int, c int, PRIMARY KEY (k, c, c))",
+     "Duplicate column 'c' in PRIMARY KEY clause for table 'b'"),
+    ("CREATE TABLE {ks}.b (k int, PRIMARY KEY (k, zz))", "Unknown column 'zz' referenced in PRIMARY KEY for table 'b'"),
+    ("CREATE TABLE {ks}.b (k list<int> PRIMARY KEY)",
+     "Invalid non-frozen collection type list<int> for PRIMARY KEY column 'k'"),
+    ("CREATE TABLE {ks}.b (k int, c int, v int, PRIMARY KEY (k, c)) WITH CLUSTERING ORDER BY (v DESC)",
+     "Only clustering key columns can be defined in CLUSTERING ORDER directive: [v] are not clustering columns"),
+    ("CREATE TABLE {ks}.b (k int, c int, d int, PRIMARY KEY (k, c, d)) WITH CLUSTERING ORDER BY (d DESC, c ASC)",
+     "The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns "
+     "(c must appear before d)"),
+    ("ALTER TABLE {ks}.a DROP nosuch", "Column nosuch was not found in table '{ks}.a'"),
+    ("ALTER TABLE {ks}.a ADD s int static",
+     "Static columns are only useful (and thus allowed) if the table has at least one clustering column"),
+])
+def test_table_definitions_refused_in_cassandra_words(cql, statement, message):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TABLE {ks}.a (k int PRIMARY KEY, v int)")
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement.format(ks=ks))
+        assert message.format(ks=ks) in str(error.value)

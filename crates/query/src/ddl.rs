@@ -293,14 +293,16 @@ pub(crate) fn table_from_create(
             .position(|(c, _)| c == name.as_str())
             .ok_or_else(|| {
                 QueryError::Invalid(format!(
-                    "Only clustering key columns can be defined in CLUSTERING ORDER directive: {} is not a clustering column",
+                    "Only clustering key columns can be defined in CLUSTERING ORDER directive: [{}] are not clustering columns",
                     name.as_str()
                 ))
             })?;
         if pos != i {
-            return Err(QueryError::Invalid(
-                "The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns".to_string(),
-            ));
+            return Err(QueryError::Invalid(format!(
+                "The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns ({} must appear before {})",
+                clustering[i].0,
+                name.as_str()
+            )));
         }
         clustering[pos].1 = match order {
             Order::Asc => ClusteringOrder::Asc,
@@ -309,13 +311,10 @@ pub(crate) fn table_from_create(
     }
     if s.compact_storage {
         return Err(QueryError::Invalid(
-            "COMPACT STORAGE tables are not supported (as in Cassandra 5.0)".to_string(),
+            "COMPACT STORAGE tables are not supported yet by Helenus".to_string(),
         ));
     }
-    let mut options = TableOptions::default();
-    for p in &s.properties.0 {
-        options.set(p.name.as_str(), property_value(&p.value))?;
-    }
+    let options = table_options(s)?;
     Ok(TableMetadata::new(
         keyspace,
         s.name.name.as_str(),
@@ -325,6 +324,15 @@ pub(crate) fn table_from_create(
         &clustering,
         options,
     )?)
+}
+
+/// A CREATE TABLE's `WITH` properties, validated.
+fn table_options(s: &CreateTable) -> Result<TableOptions, QueryError> {
+    let mut options = TableOptions::default();
+    for p in &s.properties.0 {
+        options.set(p.name.as_str(), property_value(&p.value))?;
+    }
+    Ok(options)
 }
 
 /// A type referenced by a table: the name of every UDT it contains (to refuse dropping it).
@@ -576,9 +584,12 @@ fn plan_change(
             valid_name(name, "Table")?;
             if s.partition_key.is_empty() {
                 return Err(QueryError::Invalid(format!(
-                    "No PRIMARY KEY specifed for table '{name}' (exactly one required)"
+                    "No PRIMARY KEY specifed for table '{ks_name}.{name}' (exactly one required)"
                 )));
             }
+            // As Cassandra: the properties are checked before whether the table exists, its
+            // columns after.
+            table_options(s)?;
             if ks.tables.contains_key(name) {
                 if s.if_not_exists {
                     return Ok(None);
@@ -901,7 +912,7 @@ fn plan_change(
                 .find(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
             {
                 return Err(QueryError::Invalid(format!(
-                    "Cannot drop user type {ks_name}.{name} as it is still used by table {}",
+                    "Cannot drop user type '{ks_name}.{name}' as it is still used by tables {}",
                     user.name
                 )));
             }

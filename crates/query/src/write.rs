@@ -934,11 +934,13 @@ fn key_restrictions(
                             _ => RANGE_DELETION_OF_COLUMNS.to_string(),
                         }));
                     }
-                    _ => return Err(QueryError::Invalid(format!(
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
                         "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
                         op_name(op),
                         col.name
-                    ))),
+                    )))
+                    }
                 };
                 if eq.insert(idx, values).is_some() {
                     return Err(QueryError::Invalid(format!(

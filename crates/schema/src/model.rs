@@ -130,7 +130,7 @@ impl TableMetadata {
         for (c, _, _) in &columns {
             if !seen.insert(c.clone()) {
                 return Err(SchemaError::Invalid(format!(
-                    "Duplicate column '{c}' declaration for table {keyspace}.{name}"
+                    "Duplicate column '{c}' declaration for table '{keyspace}.{name}'"
                 )));
             }
         }
@@ -139,7 +139,9 @@ impl TableMetadata {
         let mut next_id = 0u32;
         for (pos, pk) in partition_key.iter().enumerate() {
             let (_, ty, is_static) = find(pk).ok_or_else(|| {
-                SchemaError::Invalid(format!("Unknown definition {pk} referenced in PRIMARY KEY"))
+                SchemaError::Invalid(format!(
+                    "Unknown column '{pk}' referenced in PRIMARY KEY for table '{name}'"
+                ))
             })?;
             if *is_static {
                 return Err(SchemaError::Invalid(format!(
@@ -149,7 +151,7 @@ impl TableMetadata {
             check_key_type(pk, ty, "PRIMARY KEY")?;
             if out.iter().any(|c: &ColumnMetadata| &c.name == pk) {
                 return Err(SchemaError::Invalid(format!(
-                    "Duplicate column '{pk}' in PRIMARY KEY"
+                    "Duplicate column '{pk}' in PRIMARY KEY clause for table '{name}'"
                 )));
             }
             out.push(ColumnMetadata {
@@ -164,7 +166,9 @@ impl TableMetadata {
         }
         for (pos, (ck, order)) in clustering.iter().enumerate() {
             let (_, ty, is_static) = find(ck).ok_or_else(|| {
-                SchemaError::Invalid(format!("Unknown definition {ck} referenced in PRIMARY KEY"))
+                SchemaError::Invalid(format!(
+                    "Unknown column '{ck}' referenced in PRIMARY KEY for table '{name}'"
+                ))
             })?;
             if *is_static {
                 return Err(SchemaError::Invalid(format!(
@@ -174,7 +178,7 @@ impl TableMetadata {
             check_key_type(ck, ty, "PRIMARY KEY")?;
             if out.iter().any(|c: &ColumnMetadata| &c.name == ck) {
                 return Err(SchemaError::Invalid(format!(
-                    "Duplicate column '{ck}' in PRIMARY KEY"
+                    "Duplicate column '{ck}' in PRIMARY KEY clause for table '{name}'"
                 )));
             }
             out.push(ColumnMetadata {
@@ -277,9 +281,9 @@ impl TableMetadata {
             )));
         }
         if is_static && self.clustering_count == 0 {
-            return Err(SchemaError::Invalid(format!(
-                "Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns (column {name})"
-            )));
+            return Err(SchemaError::Invalid(
+                "Static columns are only useful (and thus allowed) if the table has at least one clustering column".to_string(),
+            ));
         }
         if ty.is_counter() != self.is_counter_table() && !self.non_key_columns().is_empty() {
             return Err(SchemaError::Invalid(
@@ -315,8 +319,8 @@ impl TableMetadata {
     pub fn drop_column(&mut self, name: &str) -> Result<(), SchemaError> {
         let idx = self.column_index(name).ok_or_else(|| {
             SchemaError::Invalid(format!(
-                "Column {name} was not found in table {}",
-                self.name
+                "Column {name} was not found in table '{}.{}'",
+                self.keyspace, self.name
             ))
         })?;
         if idx < self.partition_key_count + self.clustering_count {
@@ -353,9 +357,14 @@ impl TableMetadata {
 }
 
 fn check_key_type(name: &str, ty: &CqlType, what: &str) -> Result<(), SchemaError> {
+    if ty.is_multi_cell() && ty.is_collection() {
+        return Err(SchemaError::Invalid(format!(
+            "Invalid non-frozen collection type {ty} for {what} column '{name}'"
+        )));
+    }
     if ty.is_multi_cell() {
         return Err(SchemaError::Invalid(format!(
-            "Invalid non-frozen collection type {ty} for {what} component {name}"
+            "Invalid non-frozen user-defined type {ty} for {what} column '{name}'"
         )));
     }
     if ty.is_counter() {

@@ -11,6 +11,27 @@ use crate::SchemaError;
 pub struct Replication(pub BTreeMap<String, String>);
 
 const SIMPLE: &str = "org.apache.cassandra.locator.SimpleStrategy";
+/// The compaction strategies Cassandra 5.0 has (a table names one; RocksDB compacts them all
+/// alike), in `COMPACTION_PACKAGE`.
+const COMPACTION_PACKAGE: &str = "org.apache.cassandra.db.compaction";
+const COMPACTION_STRATEGIES: [&str; 4] = [
+    "SizeTieredCompactionStrategy",
+    "LeveledCompactionStrategy",
+    "TimeWindowCompactionStrategy",
+    "UnifiedCompactionStrategy",
+];
+/// Cassandra 5.0's compressors, in `COMPRESSION_PACKAGE`.
+const COMPRESSION_PACKAGE: &str = "org.apache.cassandra.io.compress";
+const COMPRESSORS: [&str; 5] = [
+    "LZ4Compressor",
+    "SnappyCompressor",
+    "DeflateCompressor",
+    "ZstdCompressor",
+    "NoopCompressor",
+];
+/// The replication factor a strategy gets when none is given (Cassandra 5.0's
+/// `default_keyspace_rf`, 1 by default).
+const DEFAULT_KEYSPACE_RF: &str = "1";
 const NETWORK_TOPOLOGY: &str = "org.apache.cassandra.locator.NetworkTopologyStrategy";
 const LOCAL: &str = "org.apache.cassandra.locator.LocalStrategy";
 
@@ -43,14 +64,16 @@ impl Replication {
                         }
                     }
                 }
-                if !out.contains_key("replication_factor") {
-                    return Err(SchemaError::Config(
-                        "SimpleStrategy requires a replication_factor strategy option.".to_string(),
-                    ));
-                }
+                // Cassandra 5.0 fills in its `default_keyspace_rf` (1 by default).
+                out.entry("replication_factor".to_string())
+                    .or_insert_with(|| DEFAULT_KEYSPACE_RF.to_string());
             }
             "NetworkTopologyStrategy" => {
                 out.insert("class".to_string(), NETWORK_TOPOLOGY.to_string());
+                if options.keys().all(|k| k == "class") {
+                    // No data centre named: the local one, at `default_keyspace_rf`.
+                    out.insert(default_dc.to_string(), DEFAULT_KEYSPACE_RF.to_string());
+                }
                 for (k, v) in options {
                     match k.as_str() {
                         "class" => {}
@@ -254,15 +277,56 @@ impl TableOptions {
                         "Missing sub-option 'class' for the 'compaction' option.".to_string(),
                     )
                 })?;
-                if !class.contains('.') {
-                    m.insert(
-                        "class".to_string(),
-                        format!("org.apache.cassandra.db.compaction.{class}"),
-                    );
+                let full = if class.contains('.') {
+                    class
+                } else {
+                    format!("{COMPACTION_PACKAGE}.{class}")
+                };
+                let known = COMPACTION_STRATEGIES
+                    .iter()
+                    .any(|s| full == format!("{COMPACTION_PACKAGE}.{s}"));
+                if !known {
+                    return Err(SchemaError::Config(format!(
+                        "Unable to find compaction strategy class '{full}'"
+                    )));
                 }
+                m.insert("class".to_string(), full);
                 self.compaction = m;
             }
-            "compression" => self.compression = map(name, value)?,
+            "compression" => {
+                let m = map(name, value)?;
+                let disabled = m
+                    .get("enabled")
+                    .is_some_and(|e| e.eq_ignore_ascii_case("false"));
+                if !disabled {
+                    let class = m.get("class").ok_or_else(|| {
+                        SchemaError::Config(
+                            "Missing sub-option 'class' for the 'compression' option.".to_string(),
+                        )
+                    })?;
+                    let full = if class.contains('.') {
+                        class.clone()
+                    } else {
+                        format!("{COMPRESSION_PACKAGE}.{class}")
+                    };
+                    if !COMPRESSORS
+                        .iter()
+                        .any(|c| full == format!("{COMPRESSION_PACKAGE}.{c}"))
+                    {
+                        return Err(SchemaError::Config(format!(
+                            "Could not create Compression for type {full}"
+                        )));
+                    }
+                }
+                if let Some(kb) = m.get("chunk_length_in_kb") {
+                    if !kb.trim().parse::<u32>().is_ok_and(u32::is_power_of_two) {
+                        return Err(SchemaError::Config(
+                            "chunk_length_in_kb must be a power of 2".to_string(),
+                        ));
+                    }
+                }
+                self.compression = m;
+            }
             "memtable" => self.memtable = text(name, value)?,
             "crc_check_chance" => self.crc_check_chance = double(name, value)?,
             "default_time_to_live" => {
