@@ -651,6 +651,9 @@ def test_multi_column_relations_cassandra_refuses(cql, test_keyspace, where, mes
     ("b > 0 AND (c, d) > (0, 0)", AFTER_SLICE.format("c", "b"),
      "Multi-column slice restrictions cannot be used for filtering."),
     ("(c, d) IN ((0, 0), (1, 1))", NOT_RESTRICTED.format("c", "b"), "Multicolumn IN filters are not supported"),
+    # A slice on an earlier column, even written after.
+    ("(c, d) > (0, 0) AND b > 0", BEFORE_RESTRICTED.format("c", "b"),
+     "Multi-column slice restrictions cannot be used for filtering."),
     # An `=` filters.
     ("(c, d) = (0, 0)", NOT_RESTRICTED.format("c", "b"), None),
 ])

@@ -696,63 +696,51 @@ fn clustering_restriction_error(
 }
 
 /// The operators of the multi-column relations a read could not apply as its slice, only as
-/// filters: those after a slice's column, in the order written, or with a clustering column
-/// before their first that nothing restricts (Cassandra's `ClusteringColumnRestrictions`).
+/// filters: those with a clustering column before their first that nothing restricts, or that
+/// a slice restricts (Cassandra's `ClusteringColumnRestrictions`).
 fn multi_column_filters(
     table: &TableMetadata,
     select: &Select,
 ) -> Result<Vec<Operator>, QueryError> {
-    if !select
-        .where_clause
-        .iter()
-        .any(|r| matches!(r, Relation::MultiColumn { .. }))
-    {
-        return Ok(Vec::new());
-    }
     let clustering_position = |name: &Identifier| -> Result<Option<usize>, QueryError> {
         let col = column(table, name)?;
         Ok((col.kind == ColumnKind::Clustering).then_some(col.position as usize))
     };
+    let is_slice = |op: &Operator| {
+        matches!(
+            op,
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+        )
+    };
+    // Per clustering column: restricted at all, and by a slice.
     let mut restricted = vec![false; table.clustering_count];
+    let mut sliced = vec![false; table.clustering_count];
     for relation in &select.where_clause {
-        let names = match relation {
-            Relation::Simple { column: c, .. } => std::slice::from_ref(c),
-            Relation::MultiColumn { columns, .. } => columns.as_slice(),
+        let (names, op) = match relation {
+            Relation::Simple { column: c, op, .. } => (std::slice::from_ref(c), op),
+            Relation::MultiColumn { columns, op, .. } => (columns.as_slice(), op),
             _ => continue,
         };
         for name in names {
             if let Some(p) = clustering_position(name)? {
                 restricted[p] = true;
+                sliced[p] |= is_slice(op);
             }
         }
     }
     let mut filters = Vec::new();
-    // The first column of the last slice so far.
-    let mut slice_first: Option<usize> = None;
     for relation in &select.where_clause {
-        let (first, op, multi) = match relation {
-            Relation::Simple { column: c, op, .. } => match clustering_position(c)? {
-                Some(p) => (p, op, false),
-                None => continue,
-            },
-            Relation::MultiColumn { columns, op, .. } => match columns.first() {
-                Some(c) => match clustering_position(c)? {
-                    Some(p) => (p, op, true),
-                    None => continue,
-                },
-                None => continue,
-            },
-            _ => continue,
+        let Relation::MultiColumn { columns, op, .. } = relation else {
+            continue;
         };
-        let after_slice = slice_first.is_some_and(|s| first > s);
-        if multi && (after_slice || restricted[..first].iter().any(|r| !r)) {
+        let Some(first) = columns.first() else {
+            continue;
+        };
+        let Some(first) = clustering_position(first)? else {
+            continue;
+        };
+        if (0..first).any(|p| !restricted[p] || sliced[p]) {
             filters.push(*op);
-        }
-        if matches!(
-            op,
-            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
-        ) {
-            slice_first = Some(first);
         }
     }
     Ok(filters)
@@ -1195,17 +1183,23 @@ fn build_plan(
     // A multi-column relation the read cannot serve as a slice (after a gap or a slice) could
     // only filter: without ALLOW FILTERING Cassandra names the clustering column as for any
     // such restriction, and with it still refuses a multi-column slice or IN (an `=` filters).
-    let multi_filters = if table.virtual_table {
-        Vec::new()
-    } else {
+    let has_multi = select
+        .where_clause
+        .iter()
+        .any(|r| matches!(r, Relation::MultiColumn { .. }));
+    if has_multi && !table.virtual_table && !select.allow_filtering {
+        // Any clustering restriction out of place (a gap, a slice before or after another)
+        // is refused with it, as without a multi-column relation when it needs filtering.
+        if let Some(message) = clustering_restriction_error(table, select)? {
+            return Err(QueryError::Invalid(message));
+        }
+    }
+    let multi_filters = if has_multi && !table.virtual_table {
         multi_column_filters(table, select)?
+    } else {
+        Vec::new()
     };
     if !multi_filters.is_empty() {
-        if !select.allow_filtering {
-            if let Some(message) = clustering_restriction_error(table, select)? {
-                return Err(QueryError::Invalid(message));
-            }
-        }
         let slice = |op: &Operator| {
             matches!(
                 op,
