@@ -848,6 +848,32 @@ def test_a_column_set_and_assigned_again_is_a_syntax_error(cql, test_keyspace):
         assert cql.execute(f"SELECT l FROM {t} WHERE k = 0").one().l == [1, 2]
 
 
+@pytest.mark.parametrize("where, expected", [
+    ("c > null", [0, 1, 2]),
+    ("c >= null AND c < 2", [0, 1]),
+    ("c < null", []),
+    ("c <= null", []),
+    ("c = 1 AND dc > null", [1]),
+    ("c = 1 AND dc < null", []),
+])
+def test_a_clustering_slice_bounded_by_null(cql, test_keyspace, where, expected):
+    """Cassandra 5.0 bounds a clustering slice at null with the empty value, which sorts before
+    every other (before, Helenus refused null there). Ascending columns only: on a descending
+    one Cassandra reads the bound in stored order, and Helenus refuses it."""
+    schema = "k int, c int, dc decimal, v int, PRIMARY KEY (k, c, dc)"
+    with new_table(cql, test_keyspace, schema) as t:
+        for c in range(3):
+            cql.execute(f"INSERT INTO {t} (k, c, dc, v) VALUES (0, {c}, {c}, {c})")
+        rows = cql.execute(f"SELECT c FROM {t} WHERE k = 0 AND {where}")
+        assert sorted(r.c for r in rows) == expected
+        if where == "c > null":
+            prepared = cql.prepare(f"SELECT c FROM {t} WHERE k = 0 AND c > ?")
+            assert sorted(r.c for r in cql.execute(prepared, [None])) == expected
+        for refused in ("v = null", "v > null", "v IN (null)"):
+            with pytest.raises(InvalidRequest, match="Unsupported null value for column v"):
+                cql.execute(f"SELECT c FROM {t} WHERE k = 0 AND {refused} ALLOW FILTERING")
+
+
 DISTINCT_WHERE = "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."
 
 

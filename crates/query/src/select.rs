@@ -883,7 +883,54 @@ fn build_plan(
                 if matches!(op, Operator::Neq) {
                     return Err(unsupported_neq(&col.name, value));
                 }
-                let v = in_values(value, &col.ty, &col.name, values)?;
+                let v = match (col.kind, op, value) {
+                    (
+                        ColumnKind::Clustering,
+                        Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte,
+                        RelationValue::Single(t),
+                    ) => match evaluate(t, &col.ty, &col.name, values)? {
+                        TermValue::Value(b) => vec![b],
+                        // Cassandra bounds a clustering slice at null with the empty value,
+                        // which sorts before every other: `c > null` is every row, `c < null`
+                        // none. (On a descending column it reads the bound in stored order,
+                        // which a row filter would not: refused there.)
+                        TermValue::Null if col.order != ClusteringOrder::Desc => vec![Vec::new()],
+                        TermValue::Null => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid null value in condition for column {}",
+                                col.name
+                            )))
+                        }
+                        TermValue::Unset => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid unset value for column {}",
+                                col.name
+                            )))
+                        }
+                    },
+                    (
+                        ColumnKind::Regular | ColumnKind::Static,
+                        Operator::Eq | Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte,
+                        RelationValue::Single(t),
+                    ) if matches!(evaluate(t, &col.ty, &col.name, values)?, TermValue::Null) => {
+                        return Err(QueryError::Invalid(format!(
+                            "Unsupported null value for column {}",
+                            col.name
+                        )))
+                    }
+                    (ColumnKind::Regular | ColumnKind::Static, _, _) => {
+                        in_values(value, &col.ty, &col.name, values).map_err(|e| match e {
+                            QueryError::Invalid(m) if m.starts_with("Invalid null value") => {
+                                QueryError::Invalid(format!(
+                                    "Unsupported null value for column {}",
+                                    col.name
+                                ))
+                            }
+                            other => other,
+                        })?
+                    }
+                    _ => in_values(value, &col.ty, &col.name, values)?,
+                };
                 match col.kind {
                     ColumnKind::PartitionKey if matches!(op, Operator::Eq | Operator::In) => {
                         if *op == Operator::In
