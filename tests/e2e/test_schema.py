@@ -368,3 +368,38 @@ def test_table_definitions_refused_in_cassandra_words(cql, statement, message):
         with pytest.raises(InvalidRequest) as error:
             cql.execute(statement.format(ks=ks))
         assert message.format(ks=ks) in str(error.value)
+
+
+@pytest.mark.parametrize("options, compaction, compression, fp_chance", [
+    ("compaction = {'class': 'LeveledCompactionStrategy'}",
+     {"class": "org.apache.cassandra.db.compaction.LeveledCompactionStrategy",
+      "max_threshold": "32", "min_threshold": "4"}, None, 0.1),
+    ("compaction = {'class': 'LeveledCompactionStrategy'} AND bloom_filter_fp_chance = 0.05",
+     None, None, 0.05),
+    ("compaction = {'class': 'UnifiedCompactionStrategy'}",
+     {"class": "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy"}, None, 0.01),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'min_threshold': 2}",
+     {"class": "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy",
+      "max_threshold": "32", "min_threshold": "2"}, None, 0.01),
+    ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 64, 'enabled': 'true'}", None,
+     {"chunk_length_in_kb": "64", "class": "org.apache.cassandra.io.compress.LZ4Compressor"}, 0.01),
+    ("compression = {'class': 'DeflateCompressor'}", None,
+     {"chunk_length_in_kb": "16", "class": "org.apache.cassandra.io.compress.DeflateCompressor"}, 0.01),
+    ("compression = {'enabled': 'false'}", None, {"enabled": "false"}, 0.01),
+])
+def test_table_options_stored_as_cassandra_stores_them(cql, test_keyspace, options, compaction,
+                                                       compression, fp_chance):
+    """system_schema.tables (and so DESCRIBE) holds the options as Cassandra 5.0 fills them in:
+    full class names, the default thresholds and chunk length, LCS's 0.1 bloom filter chance,
+    and null for the four options it writes only when not at their default."""
+    name = unique_name("tbl")
+    cql.execute(f"CREATE TABLE {test_keyspace}.{name} (k int PRIMARY KEY, v int) WITH {options}")
+    row = cql.execute("SELECT compaction, compression, bloom_filter_fp_chance, allow_auto_snapshot, "
+                      "incremental_backups, memtable, cdc FROM system_schema.tables "
+                      "WHERE keyspace_name = %s AND table_name = %s", [test_keyspace, name]).one()
+    if compaction is not None:
+        assert row.compaction == compaction
+    if compression is not None:
+        assert row.compression == compression
+    assert row.bloom_filter_fp_chance == fp_chance
+    assert (row.allow_auto_snapshot, row.incremental_backups, row.memtable, row.cdc) == (None,) * 4

@@ -332,6 +332,19 @@ fn table_options(s: &CreateTable) -> Result<TableOptions, QueryError> {
     for p in &s.properties.0 {
         options.set(p.name.as_str(), property_value(&p.value))?;
     }
+    // Cassandra's default bloom filter chance follows the compaction strategy: 0.1 for LCS.
+    let leveled = options
+        .compaction
+        .get("class")
+        .is_some_and(|c| c.ends_with(".LeveledCompactionStrategy"));
+    let fp_given = s
+        .properties
+        .0
+        .iter()
+        .any(|p| p.name.as_str() == "bloom_filter_fp_chance");
+    if leveled && !fp_given {
+        options.bloom_filter_fp_chance = 0.1;
+    }
     Ok(options)
 }
 

@@ -100,6 +100,14 @@ fn double(v: f64) -> Cell {
 fn boolean(v: bool) -> Cell {
     Some(vec![v as u8])
 }
+/// `cell`, or null when `default` (the value is its default).
+fn unless(default: bool, cell: Cell) -> Cell {
+    if default {
+        None
+    } else {
+        cell
+    }
+}
 fn uuid(v: uuid::Uuid) -> Cell {
     Some(v.as_bytes().to_vec())
 }
@@ -220,20 +228,30 @@ pub(crate) fn rows(
                         vec![
                             ("keyspace_name", text(&ks.name)),
                             ("table_name", text(&t.name)),
-                            ("allow_auto_snapshot", boolean(o.allow_auto_snapshot)),
+                            // These four Cassandra 5.0 writes only when not at their default.
+                            (
+                                "allow_auto_snapshot",
+                                unless(o.allow_auto_snapshot, boolean(o.allow_auto_snapshot)),
+                            ),
                             ("bloom_filter_fp_chance", double(o.bloom_filter_fp_chance)),
                             ("caching", text_map(&o.caching)),
                             ("comment", text(&o.comment)),
                             ("compaction", text_map(&o.compaction)),
                             ("compression", text_map(&o.compression)),
-                            ("memtable", text(&o.memtable)),
+                            (
+                                "memtable",
+                                unless(o.memtable == "default", text(&o.memtable)),
+                            ),
                             ("crc_check_chance", double(o.crc_check_chance)),
                             ("dclocal_read_repair_chance", double(0.0)),
                             ("default_time_to_live", int(o.default_time_to_live)),
                             ("extensions", blob_map(&o.extensions)),
                             ("flags", texts(&["compound"])),
                             ("gc_grace_seconds", int(o.gc_grace_seconds)),
-                            ("incremental_backups", boolean(o.incremental_backups)),
+                            (
+                                "incremental_backups",
+                                unless(o.incremental_backups, boolean(o.incremental_backups)),
+                            ),
                             ("id", uuid(t.id)),
                             ("max_index_interval", int(o.max_index_interval)),
                             (
@@ -244,7 +262,7 @@ pub(crate) fn rows(
                             ("read_repair_chance", double(0.0)),
                             ("speculative_retry", text(&o.speculative_retry)),
                             ("additional_write_policy", text(&o.additional_write_policy)),
-                            ("cdc", boolean(o.cdc)),
+                            ("cdc", unless(!o.cdc, boolean(o.cdc))),
                             ("read_repair", text(&o.read_repair)),
                         ],
                     ));

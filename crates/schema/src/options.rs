@@ -290,11 +290,18 @@ impl TableOptions {
                         "Unable to find compaction strategy class '{full}'"
                     )));
                 }
+                // As Cassandra stores them: the thresholds every strategy but UCS takes.
+                if !full.ends_with(".UnifiedCompactionStrategy") {
+                    m.entry("max_threshold".to_string())
+                        .or_insert_with(|| "32".to_string());
+                    m.entry("min_threshold".to_string())
+                        .or_insert_with(|| "4".to_string());
+                }
                 m.insert("class".to_string(), full);
                 self.compaction = m;
             }
             "compression" => {
-                let m = map(name, value)?;
+                let mut m = map(name, value)?;
                 let disabled = m
                     .get("enabled")
                     .is_some_and(|e| e.eq_ignore_ascii_case("false"));
@@ -324,6 +331,18 @@ impl TableOptions {
                             "chunk_length_in_kb must be a power of 2".to_string(),
                         ));
                     }
+                }
+                if !disabled {
+                    // As Cassandra stores it: the full class name, the default chunk length,
+                    // no `enabled`.
+                    let class = &m["class"];
+                    if !class.contains('.') {
+                        let full = format!("{COMPRESSION_PACKAGE}.{class}");
+                        m.insert("class".to_string(), full);
+                    }
+                    m.entry("chunk_length_in_kb".to_string())
+                        .or_insert_with(|| "16".to_string());
+                    m.remove("enabled");
                 }
                 self.compression = m;
             }
