@@ -184,7 +184,7 @@ struct Plan {
     /// values encode equally): the prefix each value completes, encoded, ascending and
     /// distinct. Each partition is then read as one slice per value (in read order), as
     /// Cassandra reads them, not from the lowest value to the highest: rows and tombstones
-    /// between the values are not read. `slice` still spans them all.
+    /// between the values are not read. `slice` then only gives the direction.
     point_slices: Option<Vec<Vec<u8>>>,
     limit: Option<usize>,
     per_partition_limit: Option<usize>,
@@ -279,11 +279,29 @@ fn evaluate_value(
     name: &str,
     values: &[Bound],
 ) -> Result<Vec<u8>, QueryError> {
+    evaluate_value_or(t, ty, name, values, invalid_null)
+}
+
+/// Cassandra's refusal of a null in a restriction, and, on a non-key column, its other words.
+fn invalid_null(name: &str) -> QueryError {
+    QueryError::Invalid(format!("Invalid null value in condition for column {name}"))
+}
+
+fn unsupported_null(name: &str) -> QueryError {
+    QueryError::Invalid(format!("Unsupported null value for column {name}"))
+}
+
+/// `evaluate_value`, refusing a null with `null`.
+fn evaluate_value_or(
+    t: &Term,
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+    null: fn(&str) -> QueryError,
+) -> Result<Vec<u8>, QueryError> {
     match evaluate(t, ty, name, values)? {
         TermValue::Value(b) => Ok(b),
-        TermValue::Null => Err(QueryError::Invalid(format!(
-            "Invalid null value in condition for column {name}"
-        ))),
+        TermValue::Null => Err(null(name)),
         TermValue::Unset => Err(QueryError::Invalid(format!(
             "Invalid unset value for column {name}"
         ))),
@@ -296,18 +314,30 @@ fn in_values(
     name: &str,
     values: &[Bound],
 ) -> Result<Vec<Vec<u8>>, QueryError> {
+    in_values_or(value, ty, name, values, invalid_null)
+}
+
+/// `in_values`, refusing a null with `null`.
+fn in_values_or(
+    value: &RelationValue,
+    ty: &CqlType,
+    name: &str,
+    values: &[Bound],
+    null: fn(&str) -> QueryError,
+) -> Result<Vec<Vec<u8>>, QueryError> {
     Ok(match value {
-        RelationValue::Single(t) => vec![evaluate_value(t, ty, name, values)?],
+        RelationValue::Single(t) => vec![evaluate_value_or(t, ty, name, values, null)?],
         RelationValue::List(items) => {
             let mut out = Vec::with_capacity(items.len());
             for t in items {
-                out.push(evaluate_value(t, ty, name, values)?);
+                out.push(evaluate_value_or(t, ty, name, values, null)?);
             }
             out
         }
         RelationValue::Marker(m) => {
             let list = CqlType::List(Box::new(ty.clone()));
-            let bytes = evaluate_value(&Term::BindMarker(m.clone()), &list, name, values)?;
+            let marker = Term::BindMarker(m.clone());
+            let bytes = evaluate_value_or(&marker, &list, name, values, null)?;
             split_elements(&bytes, 1)?
                 .into_iter()
                 .map(|g| g[0].to_vec())
@@ -322,8 +352,8 @@ fn in_values(
 }
 
 /// What Cassandra refuses in a WHERE clause whatever the values bound (and ALLOW FILTERING)
-/// say, checked at PREPARE as Cassandra does: each multi-column relation's columns, then
-/// restrictions that do not combine.
+/// say, checked at PREPARE as Cassandra does (`bind::analyze`, for every SELECT prepared or
+/// queried): each relation's own validity, its merge with those before, DISTINCT's columns.
 pub(crate) fn check_where(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
     let mut columns = vec![ColumnRestrictions::default(); table.columns.len()];
     let mut token = (false, false);
@@ -798,10 +828,8 @@ fn build_plan(
     if selection.needs_binding() {
         Arc::make_mut(&mut selection).bind(values)?;
     }
-    // A prepared statement's WHERE clause was checked at PREPARE (`check_where`).
-    if cache.is_none() {
-        check_where(table, select)?;
-    }
+    // `bind::analyze` ran `check_where` on the WHERE clause: at PREPARE for a prepared
+    // statement (and ALTER and DROP TABLE forget prepared statements), else for this QUERY.
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;
     let mut filters = Vec::with_capacity(select.where_clause.len());
@@ -895,12 +923,7 @@ fn build_plan(
                         // none. (On a descending column it reads the bound in stored order,
                         // which a row filter would not: refused there.)
                         TermValue::Null if col.order != ClusteringOrder::Desc => vec![Vec::new()],
-                        TermValue::Null => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid null value in condition for column {}",
-                                col.name
-                            )))
-                        }
+                        TermValue::Null => return Err(invalid_null(&col.name)),
                         TermValue::Unset => {
                             return Err(QueryError::Invalid(format!(
                                 "Invalid unset value for column {}",
@@ -908,26 +931,9 @@ fn build_plan(
                             )))
                         }
                     },
-                    (
-                        ColumnKind::Regular | ColumnKind::Static,
-                        Operator::Eq | Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte,
-                        RelationValue::Single(t),
-                    ) if matches!(evaluate(t, &col.ty, &col.name, values)?, TermValue::Null) => {
-                        return Err(QueryError::Invalid(format!(
-                            "Unsupported null value for column {}",
-                            col.name
-                        )))
-                    }
+                    // Cassandra words a null compared with a non-key column so.
                     (ColumnKind::Regular | ColumnKind::Static, _, _) => {
-                        in_values(value, &col.ty, &col.name, values).map_err(|e| match e {
-                            QueryError::Invalid(m) if m.starts_with("Invalid null value") => {
-                                QueryError::Invalid(format!(
-                                    "Unsupported null value for column {}",
-                                    col.name
-                                ))
-                            }
-                            other => other,
-                        })?
+                        in_values_or(value, &col.ty, &col.name, values, unsupported_null)?
                     }
                     _ => in_values(value, &col.ty, &col.name, values)?,
                 };
@@ -993,10 +999,7 @@ fn build_plan(
                         let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
                         rest = &rest[4..];
                         if len < 0 {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid null value in condition for column {}",
-                                table.columns[idx].name
-                            )));
+                            return Err(invalid_null(&table.columns[idx].name));
                         }
                         if rest.len() < len as usize {
                             return Err(QueryError::Invalid("Invalid tuple value".to_string()));
@@ -1012,19 +1015,8 @@ fn build_plan(
                     tuples,
                 });
             }
-            Relation::Token { columns, op, value } => {
-                let pk: Vec<&str> = table
-                    .partition_key()
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect();
-                let given: Vec<&str> = columns.iter().map(|c| c.as_str()).collect();
-                if pk != given {
-                    return Err(QueryError::Invalid(format!(
-                        "The token function arguments must be in the partition key order: {}",
-                        pk.join(", ")
-                    )));
-                }
+            // `check_where` refused every argument list but the partition key in order.
+            Relation::Token { op, value, .. } => {
                 let RelationValue::Single(t) = value else {
                     return Err(QueryError::Invalid(
                         "IN is not supported on token()".to_string(),
@@ -1304,18 +1296,20 @@ fn build_plan(
     let mut point_slices = None;
     if in_on_clustering {
         // The IN right after the `=` prefix makes the read one slice per value
-        // (`Plan::point_slices`), within its lowest and highest value in stored order. Every
-        // row read is still checked against the restrictions (none is enforced by this read),
-        // so the slices only need to hold every matching row: that takes key types whose equal
+        // (`Plan::point_slices`); otherwise the whole partition is read. Every row read is
+        // still checked against the restrictions (none is enforced by this read), so the
+        // slices only need to hold every matching row: that takes key types whose equal
         // values encode equally.
-        let bounds = match (table.clustering().get(prefix_len), ck_eq.get(prefix_len)) {
-            (Some(col), Some(Some(i)))
-                if table.clustering()[..=prefix_len]
-                    .iter()
-                    .all(|c| exact_key_type(&c.ty)) =>
+        (start, end) = (None, None);
+        if let (Some(col), Some(Some(i))) =
+            (table.clustering().get(prefix_len), ck_eq.get(prefix_len))
+        {
+            if table.clustering()[..=prefix_len]
+                .iter()
+                .all(|c| exact_key_type(&c.ty))
             {
                 let desc = col.order == ClusteringOrder::Desc;
-                let encoded: Vec<Vec<u8>> = restricted(&filters, *i)
+                let mut encoded: Vec<Vec<u8>> = restricted(&filters, *i)
                     .iter()
                     .map(|v| {
                         let mut p = encoded_prefix.clone();
@@ -1323,24 +1317,11 @@ fn build_plan(
                         p
                     })
                     .collect();
-                let mut encoded = encoded;
                 encoded.sort();
                 encoded.dedup();
-                point_slices = Some(encoded.clone());
-                encoded.first().cloned().zip(encoded.last().cloned())
+                point_slices = Some(encoded);
             }
-            _ => None,
-        };
-        let bound = |prefix| {
-            Some(mutation::ClusteringBound {
-                prefix,
-                inclusive: true,
-            })
-        };
-        (start, end) = match bounds {
-            Some((lowest, highest)) => (bound(lowest), bound(highest)),
-            None => (None, None),
-        };
+        }
     }
 
     // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
@@ -1427,11 +1408,7 @@ fn build_plan(
                 )));
             }
         }
-        if has_clustering_restriction {
-            return Err(QueryError::Invalid(
-                "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.".to_string(),
-            ));
-        }
+        // `check_where` refused restrictions on clustering and regular columns.
     }
     let enforced = enforced_by_read(
         table,

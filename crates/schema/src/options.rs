@@ -29,6 +29,14 @@ const COMPRESSORS: [&str; 5] = [
     "ZstdCompressor",
     "NoopCompressor",
 ];
+/// Whether `class` is `package.name` for one of `names`.
+fn in_package(class: &str, package: &str, names: &[&str]) -> bool {
+    class
+        .strip_prefix(package)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|name| names.contains(&name))
+}
+
 /// The replication factor a strategy gets when none is given (Cassandra 5.0's
 /// `default_keyspace_rf`, 1 by default).
 const DEFAULT_KEYSPACE_RF: &str = "1";
@@ -282,10 +290,7 @@ impl TableOptions {
                 } else {
                     format!("{COMPACTION_PACKAGE}.{class}")
                 };
-                let known = COMPACTION_STRATEGIES
-                    .iter()
-                    .any(|s| full == format!("{COMPACTION_PACKAGE}.{s}"));
-                if !known {
+                if !in_package(&full, COMPACTION_PACKAGE, &COMPACTION_STRATEGIES) {
                     return Err(SchemaError::Config(format!(
                         "Unable to find compaction strategy class '{full}'"
                     )));
@@ -316,10 +321,7 @@ impl TableOptions {
                     } else {
                         format!("{COMPRESSION_PACKAGE}.{class}")
                     };
-                    if !COMPRESSORS
-                        .iter()
-                        .any(|c| full == format!("{COMPRESSION_PACKAGE}.{c}"))
-                    {
+                    if !in_package(&full, COMPRESSION_PACKAGE, &COMPRESSORS) {
                         return Err(SchemaError::Config(format!(
                             "Could not create Compression for type {full}"
                         )));
