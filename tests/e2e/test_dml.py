@@ -835,6 +835,37 @@ def test_modifications_refused_in_cassandra_words(cql, test_keyspace, statement,
         assert message in str(error.value)
 
 
+@pytest.mark.parametrize("assignment, message", [
+    ("v = v + ?", "Invalid operation (v = v + ?) for non counter column v"),
+    ("v = v - ?", "Invalid operation (v = v - ?) for non counter column v"),
+    ("w = w + ?", "Invalid operation (w = w + ?) for non counter column w"),
+    ("v = v + 1", "Invalid operation (v = v + 1) for non counter column v"),
+    ("fl = fl + ?", "Invalid operation (fl = fl + ?) for frozen collection column fl"),
+    ("fl = fl - ?", "Invalid operation (fl = fl - ?) for frozen collection column fl"),
+    ("v[?] = ?", "Invalid operation (v[?] = ?) for non collection column v"),
+    ("s[?] = ?", "Invalid operation (s[?] = ?) for set column s"),
+    ("fl[?] = ?", "Invalid operation (fl[?] = ?) for frozen collection column fl"),
+    ("c = ?", "PRIMARY KEY part c found in SET part"),
+])
+def test_modifications_refused_at_prepare(cql, test_keyspace, assignment, message):
+    """Cassandra refuses an operation the column's type has not when the statement is
+    prepared, not at its first execution; in a prepared BATCH too."""
+    schema = "k int, c int, v int, w text, fl frozen<list<int>>, s set<int>, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        update = f"UPDATE {t} SET {assignment} WHERE k = ? AND c = 0"
+        for statement in (update, f"BEGIN BATCH {update} APPLY BATCH"):
+            with pytest.raises(InvalidRequest) as error:
+                cql.prepare(statement)
+            assert message in str(error.value)
+
+
+def test_a_column_set_twice_is_refused_at_prepare(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int") as t:
+        with pytest.raises(SyntaxException) as error:
+            cql.prepare(f"UPDATE {t} SET v = ?, v = ? WHERE k = ?")
+        assert "Multiple incompatible setting of column v" in str(error.value)
+
+
 def test_a_column_set_and_assigned_again_is_a_syntax_error(cql, test_keyspace):
     """As Cassandra's parser: a column set outright cannot be assigned again in the same
     UPDATE; additions to one collection can."""

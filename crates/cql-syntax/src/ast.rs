@@ -647,6 +647,9 @@ pub struct CreateTable {
     pub clustering_order: Vec<(Identifier, Order)>,
     pub compact_storage: bool,
     pub properties: Properties,
+    /// A second PRIMARY KEY was written (and ignored): Cassandra's parser refuses it as an
+    /// invalid query naming the table, unless a column declared twice came first.
+    pub multiple_primary_keys: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1809,11 +1809,20 @@ impl<'a> Parser<'a> {
         self.expect(Punct::LParen)?;
         let mut columns = Vec::new();
         let mut primary_key: Option<(Vec<Identifier>, Vec<Identifier>)> = None;
-        let multiple = "Multiple PRIMARY KEYs specified (exactly one required)";
+        let mut multiple_primary_keys = false;
+        // A second PRIMARY KEY is kept out of the statement, and marked, unless a column
+        // declared twice came before it: Cassandra's parser refuses whichever comes first.
+        let second = |columns: &[ColumnDef]| {
+            !columns
+                .iter()
+                .enumerate()
+                .any(|(i, c)| columns[..i].iter().any(|d| d.name == c.name))
+        };
         loop {
             if self.is_kw("primary") && self.is_kw_at(1, "key") {
-                if primary_key.is_some() {
-                    return Err(self.error(multiple.to_string()));
+                let first = primary_key.is_none();
+                if !first && second(&columns) {
+                    multiple_primary_keys = true;
                 }
                 self.advance();
                 self.advance();
@@ -1828,18 +1837,22 @@ impl<'a> Parser<'a> {
                     clustering.push(self.ident()?);
                 }
                 self.expect(Punct::RParen)?;
-                primary_key = Some((partition, clustering));
+                if first {
+                    primary_key = Some((partition, clustering));
+                }
             } else {
                 let column = self.column_def()?;
+                let name = column.name.clone();
+                columns.push(column);
                 if self.is_kw("primary") {
-                    if primary_key.is_some() {
-                        return Err(self.error(multiple.to_string()));
-                    }
                     self.advance();
                     self.expect_kw("key")?;
-                    primary_key = Some((vec![column.name.clone()], Vec::new()));
+                    if primary_key.is_none() {
+                        primary_key = Some((vec![name], Vec::new()));
+                    } else if second(&columns) {
+                        multiple_primary_keys = true;
+                    }
                 }
-                columns.push(column);
             }
             // `( ',' tableColumns? )*`: a trailing comma is allowed.
             if !self.accept(Punct::Comma) || self.is_punct(Punct::RParen) {
@@ -1893,6 +1906,7 @@ impl<'a> Parser<'a> {
             clustering_order,
             compact_storage,
             properties: Properties(properties),
+            multiple_primary_keys,
         }))
     }
 

@@ -353,6 +353,7 @@ fn walk(
         }
         Statement::Update(s) => {
             let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
+            crate::write::check_assignments(table, &s.assignments)?;
             using(specs, table, &s.using);
             for a in &s.assignments {
                 match a {

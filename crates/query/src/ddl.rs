@@ -591,6 +591,17 @@ fn plan_change(
             c
         }
         Statement::CreateTable(s) => {
+            if s.multiple_primary_keys {
+                // Refused by Cassandra's parser, so before the keyspace is looked up, and
+                // naming the table as written.
+                let written = match &s.name.keyspace {
+                    Some(ks) => format!("{}.{}", ks.as_str(), s.name.name.as_str()),
+                    None => s.name.name.as_str().to_string(),
+                };
+                return Err(QueryError::Invalid(format!(
+                    "Multiple PRIMARY KEY specified for table '{written}' (exactly one required)"
+                )));
+            }
             let ks_name = keyspace_name(&s.name, session_keyspace)?;
             let ks = user_keyspace(&schema, &ks_name)?.clone();
             let name = s.name.name.as_str();

@@ -1203,6 +1203,104 @@ pub(crate) fn op_name(op: &Operator) -> &'static str {
 }
 
 /// The column an UPDATE assigns: any but a primary key column.
+/// Refuses what Cassandra refuses of a statement's assignments before any value is known: a
+/// column set and also assigned otherwise (its parser's error), a PRIMARY KEY column, a field
+/// of a column that is not a non-frozen UDT, and an operation the column's type has not
+/// (`refusal`). Run at PREPARE (`bind::analyze`, which also analyses every unprepared
+/// statement) and again as the update is built, against the schema of that moment.
+pub(crate) fn check_assignments(
+    table: &TableMetadata,
+    assignments: &[Assignment],
+) -> Result<(), QueryError> {
+    for (i, a) in assignments.iter().enumerate() {
+        if let Assignment::Set { column: c, .. } = a {
+            let again = assignments
+                .iter()
+                .enumerate()
+                .any(|(j, b)| j != i && assigned(b) == c);
+            if again {
+                return Err(QueryError::Syntax(format!(
+                    "Multiple incompatible setting of column {c}"
+                )));
+            }
+        }
+    }
+    for a in assignments {
+        let col = settable(table, assigned(a))?;
+        if let Assignment::SetField { field, .. } = a {
+            udt_field(col, field.as_str(), "=")?;
+        } else if let Some(e) = refusal(col, a) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// The column an assignment writes.
+fn assigned(a: &Assignment) -> &cql_syntax::ast::Identifier {
+    match a {
+        Assignment::Set { column, .. }
+        | Assignment::SetField { column, .. }
+        | Assignment::SetElement { column, .. }
+        | Assignment::Add { column, .. }
+        | Assignment::Subtract { column, .. }
+        | Assignment::Prepend { column, .. } => column,
+    }
+}
+
+/// Cassandra's refusal of an operation `col`'s type has not, in its words, the operation
+/// quoted as it prints it (a prepend as `c = v - c`); `None` if the type has it. A plain
+/// `c = v` and a UDT field (`udt_field`) are not judged here.
+fn refusal(col: &ColumnMetadata, a: &Assignment) -> Option<QueryError> {
+    let name = &col.name;
+    let (operation, what) = match a {
+        Assignment::Add { value: t, .. } | Assignment::Prepend { value: t, .. } => {
+            let prepend = matches!(a, Assignment::Prepend { .. });
+            let what = match (&col.ty, col.ty.unfrozen()) {
+                (CqlType::List(_), _) => return None,
+                (_, CqlType::List(_)) if prepend => "frozen list",
+                _ if prepend => "non list",
+                (ty, _) if ty.is_collection() && !ty.is_multi_cell() => "frozen collection",
+                (ty, _) if !ty.is_collection() => "non counter",
+                _ => return None,
+            };
+            let operation = if prepend {
+                format!("{name} = {t} - {name}")
+            } else {
+                format!("{name} = {name} + {t}")
+            };
+            (operation, what)
+        }
+        Assignment::Subtract { value: t, .. } => {
+            let what = match &col.ty {
+                CqlType::Set(_) | CqlType::Map(..) | CqlType::List(_) => return None,
+                ty if ty.is_collection() => "frozen collection",
+                _ => "non counter",
+            };
+            (format!("{name} = {name} - {t}"), what)
+        }
+        Assignment::SetElement { .. } => {
+            let what = match &col.ty {
+                CqlType::Map(..) | CqlType::List(_) => return None,
+                CqlType::Set(_) => "set",
+                ty if ty.is_collection() => "frozen collection",
+                _ => "non collection",
+            };
+            (format!("{name}[?] = ?"), what)
+        }
+        Assignment::Set { .. } | Assignment::SetField { .. } => return None,
+    };
+    Some(QueryError::Invalid(format!(
+        "Invalid operation ({operation}) for {what} column {name}"
+    )))
+}
+
+/// `refusal`, for a branch that `check_assignments` already kept such an assignment from.
+fn refused(col: &ColumnMetadata, a: &Assignment) -> QueryError {
+    refusal(col, a)
+        .unwrap_or_else(|| QueryError::Invalid(format!("Invalid operation on column {}", col.name)))
+}
+
 fn settable<'t>(
     table: &'t TableMetadata,
     name: &cql_syntax::ast::Identifier,
@@ -1477,27 +1575,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Lightweight transactions (UPDATE ... IF) are not supported yet by Helenus".to_string(),
         ));
     }
-    // Cassandra's parser refuses a column set outright and also assigned otherwise.
-    for (i, a) in s.assignments.iter().enumerate() {
-        if let Assignment::Set { column: c, .. } = a {
-            let again = s.assignments.iter().enumerate().any(|(j, b)| {
-                j != i
-                    && match b {
-                        Assignment::Set { column, .. }
-                        | Assignment::SetField { column, .. }
-                        | Assignment::SetElement { column, .. }
-                        | Assignment::Add { column, .. }
-                        | Assignment::Subtract { column, .. }
-                        | Assignment::Prepend { column, .. } => column == c,
-                    }
-            });
-            if again {
-                return Err(QueryError::Syntax(format!(
-                    "Multiple incompatible setting of column {c}"
-                )));
-            }
-        }
-    }
+    check_assignments(table, &s.assignments)?;
     let attrs = attributes(&s.using, table, ctx)?;
     let mut regular = Row::default();
     let mut static_row = Row::default();
@@ -1522,29 +1600,6 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             } => {
                 let col = settable(table, c)?;
                 let prepend = matches!(a, Assignment::Prepend { .. });
-                // Cassandra's words, its operation quoted (a prepend as `c = v - c`, as it
-                // prints it).
-                let name = &col.name;
-                let refuse = |what: &str| {
-                    let operation = if prepend {
-                        format!("{name} = {t} - {name}")
-                    } else {
-                        format!("{name} = {name} + {t}")
-                    };
-                    Err(QueryError::Invalid(format!(
-                        "Invalid operation ({operation}) for {what} column {name}"
-                    )))
-                };
-                match (&col.ty, col.ty.unfrozen()) {
-                    (CqlType::List(_), _) => {}
-                    (_, CqlType::List(_)) if prepend => return refuse("frozen list"),
-                    _ if prepend => return refuse("non list"),
-                    (ty, _) if ty.is_collection() && !ty.is_multi_cell() => {
-                        return refuse("frozen collection")
-                    }
-                    (ty, _) if !ty.is_collection() => return refuse("non counter"),
-                    _ => {}
-                }
                 let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
                 let data = match v {
                     TermValue::Value(b) => Some(ColumnData::Complex {
@@ -1578,18 +1633,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                         }
                         continue;
                     }
-                    ty if ty.is_collection() => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({0} = {0} - {t}) for frozen collection column {0}",
-                            col.name
-                        )))
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({0} = {0} - {t}) for non counter column {0}",
-                            col.name
-                        )))
-                    }
+                    _ => return Err(refused(col, a)),
                 };
                 let data = match evaluate(t, &elements, &col.name, ctx.values)? {
                     TermValue::Value(b) => {
@@ -1622,24 +1666,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                         list_ops.push((col, ListOp::SetIndex(index, value)));
                         continue;
                     }
-                    CqlType::Set(_) => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({}[?] = ?) for set column {}",
-                            col.name, col.name
-                        )))
-                    }
-                    ty if ty.is_collection() => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({}[?] = ?) for frozen collection column {}",
-                            col.name, col.name
-                        )))
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operation ({}[?] = ?) for non collection column {}",
-                            col.name, col.name
-                        )))
-                    }
+                    _ => return Err(refused(col, a)),
                 };
                 let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
                     TermValue::Value(b) => b,
