@@ -413,3 +413,56 @@ def test_table_options_stored_as_cassandra_stores_them(cql, test_keyspace, optio
         assert row.compression == compression
     assert row.bloom_filter_fp_chance == fp_chance
     assert (row.allow_auto_snapshot, row.incremental_backups, row.memtable, row.cdc) == (None,) * 4
+
+
+@pytest.mark.parametrize("dropped, added, refused_as", [
+    ("text", "int", "int"),
+    ("int", "bigint", "bigint"),
+    ("int", "varint", "varint"),
+    ("int", "blob", "blob"),
+    ("blob", "text", "text"),
+    ("list<int>", "frozen<list<int>>", "frozen<list<int>>"),
+    ("list<int>", "list<blob>", "list<blob>"),
+    ("frozen<list<int>>", "blob", "blob"),
+    ("map<int, int>", "map<int, blob>", "map<int, blob>"),
+    ("tuple<int, int, int>", "tuple<int, int>", "frozen<tuple<int, int>>"),
+    ("frozen<u>", "frozen<u>", "frozen<u>"),
+    ("text", "text", None),
+    ("ascii", "text", None),
+    ("bigint", "timestamp", None),
+    ("varint", "blob", None),
+    ("timeuuid", "uuid", None),
+    ("list<text>", "list<blob>", None),
+    ("tuple<int, int>", "tuple<int, int, int>", None),
+    ("tuple<int>", "tuple<varint>", None),
+    ("frozen<u>", "tuple<int, text>", None),
+    ("frozen<u>", "blob", None),
+])
+def test_a_dropped_column_is_added_again_only_with_a_type_that_reads_its_values(
+        cql, dropped, added, refused_as):
+    """As Cassandra 5.0: the new type must read the old values, keep their fixed length and
+    cell structure (a dropped UDT counts as its tuple, so no UDT qualifies)."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.u (a int, b text)")
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, x {dropped})")
+        cql.execute(f"ALTER TABLE {ks}.t DROP x")
+        if refused_as is None:
+            cql.execute(f"ALTER TABLE {ks}.t ADD x {added}")
+            cql.execute(f"ALTER TABLE {ks}.t DROP x")
+            return
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"ALTER TABLE {ks}.t ADD x {added}")
+        assert f"Cannot add a column 'x' of type {refused_as}, incompatible with previously " \
+               f"dropped column 'x' of type " in str(error.value)
+        cql.execute(f"ALTER TABLE {ks}.t ADD y {added}")
+
+
+def test_a_non_frozen_udt_column_cannot_be_dropped(cql):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.u (a int, b text)")
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, x u, y frozen<u>)")
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"ALTER TABLE {ks}.t DROP (y, x)")
+        assert "Cannot drop non-frozen column x of user type u" in str(error.value)
+        # Refused whole: y is still there.
+        cql.execute(f"ALTER TABLE {ks}.t DROP y")

@@ -107,6 +107,19 @@ pub struct TableMetadata {
     /// Tables served by the node itself (system keyspaces) rather than from storage.
     pub virtual_table: bool,
     pub next_column_id: u32,
+    /// The type of each column dropped from the table and not added again since, as Cassandra
+    /// records it (`CqlType::as_dropped`): a column added under that name must be able to take
+    /// over its values (`add_column`). Schemas persisted before this was kept have none.
+    #[serde(default)]
+    pub dropped_columns: BTreeMap<String, CqlType>,
+}
+
+/// A type as Cassandra prints it in messages: a tuple, always frozen, as `frozen<tuple<..>>`.
+fn as_cassandra_prints(ty: &CqlType) -> String {
+    match ty {
+        CqlType::Tuple(_) => format!("frozen<{ty}>"),
+        _ => ty.to_string(),
+    }
 }
 
 impl TableMetadata {
@@ -234,6 +247,7 @@ impl TableMetadata {
             options,
             virtual_table: false,
             next_column_id: next_id,
+            dropped_columns: BTreeMap::new(),
         })
     }
 
@@ -285,6 +299,16 @@ impl TableMetadata {
                 "Static columns are only useful (and thus allowed) if the table has at least one clustering column".to_string(),
             ));
         }
+        if let Some(dropped) = self.dropped_columns.get(name) {
+            // Cassandra's rule, although a column added again here never reads the old
+            // cells (column ids are not reused): its schema must stay one Cassandra accepts.
+            if !ty.can_replace_dropped(dropped) {
+                return Err(SchemaError::Invalid(format!(
+                    "Cannot add a column '{name}' of type {}, incompatible with previously dropped column '{name}' of type {dropped}",
+                    as_cassandra_prints(&ty)
+                )));
+            }
+        }
         if ty.is_counter() != self.is_counter_table() && !self.non_key_columns().is_empty() {
             return Err(SchemaError::Invalid(
                 "Cannot mix counter and non counter columns in the same table".to_string(),
@@ -312,6 +336,7 @@ impl TableMetadata {
             .map(|p| p + key_count)
             .unwrap_or(self.columns.len());
         self.columns.insert(at, column);
+        self.dropped_columns.remove(name);
         Ok(())
     }
 
@@ -328,7 +353,15 @@ impl TableMetadata {
                 "Cannot drop PRIMARY KEY column {name}"
             )));
         }
-        self.columns.remove(idx);
+        // Cassandra cannot record a non-frozen UDT's cells as a dropped column's.
+        if let ty @ CqlType::Udt(_) = &self.columns[idx].ty {
+            return Err(SchemaError::Invalid(format!(
+                "Cannot drop non-frozen column {name} of user type {ty}"
+            )));
+        }
+        let dropped = self.columns.remove(idx);
+        self.dropped_columns
+            .insert(dropped.name, dropped.ty.as_dropped());
         Ok(())
     }
 
@@ -485,8 +518,9 @@ mod tests {
     fn column_ids_are_never_reused() {
         let mut t = table();
         let old = t.column("v").map(|c| c.id);
+        let ty = t.column("v").map(|c| c.ty.clone()).expect("v");
         t.drop_column("v").expect("drop");
-        t.add_column("v", CqlType::Text, false).expect("add");
+        t.add_column("v", ty, false).expect("add");
         assert_ne!(t.column("v").map(|c| c.id), old);
     }
 

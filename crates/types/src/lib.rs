@@ -10,6 +10,7 @@
 pub mod byte_comparable;
 mod column_spec;
 mod compare;
+mod compat;
 mod cql_type;
 mod error;
 mod format;
