@@ -3,6 +3,7 @@ starts again on the same data directory, and the node is writable. Helenus-only:
 start and stop their own nodes (skipped with --host)."""
 
 import pytest
+from cassandra import InvalidRequest
 
 from util import new_session
 
@@ -33,6 +34,9 @@ def create_schema_and_rows(s):
             s.execute(insert, [k, c, f"v{k}-{c}", (k, c)])
     s.execute("DELETE FROM ks_a.t WHERE k = 0 AND c = 5")  # a tombstone must survive too
     s.execute("INSERT INTO ks_b.\"Quoted\" (k, m) VALUES ('a', {'one': 1})")
+    # A dropped column's type is schema too: it decides which type may take the name again.
+    s.execute("CREATE TABLE ks_a.d (k int PRIMARY KEY, x text)")
+    s.execute("ALTER TABLE ks_a.d DROP x")
 
 
 def check_schema_and_rows(s, later_partitions=()):
@@ -48,6 +52,8 @@ def check_schema_and_rows(s, later_partitions=()):
         "SELECT comment FROM system_schema.tables WHERE keyspace_name = 'ks_a' AND table_name = 't'"
     ).one()
     assert table.comment == "kept"
+    with pytest.raises(InvalidRequest, match="incompatible with previously dropped column 'x' of type text"):
+        s.execute("ALTER TABLE ks_a.d ADD x int")
     point = s.execute(
         "SELECT field_names FROM system_schema.types WHERE keyspace_name = 'ks_a' AND type_name = 'point'"
     ).one()
