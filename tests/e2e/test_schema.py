@@ -1,5 +1,7 @@
 """Schema statements: keyspaces, tables, user-defined types, and what system_schema reports."""
 
+import datetime
+
 import pytest
 from cassandra import AlreadyExists, InvalidRequest
 from cassandra.protocol import ConfigurationException
@@ -466,3 +468,29 @@ def test_a_non_frozen_udt_column_cannot_be_dropped(cql):
         assert "Cannot drop non-frozen column x of user type u" in str(error.value)
         # Refused whole: y is still there.
         cql.execute(f"ALTER TABLE {ks}.t DROP y")
+
+
+def test_dropped_columns_are_listed_in_system_schema(cql):
+    """As Cassandra 5.0: each dropped column's latest drop, its kind, and its type with UDTs
+    as tuples; kept when the name is added again, gone with the table."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.u (a int, b text)")
+        cql.execute(f"CREATE TABLE {ks}.t (k int, c int, x text, st int static, y frozen<u>, "
+                    f"z map<int, frozen<u>>, w tuple<int, int>, PRIMARY KEY (k, c))")
+        cql.execute(f"ALTER TABLE {ks}.t DROP (x, st, y, z, w)")
+        query = f"SELECT * FROM system_schema.dropped_columns WHERE keyspace_name = '{ks}'"
+        rows = {r.column_name: r for r in cql.execute(query)}
+        assert {name: (r.table_name, r.kind, r.type) for name, r in rows.items()} == {
+            "st": ("t", "static", "int"),
+            "w": ("t", "regular", "frozen<tuple<int, int>>"),
+            "x": ("t", "regular", "text"),
+            "y": ("t", "regular", "frozen<tuple<int, text>>"),
+            "z": ("t", "regular", "map<int, frozen<tuple<int, text>>>"),
+        }
+        cql.execute(f"ALTER TABLE {ks}.t ADD x text")
+        assert {r.column_name for r in cql.execute(query)} == {"st", "w", "x", "y", "z"}
+        cql.execute(f"ALTER TABLE {ks}.t DROP x USING TIMESTAMP 1234567")
+        x = cql.execute(query + " AND table_name = 't' AND column_name = 'x'").one()
+        assert x.dropped_time == datetime.datetime(1970, 1, 1, 0, 0, 1, 234000)
+        cql.execute(f"DROP TABLE {ks}.t")
+        assert list(cql.execute(query)) == []

@@ -665,13 +665,16 @@ fn plan_change(
                     }
                 }
                 AlterTableAction::Drop {
-                    columns, if_exists, ..
+                    columns,
+                    if_exists,
+                    timestamp,
                 } => {
+                    let at = timestamp.unwrap_or_else(|| processor.next_timestamp());
                     for c in columns {
                         if *if_exists && table.column(c.as_str()).is_none() {
                             continue;
                         }
-                        table.drop_column(c.as_str())?;
+                        table.drop_column(c.as_str(), at)?;
                     }
                 }
                 AlterTableAction::Rename { if_exists, renames } => {

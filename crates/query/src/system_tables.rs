@@ -295,6 +295,26 @@ pub(crate) fn rows(
                 }
             }
         }
+        ("system_schema", "dropped_columns") => {
+            for ks in schema.keyspaces.values().filter(|k| listed_in(k, false)) {
+                for t in ks.tables.values() {
+                    for (name, d) in &t.dropped_columns {
+                        let millis = d.dropped_time_micros.div_euclid(1000);
+                        rows.push(row(
+                            table,
+                            vec![
+                                ("keyspace_name", text(&ks.name)),
+                                ("table_name", text(&t.name)),
+                                ("column_name", text(name)),
+                                ("dropped_time", Some(millis.to_be_bytes().to_vec())),
+                                ("kind", text(d.kind.schema_name())),
+                                ("type", text(&schema_type_name(&d.ty))),
+                            ],
+                        ));
+                    }
+                }
+            }
+        }
         ("system_schema", "types") => {
             for ks in schema.keyspaces.values().filter(|k| listed_in(k, false)) {
                 for t in ks.types.values() {

@@ -12,7 +12,7 @@ mod model;
 mod options;
 
 pub use model::{
-    ClusteringOrder, ColumnKind, ColumnMetadata, KeyspaceMetadata, Schema, SchemaError,
-    TableMetadata, UserType, SYSTEM_KEYSPACES,
+    ClusteringOrder, ColumnKind, ColumnMetadata, DroppedColumn, KeyspaceMetadata, Schema,
+    SchemaError, TableMetadata, UserType, SYSTEM_KEYSPACES,
 };
 pub use options::{OptionValue, Replication, TableOptions, MAX_TTL_SECONDS};

@@ -107,11 +107,22 @@ pub struct TableMetadata {
     /// Tables served by the node itself (system keyspaces) rather than from storage.
     pub virtual_table: bool,
     pub next_column_id: u32,
-    /// The type of each column dropped from the table and not added again since, as Cassandra
-    /// records it (`CqlType::as_dropped`): a column added under that name must be able to take
-    /// over its values (`add_column`). Schemas persisted before this was kept have none.
+    /// The columns dropped from the table, by name, the latest drop of each (Cassandra keeps
+    /// them when a column is added again under the name). A column added under a dropped
+    /// name must be able to take over its values (`add_column`). Schemas persisted before
+    /// this was kept have none.
     #[serde(default)]
-    pub dropped_columns: BTreeMap<String, CqlType>,
+    pub dropped_columns: BTreeMap<String, DroppedColumn>,
+}
+
+/// A column dropped from a table: a row of Cassandra's `system_schema.dropped_columns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DroppedColumn {
+    /// As Cassandra records it (`CqlType::as_dropped`): every UDT as the tuple of its fields.
+    pub ty: CqlType,
+    pub kind: ColumnKind,
+    /// The drop's timestamp (its `USING TIMESTAMP`, else when it ran), in microseconds.
+    pub dropped_time_micros: i64,
 }
 
 /// A type as Cassandra prints it in messages: a tuple, always frozen, as `frozen<tuple<..>>`.
@@ -302,10 +313,11 @@ impl TableMetadata {
         if let Some(dropped) = self.dropped_columns.get(name) {
             // Cassandra's rule, although a column added again here never reads the old
             // cells (column ids are not reused): its schema must stay one Cassandra accepts.
-            if !ty.can_replace_dropped(dropped) {
+            if !ty.can_replace_dropped(&dropped.ty) {
                 return Err(SchemaError::Invalid(format!(
-                    "Cannot add a column '{name}' of type {}, incompatible with previously dropped column '{name}' of type {dropped}",
-                    as_cassandra_prints(&ty)
+                    "Cannot add a column '{name}' of type {}, incompatible with previously dropped column '{name}' of type {}",
+                    as_cassandra_prints(&ty),
+                    dropped.ty
                 )));
             }
         }
@@ -336,12 +348,11 @@ impl TableMetadata {
             .map(|p| p + key_count)
             .unwrap_or(self.columns.len());
         self.columns.insert(at, column);
-        self.dropped_columns.remove(name);
         Ok(())
     }
 
-    /// `ALTER TABLE ... DROP`.
-    pub fn drop_column(&mut self, name: &str) -> Result<(), SchemaError> {
+    /// `ALTER TABLE ... DROP`, at `timestamp_micros` (the drop's time, as recorded).
+    pub fn drop_column(&mut self, name: &str, timestamp_micros: i64) -> Result<(), SchemaError> {
         let idx = self.column_index(name).ok_or_else(|| {
             SchemaError::Invalid(format!(
                 "Column {name} was not found in table '{}.{}'",
@@ -360,8 +371,12 @@ impl TableMetadata {
             )));
         }
         let dropped = self.columns.remove(idx);
-        self.dropped_columns
-            .insert(dropped.name, dropped.ty.as_dropped());
+        let record = DroppedColumn {
+            ty: dropped.ty.as_dropped(),
+            kind: dropped.kind,
+            dropped_time_micros: timestamp_micros,
+        };
+        self.dropped_columns.insert(dropped.name, record);
         Ok(())
     }
 
@@ -519,7 +534,7 @@ mod tests {
         let mut t = table();
         let old = t.column("v").map(|c| c.id);
         let ty = t.column("v").map(|c| c.ty.clone()).expect("v");
-        t.drop_column("v").expect("drop");
+        t.drop_column("v", 0).expect("drop");
         t.add_column("v", ty, false).expect("add");
         assert_ne!(t.column("v").map(|c| c.id), old);
     }
