@@ -494,3 +494,21 @@ def test_dropped_columns_are_listed_in_system_schema(cql):
         assert x.dropped_time == datetime.datetime(1970, 1, 1, 0, 0, 1, 234000)
         cql.execute(f"DROP TABLE {ks}.t")
         assert list(cql.execute(query)) == []
+
+
+def test_user_type_names_that_need_quotes_are_quoted_in_system_schema(cql):
+    """system_schema writes a user type's name as CQL reads it back: `"Odd"`, not `Odd`
+    (which would name the type `odd`), so drivers and cqlsh recreate the schema exactly."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f'CREATE TYPE {ks}."Odd" (a int)')
+        cql.execute(f'CREATE TYPE {ks}.outer (o frozen<"Odd">)')
+        cql.execute(f'CREATE TABLE {ks}.t (k int PRIMARY KEY, w "Odd", l list<frozen<"Odd">>)')
+        columns = {r.column_name: r.type for r in cql.execute(
+            f"SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = '{ks}'")}
+        assert columns == {"k": "int", "w": '"Odd"', "l": 'list<frozen<"Odd">>'}
+        outer = cql.execute(f"SELECT field_types FROM system_schema.types "
+                            f"WHERE keyspace_name = '{ks}' AND type_name = 'outer'").one()
+        assert outer.field_types == ['frozen<"Odd">']
+        cql.cluster.refresh_schema_metadata()
+        exported = cql.cluster.metadata.keyspaces[ks].tables["t"].export_as_string()
+        assert 'w "Odd"' in exported and 'l list<frozen<"Odd">>' in exported

@@ -94,7 +94,7 @@ fn rows(elements: Vec<Element>, with_statements: bool) -> QueryResult {
 }
 
 /// A CQL type as DESCRIBE writes it: user types by their (quoted if needed) name.
-fn cql_type(t: &CqlType) -> String {
+pub(crate) fn cql_type(t: &CqlType) -> String {
     match t {
         CqlType::List(e) => format!("list<{}>", cql_type(e)),
         CqlType::Set(e) => format!("set<{}>", cql_type(e)),

@@ -158,8 +158,10 @@ fn row(table: &TableMetadata, values: Vec<(&str, Cell)>) -> Vec<Cell> {
 }
 
 /// How a type is written in `system_schema` (UDT names, tuples always frozen).
+/// A type as `system_schema` records it: as DESCRIBE writes it, user types by their quoted-if-
+/// needed name (a driver parses these strings: an unquoted `Odd` would name the type `odd`).
 fn schema_type_name(t: &CqlType) -> String {
-    t.to_string()
+    crate::describe::cql_type(t)
 }
 
 fn listed_in(keyspace: &KeyspaceMetadata, virtual_schema: bool) -> bool {
