@@ -1812,7 +1812,7 @@ impl<'a> Parser<'a> {
         let mut multiple_primary_keys = false;
         // A second PRIMARY KEY is kept out of the statement, and marked, unless a column
         // declared twice came before it: Cassandra's parser refuses whichever comes first.
-        let second = |columns: &[ColumnDef]| {
+        let no_column_twice = |columns: &[ColumnDef]| {
             !columns
                 .iter()
                 .enumerate()
@@ -1821,7 +1821,7 @@ impl<'a> Parser<'a> {
         loop {
             if self.is_kw("primary") && self.is_kw_at(1, "key") {
                 let first = primary_key.is_none();
-                if !first && second(&columns) {
+                if !first && no_column_twice(&columns) {
                     multiple_primary_keys = true;
                 }
                 self.advance();
@@ -1849,7 +1849,7 @@ impl<'a> Parser<'a> {
                     self.expect_kw("key")?;
                     if primary_key.is_none() {
                         primary_key = Some((vec![name], Vec::new()));
-                    } else if second(&columns) {
+                    } else if no_column_twice(&columns) {
                         multiple_primary_keys = true;
                     }
                 }

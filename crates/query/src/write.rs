@@ -1202,7 +1202,6 @@ pub(crate) fn op_name(op: &Operator) -> &'static str {
     }
 }
 
-/// The column an UPDATE assigns: any but a primary key column.
 /// Refuses what Cassandra refuses of a statement's assignments before any value is known: a
 /// column set and also assigned otherwise (its parser's error), a PRIMARY KEY column, a field
 /// of a column that is not a non-frozen UDT, and an operation the column's type has not
@@ -1301,6 +1300,7 @@ fn refused(col: &ColumnMetadata, a: &Assignment) -> QueryError {
         .unwrap_or_else(|| QueryError::Invalid(format!("Invalid operation on column {}", col.name)))
 }
 
+/// The column an UPDATE assigns: any but a primary key column.
 fn settable<'t>(
     table: &'t TableMetadata,
     name: &cql_syntax::ast::Identifier,

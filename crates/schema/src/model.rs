@@ -125,14 +125,6 @@ pub struct DroppedColumn {
     pub dropped_time_micros: i64,
 }
 
-/// A type as Cassandra prints it in messages: a tuple, always frozen, as `frozen<tuple<..>>`.
-fn as_cassandra_prints(ty: &CqlType) -> String {
-    match ty {
-        CqlType::Tuple(_) => format!("frozen<{ty}>"),
-        _ => ty.to_string(),
-    }
-}
-
 impl TableMetadata {
     /// Builds a table, ordering columns as Cassandra does and assigning column ids.
     /// `columns` are (name, type, is_static); keys name columns in `columns`.
@@ -315,8 +307,7 @@ impl TableMetadata {
             // cells (column ids are not reused): its schema must stay one Cassandra accepts.
             if !ty.can_replace_dropped(&dropped.ty) {
                 return Err(SchemaError::Invalid(format!(
-                    "Cannot add a column '{name}' of type {}, incompatible with previously dropped column '{name}' of type {}",
-                    as_cassandra_prints(&ty),
+                    "Cannot add a column '{name}' of type {ty}, incompatible with previously dropped column '{name}' of type {}",
                     dropped.ty
                 )));
             }
