@@ -106,3 +106,37 @@ def test_argument_errors(cql, t, selection, message):
 def test_typed_collection_literal(cql, t):
     _, _, row = select(cql, t, "collection_count((list<int>)[1, 2])")
     assert row[0] == 2
+
+
+@pytest.mark.parametrize("selection, value, cql_type", [
+    ("collection_count([1, 2])", 2, "int"),
+    ("collection_count({'a', 'b'})", 2, "int"),
+    ("collection_count([[1], [2]])", 2, "int"),
+    ("collection_min(['b', 'a'])", "a", "ascii"),
+    ("collection_max(['b', 'é'])", "é", "varchar"),
+    ("collection_max({1, 5, 3})", 5, "int"),
+    ("collection_sum([1.5, 2.5])", 4.0, "double"),
+    ("collection_avg([1, 2])", 1, "int"),
+])
+def test_collection_literals_of_constants_have_their_type_inferred(cql, t, selection, value, cql_type):
+    """As Cassandra 5.0: a list or set literal whose constants share a preferred type (ASCII
+    and other strings together are text) is a collection of that type."""
+    _, types, row = select(cql, t, selection)
+    assert (row[0], types[0]) == (value, cql_type)
+
+
+@pytest.mark.parametrize("selection, kind", [
+    ("collection_count([])", "collection"),
+    ("collection_count([1, 'a'])", "collection"),
+    ("collection_count([null])", "collection"),
+    ("collection_count({1: 'x'})", "collection"),
+    ("collection_min([])", "numeric_set_or_list"),
+    ("collection_sum([1, 3000000000])", "numeric_set_or_list"),
+    ("map_keys({1: 'x'})", "map"),
+])
+def test_collection_literals_whose_type_cannot_be_inferred(cql, t, selection, kind):
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(f"SELECT {selection} FROM {t} WHERE k = 1")
+    name = selection.split("(")[0]
+    assert f"in call to function system.{name}({kind}): use type casts to disambiguate" \
+        in str(error.value)

@@ -4,9 +4,11 @@
 //! (sums wrap, averages of integers truncate, an empty frozen collection sums to 0 and has no
 //! minimum).
 
+use cql_syntax::ast::Term;
 use types::{CqlType, Value};
 
 use super::aggregates::{Accumulator, AggregateFunction, SUMMABLE};
+use super::functions::preferred_type;
 use crate::QueryError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +40,42 @@ impl CollectionFunction {
     pub fn argument_kind(self) -> &'static str {
         match self {
             CollectionFunction::MapKeys | CollectionFunction::MapValues => "map",
-            _ => "collection",
+            CollectionFunction::Count => "collection",
+            _ => "numeric_set_or_list",
         }
+    }
+
+    /// The type Cassandra infers for a literal argument (`collection_count([1, 2])`): a list
+    /// or set literal whose elements all have one preferred type (ASCII and other strings
+    /// together are text), or are such literals themselves; `None` for an empty literal, a
+    /// null or marker element, mixed types, or a map literal (it could be a UDT's).
+    pub fn literal_argument_type(term: &Term) -> Option<CqlType> {
+        let (items, list) = match term {
+            Term::List(items) => (items, true),
+            Term::Set(items) => (items, false),
+            _ => return None,
+        };
+        let mut element: Option<CqlType> = None;
+        for item in items {
+            let ty = match item {
+                Term::Constant(c) => preferred_type(c),
+                nested => CqlType::Frozen(Box::new(Self::literal_argument_type(nested)?)),
+            };
+            element = Some(match (element, ty) {
+                (None, ty) => ty,
+                (Some(e), ty) if e == ty => e,
+                (Some(CqlType::Ascii | CqlType::Text), CqlType::Ascii | CqlType::Text) => {
+                    CqlType::Text
+                }
+                _ => return None,
+            });
+        }
+        let element = Box::new(element?);
+        Some(if list {
+            CqlType::List(element)
+        } else {
+            CqlType::Set(element)
+        })
     }
 
     /// The result type for an argument of type `arg`, or Cassandra's message when the

@@ -18,6 +18,7 @@ use schema::{ColumnKind, TableMetadata, UserType};
 use types::CqlType;
 
 use super::aggregates::{self, Accumulator, AggregateFunction};
+use super::collection_functions::CollectionFunction;
 use super::functions::{self, ArgKind, Assignment, CollectionShape, Scalar, Signature};
 use super::operations;
 use super::{CellTime, RowValues};
@@ -1076,6 +1077,18 @@ impl Compiler<'_> {
                             Box::new(CqlType::Float),
                             items.len() as u32,
                         ));
+                    }
+                }
+            }
+            // A collection function of a list or set literal of constants: the literal's type
+            // as Cassandra infers it (`collection_count([1, 2])` of a list<int>).
+            if CollectionFunction::from_name(fname).is_some() {
+                for (kind, a) in kinds.iter_mut().zip(args) {
+                    let inferred = as_term(a)
+                        .as_ref()
+                        .and_then(CollectionFunction::literal_argument_type);
+                    if let (ArgKind::Collection(_), Some(ty)) = (&kind, inferred) {
+                        *kind = ArgKind::Typed(ty);
                     }
                 }
             }
