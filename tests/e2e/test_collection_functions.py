@@ -140,3 +140,13 @@ def test_collection_literals_whose_type_cannot_be_inferred(cql, t, selection, ki
     name = selection.split("(")[0]
     assert f"in call to function system.{name}({kind}): use type casts to disambiguate" \
         in str(error.value)
+
+
+def test_in_a_term_only_set_literals_have_their_type_inferred(cql, t):
+    """Cassandra 5.0.9 infers a set literal's type in a WHERE or INSERT term, but not a list
+    literal's."""
+    assert [r.k for r in cql.execute(f"SELECT k FROM {t} WHERE k = collection_max({{1, 2}})")] == [2]
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(f"SELECT k FROM {t} WHERE k = collection_count([1, 2])")
+    assert "Cannot infer type of argument [1, 2] in call to function system.collection_count" \
+        in str(error.value)

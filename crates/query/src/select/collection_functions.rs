@@ -8,7 +8,7 @@ use cql_syntax::ast::Term;
 use types::{CqlType, Value};
 
 use super::aggregates::{Accumulator, AggregateFunction, SUMMABLE};
-use super::functions::preferred_type;
+use super::functions::{preferred_type, ArgKind};
 use crate::QueryError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +42,29 @@ impl CollectionFunction {
             CollectionFunction::MapKeys | CollectionFunction::MapValues => "map",
             CollectionFunction::Count => "collection",
             _ => "numeric_set_or_list",
+        }
+    }
+
+    /// Gives a collection function's list and set literal arguments (`terms`, with `kinds`
+    /// from them) the type `literal_argument_type` infers. In a term (a WHERE value, an
+    /// INSERT value) Cassandra 5.0.9 infers a set literal's type but not a list literal's:
+    /// `lists` is false there.
+    pub fn infer_literal_arguments<'a>(
+        name: &str,
+        kinds: &mut [ArgKind],
+        terms: impl IntoIterator<Item = Option<&'a Term>>,
+        lists: bool,
+    ) {
+        if Self::from_name(name).is_none() {
+            return;
+        }
+        for (kind, term) in kinds.iter_mut().zip(terms) {
+            let Some(term) = term.filter(|t| lists || !matches!(t, Term::List(_))) else {
+                continue;
+            };
+            if let (ArgKind::Collection(_), Some(ty)) = (&kind, Self::literal_argument_type(term)) {
+                *kind = ArgKind::Typed(ty);
+            }
         }
     }
 

@@ -1082,16 +1082,13 @@ impl Compiler<'_> {
             }
             // A collection function of a list or set literal of constants: the literal's type
             // as Cassandra infers it (`collection_count([1, 2])` of a list<int>).
-            if CollectionFunction::from_name(fname).is_some() {
-                for (kind, a) in kinds.iter_mut().zip(args) {
-                    let inferred = as_term(a)
-                        .as_ref()
-                        .and_then(CollectionFunction::literal_argument_type);
-                    if let (ArgKind::Collection(_), Some(ty)) = (&kind, inferred) {
-                        *kind = ArgKind::Typed(ty);
-                    }
-                }
-            }
+            let terms: Vec<Option<Term>> = args.iter().map(as_term).collect();
+            CollectionFunction::infer_literal_arguments(
+                fname,
+                &mut kinds,
+                terms.iter().map(Option::as_ref),
+                true,
+            );
             vec![functions::generic_signature(fname, &kinds, &texts)?]
         } else {
             candidates

@@ -7,6 +7,7 @@
 use cql_syntax::ast::{Term, TypeExpr};
 use types::CqlType;
 
+use super::collection_functions::CollectionFunction;
 use super::functions::{
     self, generic_signature_for, ArgKind, CallKind, CollectionShape, Signature,
 };
@@ -101,6 +102,13 @@ pub(crate) fn resolve(
                     }
                 },
                 _ if functions::is_generic(&lower) => {
+                    let mut kinds = kinds.clone();
+                    CollectionFunction::infer_literal_arguments(
+                        &lower,
+                        &mut kinds,
+                        args.iter().map(|a| Some(*a)),
+                        false,
+                    );
                     vec![generic_signature_for(&lower, &kinds, &texts, receiver)?]
                 }
                 _ => match functions::signatures(&lower, &[])? {
