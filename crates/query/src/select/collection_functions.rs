@@ -72,7 +72,7 @@ impl CollectionFunction {
     /// or set literal whose elements all have one preferred type (ASCII and other strings
     /// together are text), or are such literals themselves; `None` for an empty literal, a
     /// null or marker element, mixed types, or a map literal (it could be a UDT's).
-    pub fn literal_argument_type(term: &Term) -> Option<CqlType> {
+    fn literal_argument_type(term: &Term) -> Option<CqlType> {
         let (items, list) = match term {
             Term::List(items) => (items, true),
             Term::Set(items) => (items, false),
