@@ -512,3 +512,83 @@ def test_user_type_names_that_need_quotes_are_quoted_in_system_schema(cql):
         cql.cluster.refresh_schema_metadata()
         exported = cql.cluster.metadata.keyspaces[ks].tables["t"].export_as_string()
         assert 'w "Odd"' in exported and 'l list<frozen<"Odd">>' in exported
+
+
+def test_user_types_may_have_non_frozen_collection_fields_used_frozen(cql):
+    """As Cassandra 5.0: a field may be a non-frozen collection; the type is then used frozen
+    (or inside a frozen type), where the collection is one value, sets and maps sorted."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.g (x list<int>, m map<int, text>, s set<frozen<list<int>>>)")
+        types = cql.execute(f"SELECT field_types FROM system_schema.types "
+                            f"WHERE keyspace_name = '{ks}' AND type_name = 'g'").one()
+        assert types.field_types == ["list<int>", "map<int, text>", "set<frozen<list<int>>>"]
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, g frozen<g>, lg list<frozen<g>>)")
+        cql.execute(f"ALTER TYPE {ks}.g ADD l2 list<text>")
+        cql.execute(f"CREATE TABLE {ks}.byg (k frozen<g> PRIMARY KEY)")
+        cql.execute(f"INSERT INTO {ks}.t (k, g, lg) VALUES "
+                    "(1, {x: [3, 1], m: {2: 'b', 1: 'a'}, s: {[2], [1]}}, [{x: [1]}])")
+        row = cql.execute(f"SELECT g, lg FROM {ks}.t WHERE k = 1").one()
+        assert (row.g.x, list(row.g.m.items()), list(row.g.s)) == ([3, 1], [(1, "a"), (2, "b")], [[1], [2]])
+        assert row.lg[0].x == [1] and row.lg[0].m is None
+        assert cql.execute(f"SELECT JSON g FROM {ks}.t WHERE k = 1").one()[0] == \
+            '{"g": {"x": [3, 1], "m": {"1": "a", "2": "b"}, "s": [[1], [2]], "l2": null}}'
+        # As a key, two spellings of one value are one partition.
+        cql.execute(f"INSERT INTO {ks}.byg (k) VALUES ({{x: [3, 1], m: {{2: 'b', 1: 'a'}}}})")
+        cql.execute(f"INSERT INTO {ks}.byg (k) VALUES ({{x: [3, 1], m: {{1: 'a', 2: 'b'}}}})")
+        assert len(list(cql.execute(f"SELECT * FROM {ks}.byg"))) == 1
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"ALTER TYPE {ks}.g ADD l3 list<text>")
+        assert f"Cannot add new field l3 of type list<text> to user type {ks}.g as the type is being " \
+               f"used in partition key by the following tables: {ks}.byg" in str(error.value)
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"CREATE TABLE {ks}.bad (k int PRIMARY KEY, g g)")
+        assert "Non-frozen UDTs with nested non-frozen collections are not supported" in str(error.value)
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"ALTER TABLE {ks}.t ADD g2 g")
+        assert "Non-frozen UDTs with nested non-frozen collections are not supported for column g2" \
+            in str(error.value)
+
+
+@pytest.mark.parametrize("statements, message", [
+    (["CREATE TYPE {ks}.b (p int, p text)"], "Duplicate field name 'p' in type 'b'"),
+    (["CREATE TYPE {ks}.b (p int)", "CREATE TYPE {ks}.c (x b)"], "A user type cannot contain non-frozen UDTs"),
+    (["CREATE TYPE {ks}.b (p int)", "ALTER TYPE {ks}.b ADD p int"],
+     "Cannot add field p to type {ks}.b: a field with name p already exists"),
+    (["CREATE TYPE {ks}.b (p int, q int)", "ALTER TYPE {ks}.b RENAME p TO q"],
+     "Duplicate field name q in type {ks}"),
+    (["CREATE TYPE {ks}.b (p int)", "ALTER TYPE {ks}.b ALTER p TYPE bigint"],
+     "Altering field types is no longer supported"),
+    (["ALTER TYPE {ks}.nosuch ADD z int"], "Type {ks}.nosuch doesn't exist"),
+    (["ALTER TYPE nosuchks.b ADD z int"], "Type nosuchks.b doesn't exist"),
+    (["CREATE TYPE {ks}.a (x int)", "CREATE TYPE {ks}.c1 (x frozen<a>)",
+      "CREATE TYPE {ks}.c2 (x list<frozen<a>>)", "CREATE TABLE {ks}.t1 (k int PRIMARY KEY, v frozen<a>)",
+      "DROP TYPE {ks}.a"], "Cannot drop user type '{ks}.a' as it is still used by user types c1, c2"),
+    (["CREATE TYPE {ks}.a (x int)", "CREATE TABLE {ks}.t1 (k int PRIMARY KEY, v frozen<a>)",
+      "CREATE TABLE {ks}.t2 (k int PRIMARY KEY, v a)", "DROP TYPE {ks}.a"],
+     "Cannot drop user type '{ks}.a' as it is still used by tables t1, t2"),
+    (["CREATE TYPE {ks}.a (x int)", "CREATE TABLE {ks}.t (k int PRIMARY KEY, v frozen<a>)",
+      "INSERT INTO {ks}.t (k, v) VALUES (1, {{x: 'str'}})"],
+     "Invalid user type literal for v: field x is not of type int"),
+    (["CREATE TYPE {ks}.a (x int)", "CREATE TABLE {ks}.t (k int PRIMARY KEY, v frozen<a>)",
+      "UPDATE {ks}.t SET v.x = 5 WHERE k = 1"], "Invalid operation (v.x = 5) for frozen UDT column v"),
+    (["CREATE TYPE {ks}.a (x int)", "CREATE TABLE {ks}.t (k int PRIMARY KEY, v frozen<a>)",
+      "SELECT v.nosuch FROM {ks}.t"], "v of type frozen<a> has no field nosuch"),
+])
+def test_user_type_statements_refused_in_cassandra_words(cql, statements, message):
+    with new_keyspace(cql) as ks:
+        *setup, last = [s.format(ks=ks) for s in statements]
+        for statement in setup:
+            cql.execute(statement)
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(last)
+        assert message.format(ks=ks) in str(error.value)
+
+
+def test_renaming_user_type_fields_names_them_as_before_the_statement(cql):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.b (p int, q int)")
+        cql.execute(f"ALTER TYPE {ks}.b RENAME p TO r AND q TO p")
+        names = cql.execute(f"SELECT field_names FROM system_schema.types "
+                            f"WHERE keyspace_name = '{ks}' AND type_name = 'b'").one().field_names
+        assert names == ["r", "p"]
+        cql.execute(f"ALTER TYPE {ks}.b RENAME IF EXISTS nosuch TO z")

@@ -217,6 +217,12 @@ pub(crate) fn resolve_type(
     })
 }
 
+/// Whether a non-frozen UDT column of type `t` would hold a non-frozen collection in a field:
+/// Cassandra refuses such columns (the type itself may have such fields, used frozen).
+fn non_frozen_udt_with_collection(t: &CqlType) -> bool {
+    matches!(t, CqlType::Udt(u) if u.fields.iter().any(|(_, f)| f.is_multi_cell()))
+}
+
 fn freeze(t: CqlType) -> CqlType {
     match t {
         CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) | CqlType::Udt(_) => {
@@ -275,6 +281,11 @@ pub(crate) fn table_from_create(
     let mut columns = Vec::with_capacity(s.columns.len());
     for c in &s.columns {
         let ty = resolve_type(&c.ty, keyspace, types, false, false)?;
+        if non_frozen_udt_with_collection(&ty) {
+            return Err(QueryError::Invalid(
+                "Non-frozen UDTs with nested non-frozen collections are not supported".to_string(),
+            ));
+        }
         columns.push((c.name.as_str().to_string(), ty, c.is_static));
     }
     let pk: Vec<String> = s
@@ -492,6 +503,27 @@ pub(crate) async fn execute(
     }
 }
 
+/// A user type's field type. Like Cassandra, a field may be a non-frozen collection (the type
+/// is then used frozen, where the collection is one value), not a non-frozen UDT or a counter.
+fn field_type(
+    t: &TypeExpr,
+    keyspace: &str,
+    types: &BTreeMap<String, Arc<UserType>>,
+) -> Result<CqlType, QueryError> {
+    let ty = resolve_type(t, keyspace, types, false, false)?;
+    if matches!(ty, CqlType::Udt(_)) {
+        return Err(QueryError::Invalid(
+            "A user type cannot contain non-frozen UDTs".to_string(),
+        ));
+    }
+    if ty.is_counter() {
+        return Err(QueryError::Invalid(
+            "A user type cannot contain counters".to_string(),
+        ));
+    }
+    Ok(ty)
+}
+
 fn plan_change(
     processor: &QueryProcessor,
     current: &Schema,
@@ -661,6 +693,12 @@ fn plan_change(
                             continue;
                         }
                         let ty = resolve_type(&c.ty, &ks_name, &ks.types, false, false)?;
+                        if non_frozen_udt_with_collection(&ty) {
+                            return Err(QueryError::Invalid(format!(
+                                "Non-frozen UDTs with nested non-frozen collections are not supported for column {}",
+                                c.name.as_str()
+                            )));
+                        }
                         table.add_column(c.name.as_str(), ty, c.is_static)?;
                     }
                 }
@@ -784,22 +822,11 @@ fn plan_change(
                     .any(|(n, _): &(String, CqlType)| n == f.as_str())
                 {
                     return Err(QueryError::Invalid(format!(
-                        "Duplicate field name {} in type {name}",
+                        "Duplicate field name '{}' in type '{name}'",
                         f.as_str()
                     )));
                 }
-                let ty = resolve_type(t, &ks_name, &ks.types, false, false)?;
-                if ty.is_multi_cell() {
-                    return Err(QueryError::Invalid(format!(
-                        "Non-frozen UDTs with nested non-frozen collections are not supported: field {} of {name}",
-                        f.as_str()
-                    )));
-                }
-                if ty.is_counter() {
-                    return Err(QueryError::Invalid(
-                        "A user type cannot contain counters".to_string(),
-                    ));
-                }
+                let ty = field_type(t, &ks_name, &ks.types)?;
                 fields.push((f.as_str().to_string(), ty));
             }
             let mut ksm = (*ks).clone();
@@ -816,17 +843,22 @@ fn plan_change(
         }
         Statement::AlterType(s) => {
             let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
             let name = s.name.name.as_str();
-            let Some(existing) = ks.types.get(name) else {
+            // As Cassandra: a missing keyspace is a missing type.
+            let existing = schema
+                .keyspace(&ks_name)
+                .and_then(|ks| ks.types.get(name))
+                .cloned();
+            let Some(existing) = existing else {
                 if s.if_exists {
                     return Ok(None);
                 }
                 return Err(QueryError::Invalid(format!(
-                    "No user type named {name} exists."
+                    "Type {ks_name}.{name} doesn't exist"
                 )));
             };
-            let mut t = (**existing).clone();
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
+            let mut t = (*existing).clone();
             match &s.action {
                 AlterTypeAction::Add {
                     if_not_exists,
@@ -838,12 +870,27 @@ fn plan_change(
                     }
                     if t.fields.iter().any(|(n, _)| n == f.as_str()) {
                         return Err(QueryError::Invalid(format!(
-                            "Cannot add new field {} to type {ks_name}.{name}: a field with name {} already exists",
+                            "Cannot add field {} to type {ks_name}.{name}: a field with name {} already exists",
                             f.as_str(), f.as_str()
                         )));
                     }
-                    // A key stored before the field existed and the same value written with
-                    // the new field null would serialise differently: two partitions or rows
+                    // Cassandra refuses a type in a partition key, in these words.
+                    let in_partition_keys: Vec<String> = ks
+                        .tables
+                        .values()
+                        .filter(|tb| tb.partition_key().iter().any(|c| uses_type(&c.ty, name)))
+                        .map(|tb| format!("{ks_name}.{}", tb.name))
+                        .collect();
+                    if !in_partition_keys.is_empty() {
+                        let ty = resolve_type(ty, &ks_name, &ks.types, false, false)?;
+                        return Err(QueryError::Invalid(format!(
+                            "Cannot add new field {} of type {ty} to user type {ks_name}.{name} as the type is being used in partition key by the following tables: {}",
+                            f.as_str(),
+                            in_partition_keys.join(", ")
+                        )));
+                    }
+                    // A clustering key stored before the field existed and the same value
+                    // written with the new field null would serialise differently: two rows
                     // for one key. Refused until keys are normalised on write.
                     if let Some(table) = ks.tables.values().find(|tb| {
                         tb.columns.iter().any(|c| {
@@ -861,30 +908,50 @@ fn plan_change(
                             "A user type may have at most {MAX_COMPONENTS} fields"
                         )));
                     }
-                    let ty = resolve_type(ty, &ks_name, &ks.types, false, false)?;
+                    let ty = field_type(ty, &ks_name, &ks.types)?;
+                    if ty.is_multi_cell() {
+                        if let Some(table) = ks.tables.values().find(|tb| {
+                            tb.columns
+                                .iter()
+                                .any(|c| matches!(&c.ty, CqlType::Udt(u) if u.name == name))
+                        }) {
+                            return Err(QueryError::Invalid(format!(
+                                "Adding a non-frozen collection field to type {ks_name}.{name}, which table {} uses non-frozen, is not supported yet by Helenus",
+                                table.name
+                            )));
+                        }
+                    }
                     t.fields.push((f.as_str().to_string(), ty));
                 }
                 AlterTypeAction::Rename { if_exists, renames } => {
+                    // As Cassandra: every rename names a field as it was before the statement
+                    // (`RENAME a TO b AND b TO a` swaps them; of two renames of one field the
+                    // last counts), and the new names must all differ.
+                    let original: Vec<String> = t.fields.iter().map(|(n, _)| n.clone()).collect();
                     for (from, to) in renames {
-                        if *if_exists && !t.fields.iter().any(|(n, _)| n == from.as_str()) {
-                            continue;
+                        let Some(i) = original.iter().position(|n| n == from.as_str()) else {
+                            if *if_exists {
+                                continue;
+                            }
+                            return Err(QueryError::Invalid(format!(
+                                "Unkown field {} in user type {ks_name}.{name}",
+                                from.as_str()
+                            )));
+                        };
+                        t.fields[i].0 = to.as_str().to_string();
+                    }
+                    for (i, (n, _)) in t.fields.iter().enumerate() {
+                        if t.fields[..i].iter().any(|(m, _)| m == n) {
+                            // Cassandra's words, which name the keyspace as the type.
+                            return Err(QueryError::Invalid(format!(
+                                "Duplicate field name {n} in type {ks_name}"
+                            )));
                         }
-                        let field = t
-                            .fields
-                            .iter_mut()
-                            .find(|(n, _)| n == from.as_str())
-                            .ok_or_else(|| {
-                                QueryError::Invalid(format!(
-                                    "Unkown field {} in user type {ks_name}.{name}",
-                                    from.as_str()
-                                ))
-                            })?;
-                        field.0 = to.as_str().to_string();
                     }
                 }
                 AlterTypeAction::AlterField { .. } => {
                     return Err(QueryError::Invalid(
-                        "Alterations of field types are no longer supported".to_string(),
+                        "Altering field types is no longer supported".to_string(),
                     ))
                 }
             }
@@ -933,24 +1000,29 @@ fn plan_change(
                     "Type '{ks_name}.{name}' doesn't exist"
                 )));
             }
-            if let Some(user) = ks
-                .tables
-                .values()
-                .find(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
-            {
-                return Err(QueryError::Invalid(format!(
-                    "Cannot drop user type '{ks_name}.{name}' as it is still used by tables {}",
-                    user.name
-                )));
-            }
-            if let Some(other) = ks
+            // As Cassandra: the types that use it, all of them, before the tables.
+            let types: Vec<&str> = ks
                 .types
                 .values()
-                .find(|t| t.name != name && t.fields.iter().any(|(_, f)| uses_type(f, name)))
-            {
+                .filter(|t| t.name != name && t.fields.iter().any(|(_, f)| uses_type(f, name)))
+                .map(|t| t.name.as_str())
+                .collect();
+            if !types.is_empty() {
                 return Err(QueryError::Invalid(format!(
-                    "Cannot drop user type {ks_name}.{name} as it is still used by user type {}",
-                    other.name
+                    "Cannot drop user type '{ks_name}.{name}' as it is still used by user types {}",
+                    types.join(", ")
+                )));
+            }
+            let tables: Vec<&str> = ks
+                .tables
+                .values()
+                .filter(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
+                .map(|tb| tb.name.as_str())
+                .collect();
+            if !tables.is_empty() {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot drop user type '{ks_name}.{name}' as it is still used by tables {}",
+                    tables.join(", ")
                 )));
             }
             let mut ksm = (*ks).clone();

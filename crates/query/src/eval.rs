@@ -214,6 +214,20 @@ fn evaluate_at(
                         )));
                     }
                 }
+                // Cassandra's test before evaluating: a constant that cannot be the field's
+                // type is refused in the literal's words.
+                for (field, t) in fields {
+                    let fty = udt.fields.iter().find(|(n, _)| n == field.as_str());
+                    if let (Term::Constant(c), Some((_, fty))) = (t, fty) {
+                        let assignment = functions::literal_assignment(c, fty);
+                        if assignment == functions::Assignment::NotAssignable {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid user type literal for {name}: field {} is not of type {fty}",
+                                field.as_str()
+                            )));
+                        }
+                    }
+                }
                 let mut out = Vec::new();
                 for (fname, fty) in &udt.fields {
                     let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {

@@ -494,9 +494,9 @@ fn element_data(
     })
 }
 
-/// The index and type of field `name` of the non-frozen UDT column `col`; `op` (`"="` for a
-/// SET) shapes Cassandra's error text.
-fn udt_field(col: &ColumnMetadata, name: &str, op: &str) -> Result<(usize, CqlType), QueryError> {
+/// The index and type of field `name` of the non-frozen UDT column `col`; `tail` is what
+/// Cassandra's error text quotes after the field (`= 5` for a SET, ` ?` for a DELETE).
+fn udt_field(col: &ColumnMetadata, name: &str, tail: &str) -> Result<(usize, CqlType), QueryError> {
     match &col.ty {
         CqlType::Udt(u) => u
             .fields
@@ -511,12 +511,12 @@ fn udt_field(col: &ColumnMetadata, name: &str, op: &str) -> Result<(usize, CqlTy
             }),
         CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_)) => {
             Err(QueryError::Invalid(format!(
-                "Invalid operation ({}.{name} {op} ?) for frozen UDT column {}",
+                "Invalid operation ({}.{name} {tail}) for frozen UDT column {}",
                 col.name, col.name
             )))
         }
         _ => Err(QueryError::Invalid(format!(
-            "Invalid operation ({}.{name} {op} ?) for non-UDT column {}",
+            "Invalid operation ({}.{name} {tail}) for non-UDT column {}",
             col.name, col.name
         ))),
     }
@@ -1226,8 +1226,8 @@ pub(crate) fn check_assignments(
     }
     for a in assignments {
         let col = settable(table, assigned(a))?;
-        if let Assignment::SetField { field, .. } = a {
-            udt_field(col, field.as_str(), "=")?;
+        if let Assignment::SetField { field, value, .. } = a {
+            udt_field(col, field.as_str(), &format!("= {value}"))?;
         } else if let Some(e) = refusal(col, a) {
             return Err(e);
         }
@@ -1686,7 +1686,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 value,
             } => {
                 let col = settable(table, c)?;
-                let (index, field_ty) = udt_field(col, field.as_str(), "=")?;
+                let (index, field_ty) = udt_field(col, field.as_str(), &format!("= {value}"))?;
                 let v = evaluate(value, &field_ty, field.as_str(), ctx.values)?;
                 let path = (index as u16).to_be_bytes().to_vec();
                 (element_data(col, path, v, &attrs, ctx.now_seconds), col)
@@ -1826,7 +1826,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                             col.name
                         )));
                     }
-                    let (index, _) = udt_field(col, field.as_str(), "")?;
+                    let (index, _) = udt_field(col, field.as_str(), " ?")?;
                     let path = (index as u16).to_be_bytes().to_vec();
                     let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
                     push_by_kind(col, data, &mut regular, &mut static_row);

@@ -730,11 +730,19 @@ async fn alter_type_reaches_tables_and_types_that_use_it() {
             ],
         ]
     );
-    // A field added to a type in a primary key would change how keys serialise: refused.
+    // A field added to a type in a primary key would change how keys serialise: refused, in
+    // Cassandra's words for a partition key.
     h.ok("CREATE TYPE key_t (a int)").await;
     h.ok("CREATE TABLE keyed (k frozen<key_t> PRIMARY KEY, v int)")
         .await;
     match h.run("ALTER TYPE key_t ADD b int").await {
+        Err(QueryError::Invalid(m)) => assert!(m.contains("used in partition key"), "{m}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    h.ok("CREATE TYPE ck_t (a int)").await;
+    h.ok("CREATE TABLE clustered (k int, c frozen<ck_t>, PRIMARY KEY (k, c))")
+        .await;
+    match h.run("ALTER TYPE ck_t ADD b int").await {
         Err(QueryError::Invalid(m)) => assert!(m.contains("primary key"), "{m}"),
         other => panic!("expected Invalid, got {other:?}"),
     }

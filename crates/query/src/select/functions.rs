@@ -489,7 +489,7 @@ pub(crate) fn preferred_type(c: &Constant) -> CqlType {
 }
 
 /// Cassandra's `Constants.Literal.testAssignment`.
-fn literal_assignment(c: &Constant, receiver: &CqlType) -> Assignment {
+pub(crate) fn literal_assignment(c: &Constant, receiver: &CqlType) -> Assignment {
     use CqlType::*;
     let receiver = receiver.unfrozen();
     if receiver.native_name().is_none() {

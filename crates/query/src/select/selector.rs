@@ -720,7 +720,7 @@ impl Compiler<'_> {
                     return Err(invalid(format!(
                         "{} of type {} has no field {}",
                         c.name,
-                        c.ty.unfrozen(),
+                        c.ty,
                         field.as_str()
                     )));
                 };
