@@ -987,3 +987,21 @@ def test_clustering_restrictions_a_slice_cannot_serve(cql, test_keyspace, where,
             cql.execute(f"SELECT k, a, b, c FROM {t} WHERE {where}")
         assert message in str(error.value)
         assert len(list(cql.execute(f"SELECT k, a, b, c FROM {t} WHERE {where} ALLOW FILTERING"))) == rows
+
+
+def test_a_counter_batch_of_non_counter_statements_is_refused(cql, test_keyspace):
+    """As Cassandra 5.0, in CQL text, at PREPARE and as a protocol BATCH of type COUNTER."""
+    from cassandra.query import BatchStatement, BatchType
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, v int") as t:
+        message = "Cannot include non-counter statement in a counter batch"
+        text = f"BEGIN COUNTER BATCH INSERT INTO {t} (k, v) VALUES (1, 1); APPLY BATCH"
+        for run in (cql.execute, cql.prepare):
+            with pytest.raises(InvalidRequest) as error:
+                run(text)
+            assert message in str(error.value)
+        batch = BatchStatement(batch_type=BatchType.COUNTER)
+        batch.add(cql.prepare(f"INSERT INTO {t} (k, v) VALUES (?, ?)"), (2, 2))
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(batch)
+        assert message in str(error.value)
+        assert list(cql.execute(f"SELECT k FROM {t}")) == []

@@ -437,6 +437,10 @@ fn walk(
             *pk_candidates = Some((table.clone(), Vec::new()));
         }
         Statement::Batch(b) => {
+            crate::write::check_batch_kind(
+                b.kind == cql_syntax::ast::BatchKind::Counter,
+                b.statements.len(),
+            )?;
             for inner in &b.statements {
                 let mut ignored = None;
                 let mut no_result = Vec::new();

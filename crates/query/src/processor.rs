@@ -483,11 +483,7 @@ impl QueryProcessor {
         options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
-        if kind == BatchKind::Counter {
-            return Err(QueryError::Invalid(
-                "Counter batches are not supported yet by Helenus".to_string(),
-            ));
-        }
+        crate::write::check_batch_kind(kind == BatchKind::Counter, items.len())?;
         let keyspace = options
             .keyspace
             .clone()
