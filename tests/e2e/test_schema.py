@@ -592,3 +592,66 @@ def test_renaming_user_type_fields_names_them_as_before_the_statement(cql):
                             f"WHERE keyspace_name = '{ks}' AND type_name = 'b'").one().field_names
         assert names == ["r", "p"]
         cql.execute(f"ALTER TYPE {ks}.b RENAME IF EXISTS nosuch TO z")
+
+
+@pytest.mark.parametrize("option, column, stored", [
+    ("caching = {'keys': 'NONE'}", "caching", {"keys": "NONE", "rows_per_partition": "NONE"}),
+    ("caching = {'rows_per_partition': '10'}", "caching", {"keys": "NONE", "rows_per_partition": "10"}),
+    ("caching = {'keys': 'all', 'rows_per_partition': '0'}", "caching",
+     {"keys": "ALL", "rows_per_partition": "NONE"}),
+    ("caching = {}", "caching", {"keys": "NONE", "rows_per_partition": "NONE"}),
+    ("speculative_retry = '99PERCENTILE'", "speculative_retry", "99p"),
+    ("speculative_retry = '99.5p'", "speculative_retry", "99.5p"),
+    ("speculative_retry = '50MS'", "speculative_retry", "50ms"),
+    ("speculative_retry = '1.5ms'", "speculative_retry", "1ms"),
+    ("speculative_retry = 'always'", "speculative_retry", "ALWAYS"),
+    ("speculative_retry = 'none'", "speculative_retry", "NEVER"),
+    ("speculative_retry = 'min(99p,50ms)'", "speculative_retry", "MIN(99p,50ms)"),
+    ("speculative_retry = 'MAX(99p, 50ms)'", "speculative_retry", "MAX(99p,50ms)"),
+    ("additional_write_policy = '50ms'", "additional_write_policy", "50ms"),
+    ("read_repair = 'none'", "read_repair", "NONE"),
+])
+def test_table_options_stored_as_cassandra_normalises_them(cql, option, column, stored):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY) WITH {option}")
+        row = cql.execute(f"SELECT {column} FROM system_schema.tables "
+                          f"WHERE keyspace_name = '{ks}' AND table_name = 't'").one()
+        assert (dict(row[0]) if isinstance(stored, dict) else row[0]) == stored
+
+
+@pytest.mark.parametrize("option, message", [
+    ("caching = {'keys': 'bad'}",
+     "Invalid value 'bad' for caching sub-option 'keys': only 'ALL' and 'NONE' are allowed"),
+    ("caching = {'keys': 'ALL', 'rows_per_partition': '-1'}",
+     "Invalid value '-1' for caching sub-option 'rows_per_partition': only 'ALL', 'NONE', and "
+     "integer values are allowed"),
+    ("caching = {'foo': 'x', 'bar': 'y'}",
+     "Invalid caching sub-options [bar, foo]: only 'keys' and 'rows_per_partition' are allowed"),
+    ("speculative_retry = '101p'",
+     "Invalid value 101p for PERCENTILE option 'speculative_retry': must be between (0.0 and 100.0)"),
+    ("speculative_retry = 'bogus'", "Invalid value bogus for option 'speculative_retry'"),
+    ("speculative_retry = '-5ms'", "Invalid value -5ms for option 'speculative_retry'"),
+    ("additional_write_policy = 'bogus'", "Invalid value bogus for option 'speculative_retry'"),
+    ("id = 5b6962dd-3f90-4c93-8f61-eabfa4a803e2", "Cannot alter table id."),
+])
+def test_table_options_refused_at_alter_as_cassandra_refuses_them(cql, option, message):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY)")
+        with pytest.raises(ConfigurationException) as error:
+            cql.execute(f"ALTER TABLE {ks}.t WITH {option}")
+        assert message in str(error.value)
+
+
+def test_alter_table_column_lists_and_renames_as_cassandra(cql):
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TABLE {ks}.t (k int, c int, v int, z int, PRIMARY KEY (k, c))")
+        cql.execute(f"ALTER TABLE {ks}.t DROP (z, z)")  # named twice, dropped once
+        for statement, message in [
+            (f"ALTER TABLE {ks}.t RENAME IF EXISTS nosuch TO x", f"Undefined column name nosuch in table {ks}.t"),
+            (f"ALTER TABLE {ks}.t RENAME c TO v",
+             f"Cannot rename column c to v in table '{ks}.t'; another column with that name already exists"),
+            ("ALTER TABLE nosuchks.t ADD q int", "Table 'nosuchks.t' doesn't exist"),
+        ]:
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(statement)
+            assert message in str(error.value)

@@ -341,6 +341,11 @@ pub(crate) fn table_from_create(
 fn table_options(s: &CreateTable) -> Result<TableOptions, QueryError> {
     let mut options = TableOptions::default();
     for p in &s.properties.0 {
+        if p.name.as_str() == "id" {
+            return Err(QueryError::Invalid(
+                "Choosing a table's id (WITH id) is not supported yet by Helenus".to_string(),
+            ));
+        }
         options.set(p.name.as_str(), property_value(&p.value))?;
     }
     // Cassandra's default bloom filter chance follows the compaction strategy: 0.1 for LCS.
@@ -672,8 +677,17 @@ fn plan_change(
         }
         Statement::AlterTable(s) => {
             let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
             let name = s.name.name.as_str();
+            // As Cassandra: a missing keyspace is a missing table.
+            if schema.keyspace(&ks_name).is_none() && !s.if_exists {
+                return Err(QueryError::Invalid(format!(
+                    "Table '{ks_name}.{name}' doesn't exist"
+                )));
+            }
+            let ks = match schema.keyspace(&ks_name) {
+                Some(_) => user_keyspace(&schema, &ks_name)?.clone(),
+                None => return Ok(None),
+            };
             let Some(existing) = ks.tables.get(name) else {
                 if s.if_exists {
                     return Ok(None);
@@ -708,18 +722,18 @@ fn plan_change(
                     timestamp,
                 } => {
                     let at = timestamp.unwrap_or_else(|| processor.next_timestamp());
-                    for c in columns {
-                        if *if_exists && table.column(c.as_str()).is_none() {
+                    for (i, c) in columns.iter().enumerate() {
+                        // A column named twice is dropped once, as in Cassandra.
+                        let again = columns[..i].contains(c);
+                        if again || (*if_exists && table.column(c.as_str()).is_none()) {
                             continue;
                         }
                         table.drop_column(c.as_str(), at)?;
                     }
                 }
-                AlterTableAction::Rename { if_exists, renames } => {
+                // Cassandra 5.0.9 refuses a missing column even with IF EXISTS.
+                AlterTableAction::Rename { renames, .. } => {
                     for (from, to) in renames {
-                        if *if_exists && table.column(from.as_str()).is_none() {
-                            continue;
-                        }
                         table.rename_column(from.as_str(), to.as_str())?;
                     }
                 }

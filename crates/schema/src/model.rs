@@ -375,7 +375,7 @@ impl TableMetadata {
     pub fn rename_column(&mut self, from: &str, to: &str) -> Result<(), SchemaError> {
         let idx = self.column_index(from).ok_or_else(|| {
             SchemaError::Invalid(format!(
-                "Column {from} was not found in table {}.{}",
+                "Undefined column name {from} in table {}.{}",
                 self.keyspace, self.name
             ))
         })?;
@@ -386,8 +386,8 @@ impl TableMetadata {
         }
         if self.column(to).is_some() {
             return Err(SchemaError::Invalid(format!(
-                "Cannot rename column {from} to {to} in table '{}'; another column with that name already exists",
-                self.name
+                "Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists",
+                self.keyspace, self.name
             )));
         }
         self.columns[idx].name = to.to_string();

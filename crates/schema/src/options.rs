@@ -216,6 +216,122 @@ impl Default for TableOptions {
     }
 }
 
+/// A `caching` map as Cassandra 5.0 validates and stores it (`CachingParams`): `keys` ALL or
+/// NONE, `rows_per_partition` ALL, NONE or a count (0 is NONE), each NONE when missing.
+fn caching(m: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, SchemaError> {
+    let unknown: Vec<&str> = m
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "keys" && *k != "rows_per_partition")
+        .collect();
+    if !unknown.is_empty() {
+        return Err(SchemaError::Config(format!(
+            "Invalid caching sub-options [{}]: only 'keys' and 'rows_per_partition' are allowed",
+            unknown.join(", ")
+        )));
+    }
+    let keys = match m.get("keys").map(|v| (v, v.to_ascii_uppercase())) {
+        None => "NONE".to_string(),
+        Some((_, upper)) if upper == "ALL" || upper == "NONE" => upper,
+        Some((v, _)) => {
+            return Err(SchemaError::Config(format!(
+            "Invalid value '{v}' for caching sub-option 'keys': only 'ALL' and 'NONE' are allowed"
+        )))
+        }
+    };
+    let rows = match m.get("rows_per_partition") {
+        None => "NONE".to_string(),
+        Some(v) => match (v.to_ascii_uppercase(), v.parse::<i32>()) {
+            (upper, _) if upper == "ALL" || upper == "NONE" => upper,
+            (_, Ok(0)) => "NONE".to_string(),
+            (_, Ok(n)) if n > 0 => n.to_string(),
+            _ => {
+                return Err(SchemaError::Config(format!(
+                    "Invalid value '{v}' for caching sub-option 'rows_per_partition': only 'ALL', 'NONE', and integer values are allowed"
+                )))
+            }
+        },
+    };
+    Ok(BTreeMap::from([
+        ("keys".to_string(), keys),
+        ("rows_per_partition".to_string(), rows),
+    ]))
+}
+
+/// A `speculative_retry` or `additional_write_policy` value as Cassandra 5.0 parses and
+/// prints it (`SpeculativeRetryPolicy`): `99p` or `99PERCENTILE`, `50ms` (whole
+/// milliseconds), ALWAYS, NEVER (or NONE), and `MIN(..)`/`MAX(..)` of a percentile and a
+/// time. Cassandra names `speculative_retry` in the errors of either option.
+fn retry_policy(value: &str) -> Result<String, SchemaError> {
+    let invalid = || {
+        SchemaError::Config(format!(
+            "Invalid value {value} for option 'speculative_retry'"
+        ))
+    };
+    let upper = value.trim().to_ascii_uppercase();
+    match upper.as_str() {
+        "ALWAYS" => return Ok("ALWAYS".to_string()),
+        "NEVER" | "NONE" => return Ok("NEVER".to_string()),
+        _ => {}
+    }
+    for function in ["MIN", "MAX"] {
+        if let Some(args) = upper
+            .strip_prefix(function)
+            .and_then(|rest| rest.trim_start().strip_prefix('('))
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            let (a, b) = args.split_once(',').ok_or_else(invalid)?;
+            let (a, b) = (
+                simple_retry(a.trim(), value)?,
+                simple_retry(b.trim(), value)?,
+            );
+            return match (a, b) {
+                (Retry::Percentile(p), Retry::Fixed(f))
+                | (Retry::Fixed(f), Retry::Percentile(p)) => Ok(format!("{function}({p},{f})")),
+                _ => Err(invalid()),
+            };
+        }
+    }
+    match simple_retry(&upper, value)? {
+        Retry::Percentile(s) | Retry::Fixed(s) => Ok(s),
+    }
+}
+
+/// A percentile or a fixed time of a retry policy, printed as Cassandra prints it.
+enum Retry {
+    Percentile(String),
+    Fixed(String),
+}
+
+fn simple_retry(upper: &str, value: &str) -> Result<Retry, SchemaError> {
+    let invalid = || {
+        SchemaError::Config(format!(
+            "Invalid value {value} for option 'speculative_retry'"
+        ))
+    };
+    let number = |digits: &str| digits.trim().parse::<f64>().ok().filter(|n| n.is_finite());
+    if let Some(digits) = upper.strip_suffix("MS") {
+        let ms = number(digits).filter(|n| *n >= 0.0).ok_or_else(invalid)?;
+        return Ok(Retry::Fixed(format!("{}ms", ms as i64)));
+    }
+    if let Some(digits) = upper
+        .strip_suffix("PERCENTILE")
+        .or_else(|| upper.strip_suffix('P'))
+    {
+        let p = number(digits).ok_or_else(invalid)?;
+        if p <= 0.0 || p >= 100.0 {
+            return Err(SchemaError::Config(format!(
+                "Invalid value {value} for PERCENTILE option 'speculative_retry': must be between (0.0 and 100.0)"
+            )));
+        }
+        // Java's DecimalFormat("#.####").
+        let text = format!("{p:.4}");
+        let text = text.trim_end_matches('0').trim_end_matches('.');
+        return Ok(Retry::Percentile(format!("{text}p")));
+    }
+    Err(invalid())
+}
+
 /// The value of one `WITH name = value` table property, as the query layer hands it over.
 #[derive(Debug, Clone)]
 pub enum OptionValue {
@@ -275,7 +391,7 @@ impl TableOptions {
                 }
                 self.bloom_filter_fp_chance = v;
             }
-            "caching" => self.caching = map(name, value)?,
+            "caching" => self.caching = caching(map(name, value)?)?,
             "cdc" => self.cdc = boolean(name, value)?,
             "comment" => self.comment = text(name, value)?,
             "compaction" => {
@@ -377,9 +493,24 @@ impl TableOptions {
             "max_index_interval" => self.max_index_interval = int(name, value)?,
             "memtable_flush_period_in_ms" => self.memtable_flush_period_in_ms = int(name, value)?,
             "min_index_interval" => self.min_index_interval = int(name, value)?,
-            "speculative_retry" => self.speculative_retry = text(name, value)?,
-            "additional_write_policy" => self.additional_write_policy = text(name, value)?,
-            "read_repair" => self.read_repair = text(name, value)?.to_ascii_uppercase(),
+            "speculative_retry" => self.speculative_retry = retry_policy(&text(name, value)?)?,
+            "additional_write_policy" => {
+                self.additional_write_policy = retry_policy(&text(name, value)?)?
+            }
+            "read_repair" => {
+                let v = text(name, value)?;
+                let upper = v.to_ascii_uppercase();
+                if upper != "BLOCKING" && upper != "NONE" {
+                    // Cassandra fails with a server error here; a configuration error says why.
+                    return Err(SchemaError::Config(format!(
+                        "Invalid value {v} for option 'read_repair'"
+                    )));
+                }
+                self.read_repair = upper;
+            }
+            "id" => {
+                return Err(SchemaError::Config("Cannot alter table id.".to_string()));
+            }
             other => {
                 return Err(SchemaError::Syntax(format!("Unknown property '{other}'")));
             }
