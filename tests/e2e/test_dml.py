@@ -1005,3 +1005,32 @@ def test_a_counter_batch_of_non_counter_statements_is_refused(cql, test_keyspace
             cql.execute(batch)
         assert message in str(error.value)
         assert list(cql.execute(f"SELECT k FROM {t}")) == []
+
+
+@pytest.mark.parametrize("where, names, routing", [
+    ("k = :x AND k2 = :y", ["x", "y"], [0, 1]),
+    ("k2 = :x AND k = :y", ["x", "y"], [1, 0]),
+    ("k = ? AND k2 = ? AND (c, d) IN ?", ["k", "k2", "in(c,d)"], [0, 1]),
+    ("k = ? AND k2 = ? AND (c) IN ?", ["k", "k2", "in(c)"], [0, 1]),
+    ("k = ? AND k2 = ? AND (c, d) > (?, ?)", ["k", "k2", "c", "d"], [0, 1]),
+    ("k = ? AND k2 = ? AND (c, d) IN (?, ?)", ["k", "k2", "(c,d)", "(c,d)"], [0, 1]),
+    ("l CONTAINS ? ALLOW FILTERING", ["value(l)"], None),
+    ("m CONTAINS ? ALLOW FILTERING", ["value(m)"], None),
+    ("m CONTAINS KEY ? ALLOW FILTERING", ["key(m)"], None),
+])
+def test_bind_variables_are_named_and_routed_as_cassandra_does(cql, test_keyspace, where, names, routing):
+    """Cassandra's names for bind variables, and the partition key indexes a driver routes by,
+    which go by the column a marker binds, not by a named marker's own name."""
+    schema = "k int, k2 int, c int, d int, l list<int>, m map<text, int>, PRIMARY KEY ((k, k2), c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        prepared = cql.prepare(f"SELECT * FROM {t} WHERE {where}")
+        assert [c.name for c in prepared.column_metadata] == names
+        assert prepared.routing_key_indexes == routing
+
+
+def test_named_markers_of_an_insert_route_by_their_columns(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, k2 int, c int, PRIMARY KEY ((k, k2), c)") as t:
+        prepared = cql.prepare(f"INSERT INTO {t} (k2, k, c) VALUES (:b, :a, ?)")
+        assert prepared.routing_key_indexes == [1, 0]
+        cql.execute(prepared, {"a": 1, "b": 2, "c": 3})
+        assert cql.execute(f"SELECT k, k2, c FROM {t}").one() == (1, 2, 3)

@@ -25,6 +25,9 @@ pub(crate) struct BindInfo {
 #[derive(Default)]
 struct Specs {
     slots: Vec<Option<ColumnSpec>>,
+    /// What each marker binds, by the name it would have unnamed (a column's for a marker
+    /// that binds it directly): partition-key indexes go by it, not by a marker's own name.
+    receivers: Vec<Option<String>>,
     /// The first call in a term that does not resolve: the statement's error.
     error: Option<QueryError>,
 }
@@ -34,7 +37,9 @@ impl Specs {
         let index = marker.index as usize;
         if self.slots.len() <= index {
             self.slots.resize(index + 1, None);
+            self.receivers.resize(index + 1, None);
         }
+        self.receivers[index] = Some(spec.name.clone());
         let spec = match &marker.name {
             Some(name) => ColumnSpec {
                 name: name.as_str().to_string(),
@@ -208,7 +213,14 @@ fn relations(
                 value,
             } => {
                 let col = column(table, c)?;
-                let name = col.name.as_str();
+                // Cassandra's bind variable names: `value(l)` for CONTAINS, `key(m)` for
+                // CONTAINS KEY, the column's own name otherwise.
+                let name = match op {
+                    Operator::Contains => format!("value({})", col.name),
+                    Operator::ContainsKey => format!("key({})", col.name),
+                    _ => col.name.clone(),
+                };
+                let name = name.as_str();
                 let ty = match op {
                     Operator::Contains => match col.ty.unfrozen() {
                         CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
@@ -246,26 +258,36 @@ fn relations(
                     types.push(col.ty.clone());
                     names.push(col.name.clone());
                 }
-                let tuple = CqlType::Tuple(types);
+                let tuple = CqlType::Tuple(types.clone());
                 let name = format!("({})", names.join(","));
+                // A tuple literal's markers bind its columns, named after them; a marker for a
+                // whole tuple takes the columns' list (Cassandra's names).
+                let tuple_term = |specs: &mut Specs, t: &Term| match t {
+                    Term::Tuple(items) if items.len() == names.len() => {
+                        for ((item, n), ty) in items.iter().zip(&names).zip(&types) {
+                            term(specs, table, n, ty, item);
+                        }
+                    }
+                    _ => term(specs, table, &name, &tuple, t),
+                };
                 match value {
-                    RelationValue::Single(t) => term(specs, table, &name, &tuple, t),
+                    RelationValue::Single(t) => tuple_term(specs, t),
                     RelationValue::List(items) => {
                         for t in items {
-                            term(specs, table, &name, &tuple, t);
+                            tuple_term(specs, t);
                         }
                     }
                     RelationValue::Marker(m) => specs.marker(
                         m,
                         spec(
                             table,
-                            &format!("in({name})"),
-                            CqlType::List(Box::new(tuple)),
+                            &format!("in({})", names.join(",")),
+                            CqlType::List(Box::new(tuple.clone())),
                         ),
                     ),
                     RelationValue::Between(a, b) => {
-                        term(specs, table, &name, &tuple, a);
-                        term(specs, table, &name, &tuple, b);
+                        tuple_term(specs, a);
+                        tuple_term(specs, b);
                     }
                 }
             }
@@ -469,9 +491,11 @@ pub(crate) fn analyze(
         &mut table,
         &mut result_columns,
     )?;
+    let receivers = std::mem::take(&mut specs.receivers);
     let specs = specs.finish(cql_syntax::bind_marker_count(statement))?;
     // Partition-key indexes: for each partition key column (in key order), the first bind
-    // variable named after it that binds the column directly. Only when all are bound.
+    // variable that binds the column directly (whatever the marker's own name). Only when all
+    // are bound.
     let mut pk_indexes = Vec::new();
     if let Some((table, _)) = table {
         for pk in table
@@ -479,10 +503,9 @@ pub(crate) fn analyze(
             .iter()
             .filter(|c| c.kind == ColumnKind::PartitionKey)
         {
-            match specs
-                .iter()
-                .position(|s| s.name == pk.name && s.table == table.name && s.ty == pk.ty)
-            {
+            match specs.iter().zip(&receivers).position(|(s, r)| {
+                r.as_deref() == Some(pk.name.as_str()) && s.table == table.name && s.ty == pk.ty
+            }) {
                 Some(i) => pk_indexes.push(i as u16),
                 None => {
                     pk_indexes.clear();
