@@ -655,3 +655,37 @@ def test_alter_table_column_lists_and_renames_as_cassandra(cql):
             with pytest.raises(InvalidRequest) as error:
                 cql.execute(statement)
             assert message in str(error.value)
+
+
+def test_keyspace_and_table_names_are_checked_as_cassandra_checks_them(cql):
+    """Cassandra 5.0: keyspace names up to 48 characters, table names up to 222 (a
+    configuration error naming the table), both alphanumeric or underscore only."""
+    ks49 = "k" * 49
+    for statement, error_type, message in [
+        (f"CREATE KEYSPACE {ks49} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}",
+         InvalidRequest, f"Keyspace name must not be more than 48 characters long (got 49 characters for \"{ks49}\")"),
+        ("CREATE KEYSPACE \"bad-ks\" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+         InvalidRequest, "Keyspace name must not be empty and must contain alphanumeric or underscore "
+         "characters only (got \"bad-ks\")"),
+    ]:
+        with pytest.raises(error_type) as error:
+            cql.execute(statement)
+        assert message in str(error.value)
+    with new_keyspace(cql) as ks:
+        long_name = "t" * 222
+        cql.execute(f"CREATE TABLE {ks}.{long_name} (k int PRIMARY KEY, \"bad-col\" int)")
+        cql.execute(f"INSERT INTO {ks}.{long_name} (k, \"bad-col\") VALUES (1, 2)")
+        assert cql.execute(f"SELECT \"bad-col\" FROM {ks}.{long_name}").one()[0] == 2
+        for name, message in [
+            ("t" * 223, f"{ks}.{'t' * 223}: Table name must not be more than 222 characters long "
+                        f"(got 223 characters for \"{'t' * 223}\")"),
+            ("\"bad-name\"", f"{ks}.bad-name: Table name must not be empty or not contain "
+                             "non-alphanumeric-underscore characters (got \"bad-name\")"),
+        ]:
+            with pytest.raises(ConfigurationException) as error:
+                cql.execute(f"CREATE TABLE {ks}.{name} (k int PRIMARY KEY)")
+            assert message in str(error.value)
+        cql.execute(f'CREATE TABLE {ks}."MyTable" (k int PRIMARY KEY)')
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f'SELECT "Nope" FROM {ks}."MyTable"')
+        assert f'Undefined column name "Nope" in table {ks}."MyTable"' in str(error.value)

@@ -107,11 +107,13 @@ pub(crate) fn column<'a>(
     name: &cql_syntax::ast::Identifier,
 ) -> Result<&'a schema::ColumnMetadata, QueryError> {
     table.column(name.as_str()).ok_or_else(|| {
+        // Cassandra writes each name as CQL reads it back (quoted when it must be).
+        let cql = |n: &str| cql_syntax::ast::Identifier::new(n).to_cql();
         QueryError::Invalid(format!(
             "Undefined column name {} in table {}.{}",
-            name.as_str(),
-            table.keyspace,
-            table.name
+            cql(name.as_str()),
+            cql(&table.keyspace),
+            cql(&table.name)
         ))
     })
 }

@@ -20,15 +20,42 @@ use crate::processor::{
 use crate::QueryError;
 
 /// Cassandra's limit on keyspace and table names.
-const MAX_NAME_LENGTH: usize = 48;
+/// Cassandra 5.0's longest keyspace name (its data directory's) and longest table name (its
+/// SSTable file names'). Helenus names storage by table id, but keeps Cassandra's bounds.
+const MAX_KEYSPACE_NAME_LENGTH: usize = 48;
+const MAX_TABLE_NAME_LENGTH: usize = 222;
 
-fn valid_name(name: &str, what: &str) -> Result<(), QueryError> {
-    if name.is_empty()
-        || name.len() > MAX_NAME_LENGTH
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
+fn name_chars_valid(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A keyspace name as Cassandra 5.0 validates it, in its words.
+fn valid_keyspace_name(name: &str) -> Result<(), QueryError> {
+    if !name_chars_valid(name) {
         return Err(QueryError::Invalid(format!(
-            "{what} name must not be empty, more than {MAX_NAME_LENGTH} characters long, or contain non-alphanumeric-underscore characters (got \"{name}\")"
+            "Keyspace name must not be empty and must contain alphanumeric or underscore characters only (got \"{name}\")"
+        )));
+    }
+    if name.len() > MAX_KEYSPACE_NAME_LENGTH {
+        return Err(QueryError::Invalid(format!(
+            "Keyspace name must not be more than {MAX_KEYSPACE_NAME_LENGTH} characters long (got {} characters for \"{name}\")",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A table name as Cassandra 5.0 validates it: a configuration error naming the table.
+fn valid_table_name(keyspace: &str, name: &str) -> Result<(), QueryError> {
+    if !name_chars_valid(name) {
+        return Err(QueryError::Config(format!(
+            "{keyspace}.{name}: Table name must not be empty or not contain non-alphanumeric-underscore characters (got \"{name}\")"
+        )));
+    }
+    if name.len() > MAX_TABLE_NAME_LENGTH {
+        return Err(QueryError::Config(format!(
+            "{keyspace}.{name}: Table name must not be more than {MAX_TABLE_NAME_LENGTH} characters long (got {} characters for \"{name}\")",
+            name.len()
         )));
     }
     Ok(())
@@ -550,7 +577,7 @@ fn plan_change(
     Ok(Some(match statement {
         Statement::CreateKeyspace(s) => {
             let name = s.name.as_str();
-            valid_name(name, "Keyspace")?;
+            valid_keyspace_name(name)?;
             if schema.keyspace(name).is_some() {
                 if s.if_not_exists {
                     return Ok(None);
@@ -642,7 +669,7 @@ fn plan_change(
             let ks_name = keyspace_name(&s.name, session_keyspace)?;
             let ks = user_keyspace(&schema, &ks_name)?.clone();
             let name = s.name.name.as_str();
-            valid_name(name, "Table")?;
+            valid_table_name(&ks_name, name)?;
             if s.partition_key.is_empty() {
                 return Err(QueryError::Invalid(format!(
                     "No PRIMARY KEY specifed for table '{ks_name}.{name}' (exactly one required)"
