@@ -689,3 +689,36 @@ def test_keyspace_and_table_names_are_checked_as_cassandra_checks_them(cql):
         with pytest.raises(InvalidRequest) as error:
             cql.execute(f'SELECT "Nope" FROM {ks}."MyTable"')
         assert f'Undefined column name "Nope" in table {ks}."MyTable"' in str(error.value)
+
+
+@pytest.mark.parametrize("create, alter, replication", [
+    ("{'class': 'SimpleStrategy', 'replication_factor': 2}", "{'class': 'NetworkTopologyStrategy'}",
+     {"datacenter1": "2"}),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 2}", "{'class': 'NetworkTopologyStrategy'}",
+     {"datacenter1": "2"}),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 2}",
+     "{'class': 'NetworkTopologyStrategy', 'replication_factor': 3}", {"datacenter1": "2"}),
+    ("{'class': 'SimpleStrategy', 'replication_factor': 1}",
+     "{'class': 'NetworkTopologyStrategy', 'datacenter1': 1, 'dc2': 0}", {"datacenter1": "1"}),
+])
+def test_alter_keyspace_keeps_data_centres_as_cassandra_does(cql, create, alter, replication):
+    with new_keyspace(cql, create) as ks:
+        cql.execute(f"ALTER KEYSPACE {ks} WITH replication = {alter}")
+        row = cql.execute(f"SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = '{ks}'").one()
+        got = dict(row.replication)
+        assert got.pop("class") == "org.apache.cassandra.locator.NetworkTopologyStrategy"
+        assert got == replication
+
+
+@pytest.mark.parametrize("replication, message", [
+    ("{'class': 'SimpleStrategy', 'replication_factor': 'x'}", 'For input string: "x"'),
+    ("{'class': 'SimpleStrategy', 'replication_factor': -1}", "Replication factor must be non-negative, found -1"),
+    ("{'class': 'NetworkTopologyStrategy', 'dc1': 'x'}", 'For input string: "x"'),
+    ("{'class': 'SimpleStrategy', 'replication_factor': 1, 'foo': 'bar'}",
+     "Unrecognized strategy option {foo} passed to SimpleStrategy for keyspace {ks}"),
+])
+def test_replication_options_refused_in_cassandra_words(cql, replication, message):
+    ks = unique_name("ks")
+    with pytest.raises(ConfigurationException) as error:
+        cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {replication}")
+    assert message.replace("{ks}", ks) in str(error.value)

@@ -107,6 +107,7 @@ fn replication_warnings(
 fn keyspace_props(
     props: &Properties,
     default_dc: &str,
+    keyspace: &str,
     existing: Option<&KeyspaceMetadata>,
 ) -> Result<(Replication, bool), QueryError> {
     let mut replication = existing.map(|k| k.replication.clone());
@@ -114,7 +115,10 @@ fn keyspace_props(
     for p in &props.0 {
         match (p.name.as_str(), property_value(&p.value)) {
             ("replication", OptionValue::Map(m)) => {
-                replication = Some(Replication::from_options(&m, default_dc)?)
+                let previous = existing.map(|k| &k.replication);
+                replication = Some(Replication::from_options(
+                    &m, default_dc, keyspace, previous,
+                )?)
             }
             ("durable_writes", OptionValue::Text(t)) => {
                 durable = match t.to_ascii_lowercase().as_str() {
@@ -594,7 +598,7 @@ fn plan_change(
                 )));
             }
             let (replication, durable_writes) =
-                keyspace_props(&s.properties, &processor.node.data_center, None)?;
+                keyspace_props(&s.properties, &processor.node.data_center, name, None)?;
             let warnings = replication_warnings(processor, name, &replication);
             schema.keyspaces.insert(
                 name.to_string(),
@@ -622,8 +626,12 @@ fn plan_change(
                 )));
             };
             user_keyspace(&schema, name)?;
-            let (replication, durable_writes) =
-                keyspace_props(&s.properties, &processor.node.data_center, Some(&existing))?;
+            let (replication, durable_writes) = keyspace_props(
+                &s.properties,
+                &processor.node.data_center,
+                name,
+                Some(&existing),
+            )?;
             let mut warnings = replication_warnings(processor, name, &replication);
             if replication.replication_factor() > existing.replication.replication_factor() {
                 warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());

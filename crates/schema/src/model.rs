@@ -563,7 +563,7 @@ mod tests {
             ("class".to_string(), "SimpleStrategy".to_string()),
             ("replication_factor".to_string(), "3".to_string()),
         ]);
-        let r = Replication::from_options(&opts, "datacenter1").expect("valid");
+        let r = Replication::from_options(&opts, "datacenter1", "ks", None).expect("valid");
         assert_eq!(
             r.0.get("class").map(String::as_str),
             Some("org.apache.cassandra.locator.SimpleStrategy")
@@ -573,7 +573,7 @@ mod tests {
             ("class".to_string(), "NetworkTopologyStrategy".to_string()),
             ("replication_factor".to_string(), "2".to_string()),
         ]);
-        let r = Replication::from_options(&nts, "datacenter1").expect("valid");
+        let r = Replication::from_options(&nts, "datacenter1", "ks", None).expect("valid");
         assert_eq!(r.0.get("datacenter1").map(String::as_str), Some("2"));
     }
 

@@ -44,11 +44,15 @@ const NETWORK_TOPOLOGY: &str = "org.apache.cassandra.locator.NetworkTopologyStra
 const LOCAL: &str = "org.apache.cassandra.locator.LocalStrategy";
 
 impl Replication {
-    /// Validates `WITH replication = {...}` as Cassandra does and normalises the class name.
-    /// `default_dc` expands NetworkTopologyStrategy's `replication_factor` shorthand.
+    /// Validates `WITH replication = {...}` of keyspace `keyspace` as Cassandra does and
+    /// normalises the class name. `default_dc` expands NetworkTopologyStrategy's
+    /// `replication_factor` shorthand; `previous` is the keyspace's replication before an
+    /// ALTER (Cassandra's `NetworkTopologyStrategy.prepareOptions` keeps its data centres).
     pub fn from_options(
         options: &BTreeMap<String, String>,
         default_dc: &str,
+        keyspace: &str,
+        previous: Option<&Replication>,
     ) -> Result<Replication, SchemaError> {
         let class = options
             .get("class")
@@ -67,7 +71,7 @@ impl Replication {
                         }
                         other => {
                             return Err(SchemaError::Config(format!(
-                                "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace"
+                                "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace {keyspace}"
                             )))
                         }
                     }
@@ -78,17 +82,18 @@ impl Replication {
             }
             "NetworkTopologyStrategy" => {
                 out.insert("class".to_string(), NETWORK_TOPOLOGY.to_string());
-                if options.keys().all(|k| k == "class") {
-                    // No data centre named: the local one, at `default_keyspace_rf`.
-                    out.insert(default_dc.to_string(), DEFAULT_KEYSPACE_RF.to_string());
-                }
+                let previous = previous.map(|r| &r.0);
+                let previous_dcs = || {
+                    previous.into_iter().flatten().filter(|(k, _)| {
+                        k.as_str() != "class" && k.as_str() != "replication_factor"
+                    })
+                };
+                let shorthand = options.get("replication_factor");
                 for (k, v) in options {
                     match k.as_str() {
                         "class" => {}
                         "replication_factor" => {
                             parse_replication_factor(v)?;
-                            out.entry(default_dc.to_string())
-                                .or_insert_with(|| v.clone());
                         }
                         dc => {
                             parse_replication_factor(v)?;
@@ -96,6 +101,31 @@ impl Replication {
                         }
                     }
                 }
+                if let Some(rf) = shorthand {
+                    // An ALTER keeps the data centres it does not name.
+                    for (dc, rf) in previous_dcs() {
+                        out.entry(dc.clone()).or_insert_with(|| rf.clone());
+                    }
+                    out.entry(default_dc.to_string())
+                        .or_insert_with(|| rf.clone());
+                } else if out.len() == 1 {
+                    // No data centre named: an ALTER from SimpleStrategy takes its factor, an
+                    // ALTER from NetworkTopologyStrategy keeps its data centres, and a CREATE
+                    // gets the local one at `default_keyspace_rf`.
+                    match previous.and_then(|p| p.get("replication_factor")) {
+                        Some(rf) => {
+                            out.insert(default_dc.to_string(), rf.clone());
+                        }
+                        None if previous_dcs().next().is_some() => {
+                            out.extend(previous_dcs().map(|(k, v)| (k.clone(), v.clone())));
+                        }
+                        None => {
+                            out.insert(default_dc.to_string(), DEFAULT_KEYSPACE_RF.to_string());
+                        }
+                    }
+                }
+                // Cassandra drops the data centres given 0 replicas.
+                out.retain(|k, v| k == "class" || v.as_str() != "0");
             }
             other => {
                 return Err(SchemaError::Config(format!(
@@ -136,14 +166,17 @@ impl Replication {
     }
 }
 
-/// Parses `'3'` or the transient form `'3/1'` (full/transient); returns the full count.
+/// Parses `'3'` or the transient form `'3/1'` (full/transient); returns the full count. The
+/// errors are Cassandra's (the first is Java's `NumberFormatException` text).
 fn parse_replication_factor(v: &str) -> Result<usize, SchemaError> {
-    let full = v.split('/').next().unwrap_or(v).trim();
-    full.parse::<usize>().map_err(|_| {
-        SchemaError::Config(format!(
-            "Replication factor must be non-negative integer; found {v}"
-        ))
-    })
+    let full = v.split('/').next().unwrap_or(v);
+    match full.parse::<i64>() {
+        Ok(n) if n < 0 => Err(SchemaError::Config(format!(
+            "Replication factor must be non-negative, found {n}"
+        ))),
+        Ok(n) => Ok(n as usize),
+        Err(_) => Err(SchemaError::Config(format!("For input string: \"{full}\""))),
+    }
 }
 
 /// The longest TTL Cassandra allows, 20 years (`Attributes.MAX_TTL`).
