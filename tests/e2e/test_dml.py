@@ -1034,3 +1034,24 @@ def test_named_markers_of_an_insert_route_by_their_columns(cql, test_keyspace):
         assert prepared.routing_key_indexes == [1, 0]
         cql.execute(prepared, {"a": 1, "b": 2, "c": 3})
         assert cql.execute(f"SELECT k, k2, c FROM {t}").one() == (1, 2, 3)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("UPDATE {t} SET m = {{null: 'a'}} WHERE k = 1", "null is not supported inside collections"),
+    ("UPDATE {t} SET m = {{1: null}} WHERE k = 1", "null is not supported inside collections"),
+    ("UPDATE {t} SET st = st + {{null}} WHERE k = 1", "null is not supported inside collections"),
+    ("UPDATE {t} SET l = [null] + l WHERE k = 1", "null is not supported inside collections"),
+    ("INSERT INTO {t} (k, st) VALUES (2, {{'a', null}})", "null is not supported inside collections"),
+    ("UPDATE {t} SET m = m + {{1: null}} WHERE k = 1",
+     "Value for a map addition has to be a map, but was: '{{1: NULL}}'"),
+    ("UPDATE {t} SET m = m - {{null}} WHERE k = 1",
+     "Value for a map substraction has to be a set, but was: '{{NULL}}'"),
+    ("DELETE st[null] FROM {t} WHERE k = 1", "Invalid null set element"),
+    ("DELETE m[null] FROM {t} WHERE k = 1", "Invalid null map key"),
+    ("DELETE l[null] FROM {t} WHERE k = 1", "Invalid null value for list index"),
+])
+def test_nulls_inside_collections_refused_in_cassandra_words(cql, test_keyspace, statement, message):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, l list<int>, st set<text>, m map<int, text>") as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement.format(t=t))
+        assert message.format() in str(error.value)

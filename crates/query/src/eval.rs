@@ -297,12 +297,14 @@ fn type_mismatch(what: &str, name: &str, ty: &CqlType) -> QueryError {
     QueryError::Invalid(format!("Invalid {what} for {name} of type {ty}"))
 }
 
-fn non_null(v: TermValue, what: &str) -> Result<Vec<u8>, QueryError> {
+/// An element of a collection literal; `_what` names it (map keys, sets...) for the reader,
+/// Cassandra's message does not.
+fn non_null(v: TermValue, _what: &str) -> Result<Vec<u8>, QueryError> {
     match v {
         TermValue::Value(b) => Ok(b),
-        TermValue::Null => Err(QueryError::Invalid(format!(
-            "null is not supported inside collections ({what})"
-        ))),
+        TermValue::Null => Err(QueryError::Invalid(
+            "null is not supported inside collections".to_string(),
+        )),
         TermValue::Unset => Err(QueryError::Invalid(
             "unset value is not supported inside collections".to_string(),
         )),

@@ -1315,6 +1315,18 @@ fn refused(col: &ColumnMetadata, a: &Assignment) -> QueryError {
         .unwrap_or_else(|| QueryError::Invalid(format!("Invalid operation on column {}", col.name)))
 }
 
+/// Whether a collection literal has a literal null among its elements, keys or values: an
+/// addition to or a removal from a map refuses it in its own words.
+fn holds_null(t: &Term) -> bool {
+    match t {
+        Term::Map(entries) => entries
+            .iter()
+            .any(|(k, v)| matches!(k, Term::Null) || matches!(v, Term::Null)),
+        Term::Set(items) | Term::List(items) => items.iter().any(|i| matches!(i, Term::Null)),
+        _ => false,
+    }
+}
+
 /// The column an UPDATE assigns: any but a primary key column.
 fn settable<'t>(
     table: &'t TableMetadata,
@@ -1615,6 +1627,11 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             } => {
                 let col = settable(table, c)?;
                 let prepend = matches!(a, Assignment::Prepend { .. });
+                if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
+                    return Err(QueryError::Invalid(format!(
+                        "Value for a map addition has to be a map, but was: '{t}'"
+                    )));
+                }
                 let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
                 let data = match v {
                     TermValue::Value(b) => Some(ColumnData::Complex {
@@ -1635,6 +1652,12 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 value: t,
             } => {
                 let col = settable(table, c)?;
+                if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
+                    // Cassandra's words (and spelling).
+                    return Err(QueryError::Invalid(format!(
+                        "Value for a map substraction has to be a set, but was: '{t}'"
+                    )));
+                }
                 let elements = match &col.ty {
                     CqlType::Set(e) => CqlType::Set(e.clone()),
                     CqlType::Map(k, _) => CqlType::Set(k.clone()),
@@ -1816,10 +1839,11 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
                         TermValue::Value(b) => b,
                         TermValue::Null => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid null value for {} element",
-                                col.name
-                            )))
+                            let what = match &col.ty {
+                                CqlType::Set(_) => "set element",
+                                _ => "map key",
+                            };
+                            return Err(QueryError::Invalid(format!("Invalid null {what}")));
                         }
                         TermValue::Unset => {
                             return Err(QueryError::Invalid(format!(
