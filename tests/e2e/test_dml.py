@@ -1055,3 +1055,27 @@ def test_nulls_inside_collections_refused_in_cassandra_words(cql, test_keyspace,
         with pytest.raises(InvalidRequest) as error:
             cql.execute(statement.format(t=t))
         assert message.format() in str(error.value)
+
+
+@pytest.mark.parametrize("column, literal, message", [
+    ("ts", "'bogus'", "Unable to parse a date/time from 'bogus'"),
+    ("d", "'2020-02-30'", "Unable to coerce '2020-02-30' to a formatted date (long)"),
+    ("tm", "'25:00:00'", "(TimeType) Unable to coerce '25:00:00' to a formatted time (long)"),
+    ("ip", "'256.1.1.1'", "Unable to make inet address from '256.1.1.1'"),
+    ("b", "0xabc", "cannot parse 'abc' as hex bytes"),
+    ("ti", "128", "Unable to make byte from '128'"),
+    ("si", "-32769", "Unable to make short from '-32769'"),
+    ("bi", "9223372036854775808", "Unable to make long from '9223372036854775808'"),
+    ("a", "'é'", "Invalid ASCII character in string literal: java.nio.charset.UnmappableCharacterException: "
+                 "Input length = 1"),
+    ("ti", "'x'", "Invalid STRING constant (x) for \"ti\" of type tinyint"),
+])
+def test_constants_that_do_not_parse_are_refused_in_cassandra_words(cql, test_keyspace, column, literal, message):
+    """A constant of a kind the type takes that does not parse is refused in the type's own
+    words; one of a kind it does not take names both (Cassandra 5.0)."""
+    schema = ("k int PRIMARY KEY, ts timestamp, d date, tm time, ip inet, b blob, ti tinyint, "
+              "si smallint, bi bigint, a ascii")
+    with new_table(cql, test_keyspace, schema) as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"INSERT INTO {t} (k, {column}) VALUES (1, {literal})")
+        assert message in str(error.value)

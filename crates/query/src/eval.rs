@@ -96,6 +96,15 @@ fn evaluate_at(
         }),
         Term::Constant(c) => {
             let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
+                // Cassandra tests the constant's kind against the type first: a kind the type
+                // does not take is refused naming both, a value of the right kind that does
+                // not parse in the type's own words.
+                if functions::literal_assignment(c, ty) != functions::Assignment::NotAssignable {
+                    if let Some(message) = parse_failure(ty_unfrozen, c) {
+                        return QueryError::Invalid(message);
+                    }
+                    return QueryError::Invalid(e.to_string());
+                }
                 // Cassandra prints a string constant here without its quotes.
                 let text = match c {
                     Constant::String(s) => s.clone(),
@@ -282,6 +291,34 @@ fn call(
     Ok(match functions::call(&sig, &evaluated)? {
         Some(b) => TermValue::Value(b),
         None => TermValue::Null,
+    })
+}
+
+/// Cassandra's message for a constant of a kind `ty` takes that does not parse as one, where
+/// its type's `fromString` words it differently from Helenus's shared literal parser (which
+/// CAST and JSON also use, with their own words); `None` where they agree.
+fn parse_failure(ty: &CqlType, c: &Constant) -> Option<String> {
+    let text = match c {
+        Constant::String(s) | Constant::Integer(s) | Constant::Float(s) => s.as_str(),
+        Constant::Hex(h) => {
+            return matches!(ty, CqlType::Blob).then(|| format!("cannot parse '{h}' as hex bytes"))
+        }
+        _ => return None,
+    };
+    Some(match ty {
+        CqlType::Tinyint => format!("Unable to make byte from '{text}'"),
+        CqlType::Smallint => format!("Unable to make short from '{text}'"),
+        CqlType::Timestamp => format!("Unable to parse a date/time from '{text}'"),
+        CqlType::Time => format!("(TimeType) Unable to coerce '{text}' to a formatted time (long)"),
+        CqlType::Ascii => {
+            // Java's decoder reports the UTF-16 length of the first character it cannot map.
+            let bad = text.chars().find(|c| !c.is_ascii())?;
+            format!(
+                "Invalid ASCII character in string literal: java.nio.charset.UnmappableCharacterException: Input length = {}",
+                bad.len_utf16()
+            )
+        }
+        _ => return None,
     })
 }
 
