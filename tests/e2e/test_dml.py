@@ -1069,6 +1069,10 @@ def test_nulls_inside_collections_refused_in_cassandra_words(cql, test_keyspace,
     ("a", "'é'", "Invalid ASCII character in string literal: java.nio.charset.UnmappableCharacterException: "
                  "Input length = 1"),
     ("ti", "'x'", "Invalid STRING constant (x) for \"ti\" of type tinyint"),
+    ("ts", "99999999999999999999", "Unable to make long (for date) from: '99999999999999999999'"),
+    ("tm", "'10:00:00.1234567891'", "(TimeType) Unable to coerce '10:00:00.1234567891' to a formatted time (long)"),
+    ("tm", "-1", "Unable to make long (for time) from: '-1'"),
+    ("d", "-1", "Unable to make unsigned int (for date) from: '-1'"),
 ])
 def test_constants_that_do_not_parse_are_refused_in_cassandra_words(cql, test_keyspace, column, literal, message):
     """A constant of a kind the type takes that does not parse is refused in the type's own

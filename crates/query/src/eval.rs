@@ -308,8 +308,13 @@ fn parse_failure(ty: &CqlType, c: &Constant) -> Option<String> {
     Some(match ty {
         CqlType::Tinyint => format!("Unable to make byte from '{text}'"),
         CqlType::Smallint => format!("Unable to make short from '{text}'"),
-        CqlType::Timestamp => format!("Unable to parse a date/time from '{text}'"),
-        CqlType::Time => format!("(TimeType) Unable to coerce '{text}' to a formatted time (long)"),
+        // Of a string only: a number goes through `Long.parseLong`, as Helenus words it.
+        CqlType::Timestamp if matches!(c, Constant::String(_)) => {
+            format!("Unable to parse a date/time from '{text}'")
+        }
+        CqlType::Time if matches!(c, Constant::String(_)) => {
+            format!("(TimeType) Unable to coerce '{text}' to a formatted time (long)")
+        }
         CqlType::Ascii => {
             // Java's decoder reports the UTF-16 length of the first character it cannot map.
             let bad = text.chars().find(|c| !c.is_ascii())?;

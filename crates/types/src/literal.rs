@@ -126,7 +126,11 @@ impl Value {
                 s.parse()
                     .map_err(|_| invalid(format!("Unable to make double from '{s}'")))?,
             ),
-            (L::Integer(s), T::Timestamp) => Value::Timestamp(integer(s, "long (for date)")?),
+            // Cassandra's `TimestampSerializer` words it with a colon.
+            (L::Integer(s), T::Timestamp) => Value::Timestamp(
+                s.parse::<i64>()
+                    .map_err(|_| invalid(format!("Unable to make long (for date) from: '{s}'")))?,
+            ),
             (L::Integer(s), T::Date) => Value::Date(date_from_integer(s)?),
             (L::Integer(s), T::Time) => Value::Time(time_from_integer(s)?),
             (L::Integer(s), T::Duration) => {
