@@ -714,22 +714,18 @@ fn plan_change(
             let ks_name = keyspace_name(&s.name, session_keyspace)?;
             let name = s.name.name.as_str();
             // As Cassandra: a missing keyspace is a missing table.
-            if schema.keyspace(&ks_name).is_none() && !s.if_exists {
-                return Err(QueryError::Invalid(format!(
+            let missing = || match s.if_exists {
+                true => Ok(None),
+                false => Err(QueryError::Invalid(format!(
                     "Table '{ks_name}.{name}' doesn't exist"
-                )));
-            }
-            let ks = match schema.keyspace(&ks_name) {
-                Some(_) => user_keyspace(&schema, &ks_name)?.clone(),
-                None => return Ok(None),
+                ))),
             };
+            if schema.keyspace(&ks_name).is_none() {
+                return missing();
+            }
+            let ks = user_keyspace(&schema, &ks_name)?.clone();
             let Some(existing) = ks.tables.get(name) else {
-                if s.if_exists {
-                    return Ok(None);
-                }
-                return Err(QueryError::Invalid(format!(
-                    "Table '{ks_name}.{name}' doesn't exist"
-                )));
+                return missing();
             };
             let mut table = (**existing).clone();
             match &s.action {

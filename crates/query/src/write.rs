@@ -185,10 +185,7 @@ pub(crate) fn collect_mutations(
             if ctx.in_batch {
                 return Err(QueryError::Syntax("Batches cannot be nested".to_string()));
             }
-            check_batch_kind(
-                b.kind == cql_syntax::ast::BatchKind::Counter,
-                b.statements.len(),
-            )?;
+            // Its kind was checked by `bind::analyze`, which runs for every statement.
             let timestamp = match &b.using.timestamp {
                 Some(t) => eval_timestamp(t, ctx)?,
                 None => ctx.default_timestamp,
@@ -1220,8 +1217,7 @@ pub(crate) fn check_batch_kind(counter: bool, statements: usize) -> Result<(), Q
 /// Refuses what Cassandra refuses of a statement's assignments before any value is known: a
 /// column set and also assigned otherwise (its parser's error), a PRIMARY KEY column, a field
 /// of a column that is not a non-frozen UDT, and an operation the column's type has not
-/// (`refusal`). Run at PREPARE (`bind::analyze`, which also analyses every unprepared
-/// statement) and again as the update is built, against the schema of that moment.
+/// (`refusal`). Run by `bind::analyze`: at PREPARE, and for every unprepared statement.
 pub(crate) fn check_assignments(
     table: &TableMetadata,
     assignments: &[Assignment],
@@ -1309,7 +1305,7 @@ fn refusal(col: &ColumnMetadata, a: &Assignment) -> Option<QueryError> {
     )))
 }
 
-/// `refusal`, for a branch that `check_assignments` already kept such an assignment from.
+/// `refusal`, for a branch that `check_assignments` (at analysis) kept such an assignment from.
 fn refused(col: &ColumnMetadata, a: &Assignment) -> QueryError {
     refusal(col, a)
         .unwrap_or_else(|| QueryError::Invalid(format!("Invalid operation on column {}", col.name)))
@@ -1602,7 +1598,8 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Lightweight transactions (UPDATE ... IF) are not supported yet by Helenus".to_string(),
         ));
     }
-    check_assignments(table, &s.assignments)?;
+    // The assignments were checked by `bind::analyze` (`check_assignments`), at PREPARE or
+    // for this QUERY; schema changes forget prepared statements.
     let attrs = attributes(&s.using, table, ctx)?;
     let mut regular = Row::default();
     let mut static_row = Row::default();

@@ -296,11 +296,7 @@ fn caching(m: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Sche
 /// milliseconds), ALWAYS, NEVER (or NONE), and `MIN(..)`/`MAX(..)` of a percentile and a
 /// time. Cassandra names `speculative_retry` in the errors of either option.
 fn retry_policy(value: &str) -> Result<String, SchemaError> {
-    let invalid = || {
-        SchemaError::Config(format!(
-            "Invalid value {value} for option 'speculative_retry'"
-        ))
-    };
+    let invalid = || invalid_retry(value);
     let upper = value.trim().to_ascii_uppercase();
     match upper.as_str() {
         "ALWAYS" => return Ok("ALWAYS".to_string()),
@@ -330,6 +326,13 @@ fn retry_policy(value: &str) -> Result<String, SchemaError> {
     }
 }
 
+/// Cassandra's refusal of a retry policy it cannot parse (for either option).
+fn invalid_retry(value: &str) -> SchemaError {
+    SchemaError::Config(format!(
+        "Invalid value {value} for option 'speculative_retry'"
+    ))
+}
+
 /// A percentile or a fixed time of a retry policy, printed as Cassandra prints it.
 enum Retry {
     Percentile(String),
@@ -337,11 +340,7 @@ enum Retry {
 }
 
 fn simple_retry(upper: &str, value: &str) -> Result<Retry, SchemaError> {
-    let invalid = || {
-        SchemaError::Config(format!(
-            "Invalid value {value} for option 'speculative_retry'"
-        ))
-    };
+    let invalid = || invalid_retry(value);
     let number = |digits: &str| digits.trim().parse::<f64>().ok().filter(|n| n.is_finite());
     if let Some(digits) = upper.strip_suffix("MS") {
         let ms = number(digits).filter(|n| *n >= 0.0).ok_or_else(invalid)?;
