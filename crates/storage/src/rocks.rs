@@ -857,6 +857,7 @@ impl RocksEngine {
 /// most `max_bytes`.
 fn load_partition(
     view: &TableView<'_>,
+    table: TableId,
     prefix: &[u8],
     max_bytes: usize,
 ) -> Result<Option<CachedPartition>, StorageError> {
@@ -876,7 +877,7 @@ fn load_partition(
         entries.push((k.to_vec(), v.to_vec()));
         Ok(Visit::Continue)
     })?;
-    Ok(fits.then(|| CachedPartition::new(entries)))
+    Ok(fits.then(|| CachedPartition::new(table, prefix, entries)))
 }
 
 /// A snapshot view of one table column family for the shared read path.
@@ -1044,7 +1045,7 @@ impl RocksEngine {
             Some((_, Lookup::Hit(cached))) => read(&cached)?,
             Some((cache, Lookup::Miss(ticket))) => {
                 let view = self.view(table, cache_only)?;
-                match load_partition(&view, &prefix, cache.max_partition_bytes())? {
+                match load_partition(&view, table, &prefix, cache.max_partition_bytes())? {
                     Some(loaded) => {
                         cache.insert(table, &prefix, ticket, Some(loaded.clone()));
                         read(&loaded)?
