@@ -699,7 +699,10 @@ impl PartitionCache {
         debug_assert!(partition.is_of(&table, prefix));
         let slot = Slot {
             tag: self.tag(&table, prefix),
-            referenced: false,
+            // The hand may be anywhere relative to a new slot (its place is its hash): with the
+            // bit set, the hand passes it over once, so it lasts at least a full turn of the
+            // hand, as an entry queued behind the hand would.
+            referenced: true,
             too_large,
             partition: Some(partition),
         };
@@ -710,9 +713,10 @@ impl PartitionCache {
         if let Some(i) = shard.find(slot.tag, &table, prefix) {
             shard.remove_at(i);
         }
+        // Room is made first, so the partition being inserted is never the one evicted.
+        let room = self.shard_capacity - slot.bytes();
+        shard.evict_to(room);
         shard.put(slot);
-        let capacity = self.shard_capacity;
-        shard.evict_to(capacity);
     }
 
     /// Brings a cached partition up to date with a write of `fragments` (its keyed, encoded
@@ -958,6 +962,31 @@ mod tests {
         assert_eq!(slots.clone().count(), model.len());
         assert_eq!(shard.len, model.len());
         assert_eq!(shard.bytes, slots.map(Slot::bytes).sum::<usize>());
+    }
+
+    #[test]
+    fn an_insert_never_evicts_what_it_inserts() {
+        // A full shard whose partitions are all hot (each looked up since the hand last
+        // passed): the hand must go round clearing bits before it evicts, and it must not
+        // stop at the partition just inserted, wherever its hash placed it.
+        let cache = PartitionCache::new(SHARDS * 2000, 1 << 16);
+        let mut inserted: Vec<Vec<u8>> = Vec::new();
+        for i in 0..200u8 {
+            for p in &inserted {
+                let _ = cache.lookup(table(), p);
+            }
+            let p = prefix(6, &[i]);
+            let t = ticket(&cache, &p);
+            cache.insert(table(), &p, t, Some(partition(&p, 2)));
+            assert!(
+                matches!(cache.lookup(table(), &p), Lookup::Hit(_)),
+                "insert {i} evicted itself"
+            );
+            inserted.push(p);
+            inserted.retain(|p| matches!(cache.lookup(table(), p), Lookup::Hit(_)));
+            let (_, _, bytes, _) = cache.stats();
+            assert!(bytes <= 2000, "{bytes} bytes cached");
+        }
     }
 
     /// The stored fragments of writing `value` at `ts` to clustering row `[ck]` of partition `p`.
