@@ -285,16 +285,47 @@ pub fn encode_column_specs(version: Version, columns: &[ColumnSpec]) -> EncodedC
     }
 }
 
-/// A Rows result whose cells are already encoded, so writing it is one copy.
+/// A Rows result: its metadata and its cells, encoded already (`RowsWriter`) or as values
+/// that the frame's encoding copies straight into the frame (`Rows::from_cells`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rows {
     metadata: RowsMetadata,
     column_count: usize,
     row_count: i32,
-    content: Bytes,
+    content: Content,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Content {
+    /// The `<rows_content>`, encoded.
+    Encoded(Bytes),
+    /// Rows of `column_count` serialized cells each (`None` is null).
+    Cells(Vec<Vec<Option<Bytes>>>),
 }
 
 impl Rows {
+    /// A result of `rows`, each of `column_count` cells (`None` is null), encoded only when its
+    /// frame is: each value is copied once, into the frame, where a `RowsWriter` copies it
+    /// into its own buffer first. A server answering a read has its cells as values already.
+    pub fn from_cells(
+        column_count: usize,
+        rows: Vec<Vec<Option<Bytes>>>,
+        metadata: RowsMetadata,
+    ) -> Rows {
+        assert!(
+            rows.iter().all(|row| row.len() == column_count),
+            "a row of a Rows result has a cell per column"
+        );
+        // As `RowsWriter`: without columns, no rows.
+        let row_count = if column_count == 0 { 0 } else { rows.len() };
+        Rows {
+            metadata,
+            column_count,
+            row_count: i32::try_from(row_count).expect("fewer than 2^31 rows in one page"),
+            content: Content::Cells(rows),
+        }
+    }
+
     pub fn metadata(&self) -> &RowsMetadata {
         &self.metadata
     }
@@ -309,8 +340,33 @@ impl Rows {
     }
 
     /// The `<rows_content>`: `row_count * column_count` `[bytes]`.
-    pub fn content(&self) -> &Bytes {
-        &self.content
+    pub fn content(&self) -> Bytes {
+        match &self.content {
+            Content::Encoded(bytes) => bytes.clone(),
+            Content::Cells(_) => {
+                let mut out = BytesMut::new();
+                self.put_content(&mut out);
+                out.freeze()
+            }
+        }
+    }
+
+    fn put_content(&self, out: &mut BytesMut) {
+        match &self.content {
+            Content::Encoded(bytes) => out.put_slice(bytes),
+            Content::Cells(rows) => {
+                let cells = rows.iter().flatten();
+                out.reserve(
+                    cells
+                        .clone()
+                        .map(|c| 4 + c.as_ref().map_or(0, Bytes::len))
+                        .sum(),
+                );
+                for cell in cells {
+                    put_bytes(out, cell.as_deref());
+                }
+            }
+        }
     }
 }
 
@@ -359,7 +415,7 @@ impl RowsWriter {
             metadata,
             column_count: self.column_count,
             row_count: i32::try_from(row_count).expect("fewer than 2^31 rows in one page"),
-            content: self.content.freeze(),
+            content: Content::Encoded(self.content.freeze()),
         }
     }
 }
@@ -553,7 +609,7 @@ fn encode_result(version: Version, result: &ResultBody, out: &mut BytesMut) {
             out.put_i32(result_kind::ROWS);
             put_rows_metadata(version, &rows.metadata, rows.column_count, out);
             out.put_i32(rows.row_count);
-            out.put_slice(&rows.content);
+            rows.put_content(out);
         }
         ResultBody::SetKeyspace(keyspace) => {
             out.put_i32(result_kind::SET_KEYSPACE);

@@ -1259,6 +1259,59 @@ fn rows_layout() {
 }
 
 #[test]
+fn rows_from_cells_encode_as_rows_written_cell_by_cell() {
+    let metadata = |no_metadata| RowsMetadata {
+        columns: vec![spec("k", CqlType::Int), spec("v", CqlType::Text)].into(),
+        paging_state: Some(Bytes::from_static(b"\xAA")),
+        no_metadata,
+        new_metadata_id: None,
+        encoded_columns: None,
+    };
+    let cells: Vec<Vec<Option<Bytes>>> = vec![
+        vec![Some(Bytes::from_static(&[0, 0, 0, 1])), None],
+        vec![Some(Bytes::new()), Some(Bytes::from(vec![b'x'; 300]))],
+        vec![None, None],
+    ];
+    for no_metadata in [false, true] {
+        for rows in [cells.clone(), Vec::new()] {
+            let mut w = RowsWriter::new(2);
+            for cell in rows.iter().flatten() {
+                w.push_cell(cell.as_deref());
+            }
+            let written = w.finish(metadata(no_metadata));
+            let from_cells = Rows::from_cells(2, rows.clone(), metadata(no_metadata));
+            assert_eq!(from_cells.row_count(), rows.len() as i32);
+            assert_eq!(from_cells.content(), written.content());
+            for version in [Version::V4, Version::V5] {
+                assert_eq!(
+                    body(
+                        version,
+                        &Response::Result(ResultBody::Rows(from_cells.clone()))
+                    ),
+                    body(
+                        version,
+                        &Response::Result(ResultBody::Rows(written.clone()))
+                    ),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "a cell per column")]
+fn rows_from_cells_refuse_a_partial_row() {
+    let metadata = RowsMetadata {
+        columns: vec![spec("k", CqlType::Int)].into(),
+        paging_state: None,
+        no_metadata: false,
+        new_metadata_id: None,
+        encoded_columns: None,
+    };
+    Rows::from_cells(2, vec![vec![None]], metadata);
+}
+
+#[test]
 fn rows_v5_paging_state_precedes_new_metadata_id() {
     // Spec v5 4.2.5.2: <flags><columns_count>[<paging_state>][<new_metadata_id>][<specs>].
     let rows = RowsWriter::new(1).finish(RowsMetadata {

@@ -933,18 +933,7 @@ fn result_response(
         QueryResult::SetKeyspace(k) => wire::ResultBody::SetKeyspace(k),
         QueryResult::SchemaChange(e) => wire::ResultBody::SchemaChange(schema_change(&e)),
         QueryResult::Rows(rows) => {
-            let bytes = rows
-                .rows
-                .iter()
-                .flatten()
-                .map(|cell| 4 + cell.as_ref().map_or(0, |c| c.len()))
-                .sum();
-            let mut writer = wire::RowsWriter::with_capacity(rows.columns.len(), bytes);
-            for row in &rows.rows {
-                for cell in row {
-                    writer.push_cell(cell.as_deref());
-                }
-            }
+            let column_count = rows.columns.len();
             // The columns are the prepared statement's own (shared, not copied); without
             // metadata none are written.
             let columns = if skip_metadata && new_metadata_id.is_none() {
@@ -952,13 +941,18 @@ fn result_response(
             } else {
                 rows.columns
             };
-            wire::ResultBody::Rows(writer.finish(wire::RowsMetadata {
-                columns,
-                paging_state: rows.paging_state.map(Bytes::from),
-                no_metadata: skip_metadata,
-                new_metadata_id,
-                encoded_columns: None,
-            }))
+            // The cells go into the frame as it is encoded: one copy of each value.
+            wire::ResultBody::Rows(wire::Rows::from_cells(
+                column_count,
+                rows.rows,
+                wire::RowsMetadata {
+                    columns,
+                    paging_state: rows.paging_state.map(Bytes::from),
+                    no_metadata: skip_metadata,
+                    new_metadata_id,
+                    encoded_columns: None,
+                },
+            ))
         }
     };
     Answer {
