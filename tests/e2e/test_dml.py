@@ -879,6 +879,55 @@ def test_a_column_set_and_assigned_again_is_a_syntax_error(cql, test_keyspace):
         assert cql.execute(f"SELECT l FROM {t} WHERE k = 0").one().l == [1, 2]
 
 
+@pytest.mark.parametrize("relation, message", [
+    # A multi-column IN takes tuple literals or markers, not both.
+    ("(c, d) IN ((0, 0), ?)", "mismatched input '?' expecting '('"),
+    ("(c, d) IN ((0, 0), :x)", "mismatched input ':' expecting '('"),
+    ("(c, d) IN (?, (0, 0))", "no viable alternative at input '('"),
+    ("(c, d) IN ((0, 0), 5)", "mismatched input '5' expecting '('"),
+    ("(c, d) IN (?, 5)", "no viable alternative at input '5'"),
+    # A multi-column relation compares with a tuple literal or a marker only.
+    ("(c, d) IN (0, 1)", "no viable alternative at input '0'"),
+    ("(c) IN (0, 1)", "no viable alternative at input '0'"),
+    ("(c, d) IN 5", "no viable alternative at input '5'"),
+    ("(c, d) = 5", "no viable alternative at input '5'"),
+    ("(c) = 0", "no viable alternative at input '0'"),
+    ("(c, d) > 0", "no viable alternative at input '0'"),
+    ("(c, d) = [0, 0]", "no viable alternative at input '['"),
+    ("(c, d) IN ([0, 0])", "no viable alternative at input '['"),
+])
+def test_multi_column_values_outside_the_grammar_are_syntax_errors(
+    cql, test_keyspace, relation, message
+):
+    """Cassandra's grammar takes `tupleLiteral | marker` after a multi-column operator, and
+    for IN a marker or a list of tuple literals or of markers: anything else is a syntax
+    error, not a value of the wrong type."""
+    with new_table(cql, test_keyspace, "k int, c int, d int, v int, PRIMARY KEY (k, c, d)") as t:
+        with pytest.raises(SyntaxException) as error:
+            cql.prepare(f"SELECT v FROM {t} WHERE k = 0 AND {relation}")
+        assert message in str(error.value)
+
+
+def test_multi_column_values_the_grammar_takes(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int, c int, d int, v int, PRIMARY KEY (k, c, d)") as t:
+        cql.execute(f"INSERT INTO {t} (k, c, d, v) VALUES (0, 0, 0, 1)")
+        cql.execute(f"INSERT INTO {t} (k, c, d, v) VALUES (0, 1, 1, 2)")
+        select = f"SELECT v FROM {t} WHERE k = 0 AND "
+        for relation, bound, expected in [
+            ("(c, d) IN ((0, 0), (1, 1))", (), [1, 2]),
+            ("(c, d) IN ((0, ?), (1, 1))", (0,), [1, 2]),
+            ("(c, d) IN (?, ?)", ((0, 0), (1, 1)), [1, 2]),
+            ("(c, d) IN ?", ([(1, 1)],), [2]),
+            ("(c, d) IN ()", (), []),
+            ("(c) IN ((0), (1))", (), [1, 2]),
+            ("(c) = (0)", (), [1]),
+            ("(c, d) = ?", ((1, 1),), [2]),
+            ("(c, d) > (0, 0)", (), [2]),
+        ]:
+            rows = cql.execute(cql.prepare(select + relation), bound)
+            assert sorted(r.v for r in rows) == expected, relation
+
+
 @pytest.mark.parametrize("where, expected", [
     ("c > null", [0, 1, 2]),
     ("c >= null AND c < 2", [0, 1]),

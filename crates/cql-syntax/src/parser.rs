@@ -1183,6 +1183,67 @@ impl<'a> Parser<'a> {
         Ok(RelationValue::List(items))
     }
 
+    /// What a multi-column relation compares with, as Cassandra's grammar has it
+    /// (`tupleLiteral | markerForTuple`): `(c, d) = 5` is a syntax error, not a tuple of the
+    /// wrong type.
+    fn tuple_or_marker(&mut self) -> Result<Term> {
+        match self.marker()? {
+            Some(m) => Ok(Term::BindMarker(m)),
+            None => self.tuple_literal(),
+        }
+    }
+
+    /// `tupleLiteral`: `'(' term (',' term)* ')'`.
+    fn tuple_literal(&mut self) -> Result<Term> {
+        if !self.accept(Punct::LParen) {
+            return Err(self.no_viable());
+        }
+        let mut items = Vec::new();
+        loop {
+            items.push(self.term()?);
+            if !self.accept(Punct::Comma) {
+                break;
+            }
+        }
+        self.expect(Punct::RParen)?;
+        Ok(Term::Tuple(items))
+    }
+
+    /// A multi-column IN's values, as Cassandra's grammar has them: one marker, `()`, or a
+    /// list of tuple literals or of markers, never the two mixed (`(c, d) IN ((0, 0), ?)` is
+    /// a syntax error there).
+    fn tuple_in_values(&mut self) -> Result<RelationValue> {
+        if let Some(m) = self.marker()? {
+            return Ok(RelationValue::Marker(m));
+        }
+        if !self.accept(Punct::LParen) {
+            return Err(self.no_viable());
+        }
+        let mut items = Vec::new();
+        if self.accept(Punct::RParen) {
+            return Ok(RelationValue::List(items));
+        }
+        let markers = self.is_punct(Punct::QMark) || self.is_punct(Punct::Colon);
+        loop {
+            let item = if markers {
+                match self.marker()? {
+                    Some(m) => Term::BindMarker(m),
+                    None => return Err(self.no_viable()),
+                }
+            } else if items.is_empty() || self.is_punct(Punct::LParen) {
+                self.tuple_literal()?
+            } else {
+                return Err(self.mismatched(punct_name(Punct::LParen)));
+            };
+            items.push(item);
+            if !self.accept(Punct::Comma) {
+                break;
+            }
+        }
+        self.expect(Punct::RParen)?;
+        Ok(RelationValue::List(items))
+    }
+
     fn between_values(&mut self) -> Result<RelationValue> {
         let low = self.term()?;
         self.expect_kw("and")?;
@@ -1234,12 +1295,12 @@ impl<'a> Parser<'a> {
             }
             let columns = self.identifier_tuple()?;
             let (op, value) = if let Some(op) = self.relation_type() {
-                (op, RelationValue::Single(self.term()?))
+                (op, RelationValue::Single(self.tuple_or_marker()?))
             } else if self.accept_kw("between") {
                 (Operator::Between, self.between_values()?)
             } else {
                 match self.in_or_contains()? {
-                    Some(op @ (Operator::In | Operator::NotIn)) => (op, self.in_values()?),
+                    Some(op @ (Operator::In | Operator::NotIn)) => (op, self.tuple_in_values()?),
                     _ => return Err(self.no_viable()),
                 }
             };
