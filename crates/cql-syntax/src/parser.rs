@@ -526,16 +526,8 @@ impl<'a> Parser<'a> {
                 term: Box::new(term),
             });
         }
-        if self.accept(Punct::LParen) {
-            let mut items = Vec::new();
-            loop {
-                items.push(self.term()?);
-                if !self.accept(Punct::Comma) {
-                    break;
-                }
-            }
-            self.expect(Punct::RParen)?;
-            return Ok(Term::Tuple(items));
+        if self.is_punct(Punct::LParen) {
+            return self.tuple_literal();
         }
         if self.is_kw("cast") && self.is_punct_at(1, Punct::LParen) {
             self.advance();
