@@ -265,54 +265,99 @@ fn last_plain_uses(outputs: &[Expr]) -> Vec<bool> {
 
 /// The text Cassandra shows for a term (`Term.Raw.getText()`), used in result column names.
 pub(crate) fn term_text(t: &Term) -> String {
-    let join = |items: &[Term]| items.iter().map(term_text).collect::<Vec<_>>().join(", ");
+    let mut out = String::new();
+    write_term_text(t, &mut out);
+    out
+}
+
+/// `term_text` into `out`: one buffer for the whole tree, so the text of a term costs time
+/// linear in its size (formatting each level's own string copied every level below it).
+fn write_term_text(t: &Term, out: &mut String) {
+    fn join<T>(out: &mut String, items: &[T], mut one: impl FnMut(&mut String, &T)) {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            one(out, item);
+        }
+    }
+    let terms =
+        |out: &mut String, items: &[Term]| join(out, items, |out, t| write_term_text(t, out));
     match t {
-        Term::Constant(c) => constant_text(c),
-        Term::Null => "NULL".to_string(),
-        Term::BindMarker(_) => "?".to_string(),
-        Term::List(items) => format!("[{}]", join(items)),
-        Term::Set(items) => format!("{{{}}}", join(items)),
-        Term::Tuple(items) => format!("({})", join(items)),
-        Term::Map(entries) => format!(
-            "{{{}}}",
-            entries
-                .iter()
-                .map(|(k, v)| format!("{}: {}", term_text(k), term_text(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Term::UserType(fields) => format!(
-            "{{{}}}",
-            fields
-                .iter()
-                .map(|(k, v)| format!("{}: {}", k, term_text(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Term::Constant(c) => out.push_str(&constant_text(c)),
+        Term::Null => out.push_str("NULL"),
+        Term::BindMarker(_) => out.push('?'),
+        Term::List(items) => {
+            out.push('[');
+            terms(out, items);
+            out.push(']');
+        }
+        Term::Set(items) => {
+            out.push('{');
+            terms(out, items);
+            out.push('}');
+        }
+        Term::Tuple(items) => {
+            out.push('(');
+            terms(out, items);
+            out.push(')');
+        }
+        Term::Map(entries) => {
+            out.push('{');
+            join(out, entries, |out, (k, v)| {
+                write_term_text(k, out);
+                out.push_str(": ");
+                write_term_text(v, out);
+            });
+            out.push('}');
+        }
+        Term::UserType(fields) => {
+            out.push('{');
+            join(out, fields, |out, (k, v)| {
+                out.push_str(&k.to_string());
+                out.push_str(": ");
+                write_term_text(v, out);
+            });
+            out.push('}');
+        }
         Term::FunctionCall {
             keyspace,
             name,
             args,
         } => {
-            let ks = keyspace
-                .as_ref()
-                .map(|k| format!("{}.", k.as_str()))
-                .unwrap_or_default();
-            format!("{ks}{}({})", name.as_str(), join(args))
+            if let Some(k) = keyspace {
+                out.push_str(k.as_str());
+                out.push('.');
+            }
+            out.push_str(name.as_str());
+            out.push('(');
+            terms(out, args);
+            out.push(')');
         }
-        Term::TypeHint { ty, term } => format!("({}){}", type_text(ty), term_text(term)),
-        Term::Cast { term, ty } => format!("cast({} as {})", term_text(term), type_text(ty)),
+        Term::TypeHint { ty, term } => {
+            out.push('(');
+            out.push_str(&type_text(ty));
+            out.push(')');
+            write_term_text(term, out);
+        }
+        Term::Cast { term, ty } => {
+            out.push_str("cast(");
+            write_term_text(term, out);
+            out.push_str(" as ");
+            out.push_str(&type_text(ty));
+            out.push(')');
+        }
         Term::Binary { op, lhs, rhs } => {
-            let op = match op {
-                cql_syntax::ast::BinaryOp::Add => "+",
-                cql_syntax::ast::BinaryOp::Sub => "-",
-                cql_syntax::ast::BinaryOp::Mul => "*",
-                cql_syntax::ast::BinaryOp::Div => "/",
-                cql_syntax::ast::BinaryOp::Mod => "%",
-            };
-            format!("{} {op} {}", term_text(lhs), term_text(rhs))
+            write_term_text(lhs, out);
+            out.push(' ');
+            out.push(operations::symbol(*op));
+            out.push(' ');
+            write_term_text(rhs, out);
         }
-        Term::Negate(t) => format!("-{}", term_text(t)),
+        Term::Negate(t) => {
+            out.push('-');
+            write_term_text(t, out);
+        }
     }
 }
 
@@ -1093,7 +1138,7 @@ impl Compiler<'_> {
         } else {
             candidates
         };
-        let sig = functions::resolve(&called, candidates, &kinds, &texts)?;
+        let sig = functions::resolve(&called, &candidates, &kinds, &texts)?;
         let mut exprs = Vec::with_capacity(args.len());
         let mut names = Vec::with_capacity(args.len());
         for ((a, c), param) in args.iter().zip(compiled).zip(&sig.args) {
@@ -1234,7 +1279,7 @@ impl Compiler<'_> {
         let called = format!("system.{}", functions::cast_function_name(&to));
         let sig = functions::resolve(
             &called,
-            candidates,
+            &candidates,
             &[ArgKind::Typed(c.ty.clone())],
             std::slice::from_ref(&c.name),
         )?;
