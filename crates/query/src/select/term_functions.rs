@@ -51,6 +51,9 @@ pub(crate) fn is_from_json(term: &Term) -> bool {
 pub(crate) struct Resolver<'t> {
     kinds: HashMap<*const Term, ArgKind>,
     tree: PhantomData<&'t Term>,
+    /// Resolutions made, for the test that each call is resolved a bounded number of times.
+    #[cfg(test)]
+    resolutions: usize,
 }
 
 /// Whether the errors of a resolution quote the arguments (the second try, for an error).
@@ -85,6 +88,10 @@ impl<'t> Resolver<'t> {
         let Some(args) = call_arguments(term) else {
             return Ok(None);
         };
+        #[cfg(test)]
+        {
+            self.resolutions += 1;
+        }
         let kinds: Vec<ArgKind> = args.iter().map(|a| self.arg_kind(a)).collect();
         let texts: Vec<String> = match texts {
             Texts::Written => args.iter().map(|a| term_text(a)).collect(),
@@ -301,5 +308,50 @@ mod tests {
             .resolve(&with_marker, Some(&CqlType::Int))
             .expect_err("ambiguous");
         assert!(err.to_string().starts_with("Ambiguous '+' operation"));
+    }
+
+    /// Resolves every call of `t` top-down for a receiver of type `ty`, as bind and eval do.
+    fn walk<'t>(resolver: &mut Resolver<'t>, t: &'t Term, ty: &CqlType) {
+        if let Ok(Some(sig)) = resolver.resolve(t, Some(ty)) {
+            let args = call_arguments(t).unwrap_or_default();
+            for (arg, param) in args.into_iter().zip(&sig.args) {
+                walk(resolver, arg, param);
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_resolves_each_call_a_bounded_number_of_times() {
+        // Each call of a walk used to resolve every call below it again: n²/2 resolutions
+        // for a chain of n operations (and cubic work with the argument texts).
+        for text in [
+            vec!["1"; 60].join(" + "),
+            vec!["2"; 60].join(" * "),
+            format!("{}1{}", "abs(".repeat(31), ")".repeat(31)),
+            format!("{}1{}", "-(".repeat(31), ")".repeat(31)),
+            format!("{}(int)1{}", "cast(".repeat(60), " as int)".repeat(60)),
+        ] {
+            let term = cql_syntax::parse_term(&text).expect("parses");
+            let mut calls = 0;
+            let mut t = &term;
+            while let Some(args) = call_arguments(t) {
+                calls += 1;
+                t = match args[..] {
+                    [first, ..] => match first {
+                        Term::Tuple(items) if items.len() == 1 => &items[0],
+                        other => other,
+                    },
+                    [] => break,
+                };
+            }
+            let mut resolver = Resolver::default();
+            walk(&mut resolver, &term, &CqlType::Int);
+            assert!(calls >= 30, "{text}: {calls} calls");
+            assert!(
+                resolver.resolutions <= 2 * calls,
+                "{text}: {} resolutions of {calls} calls",
+                resolver.resolutions
+            );
+        }
     }
 }
