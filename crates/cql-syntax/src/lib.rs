@@ -39,9 +39,9 @@ pub const MAX_STATEMENT_LENGTH_BYTES: usize = 16 * 1024 * 1024;
 /// and every later walk over the tree (marker numbering, type resolution, evaluation, selector
 /// compilation, dropping it), so hostile input (`((((...`, a 1,000-operand sum) gets a syntax
 /// error instead of overflowing a thread's stack. Real statements stay far below it: a sum of
-/// 60 operands or 30 nested list literals still parses. The deepest statements allowed run
-/// within `cql_server`'s shard stack with a wide margin in a debug build (see the test
-/// `deepest_statements_fit_the_shard_stack` in `query`).
+/// 60 operands or 30 nested list literals still parses. The deepest statements allowed need
+/// about 1 MiB of stack in a debug build (`query::STATEMENT_STACK_SIZE_BYTES`, the stack the
+/// server's threads that run statements get, says how much they have).
 pub const MAX_NESTING_DEPTH: u32 = 64;
 
 /// A syntax error, positioned like ANTLR does it: 1-based line, 0-based column.

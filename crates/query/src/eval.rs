@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cql_syntax::ast::{Constant, Term};
+use cql_syntax::ast::{Constant, Identifier, Term};
 use types::{CqlType, Literal, Value};
 
 use crate::bind::{marker_value, Bound};
@@ -108,63 +108,8 @@ fn evaluate_at<'t>(
             BoundValue::Unset => TermValue::Unset,
             BoundValue::Value(b) => TermValue::Value(b.to_vec()),
         }),
-        Term::Constant(c) => {
-            let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
-                // Cassandra tests the constant's kind against the type first: a kind the type
-                // does not take is refused naming both, a value of the right kind that does
-                // not parse in the type's own words.
-                if functions::literal_assignment(c, ty) != functions::Assignment::NotAssignable {
-                    if let Some(message) = parse_failure(ty_unfrozen, c) {
-                        return QueryError::Invalid(message);
-                    }
-                    return QueryError::Invalid(e.to_string());
-                }
-                // Cassandra prints a string constant here without its quotes.
-                let text = match c {
-                    Constant::String(s) => s.clone(),
-                    other => constant_text(other),
-                };
-                QueryError::Invalid(format!(
-                    "Invalid {} constant ({text}) for \"{name}\" of type {ty}{}",
-                    constant_kind(c),
-                    detail(&e.to_string())
-                ))
-            })?;
-            let mut out = Vec::new();
-            value.encode(&mut out);
-            Ok(TermValue::Value(out))
-        }
-        Term::List(items) => match ty_unfrozen {
-            CqlType::List(elem) => Ok(TermValue::Value(encode_elements(
-                items, elem, name, cx, depth, false,
-            )?)),
-            CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
-                items, elem, name, cx, depth, true,
-            )?)),
-            CqlType::Vector(elem, dimension) => {
-                if items.len() != *dimension as usize {
-                    return Err(QueryError::Invalid(format!(
-                        "Invalid vector literal for {name} of type {ty}; expected {dimension} elements, but given {}",
-                        items.len()
-                    )));
-                }
-                let mut decoded = Vec::with_capacity(items.len());
-                for item in items {
-                    match evaluate_at(item, elem, name, cx, depth + 1)? {
-                        TermValue::Value(b) => decoded.push(Value::decode(elem, &b)?),
-                        _ => {
-                            return Err(QueryError::Invalid(
-                                "null is not supported inside vectors".to_string(),
-                            ))
-                        }
-                    }
-                }
-                let mut out = Vec::new();
-                Value::Vector(decoded).encode(&mut out);
-                Ok(TermValue::Value(out))
-            }
-            _ => Err(type_mismatch("list literal", name, ty)),
-        },
+        Term::Constant(c) => constant(c, ty, name),
+        Term::List(items) => list_literal(items, ty, name, cx, depth),
         Term::Set(items) => match ty_unfrozen {
             CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
                 items, elem, name, cx, depth, true,
@@ -173,38 +118,7 @@ fn evaluate_at<'t>(
             CqlType::Map(_, _) if items.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
             _ => Err(type_mismatch("set literal", name, ty)),
         },
-        Term::Map(entries) => match ty_unfrozen {
-            CqlType::Map(kt, vt) => {
-                let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries.len());
-                for (k, v) in entries {
-                    let k = non_null(evaluate_at(k, kt, name, cx, depth + 1)?, "map keys")?;
-                    let v = non_null(evaluate_at(v, vt, name, cx, depth + 1)?, "map values")?;
-                    pairs.push((k, v));
-                }
-                pairs.sort_by(|a, b| types::compare(kt, &a.0, &b.0));
-                pairs.dedup_by(|later, earlier| {
-                    if types::compare(kt, &later.0, &earlier.0).is_eq() {
-                        // The last occurrence of a key wins, as in Cassandra.
-                        std::mem::swap(&mut earlier.1, &mut later.1);
-                        true
-                    } else {
-                        false
-                    }
-                });
-                let mut out = Vec::new();
-                out.extend_from_slice(&(pairs.len() as i32).to_be_bytes());
-                for (k, v) in pairs {
-                    out.extend_from_slice(&(k.len() as i32).to_be_bytes());
-                    out.extend_from_slice(&k);
-                    out.extend_from_slice(&(v.len() as i32).to_be_bytes());
-                    out.extend_from_slice(&v);
-                }
-                Ok(TermValue::Value(out))
-            }
-            CqlType::Udt(_) if entries.is_empty() => Ok(TermValue::Value(Vec::new())),
-            CqlType::Set(_) if entries.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
-            _ => Err(type_mismatch("map literal", name, ty)),
-        },
+        Term::Map(entries) => map_literal(entries, ty, name, cx, depth),
         // `(x)` for a receiver that is not a tuple is `x` in parentheses (`-(1)`).
         Term::Tuple(items) if items.len() == 1 && !matches!(ty_unfrozen, CqlType::Tuple(_)) => {
             evaluate_at(&items[0], ty, name, cx, depth + 1)
@@ -226,43 +140,7 @@ fn evaluate_at<'t>(
             }
             _ => Err(type_mismatch("tuple literal", name, ty)),
         },
-        Term::UserType(fields) => match ty_unfrozen {
-            CqlType::Udt(udt) => {
-                for (field, _) in fields {
-                    if !udt.fields.iter().any(|(n, _)| n == field.as_str()) {
-                        return Err(QueryError::Invalid(format!(
-                            "Unknown field '{}' in value of user defined type {}",
-                            field.as_str(),
-                            udt.name
-                        )));
-                    }
-                }
-                // Cassandra's test before evaluating: a constant that cannot be the field's
-                // type is refused in the literal's words.
-                for (field, t) in fields {
-                    let fty = udt.fields.iter().find(|(n, _)| n == field.as_str());
-                    if let (Term::Constant(c), Some((_, fty))) = (t, fty) {
-                        let assignment = functions::literal_assignment(c, fty);
-                        if assignment == functions::Assignment::NotAssignable {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid user type literal for {name}: field {} is not of type {fty}",
-                                field.as_str()
-                            )));
-                        }
-                    }
-                }
-                let mut out = Vec::new();
-                for (fname, fty) in &udt.fields {
-                    let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {
-                        Some((_, t)) => evaluate_at(t, fty, fname, cx, depth + 1)?,
-                        None => TermValue::Null,
-                    };
-                    write_optional(&mut out, value);
-                }
-                Ok(TermValue::Value(out))
-            }
-            _ => Err(type_mismatch("user type literal", name, ty)),
-        },
+        Term::UserType(fields) => user_type_literal(fields, ty, name, cx, depth),
         Term::TypeHint { term, .. } => evaluate_at(term, ty, name, cx, depth + 1),
         Term::FunctionCall { args, .. } if term_functions::is_from_json(term) => {
             from_json(args, ty, name, cx, depth)
@@ -270,6 +148,165 @@ fn evaluate_at<'t>(
         Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
             call(term, ty, name, cx, depth)
         }
+    }
+}
+
+/// A constant as a value of `ty`, with Cassandra's messages for one that is not.
+fn constant(c: &Constant, ty: &CqlType, name: &str) -> Result<TermValue, QueryError> {
+    let ty_unfrozen = ty.unfrozen();
+    let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
+        // Cassandra tests the constant's kind against the type first: a kind the type
+        // does not take is refused naming both, a value of the right kind that does
+        // not parse in the type's own words.
+        if functions::literal_assignment(c, ty) != functions::Assignment::NotAssignable {
+            if let Some(message) = parse_failure(ty_unfrozen, c) {
+                return QueryError::Invalid(message);
+            }
+            return QueryError::Invalid(e.to_string());
+        }
+        // Cassandra prints a string constant here without its quotes.
+        let text = match c {
+            Constant::String(s) => s.clone(),
+            other => constant_text(other),
+        };
+        QueryError::Invalid(format!(
+            "Invalid {} constant ({text}) for \"{name}\" of type {ty}{}",
+            constant_kind(c),
+            detail(&e.to_string())
+        ))
+    })?;
+    let mut out = Vec::new();
+    value.encode(&mut out);
+    Ok(TermValue::Value(out))
+}
+
+/// A list literal as a value of `ty` (a list, a set or a vector).
+fn list_literal<'t>(
+    items: &'t [Term],
+    ty: &CqlType,
+    name: &str,
+    cx: &mut Eval<'_, 't>,
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    match ty.unfrozen() {
+        CqlType::List(elem) => Ok(TermValue::Value(encode_elements(
+            items, elem, name, cx, depth, false,
+        )?)),
+        CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
+            items, elem, name, cx, depth, true,
+        )?)),
+        CqlType::Vector(elem, dimension) => {
+            if items.len() != *dimension as usize {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid vector literal for {name} of type {ty}; expected {dimension} elements, but given {}",
+                    items.len()
+                )));
+            }
+            let mut decoded = Vec::with_capacity(items.len());
+            for item in items {
+                match evaluate_at(item, elem, name, cx, depth + 1)? {
+                    TermValue::Value(b) => decoded.push(Value::decode(elem, &b)?),
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "null is not supported inside vectors".to_string(),
+                        ))
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            Value::Vector(decoded).encode(&mut out);
+            Ok(TermValue::Value(out))
+        }
+        _ => Err(type_mismatch("list literal", name, ty)),
+    }
+}
+
+/// A map literal as a value of `ty` (a map, or an empty set or user type).
+fn map_literal<'t>(
+    entries: &'t [(Term, Term)],
+    ty: &CqlType,
+    name: &str,
+    cx: &mut Eval<'_, 't>,
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    match ty.unfrozen() {
+        CqlType::Map(kt, vt) => {
+            let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                let k = non_null(evaluate_at(k, kt, name, cx, depth + 1)?, "map keys")?;
+                let v = non_null(evaluate_at(v, vt, name, cx, depth + 1)?, "map values")?;
+                pairs.push((k, v));
+            }
+            pairs.sort_by(|a, b| types::compare(kt, &a.0, &b.0));
+            pairs.dedup_by(|later, earlier| {
+                if types::compare(kt, &later.0, &earlier.0).is_eq() {
+                    // The last occurrence of a key wins, as in Cassandra.
+                    std::mem::swap(&mut earlier.1, &mut later.1);
+                    true
+                } else {
+                    false
+                }
+            });
+            let mut out = Vec::new();
+            out.extend_from_slice(&(pairs.len() as i32).to_be_bytes());
+            for (k, v) in pairs {
+                out.extend_from_slice(&(k.len() as i32).to_be_bytes());
+                out.extend_from_slice(&k);
+                out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                out.extend_from_slice(&v);
+            }
+            Ok(TermValue::Value(out))
+        }
+        CqlType::Udt(_) if entries.is_empty() => Ok(TermValue::Value(Vec::new())),
+        CqlType::Set(_) if entries.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
+        _ => Err(type_mismatch("map literal", name, ty)),
+    }
+}
+
+/// A user type literal as a value of `ty`.
+fn user_type_literal<'t>(
+    fields: &'t [(Identifier, Term)],
+    ty: &CqlType,
+    name: &str,
+    cx: &mut Eval<'_, 't>,
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    match ty.unfrozen() {
+        CqlType::Udt(udt) => {
+            for (field, _) in fields {
+                if !udt.fields.iter().any(|(n, _)| n == field.as_str()) {
+                    return Err(QueryError::Invalid(format!(
+                        "Unknown field '{}' in value of user defined type {}",
+                        field.as_str(),
+                        udt.name
+                    )));
+                }
+            }
+            // Cassandra's test before evaluating: a constant that cannot be the field's
+            // type is refused in the literal's words.
+            for (field, t) in fields {
+                let fty = udt.fields.iter().find(|(n, _)| n == field.as_str());
+                if let (Term::Constant(c), Some((_, fty))) = (t, fty) {
+                    let assignment = functions::literal_assignment(c, fty);
+                    if assignment == functions::Assignment::NotAssignable {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid user type literal for {name}: field {} is not of type {fty}",
+                            field.as_str()
+                        )));
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            for (fname, fty) in &udt.fields {
+                let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {
+                    Some((_, t)) => evaluate_at(t, fty, fname, cx, depth + 1)?,
+                    None => TermValue::Null,
+                };
+                write_optional(&mut out, value);
+            }
+            Ok(TermValue::Value(out))
+        }
+        _ => Err(type_mismatch("user type literal", name, ty)),
     }
 }
 
