@@ -243,3 +243,143 @@ def test_error_quoting_a_huge_token_is_still_an_error(cql):
     # the message is cut instead of failing the response (which once killed the connection).
     with pytest.raises(SyntaxException):
         cql.execute("SELECT * FROM system.local WHERE key = 'a' " + "x" * 70_000)
+
+
+# --- Values Cassandra refuses at the protocol level -----------------------------------------
+# Each gets ERROR 0x000A with Cassandra 5.0's message, and the connection goes on serving (the
+# frame was read whole, so only that request fails).
+
+OPCODE_READY = 0x02
+OPCODE_RESULT = 0x08
+OPCODE_REGISTER = 0x0B
+OPCODE_BATCH = 0x0D
+LOCAL = "SELECT key FROM system.local"
+I64_MIN = -(2**63)
+OUT_OF_BOUND_TIMESTAMP = (
+    "Out of bound timestamp, must be in [-9223372036854775807, 9223372036854775807]"
+    " (got -9223372036854775808)"
+)
+
+
+def long_string(text):
+    data = text.encode()
+    return struct.pack(">i", len(data)) + data
+
+
+def short_string(text):
+    data = text.encode()
+    return struct.pack(">H", len(data)) + data
+
+
+def string_list(items):
+    return struct.pack(">H", len(items)) + b"".join(short_string(i) for i in items)
+
+
+def query_body(query, flags=0, tail=b""):
+    """A v4 QUERY: the query, consistency ONE, the [byte] flags, then what they announce."""
+    return long_string(query) + struct.pack(">HB", 1, flags) + tail
+
+
+def error_message(body):
+    (length,) = struct.unpack(">H", body[4:6])
+    return body[6 : 6 + length].decode()
+
+
+@pytest.fixture
+def started(server):
+    """A raw v4 connection after STARTUP, and a check that it still answers a query."""
+    with connect(server) as s:
+        s.sendall(frame(0x04, OPCODE_STARTUP, string_map({"CQL_VERSION": "3.0.0"})))
+        assert read_frame(s)[1] == OPCODE_READY
+        yield s
+        s.sendall(frame(0x04, OPCODE_QUERY, query_body(LOCAL), stream=9))
+        assert read_frame(s)[1] == OPCODE_RESULT, "the connection still answers"
+
+
+def protocol_error(sock, request_frame):
+    sock.sendall(request_frame)
+    _, opcode, body = read_frame(sock)
+    assert opcode == OPCODE_ERROR
+    assert error_code(body) == PROTOCOL_ERROR, error_message(body)
+    return error_message(body)
+
+
+def test_raw_default_timestamp_of_i64_min_is_a_protocol_error(started):
+    # Long.MIN_VALUE is Cassandra's "no timestamp": a write with it would be lost.
+    query = frame(0x04, OPCODE_QUERY, query_body(LOCAL, 0x20, struct.pack(">q", I64_MIN)))
+    assert protocol_error(started, query) == OUT_OF_BOUND_TIMESTAMP
+    # One more is the smallest timestamp taken.
+    smallest = query_body(LOCAL, 0x20, struct.pack(">q", I64_MIN + 1))
+    started.sendall(frame(0x04, OPCODE_QUERY, smallest, stream=1))
+    assert read_frame(started)[1] == OPCODE_RESULT
+
+
+def test_raw_batch_default_timestamp_of_i64_min_is_a_protocol_error(started):
+    # Refused while decoding, before the statement or its table is looked at.
+    statement = b"\x00" + long_string("INSERT INTO no_such_ks.t (k) VALUES (1)") + b"\x00\x00"
+    body = struct.pack(">BH", 1, 1) + statement + struct.pack(">HB", 1, 0x20)
+    body += struct.pack(">q", I64_MIN)
+    assert protocol_error(started, frame(0x04, OPCODE_BATCH, body)) == OUT_OF_BOUND_TIMESTAMP
+
+
+@pytest.mark.parametrize("events", [["FOO"], ["SCHEMA_CHANGE", "FOO"], [""], ["SCHEMA_CHANGE "]])
+def test_raw_register_of_an_unknown_event_type_is_a_protocol_error(started, events):
+    message = protocol_error(started, frame(0x04, OPCODE_REGISTER, string_list(events)))
+    assert message == f"Invalid value '{events[-1]}' for Type"
+
+
+def test_raw_register_takes_event_types_in_any_case(started):
+    events = ["schema_change", "Status_Change", "TOPOLOGY_CHANGE", "TRACE_COMPLETE"]
+    started.sendall(frame(0x04, OPCODE_REGISTER, string_list(events)))
+    assert read_frame(started)[1] == OPCODE_READY
+
+
+def test_raw_page_size_zero_is_a_protocol_error(started):
+    query = frame(0x04, OPCODE_QUERY, query_body(LOCAL, 0x04, struct.pack(">i", 0)))
+    assert protocol_error(started, query) == "The page size cannot be 0"
+    # A negative page size means no paging.
+    unpaged = query_body(LOCAL, 0x04, struct.pack(">i", -1))
+    started.sendall(frame(0x04, OPCODE_QUERY, unpaged, stream=1))
+    assert read_frame(started)[1] == OPCODE_RESULT
+
+
+def test_raw_frame_of_another_version_after_startup_is_a_protocol_error(started):
+    # STARTUP fixed v4; a v5 QUERY (laid out for v5) is refused, answered in v4.
+    v5_query = long_string(LOCAL) + struct.pack(">HI", 1, 0)
+    started.sendall(frame(0x05, OPCODE_QUERY, v5_query, stream=3))
+    version, opcode, body = read_frame(started)
+    assert (version, opcode, error_code(body)) == (0x84, OPCODE_ERROR, PROTOCOL_ERROR)
+    assert error_message(body) == (
+        "Invalid message version. Got 5/v5 but previous messages on this connection had version"
+        " 4/v4"
+    )
+
+
+def test_raw_keyspace_flag_is_read_in_v4(started):
+    # Cassandra 5.0 reads the keyspace of flag 0x80 in v4 as in v5, and refuses the flag with
+    # no keyspace after it.
+    started.sendall(frame(0x04, OPCODE_QUERY, query_body("SELECT key FROM local", 0x80, short_string("system"))))
+    assert read_frame(started)[1] == OPCODE_RESULT
+    protocol_error(started, frame(0x04, OPCODE_QUERY, query_body(LOCAL, 0x80)))
+
+
+def test_raw_malformed_bodies_fail_only_their_request(started):
+    # A value length below -2.
+    bad_value = query_body(LOCAL + " WHERE key = ?", 0x01, struct.pack(">Hi", 1, -3))
+    protocol_error(started, frame(0x04, OPCODE_QUERY, bad_value))
+
+
+@pytest.mark.parametrize(
+    "opcode, message",
+    [
+        (0x30, "Unknown opcode 48"),
+        (OPCODE_READY, "Wrong protocol direction (expected RESPONSE, got REQUEST) for opcode 2 (READY)"),
+    ],
+)
+def test_raw_opcodes_a_client_may_not_send(server, fresh_session_works_after, opcode, message):
+    # Cassandra then answers every later frame of the connection with the same error; Helenus
+    # goes on serving it. Neither is checked here.
+    with connect(server) as s:
+        s.sendall(frame(0x04, OPCODE_STARTUP, string_map({"CQL_VERSION": "3.0.0"})))
+        assert read_frame(s)[1] == OPCODE_READY
+        assert protocol_error(s, frame(0x04, opcode)) == message

@@ -38,6 +38,29 @@ pub mod opcode {
     pub const AUTH_CHALLENGE: u8 = 0x0E;
     pub const AUTH_RESPONSE: u8 = 0x0F;
     pub const AUTH_SUCCESS: u8 = 0x10;
+
+    /// The message's name, as Cassandra's `Message.Type` (and so its errors) calls it.
+    pub fn name(opcode: u8) -> &'static str {
+        match opcode {
+            ERROR => "ERROR",
+            STARTUP => "STARTUP",
+            READY => "READY",
+            AUTHENTICATE => "AUTHENTICATE",
+            OPTIONS => "OPTIONS",
+            SUPPORTED => "SUPPORTED",
+            QUERY => "QUERY",
+            RESULT => "RESULT",
+            PREPARE => "PREPARE",
+            EXECUTE => "EXECUTE",
+            REGISTER => "REGISTER",
+            EVENT => "EVENT",
+            BATCH => "BATCH",
+            AUTH_CHALLENGE => "AUTH_CHALLENGE",
+            AUTH_RESPONSE => "AUTH_RESPONSE",
+            AUTH_SUCCESS => "AUTH_SUCCESS",
+            _ => "UNKNOWN",
+        }
+    }
 }
 
 /// Frame header flags (spec section 2.2).

@@ -44,6 +44,7 @@ pub use error::ProtocolError;
 pub use frame::{Compression, Frame, FrameCodec, Version};
 pub use request::{
     Batch, BatchKind, BatchStatement, BatchStatementKind, QueryParameters, Request, Values,
+    EVENT_TYPES,
 };
 pub use response::{
     encode_column_specs, ColumnSpec, EncodedColumnSpecs, ErrorBody, ErrorCode, ErrorExtra, Event,

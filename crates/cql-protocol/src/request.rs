@@ -34,6 +34,7 @@ pub enum Request {
         params: QueryParameters,
     },
     Batch(Batch),
+    /// The event types, upper-cased, each one of `EVENT_TYPES`.
     Register {
         events: Vec<String>,
     },
@@ -114,6 +115,20 @@ pub(crate) mod query_flags {
 pub(crate) const PREPARE_WITH_KEYSPACE: u32 = 0x01;
 
 impl Request {
+    /// The opcode of the message (`frame::opcode`).
+    pub fn opcode(&self) -> u8 {
+        match self {
+            Request::Startup(_) => opcode::STARTUP,
+            Request::Options => opcode::OPTIONS,
+            Request::Query { .. } => opcode::QUERY,
+            Request::Prepare { .. } => opcode::PREPARE,
+            Request::Execute { .. } => opcode::EXECUTE,
+            Request::Batch(_) => opcode::BATCH,
+            Request::Register { .. } => opcode::REGISTER,
+            Request::AuthResponse(_) => opcode::AUTH_RESPONSE,
+        }
+    }
+
     /// Decodes the body of a request frame. Response-only and unknown opcodes are errors.
     /// Bytes left after the message are ignored, as the spec allows for future extensions.
     pub fn decode(version: Version, opcode: u8, body: Bytes) -> Result<Request, ProtocolError> {
@@ -152,7 +167,7 @@ impl Request {
             }
             opcode::BATCH => Request::Batch(batch(version, &mut r)?),
             opcode::REGISTER => Request::Register {
-                events: r.string_list()?,
+                events: event_types(r.string_list()?)?,
             },
             opcode::AUTH_RESPONSE => Request::AuthResponse(r.bytes()?),
             opcode::ERROR
@@ -164,14 +179,11 @@ impl Request {
             | opcode::AUTH_CHALLENGE
             | opcode::AUTH_SUCCESS => {
                 return Err(ProtocolError::malformed(format!(
-                    "Unexpected response opcode {opcode:#04x} in a request"
+                    "Wrong protocol direction (expected RESPONSE, got REQUEST) for opcode {opcode} ({})",
+                    opcode::name(opcode)
                 )))
             }
-            other => {
-                return Err(ProtocolError::malformed(format!(
-                    "Unknown opcode {other:#04x}"
-                )))
-            }
+            other => return Err(ProtocolError::malformed(format!("Unknown opcode {other}"))),
         })
     }
 }
@@ -225,11 +237,11 @@ fn query_parameters(version: Version, r: &mut Reader) -> Result<QueryParameters,
         None
     };
     let default_timestamp = if flags & DEFAULT_TIMESTAMP != 0 {
-        Some(r.i64()?)
+        Some(timestamp(r)?)
     } else {
         None
     };
-    let (keyspace, now_in_seconds) = v5_tail(version, flags, r)?;
+    let (keyspace, now_in_seconds) = tail(flags, r)?;
     Ok(QueryParameters {
         consistency,
         values,
@@ -252,15 +264,27 @@ fn positional(n: usize, r: &mut Reader) -> Result<Vec<RawValue>, ProtocolError> 
     Ok(values)
 }
 
-/// The v5 additions at the end of query and batch parameters.
-fn v5_tail(
-    version: Version,
-    flags: u32,
-    r: &mut Reader,
-) -> Result<(Option<String>, Option<i32>), ProtocolError> {
-    if version != Version::V5 {
-        return Ok((None, None));
+/// The default timestamp of query and batch parameters. `i64::MIN` is refused as Cassandra
+/// refuses it: it stands for "no timestamp" inside Cassandra (and for the tombstone of nothing),
+/// so a write with it would be lost.
+fn timestamp(r: &mut Reader) -> Result<i64, ProtocolError> {
+    let timestamp = r.i64()?;
+    if timestamp == i64::MIN {
+        return Err(ProtocolError::malformed(format!(
+            "Out of bound timestamp, must be in [{}, {}] (got {timestamp})",
+            i64::MIN + 1,
+            i64::MAX
+        )));
     }
+    Ok(timestamp)
+}
+
+/// The keyspace (flag 0x80) and now_in_seconds (0x100) at the end of query and batch
+/// parameters. Both are v5 additions, but Cassandra 5.0 reads the keyspace whenever its flag
+/// is set, in v4 too (whose flags are a byte, so 0x100 cannot be set there); so does Helenus,
+/// so a v4 client that sets it gets the same statement, and one that sets it without the
+/// keyspace the same protocol error.
+fn tail(flags: u32, r: &mut Reader) -> Result<(Option<String>, Option<i32>), ProtocolError> {
     let keyspace = if flags & query_flags::KEYSPACE != 0 {
         Some(r.string()?)
     } else {
@@ -272,6 +296,32 @@ fn v5_tail(
         None
     };
     Ok((keyspace, now_in_seconds))
+}
+
+/// The event types REGISTER may name (Cassandra's `Event.Type`).
+pub const EVENT_TYPES: &[&str] = &[
+    "TOPOLOGY_CHANGE",
+    "STATUS_CHANGE",
+    "SCHEMA_CHANGE",
+    "TRACE_COMPLETE",
+];
+
+/// REGISTER's event types, upper-cased: Cassandra reads them case-insensitively and refuses an
+/// unknown one with a protocol error, naming it.
+fn event_types(names: Vec<String>) -> Result<Vec<String>, ProtocolError> {
+    names
+        .into_iter()
+        .map(|name| {
+            let upper = name.to_uppercase();
+            if EVENT_TYPES.contains(&upper.as_str()) {
+                Ok(upper)
+            } else {
+                Err(ProtocolError::malformed(format!(
+                    "Invalid value '{name}' for Type"
+                )))
+            }
+        })
+        .collect()
 }
 
 /// `<type><n><query_1>...<query_n><consistency><flags>[<serial_consistency>][<timestamp>]
@@ -321,11 +371,11 @@ fn batch(version: Version, r: &mut Reader) -> Result<Batch, ProtocolError> {
         None
     };
     let default_timestamp = if flags & query_flags::DEFAULT_TIMESTAMP != 0 {
-        Some(r.i64()?)
+        Some(timestamp(r)?)
     } else {
         None
     };
-    let (keyspace, now_in_seconds) = v5_tail(version, flags, r)?;
+    let (keyspace, now_in_seconds) = tail(flags, r)?;
     Ok(Batch {
         kind,
         statements,

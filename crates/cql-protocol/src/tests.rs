@@ -453,6 +453,109 @@ fn bad_requests_are_errors() {
     assert!(Request::decode(v, opcode::REGISTER, Bytes::from_static(&[0, 1, 0, 1, 0xFF])).is_err());
 }
 
+#[test]
+fn values_cassandra_refuses_are_protocol_errors() {
+    let malformed = |version, request: &Request| {
+        let (op, body) = encode_request(version, request);
+        match Request::decode(version, op, body.freeze()) {
+            Err(ProtocolError::Malformed(message)) => message,
+            other => panic!("{request:?}: {other:?}"),
+        }
+    };
+    // A default timestamp of i64::MIN, Cassandra's "no timestamp", in every request that
+    // carries one; i64::MIN + 1 is the smallest one taken.
+    let out_of_bound = "Out of bound timestamp, must be in [-9223372036854775807, 9223372036854775807] (got -9223372036854775808)";
+    for version in [Version::V4, Version::V5] {
+        for request in all_requests(version) {
+            let with = |timestamp| match request.clone() {
+                Request::Query { query, mut params } => {
+                    params.default_timestamp = Some(timestamp);
+                    Some(Request::Query { query, params })
+                }
+                Request::Execute {
+                    id,
+                    result_metadata_id,
+                    mut params,
+                } => {
+                    params.default_timestamp = Some(timestamp);
+                    Some(Request::Execute {
+                        id,
+                        result_metadata_id,
+                        params,
+                    })
+                }
+                Request::Batch(mut batch) => {
+                    batch.default_timestamp = Some(timestamp);
+                    Some(Request::Batch(batch))
+                }
+                _ => None,
+            };
+            let (Some(min), Some(smallest)) = (with(i64::MIN), with(i64::MIN + 1)) else {
+                continue;
+            };
+            assert_eq!(malformed(version, &min), out_of_bound);
+            let (op, body) = encode_request(version, &smallest);
+            assert_eq!(
+                Request::decode(version, op, body.freeze()).unwrap(),
+                smallest
+            );
+        }
+    }
+    // REGISTER of an unknown event type; known ones in any case.
+    for events in [
+        vec!["FOO"],
+        vec!["SCHEMA_CHANGE", "FOO"],
+        vec![""],
+        vec!["SCHEMA_CHANGE "],
+    ] {
+        let unknown = events.last().expect("an event");
+        let request = Request::Register {
+            events: events.iter().map(|e| e.to_string()).collect(),
+        };
+        assert_eq!(
+            malformed(Version::V4, &request),
+            format!("Invalid value '{unknown}' for Type")
+        );
+    }
+    let request = Request::Register {
+        events: [
+            "schema_change",
+            "Status_Change",
+            "TOPOLOGY_CHANGE",
+            "trace_complete",
+        ]
+        .map(String::from)
+        .to_vec(),
+    };
+    let (op, body) = encode_request(Version::V4, &request);
+    assert_eq!(
+        Request::decode(Version::V4, op, body.freeze()).unwrap(),
+        Request::Register {
+            events: [
+                "SCHEMA_CHANGE",
+                "STATUS_CHANGE",
+                "TOPOLOGY_CHANGE",
+                "TRACE_COMPLETE"
+            ]
+            .map(String::from)
+            .to_vec()
+        }
+    );
+}
+
+#[test]
+fn opcodes_a_client_may_not_send_are_named_as_cassandra_names_them() {
+    let message = |op| match Request::decode(Version::V4, op, Bytes::new()) {
+        Err(ProtocolError::Malformed(m)) => m,
+        other => panic!("{op}: {other:?}"),
+    };
+    assert_eq!(message(0x30), "Unknown opcode 48");
+    assert_eq!(
+        message(opcode::READY),
+        "Wrong protocol direction (expected RESPONSE, got REQUEST) for opcode 2 (READY)"
+    );
+}
+
 // Request bodies written byte by byte from the spec, independent of the test encoder.
 
 fn decode_bytes(version: Version, op: u8, parts: &[&[u8]]) -> Request {
@@ -517,6 +620,24 @@ fn query_parameters_from_spec_bytes() {
     );
     assert!(params.skip_metadata);
     assert_eq!(params.keyspace, None);
+
+    // Cassandra 5.0 reads the keyspace of flag 0x80 in v4 too, and refuses the flag without one.
+    let v4_keyspace: &[&[u8]] = &[&[0, 0, 0, 1], b"q", &[0, 1], &[0x80], &[0, 2, b'k', b's']];
+    let Request::Query { params, .. } = decode_bytes(Version::V4, opcode::QUERY, v4_keyspace)
+    else {
+        panic!("not a query");
+    };
+    assert_eq!(params.keyspace.as_deref(), Some("ks"));
+    let no_keyspace = Bytes::from([&[0, 0, 0, 1][..], b"q", &[0, 1], &[0x80]].concat());
+    assert!(Request::decode(Version::V4, opcode::QUERY, no_keyspace).is_err());
+    let batch_keyspace =
+        Bytes::from([&[1, 0, 0][..], &[0, 1], &[0x80], &[0, 2, b'k', b's']].concat());
+    let Request::Batch(batch) =
+        Request::decode(Version::V4, opcode::BATCH, batch_keyspace).unwrap()
+    else {
+        panic!("not a batch");
+    };
+    assert_eq!(batch.keyspace.as_deref(), Some("ks"));
 }
 
 #[test]
@@ -739,7 +860,7 @@ fn custom_payload_is_skipped_and_tracing_ignored() {
     let (op, body) = encode_request(
         Version::V4,
         &Request::Register {
-            events: vec!["X".into()],
+            events: vec!["SCHEMA_CHANGE".into()],
         },
     );
     let mut with_payload = BytesMut::new();
@@ -759,7 +880,7 @@ fn custom_payload_is_skipped_and_tracing_ignored() {
     assert_eq!(
         Request::decode(frame.version, frame.opcode, frame.body).unwrap(),
         Request::Register {
-            events: vec!["X".into()]
+            events: vec!["SCHEMA_CHANGE".into()]
         }
     );
 }

@@ -523,6 +523,19 @@ impl Connection {
             };
             let version = frame.version;
             let stream = frame.stream;
+            // STARTUP fixes the connection's version; a frame of another is refused (in the
+            // connection's version) before its body is read, as Cassandra refuses it.
+            if let Some(shared) = &self.shared {
+                if version != shared.version {
+                    let message = format!(
+                        "Invalid message version. Got {}/v{0} but previous messages on this connection had version {}/v{1}",
+                        version.number(),
+                        shared.version.number()
+                    );
+                    self.error(shared.version, stream, message);
+                    continue;
+                }
+            }
             match wire::Request::decode(version, frame.opcode, frame.body) {
                 Ok(request) => {
                     self.start(version, stream, request);
@@ -533,14 +546,9 @@ impl Connection {
                         self.write_some(writer);
                     }
                 }
-                Err(e) => {
-                    self.fail(
-                        version,
-                        stream,
-                        wire::ErrorCode::ProtocolError,
-                        e.to_string(),
-                    );
-                }
+                // The frame was read whole, so the stream stays in step: the error answers this
+                // request alone and the connection goes on, as Cassandra's does.
+                Err(e) => self.error(version, stream, e.to_string()),
             }
         }
         started
@@ -558,7 +566,8 @@ impl Connection {
                     return self.error(
                         version,
                         stream,
-                        "Unexpected message STARTUP, the connection is already started".to_string(),
+                        "Unexpected message STARTUP, the connection is already initialized"
+                            .to_string(),
                     );
                 }
                 self.shared = Some(Arc::new(Shared {
@@ -580,11 +589,11 @@ impl Connection {
             }
             other => {
                 let Some(shared) = self.shared.clone() else {
-                    return self.error(
-                        version,
-                        stream,
-                        "Unexpected message, expecting STARTUP or OPTIONS".to_string(),
+                    let message = format!(
+                        "Unexpected message {}, expecting STARTUP or OPTIONS",
+                        wire::frame::opcode::name(other.opcode())
                     );
+                    return self.error(version, stream, message);
                 };
                 if let wire::Request::Register { events } = &other {
                     if events.iter().any(|e| e == "SCHEMA_CHANGE") && self.events_task.is_none() {
@@ -830,6 +839,9 @@ async fn execute(
 ) -> Result<Answer, QueryError> {
     match request {
         wire::Request::Query { query, params } => {
+            if params.page_size == Some(0) {
+                return Ok(zero_page_size());
+            }
             let skip_metadata = params.skip_metadata;
             let mut session = session_snapshot(state);
             let before = session.keyspace.clone();
@@ -865,6 +877,10 @@ async fn execute(
             let prepared = processor
                 .prepared(&id)
                 .ok_or_else(|| QueryError::Unprepared { id: id.to_vec() })?;
+            // After the lookup, as Cassandra checks it: an unknown id is Unprepared first.
+            if params.page_size == Some(0) {
+                return Ok(zero_page_size());
+            }
             let mut skip_metadata = params.skip_metadata;
             // v5: when the client's result metadata is stale (the table changed since it
             // prepared), send the full metadata and its new id instead of skipping it.
@@ -920,6 +936,19 @@ async fn execute(
         wire::Request::Options | wire::Request::Startup(_) | wire::Request::Register { .. } => {
             Err(QueryError::Server("unexpected request".to_string()))
         }
+    }
+}
+
+/// A page size of 0 in QUERY or EXECUTE: Cassandra's protocol error (a negative one means no
+/// paging, and is taken).
+fn zero_page_size() -> Answer {
+    Answer {
+        response: wire::Response::Error(wire::ErrorBody {
+            code: wire::ErrorCode::ProtocolError,
+            message: "The page size cannot be 0".to_string(),
+            extra: wire::ErrorExtra::None,
+        }),
+        warnings: Vec::new(),
     }
 }
 

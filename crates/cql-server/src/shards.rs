@@ -58,6 +58,9 @@ impl Shards {
             let (stop, stopped) = oneshot::channel::<()>();
             let thread = std::thread::Builder::new()
                 .name(format!("helenus-shard-{index}"))
+                // Statements run here, recursing over their trees: the stack they need, set
+                // here rather than left to the default (2 MiB, or RUST_MIN_STACK if set).
+                .stack_size(query::STATEMENT_STACK_SIZE_BYTES)
                 .spawn(move || {
                     // Tasks spawned on a current-thread runtime run only while it is driven:
                     // this thread drives it until told to stop. Dropping the runtime then

@@ -11,6 +11,7 @@
 //! them.
 
 pub mod ast;
+mod depth;
 mod lexer;
 mod markers;
 mod parser;
@@ -18,6 +19,7 @@ mod parser;
 mod tests;
 
 pub use ast::*;
+pub use depth::{expression_depth, term_depth, type_depth};
 pub use lexer::{is_reserved, RESERVED_KEYWORDS};
 pub use markers::{bind_marker_count, bind_markers};
 pub use parser::NATIVE_TYPES;
@@ -30,9 +32,16 @@ use parser::Parser;
 /// have arrived in one QUERY or PREPARE message anyway.
 pub const MAX_STATEMENT_LENGTH_BYTES: usize = 16 * 1024 * 1024;
 
-/// How deeply terms, selectors, types and relations may nest. Bounds the parser's recursion
-/// so hostile input (`((((((...`) gets an error instead of overflowing the stack; real
-/// statements never come close.
+/// How many levels deep any tree the parser builds may go (see `expression_depth`): nested
+/// collection, tuple and user type literals, function arguments, casts, type hints, types,
+/// parenthesised relations, and every link of a chain, since `1+1+...+1` with n operands (or
+/// `a.f[1].g...` with n modifiers) is a tree n levels deep. It bounds the parser's recursion
+/// and every later walk over the tree (marker numbering, type resolution, evaluation, selector
+/// compilation, dropping it), so hostile input (`((((...`, a 1,000-operand sum) gets a syntax
+/// error instead of overflowing a thread's stack. Real statements stay far below it: a sum of
+/// 60 operands or 30 nested list literals still parses. The deepest statements allowed need
+/// about 1 MiB of stack in a debug build (`query::STATEMENT_STACK_SIZE_BYTES`, the stack the
+/// server's threads that run statements get, says how much they have).
 pub const MAX_NESTING_DEPTH: u32 = 64;
 
 /// A syntax error, positioned like ANTLR does it: 1-based line, 0-based column.

@@ -49,7 +49,11 @@ pub(crate) struct Parser<'a> {
     src: &'a str,
     tokens: Vec<Token>,
     pos: usize,
+    /// How many levels of the tree enclose the rule being parsed (see `nested`).
     depth: u32,
+    /// The deepest `depth` any rule reached since the innermost chain being built started an
+    /// operand (see `Chain`): how deep that operand's tree goes.
+    reached: u32,
     /// Markers seen so far; a batch shares one numbering with its statements.
     pub(crate) markers: u32,
 }
@@ -84,6 +88,23 @@ fn punct_name(p: Punct) -> &'static str {
     }
 }
 
+/// A left-deep chain being built (see `Parser::chain`).
+struct Chain {
+    /// `Parser::reached` of the enclosing rule, raised to the chain's own at its end.
+    outer: u32,
+    /// The deepest level the chain built so far reaches: its top node sits at the depth the
+    /// chain started at, each link one level above everything before it.
+    reached: u32,
+}
+
+/// What follows a selector in brackets.
+enum Subscript {
+    /// `[key]`
+    Element(Term),
+    /// `[from..to]`, either bound optional.
+    Slice(Option<Term>, Option<Term>),
+}
+
 impl<'a> Parser<'a> {
     pub(crate) fn new(src: &'a str, tokens: Vec<Token>) -> Self {
         Parser {
@@ -91,6 +112,7 @@ impl<'a> Parser<'a> {
             tokens,
             pos: 0,
             depth: 0,
+            reached: 0,
             markers: 0,
         }
     }
@@ -202,18 +224,66 @@ impl<'a> Parser<'a> {
     }
 
     /// Runs a recursive rule one level deeper, refusing to go past `MAX_NESTING_DEPTH` so that
-    /// hostile input cannot overflow the stack.
+    /// hostile input cannot overflow the stack, here or in any later walk over the tree.
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         if self.depth >= MAX_NESTING_DEPTH {
-            return Err(self.error(format!(
-                "maximum nesting depth ({MAX_NESTING_DEPTH}) exceeded at input '{}'",
-                self.current_text()
-            )));
+            return Err(self.too_deep());
         }
         self.depth += 1;
+        self.reached = self.reached.max(self.depth);
         let result = f(self);
         self.depth -= 1;
         result
+    }
+
+    fn too_deep(&self) -> ParseError {
+        self.error(format!(
+            "maximum nesting depth ({MAX_NESTING_DEPTH}) exceeded at input '{}'",
+            self.current_text()
+        ))
+    }
+
+    /// Starts a left-deep chain (`a + b - c`, `a * b`, `x.f[k]`) with the operand `first`
+    /// parses. The parser builds chains in a loop, not by recursion, but every link puts the
+    /// chain built so far one level deeper in the tree: `1+1+...+1` with n operands is a tree
+    /// n levels deep, which every later walk (marker numbering, type resolution, evaluation,
+    /// dropping the tree) recurses through. So a link counts against `MAX_NESTING_DEPTH` as a
+    /// level of nesting does, which keeps every tree the parser returns within the limit.
+    fn chain<T>(&mut self, first: impl FnOnce(&mut Self) -> Result<T>) -> Result<(T, Chain)> {
+        let outer = std::mem::replace(&mut self.reached, self.depth);
+        let node = first(self)?;
+        Ok((
+            node,
+            Chain {
+                outer,
+                reached: self.reached,
+            },
+        ))
+    }
+
+    /// Parses the next link of `chain` with `link` (the operator, or `.`/`[`, is the current
+    /// token): the chain so far becomes one level deeper, and the new operand's tree hangs one
+    /// level below the link's node.
+    fn link<T>(
+        &mut self,
+        chain: &mut Chain,
+        link: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        if chain.reached >= MAX_NESTING_DEPTH {
+            return Err(self.too_deep());
+        }
+        self.reached = self.depth;
+        let node = link(self)?;
+        chain.reached = chain.reached.max(self.reached) + 1;
+        if chain.reached > MAX_NESTING_DEPTH {
+            return Err(self.too_deep());
+        }
+        Ok(node)
+    }
+
+    /// Ends `chain`: the enclosing rule's tree reaches as deep as the chain does.
+    fn end_chain(&mut self, chain: Chain) {
+        self.reached = chain.outer.max(chain.reached);
     }
 
     // ---------------------------------------------------------------- identifiers
@@ -399,7 +469,7 @@ impl<'a> Parser<'a> {
     /// `term` (`termAddition`).
     pub(crate) fn term(&mut self) -> Result<Term> {
         self.nested(|p| {
-            let mut lhs = p.term_mul()?;
+            let (mut lhs, mut chain) = p.chain(Self::term_mul)?;
             loop {
                 let op = match p.peek() {
                     Tok::Punct(Punct::Plus) => BinaryOp::Add,
@@ -411,14 +481,17 @@ impl<'a> Parser<'a> {
                 if p.is_bare_column_at(1) {
                     break;
                 }
-                p.advance();
-                let rhs = p.term_mul()?;
+                let rhs = p.link(&mut chain, |p| {
+                    p.advance();
+                    p.term_mul()
+                })?;
                 lhs = Term::Binary {
                     op,
                     lhs: Box::new(lhs),
                     rhs: Box::new(rhs),
                 };
             }
+            p.end_chain(chain);
             Ok(lhs)
         })
     }
@@ -431,7 +504,7 @@ impl<'a> Parser<'a> {
     }
 
     fn term_mul(&mut self) -> Result<Term> {
-        let mut lhs = self.term_group()?;
+        let (mut lhs, mut chain) = self.chain(Self::term_group)?;
         loop {
             let op = match self.peek() {
                 Tok::Punct(Punct::Star) => BinaryOp::Mul,
@@ -439,14 +512,17 @@ impl<'a> Parser<'a> {
                 Tok::Punct(Punct::Percent) => BinaryOp::Mod,
                 _ => break,
             };
-            self.advance();
-            let rhs = self.term_group()?;
+            let rhs = self.link(&mut chain, |p| {
+                p.advance();
+                p.term_group()
+            })?;
             lhs = Term::Binary {
                 op,
                 lhs: Box::new(lhs),
                 rhs: Box::new(rhs),
             };
         }
+        self.end_chain(chain);
         Ok(lhs)
     }
 
@@ -900,27 +976,30 @@ impl<'a> Parser<'a> {
     /// `unaliasedSelector` (`selectionAddition`).
     fn selector_expr(&mut self) -> Result<SelectorExpr> {
         self.nested(|p| {
-            let mut lhs = p.selector_mul()?;
+            let (mut lhs, mut chain) = p.chain(Self::selector_mul)?;
             loop {
                 let op = match p.peek() {
                     Tok::Punct(Punct::Plus) => BinaryOp::Add,
                     Tok::Punct(Punct::Minus) => BinaryOp::Sub,
                     _ => break,
                 };
-                p.advance();
-                let rhs = p.selector_mul()?;
+                let rhs = p.link(&mut chain, |p| {
+                    p.advance();
+                    p.selector_mul()
+                })?;
                 lhs = SelectorExpr::Binary {
                     op,
                     lhs: Box::new(lhs),
                     rhs: Box::new(rhs),
                 };
             }
+            p.end_chain(chain);
             Ok(lhs)
         })
     }
 
     fn selector_mul(&mut self) -> Result<SelectorExpr> {
-        let mut lhs = self.selector_group()?;
+        let (mut lhs, mut chain) = self.chain(Self::selector_group)?;
         loop {
             let op = match self.peek() {
                 Tok::Punct(Punct::Star) => BinaryOp::Mul,
@@ -928,14 +1007,17 @@ impl<'a> Parser<'a> {
                 Tok::Punct(Punct::Percent) => BinaryOp::Mod,
                 _ => break,
             };
-            self.advance();
-            let rhs = self.selector_group()?;
+            let rhs = self.link(&mut chain, |p| {
+                p.advance();
+                p.selector_group()
+            })?;
             lhs = SelectorExpr::Binary {
                 op,
                 lhs: Box::new(lhs),
                 rhs: Box::new(rhs),
             };
         }
+        self.end_chain(chain);
         Ok(lhs)
     }
 
@@ -945,47 +1027,62 @@ impl<'a> Parser<'a> {
             if p.accept(Punct::Minus) {
                 return Ok(SelectorExpr::Negate(Box::new(p.selector_group()?)));
             }
-            let base = p.selector_without_field()?;
-            p.selector_modifiers(base)
+            let (base, mut chain) = p.chain(Self::selector_without_field)?;
+            let expr = p.selector_modifiers(base, &mut chain)?;
+            p.end_chain(chain);
+            Ok(expr)
         })
     }
 
-    /// `selectorModifier`: any number of `.field` and `[element]` / `[slice]`.
-    fn selector_modifiers(&mut self, mut expr: SelectorExpr) -> Result<SelectorExpr> {
+    /// `selectorModifier`: any number of `.field` and `[element]` / `[slice]`, each a link of
+    /// `chain`.
+    fn selector_modifiers(
+        &mut self,
+        mut expr: SelectorExpr,
+        chain: &mut Chain,
+    ) -> Result<SelectorExpr> {
         loop {
-            if self.accept(Punct::Dot) {
-                let field = self.ident()?;
+            if self.is_punct(Punct::Dot) {
+                let field = self.link(chain, |p| {
+                    p.advance();
+                    p.ident()
+                })?;
                 expr = SelectorExpr::FieldAccess(Box::new(expr), field);
-            } else if self.accept(Punct::LBracket) {
-                expr = if self.accept(Punct::Range) {
-                    let to = self.term()?;
-                    SelectorExpr::Slice {
+            } else if self.is_punct(Punct::LBracket) {
+                expr = match self.link(chain, Self::element_or_slice)? {
+                    Subscript::Element(key) => SelectorExpr::ElementAccess(Box::new(expr), key),
+                    Subscript::Slice(from, to) => SelectorExpr::Slice {
                         expr: Box::new(expr),
-                        from: None,
-                        to: Some(to),
-                    }
-                } else {
-                    let from = self.term()?;
-                    if self.accept(Punct::Range) {
-                        let to = if self.is_punct(Punct::RBracket) {
-                            None
-                        } else {
-                            Some(self.term()?)
-                        };
-                        SelectorExpr::Slice {
-                            expr: Box::new(expr),
-                            from: Some(from),
-                            to,
-                        }
-                    } else {
-                        SelectorExpr::ElementAccess(Box::new(expr), from)
-                    }
+                        from,
+                        to,
+                    },
                 };
-                self.expect(Punct::RBracket)?;
             } else {
                 return Ok(expr);
             }
         }
+    }
+
+    /// `'[' term ']'` or `'[' term? '..' term? ']'`.
+    fn element_or_slice(&mut self) -> Result<Subscript> {
+        self.expect(Punct::LBracket)?;
+        let subscript = if self.accept(Punct::Range) {
+            Subscript::Slice(None, Some(self.term()?))
+        } else {
+            let from = self.term()?;
+            if self.accept(Punct::Range) {
+                let to = if self.is_punct(Punct::RBracket) {
+                    None
+                } else {
+                    Some(self.term()?)
+                };
+                Subscript::Slice(Some(from), to)
+            } else {
+                Subscript::Element(from)
+            }
+        };
+        self.expect(Punct::RBracket)?;
+        Ok(subscript)
     }
 
     fn selector_list(&mut self, close: Punct) -> Result<Vec<SelectorExpr>> {
@@ -1070,8 +1167,14 @@ impl<'a> Parser<'a> {
                 if self.is_kw(kw) {
                     self.advance();
                     self.advance();
-                    let column = SelectorExpr::Column(self.cident()?);
-                    let inner = Box::new(self.selector_modifiers(column)?);
+                    // The column and its modifiers sit one level below the function.
+                    let inner = Box::new(self.nested(|p| {
+                        let (column, mut chain) =
+                            p.chain(|p| Ok(SelectorExpr::Column(p.cident()?)))?;
+                        let expr = p.selector_modifiers(column, &mut chain)?;
+                        p.end_chain(chain);
+                        Ok(expr)
+                    })?);
                     self.expect(Punct::RParen)?;
                     return Ok(match kw {
                         "writetime" => SelectorExpr::WriteTime(inner),

@@ -9,6 +9,7 @@ use schema::{ColumnKind, Schema, TableMetadata};
 use types::CqlType;
 
 use crate::processor::{BoundValue, BoundValues, ColumnSpec};
+use crate::select::term_functions::Resolver;
 use crate::{select, QueryError};
 
 pub(crate) type Bound = BoundValue;
@@ -120,76 +121,94 @@ pub(crate) fn column<'a>(
 
 /// Walks a term whose expected type is `ty`, recording markers inside it.
 fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &Term) {
-    match t {
-        Term::BindMarker(m) => specs.marker(m, spec(table, name, ty.clone())),
-        Term::List(items) | Term::Set(items) => {
-            let elem = match ty.unfrozen() {
-                CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
-                CqlType::Vector(e, _) => (**e).clone(),
-                _ => return,
-            };
-            for item in items {
-                term(specs, table, &format!("value({name})"), &elem, item);
-            }
-        }
-        Term::Map(entries) => {
-            if let CqlType::Map(k, v) = ty.unfrozen() {
-                for (key, value) in entries {
-                    term(specs, table, &format!("key({name})"), k, key);
-                    term(specs, table, &format!("value({name})"), v, value);
+    let mut walk = TermWalk {
+        specs,
+        table,
+        calls: Resolver::default(),
+    };
+    walk.term(name, ty, t);
+}
+
+/// One term's walk: its calls are resolved once each (`Resolver`), so the walk takes time
+/// linear in the term's size.
+struct TermWalk<'a, 't> {
+    specs: &'a mut Specs,
+    table: &'a TableMetadata,
+    calls: Resolver<'t>,
+}
+
+impl<'t> TermWalk<'_, 't> {
+    fn term(&mut self, name: &str, ty: &CqlType, t: &'t Term) {
+        let table = self.table;
+        match t {
+            Term::BindMarker(m) => self.specs.marker(m, spec(table, name, ty.clone())),
+            Term::List(items) | Term::Set(items) => {
+                let elem = match ty.unfrozen() {
+                    CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
+                    CqlType::Vector(e, _) => (**e).clone(),
+                    _ => return,
+                };
+                for item in items {
+                    self.term(&format!("value({name})"), &elem, item);
                 }
             }
-        }
-        Term::Tuple(items) => {
-            if let CqlType::Tuple(types) = ty.unfrozen() {
-                for (item, ty) in items.iter().zip(types) {
-                    term(specs, table, name, ty, item);
-                }
-            } else if let [item] = &items[..] {
-                // `(x)` for a receiver that is not a tuple is `x` in parentheses.
-                term(specs, table, name, ty, item);
-            }
-        }
-        Term::UserType(fields) => {
-            if let CqlType::Udt(udt) = ty.unfrozen() {
-                for (field, value) in fields {
-                    if let Some((_, fty)) = udt.fields.iter().find(|(n, _)| n == field.as_str()) {
-                        term(
-                            specs,
-                            table,
-                            &format!("{name}.{}", field.as_str()),
-                            fty,
-                            value,
-                        );
+            Term::Map(entries) => {
+                if let CqlType::Map(k, v) = ty.unfrozen() {
+                    for (key, value) in entries {
+                        self.term(&format!("key({name})"), k, key);
+                        self.term(&format!("value({name})"), v, value);
                     }
                 }
             }
-        }
-        Term::TypeHint { term: inner, .. } => term(specs, table, name, ty, inner),
-        Term::FunctionCall { args, .. } if select::term_functions::is_from_json(t) => {
-            // fromJson takes text, whatever the receiver.
-            for (i, arg) in args.iter().enumerate() {
-                let arg_name = format!("arg{i}(system.fromjson)");
-                term(specs, table, &arg_name, &CqlType::Text, arg);
+            Term::Tuple(items) => {
+                if let CqlType::Tuple(types) = ty.unfrozen() {
+                    for (item, ty) in items.iter().zip(types) {
+                        self.term(name, ty, item);
+                    }
+                } else if let [item] = &items[..] {
+                    // `(x)` for a receiver that is not a tuple is `x` in parentheses.
+                    self.term(name, ty, item);
+                }
             }
-        }
-        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
-            // The markers among a call's arguments take the chosen signature's parameter types.
-            match select::term_functions::resolve(t, Some(ty)) {
-                Ok(Some(sig)) => {
-                    let args = select::term_functions::call_arguments(t).unwrap_or_default();
-                    for (i, (arg, param)) in args.into_iter().zip(&sig.args).enumerate() {
-                        let arg_name = select::term_functions::argument_name(&sig, i);
-                        term(specs, table, &arg_name, param, arg);
+            Term::UserType(fields) => {
+                if let CqlType::Udt(udt) = ty.unfrozen() {
+                    for (field, value) in fields {
+                        if let Some((_, fty)) = udt.fields.iter().find(|(n, _)| n == field.as_str())
+                        {
+                            self.term(&format!("{name}.{}", field.as_str()), fty, value);
+                        }
                     }
                 }
-                Ok(None) => {}
-                Err(e) => {
-                    specs.error.get_or_insert(e);
+            }
+            Term::TypeHint { term: inner, .. } => self.term(name, ty, inner),
+            Term::FunctionCall { args, .. } if select::term_functions::is_from_json(t) => {
+                // fromJson takes text, whatever the receiver.
+                for (i, arg) in args.iter().enumerate() {
+                    let arg_name = format!("arg{i}(system.fromjson)");
+                    self.term(&arg_name, &CqlType::Text, arg);
                 }
             }
+            Term::FunctionCall { .. }
+            | Term::Binary { .. }
+            | Term::Negate(_)
+            | Term::Cast { .. } => {
+                // The markers among a call's arguments take the chosen signature's parameter types.
+                match self.calls.resolve(t, Some(ty)) {
+                    Ok(Some(sig)) => {
+                        let args = select::term_functions::call_arguments(t).unwrap_or_default();
+                        for (i, (arg, param)) in args.into_iter().zip(&sig.args).enumerate() {
+                            let arg_name = select::term_functions::argument_name(&sig, i);
+                            self.term(&arg_name, param, arg);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.specs.error.get_or_insert(e);
+                    }
+                }
+            }
+            _ => {}
         }
-        _ => {}
     }
 }
 

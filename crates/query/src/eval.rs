@@ -4,12 +4,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cql_syntax::ast::{Constant, Term};
+use cql_syntax::ast::{Constant, Identifier, Term};
 use types::{CqlType, Literal, Value};
 
 use crate::bind::{marker_value, Bound};
 use crate::processor::BoundValue;
-use crate::select::{functions, term_functions};
+use crate::select::functions;
+use crate::select::term_functions::{self, Resolver};
 use crate::QueryError;
 
 /// A term's value: absent (null), deliberately not set (protocol v4 UNSET), or bytes.
@@ -20,9 +21,10 @@ pub(crate) enum TermValue {
     Value(Vec<u8>),
 }
 
-/// Nesting bound for collection literals (the parser bounds depth too; this keeps evaluation
-/// independent of that).
-const MAX_TERM_DEPTH: usize = 64;
+/// Nesting bound for terms evaluated. The parser already bounds every tree it builds to this
+/// depth; the check keeps evaluation's recursion bounded for terms built elsewhere too (a
+/// selection's literals, `as_term`).
+const MAX_TERM_DEPTH: usize = cql_syntax::MAX_NESTING_DEPTH as usize;
 
 pub(crate) fn literal(c: &Constant) -> Literal {
     match c {
@@ -73,14 +75,26 @@ pub(crate) fn evaluate(
     name: &str,
     values: &[Bound],
 ) -> Result<TermValue, QueryError> {
-    evaluate_at(term, ty, name, values, 0)
+    let mut cx = Eval {
+        values,
+        calls: Resolver::default(),
+    };
+    evaluate_at(term, ty, name, &mut cx, 0)
 }
 
-fn evaluate_at(
-    term: &Term,
+/// What one evaluation of a term carries down its tree.
+struct Eval<'v, 't> {
+    values: &'v [Bound],
+    /// The term's calls, each resolved once (`Resolver`), so an evaluation takes time linear
+    /// in the term's size.
+    calls: Resolver<'t>,
+}
+
+fn evaluate_at<'t>(
+    term: &'t Term,
     ty: &CqlType,
     name: &str,
-    values: &[Bound],
+    cx: &mut Eval<'_, 't>,
     depth: usize,
 ) -> Result<TermValue, QueryError> {
     if depth > MAX_TERM_DEPTH {
@@ -89,111 +103,25 @@ fn evaluate_at(
     let ty_unfrozen = ty.unfrozen();
     match term {
         Term::Null => Ok(TermValue::Null),
-        Term::BindMarker(m) => Ok(match marker_value(m, values)? {
+        Term::BindMarker(m) => Ok(match marker_value(m, cx.values)? {
             BoundValue::Null => TermValue::Null,
             BoundValue::Unset => TermValue::Unset,
             BoundValue::Value(b) => TermValue::Value(b.to_vec()),
         }),
-        Term::Constant(c) => {
-            let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
-                // Cassandra tests the constant's kind against the type first: a kind the type
-                // does not take is refused naming both, a value of the right kind that does
-                // not parse in the type's own words.
-                if functions::literal_assignment(c, ty) != functions::Assignment::NotAssignable {
-                    if let Some(message) = parse_failure(ty_unfrozen, c) {
-                        return QueryError::Invalid(message);
-                    }
-                    return QueryError::Invalid(e.to_string());
-                }
-                // Cassandra prints a string constant here without its quotes.
-                let text = match c {
-                    Constant::String(s) => s.clone(),
-                    other => constant_text(other),
-                };
-                QueryError::Invalid(format!(
-                    "Invalid {} constant ({text}) for \"{name}\" of type {ty}{}",
-                    constant_kind(c),
-                    detail(&e.to_string())
-                ))
-            })?;
-            let mut out = Vec::new();
-            value.encode(&mut out);
-            Ok(TermValue::Value(out))
-        }
-        Term::List(items) => match ty_unfrozen {
-            CqlType::List(elem) => Ok(TermValue::Value(encode_elements(
-                items, elem, name, values, depth, false,
-            )?)),
-            CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
-                items, elem, name, values, depth, true,
-            )?)),
-            CqlType::Vector(elem, dimension) => {
-                if items.len() != *dimension as usize {
-                    return Err(QueryError::Invalid(format!(
-                        "Invalid vector literal for {name} of type {ty}; expected {dimension} elements, but given {}",
-                        items.len()
-                    )));
-                }
-                let mut decoded = Vec::with_capacity(items.len());
-                for item in items {
-                    match evaluate_at(item, elem, name, values, depth + 1)? {
-                        TermValue::Value(b) => decoded.push(Value::decode(elem, &b)?),
-                        _ => {
-                            return Err(QueryError::Invalid(
-                                "null is not supported inside vectors".to_string(),
-                            ))
-                        }
-                    }
-                }
-                let mut out = Vec::new();
-                Value::Vector(decoded).encode(&mut out);
-                Ok(TermValue::Value(out))
-            }
-            _ => Err(type_mismatch("list literal", name, ty)),
-        },
+        Term::Constant(c) => constant(c, ty, name),
+        Term::List(items) => list_literal(items, ty, name, cx, depth),
         Term::Set(items) => match ty_unfrozen {
             CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
-                items, elem, name, values, depth, true,
+                items, elem, name, cx, depth, true,
             )?)),
             // `{}` is an empty set or an empty map, depending on the receiver.
             CqlType::Map(_, _) if items.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
             _ => Err(type_mismatch("set literal", name, ty)),
         },
-        Term::Map(entries) => match ty_unfrozen {
-            CqlType::Map(kt, vt) => {
-                let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries.len());
-                for (k, v) in entries {
-                    let k = non_null(evaluate_at(k, kt, name, values, depth + 1)?, "map keys")?;
-                    let v = non_null(evaluate_at(v, vt, name, values, depth + 1)?, "map values")?;
-                    pairs.push((k, v));
-                }
-                pairs.sort_by(|a, b| types::compare(kt, &a.0, &b.0));
-                pairs.dedup_by(|later, earlier| {
-                    if types::compare(kt, &later.0, &earlier.0).is_eq() {
-                        // The last occurrence of a key wins, as in Cassandra.
-                        std::mem::swap(&mut earlier.1, &mut later.1);
-                        true
-                    } else {
-                        false
-                    }
-                });
-                let mut out = Vec::new();
-                out.extend_from_slice(&(pairs.len() as i32).to_be_bytes());
-                for (k, v) in pairs {
-                    out.extend_from_slice(&(k.len() as i32).to_be_bytes());
-                    out.extend_from_slice(&k);
-                    out.extend_from_slice(&(v.len() as i32).to_be_bytes());
-                    out.extend_from_slice(&v);
-                }
-                Ok(TermValue::Value(out))
-            }
-            CqlType::Udt(_) if entries.is_empty() => Ok(TermValue::Value(Vec::new())),
-            CqlType::Set(_) if entries.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
-            _ => Err(type_mismatch("map literal", name, ty)),
-        },
+        Term::Map(entries) => map_literal(entries, ty, name, cx, depth),
         // `(x)` for a receiver that is not a tuple is `x` in parentheses (`-(1)`).
         Term::Tuple(items) if items.len() == 1 && !matches!(ty_unfrozen, CqlType::Tuple(_)) => {
-            evaluate_at(&items[0], ty, name, values, depth + 1)
+            evaluate_at(&items[0], ty, name, cx, depth + 1)
         }
         Term::Tuple(items) => match ty_unfrozen {
             CqlType::Tuple(types) => {
@@ -206,87 +134,210 @@ fn evaluate_at(
                 }
                 let mut out = Vec::new();
                 for (item, ty) in items.iter().zip(types) {
-                    write_optional(&mut out, evaluate_at(item, ty, name, values, depth + 1)?);
+                    write_optional(&mut out, evaluate_at(item, ty, name, cx, depth + 1)?);
                 }
                 Ok(TermValue::Value(out))
             }
             _ => Err(type_mismatch("tuple literal", name, ty)),
         },
-        Term::UserType(fields) => match ty_unfrozen {
-            CqlType::Udt(udt) => {
-                for (field, _) in fields {
-                    if !udt.fields.iter().any(|(n, _)| n == field.as_str()) {
+        Term::UserType(fields) => user_type_literal(fields, ty, name, cx, depth),
+        Term::TypeHint { term, .. } => evaluate_at(term, ty, name, cx, depth + 1),
+        Term::FunctionCall { args, .. } if term_functions::is_from_json(term) => {
+            from_json(args, ty, name, cx, depth)
+        }
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
+            call(term, ty, name, cx, depth)
+        }
+    }
+}
+
+/// A constant as a value of `ty`, with Cassandra's messages for one that is not.
+fn constant(c: &Constant, ty: &CqlType, name: &str) -> Result<TermValue, QueryError> {
+    let ty_unfrozen = ty.unfrozen();
+    let value = Value::from_literal(ty_unfrozen, &literal(c)).map_err(|e| {
+        // Cassandra tests the constant's kind against the type first: a kind the type
+        // does not take is refused naming both, a value of the right kind that does
+        // not parse in the type's own words.
+        if functions::literal_assignment(c, ty) != functions::Assignment::NotAssignable {
+            if let Some(message) = parse_failure(ty_unfrozen, c) {
+                return QueryError::Invalid(message);
+            }
+            return QueryError::Invalid(e.to_string());
+        }
+        // Cassandra prints a string constant here without its quotes.
+        let text = match c {
+            Constant::String(s) => s.clone(),
+            other => constant_text(other),
+        };
+        QueryError::Invalid(format!(
+            "Invalid {} constant ({text}) for \"{name}\" of type {ty}{}",
+            constant_kind(c),
+            detail(&e.to_string())
+        ))
+    })?;
+    let mut out = Vec::new();
+    value.encode(&mut out);
+    Ok(TermValue::Value(out))
+}
+
+/// A list literal as a value of `ty` (a list, a set or a vector).
+fn list_literal<'t>(
+    items: &'t [Term],
+    ty: &CqlType,
+    name: &str,
+    cx: &mut Eval<'_, 't>,
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    match ty.unfrozen() {
+        CqlType::List(elem) => Ok(TermValue::Value(encode_elements(
+            items, elem, name, cx, depth, false,
+        )?)),
+        CqlType::Set(elem) => Ok(TermValue::Value(encode_elements(
+            items, elem, name, cx, depth, true,
+        )?)),
+        CqlType::Vector(elem, dimension) => {
+            if items.len() != *dimension as usize {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid vector literal for {name} of type {ty}; expected {dimension} elements, but given {}",
+                    items.len()
+                )));
+            }
+            let mut decoded = Vec::with_capacity(items.len());
+            for item in items {
+                match evaluate_at(item, elem, name, cx, depth + 1)? {
+                    TermValue::Value(b) => decoded.push(Value::decode(elem, &b)?),
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "null is not supported inside vectors".to_string(),
+                        ))
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            Value::Vector(decoded).encode(&mut out);
+            Ok(TermValue::Value(out))
+        }
+        _ => Err(type_mismatch("list literal", name, ty)),
+    }
+}
+
+/// A map literal as a value of `ty` (a map, or an empty set or user type).
+fn map_literal<'t>(
+    entries: &'t [(Term, Term)],
+    ty: &CqlType,
+    name: &str,
+    cx: &mut Eval<'_, 't>,
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    match ty.unfrozen() {
+        CqlType::Map(kt, vt) => {
+            let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                let k = non_null(evaluate_at(k, kt, name, cx, depth + 1)?, "map keys")?;
+                let v = non_null(evaluate_at(v, vt, name, cx, depth + 1)?, "map values")?;
+                pairs.push((k, v));
+            }
+            pairs.sort_by(|a, b| types::compare(kt, &a.0, &b.0));
+            pairs.dedup_by(|later, earlier| {
+                if types::compare(kt, &later.0, &earlier.0).is_eq() {
+                    // The last occurrence of a key wins, as in Cassandra.
+                    std::mem::swap(&mut earlier.1, &mut later.1);
+                    true
+                } else {
+                    false
+                }
+            });
+            let mut out = Vec::new();
+            out.extend_from_slice(&(pairs.len() as i32).to_be_bytes());
+            for (k, v) in pairs {
+                out.extend_from_slice(&(k.len() as i32).to_be_bytes());
+                out.extend_from_slice(&k);
+                out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                out.extend_from_slice(&v);
+            }
+            Ok(TermValue::Value(out))
+        }
+        CqlType::Udt(_) if entries.is_empty() => Ok(TermValue::Value(Vec::new())),
+        CqlType::Set(_) if entries.is_empty() => Ok(TermValue::Value(vec![0, 0, 0, 0])),
+        _ => Err(type_mismatch("map literal", name, ty)),
+    }
+}
+
+/// A user type literal as a value of `ty`.
+fn user_type_literal<'t>(
+    fields: &'t [(Identifier, Term)],
+    ty: &CqlType,
+    name: &str,
+    cx: &mut Eval<'_, 't>,
+    depth: usize,
+) -> Result<TermValue, QueryError> {
+    match ty.unfrozen() {
+        CqlType::Udt(udt) => {
+            for (field, _) in fields {
+                if !udt.fields.iter().any(|(n, _)| n == field.as_str()) {
+                    return Err(QueryError::Invalid(format!(
+                        "Unknown field '{}' in value of user defined type {}",
+                        field.as_str(),
+                        udt.name
+                    )));
+                }
+            }
+            // Cassandra's test before evaluating: a constant that cannot be the field's
+            // type is refused in the literal's words.
+            for (field, t) in fields {
+                let fty = udt.fields.iter().find(|(n, _)| n == field.as_str());
+                if let (Term::Constant(c), Some((_, fty))) = (t, fty) {
+                    let assignment = functions::literal_assignment(c, fty);
+                    if assignment == functions::Assignment::NotAssignable {
                         return Err(QueryError::Invalid(format!(
-                            "Unknown field '{}' in value of user defined type {}",
-                            field.as_str(),
-                            udt.name
+                            "Invalid user type literal for {name}: field {} is not of type {fty}",
+                            field.as_str()
                         )));
                     }
                 }
-                // Cassandra's test before evaluating: a constant that cannot be the field's
-                // type is refused in the literal's words.
-                for (field, t) in fields {
-                    let fty = udt.fields.iter().find(|(n, _)| n == field.as_str());
-                    if let (Term::Constant(c), Some((_, fty))) = (t, fty) {
-                        let assignment = functions::literal_assignment(c, fty);
-                        if assignment == functions::Assignment::NotAssignable {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid user type literal for {name}: field {} is not of type {fty}",
-                                field.as_str()
-                            )));
-                        }
-                    }
-                }
-                let mut out = Vec::new();
-                for (fname, fty) in &udt.fields {
-                    let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {
-                        Some((_, t)) => evaluate_at(t, fty, fname, values, depth + 1)?,
-                        None => TermValue::Null,
-                    };
-                    write_optional(&mut out, value);
-                }
-                Ok(TermValue::Value(out))
             }
-            _ => Err(type_mismatch("user type literal", name, ty)),
-        },
-        Term::TypeHint { term, .. } => evaluate_at(term, ty, name, values, depth + 1),
-        Term::FunctionCall { args, .. } if term_functions::is_from_json(term) => {
-            from_json(args, ty, name, values, depth)
+            let mut out = Vec::new();
+            for (fname, fty) in &udt.fields {
+                let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {
+                    Some((_, t)) => evaluate_at(t, fty, fname, cx, depth + 1)?,
+                    None => TermValue::Null,
+                };
+                write_optional(&mut out, value);
+            }
+            Ok(TermValue::Value(out))
         }
-        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
-            call(term, ty, name, values, depth)
-        }
+        _ => Err(type_mismatch("user type literal", name, ty)),
     }
 }
 
 /// A function call or operation in a term: resolved for the receiver's type, its arguments
 /// evaluated as the chosen signature's parameters, then run as in a selection.
-fn call(
-    term: &Term,
+fn call<'t>(
+    term: &'t Term,
     ty: &CqlType,
     name: &str,
-    values: &[Bound],
+    cx: &mut Eval<'_, 't>,
     depth: usize,
 ) -> Result<TermValue, QueryError> {
-    let sig = term_functions::resolve(term, Some(ty))?
+    let sig = cx
+        .calls
+        .resolve(term, Some(ty))?
         .ok_or_else(|| QueryError::Server("a call term expected".to_string()))?;
     term_functions::check_result(&sig, name, ty)?;
     let args = term_functions::call_arguments(term).unwrap_or_default();
     let mut evaluated = Vec::with_capacity(args.len());
     for (i, (arg, param)) in args.iter().zip(&sig.args).enumerate() {
         let arg_name = term_functions::argument_name(&sig, i);
-        evaluated.push(
-            match evaluate_at(arg, param, &arg_name, values, depth + 1)? {
-                TermValue::Value(b) => Some(b),
-                TermValue::Null => None,
-                TermValue::Unset => {
-                    return Err(QueryError::Invalid(format!(
-                        "Invalid unset value for argument in call to function system.{}",
-                        sig.name
-                    )))
-                }
-            },
-        );
+        evaluated.push(match evaluate_at(arg, param, &arg_name, cx, depth + 1)? {
+            TermValue::Value(b) => Some(b),
+            TermValue::Null => None,
+            TermValue::Unset => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid unset value for argument in call to function system.{}",
+                    sig.name
+                )))
+            }
+        });
     }
     Ok(match functions::call(&sig, &evaluated)? {
         Some(b) => TermValue::Value(b),
@@ -365,18 +416,18 @@ fn write_optional(out: &mut Vec<u8>, v: TermValue) {
 
 /// Serialises list/set elements ([int] count, then [int]-length-prefixed elements); sets are
 /// sorted by the element type's order and deduplicated, as Cassandra stores them.
-fn encode_elements(
-    items: &[Term],
+fn encode_elements<'t>(
+    items: &'t [Term],
     elem: &CqlType,
     name: &str,
-    values: &[Bound],
+    cx: &mut Eval<'_, 't>,
     depth: usize,
     is_set: bool,
 ) -> Result<Vec<u8>, QueryError> {
     let mut encoded = Vec::with_capacity(items.len());
     for item in items {
         encoded.push(non_null(
-            evaluate_at(item, elem, name, values, depth + 1)?,
+            evaluate_at(item, elem, name, cx, depth + 1)?,
             if is_set { "sets" } else { "lists" },
         )?);
     }
@@ -397,11 +448,11 @@ fn encode_elements(
 /// (`types::json`), as Cassandra's `FromJsonFct` reads it. JSON `null` (or a null argument) is
 /// null. JSON that does not parse, or does not fit the type, fails the function at execution:
 /// a FUNCTION_FAILURE, as in Cassandra.
-fn from_json(
-    args: &[Term],
+fn from_json<'t>(
+    args: &'t [Term],
     ty: &CqlType,
     name: &str,
-    values: &[Bound],
+    cx: &mut Eval<'_, 't>,
     depth: usize,
 ) -> Result<TermValue, QueryError> {
     const FUNCTION: &str = "fromjson";
@@ -423,7 +474,7 @@ fn from_json(
             "Type error: cannot assign result of function system.{FUNCTION} (type counter) to {name} (type counter)"
         )));
     }
-    let text = match evaluate_at(&args[0], &CqlType::Text, name, values, depth + 1)? {
+    let text = match evaluate_at(&args[0], &CqlType::Text, name, cx, depth + 1)? {
         TermValue::Value(b) => String::from_utf8(b).map_err(|_| {
             QueryError::Invalid(format!(
                 "Invalid argument for function system.{FUNCTION}: not valid UTF-8"

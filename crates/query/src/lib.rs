@@ -29,3 +29,12 @@ pub use processor::{
     SchemaChangeTarget, Session, StatementKind,
 };
 pub use warnings::{BatchThresholds, DEFAULT_TOMBSTONE_WARN_THRESHOLD};
+
+/// The stack a thread that runs statements must have (`cql_server`'s shards do). Analysing and
+/// executing a statement recurses once per level of its trees, which the parser bounds to
+/// `cql_syntax::MAX_NESTING_DEPTH`; the deepest statements it accepts need up to 1.1 MiB in
+/// a debug build (a 63-operand selector sum; terms and types about 0.6 MiB), much less in a
+/// release build. 8 MiB (Linux's default for a main thread) leaves a margin of seven; only
+/// the pages a thread touches take memory. `tests/depth.rs` runs the deepest statements
+/// within a quarter of it.
+pub const STATEMENT_STACK_SIZE_BYTES: usize = 8 * 1024 * 1024;

@@ -1,6 +1,7 @@
 //! Feeds arbitrary bytes through `FrameCodec::decode` in every framing mode, and every decoded
 //! frame (plus the raw input as a body) through `Request::decode`. Run with
-//! `cargo +nightly fuzz run frame_decoder` from `crates/cql-protocol`.
+//! `cargo +nightly fuzz run frame_decoder` from `crates/cql-protocol` (see the README's
+//! Fuzzing section for the budgets). Each input runs on a thread of `budget::STACK_SIZE_BYTES`.
 
 #![no_main]
 
@@ -8,10 +9,18 @@ use bytes::{Bytes, BytesMut};
 use cql_protocol::{Compression, FrameCodec, Request, Version};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../../cql-syntax/fuzz/budget.rs"]
+mod budget;
+
 /// Small enough that length checks are exercised, large enough for real frames.
 const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
 fuzz_target!(|data: &[u8]| {
+    let data = data.to_vec();
+    budget::run(move || decode(&data));
+});
+
+fn decode(data: &[u8]) {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
@@ -46,4 +55,4 @@ fuzz_target!(|data: &[u8]| {
         }
         buf.extend_from_slice(chunk);
     }
-});
+}

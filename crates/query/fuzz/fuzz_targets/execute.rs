@@ -3,7 +3,8 @@
 //! returns a result or an error. The processor is shared across inputs and starts with a
 //! keyspace, a user type and tables of many shapes, so fuzzed statements reach reads, writes,
 //! DDL and the system tables, not only the parser; state the fuzzer creates persists and is
-//! bounded by dropping everything every few thousand inputs.
+//! bounded by dropping everything every few thousand inputs. Each input runs on a thread of
+//! `budget::STACK_SIZE_BYTES`, a quarter of the stack the node's shards run statements on.
 #![no_main]
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -13,6 +14,12 @@ use coordinator::{Coordinator, LocalReplica, Ring};
 use libfuzzer_sys::fuzz_target;
 use query::{NodeInfo, QueryOptions, QueryProcessor, Session};
 use storage::{Durability, MemoryEngine};
+
+#[path = "../../../cql-syntax/fuzz/budget.rs"]
+mod budget;
+
+// What budget.rs says of the shards' stack stays true.
+const _: () = assert!(budget::STACK_SIZE_BYTES == query::STATEMENT_STACK_SIZE_BYTES / 4);
 
 const SETUP: &[&str] = &[
     "CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
@@ -92,6 +99,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    let text = text.to_string();
+    budget::run(move || execute(&text));
+});
+
+fn execute(text: &str) {
     let mut state = state().lock().unwrap_or_else(|p| p.into_inner());
     state.runs += 1;
     if state.runs % RESET_EVERY == 0 {
@@ -107,4 +119,4 @@ fuzz_target!(|data: &[u8]| {
         QueryOptions::default(),
         &mut session,
     ));
-});
+}

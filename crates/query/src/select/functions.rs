@@ -534,9 +534,7 @@ pub(crate) fn literal_assignment(c: &Constant, receiver: &CqlType) -> Assignment
 /// How well an argument fits a parameter of type `receiver`.
 pub(crate) fn test_assignment(arg: &ArgKind, receiver: &CqlType) -> Assignment {
     match arg {
-        ArgKind::Typed(t) if same_type(t, receiver) => Assignment::ExactMatch,
-        ArgKind::Typed(t) if value_compatible(receiver, t) => Assignment::WeaklyAssignable,
-        ArgKind::Typed(_) => Assignment::NotAssignable,
+        ArgKind::Typed(t) => typed_assignment(t, receiver),
         ArgKind::Literal(c) => literal_assignment(c, receiver),
         ArgKind::Any => {
             if receiver.is_counter() {
@@ -564,17 +562,27 @@ pub(crate) fn test_assignment(arg: &ArgKind, receiver: &CqlType) -> Assignment {
     }
 }
 
+/// `test_assignment` of a value of type `t`.
+fn typed_assignment(t: &CqlType, receiver: &CqlType) -> Assignment {
+    if same_type(t, receiver) {
+        Assignment::ExactMatch
+    } else if value_compatible(receiver, t) {
+        Assignment::WeaklyAssignable
+    } else {
+        Assignment::NotAssignable
+    }
+}
+
 /// Picks the signature `args` call, as Cassandra's `FunctionResolver` does: a single candidate
 /// must accept every argument; otherwise an exact match wins, then a single compatible one.
 /// `called` is the function name as written, `arg_texts` the arguments' text (for errors).
 pub(crate) fn resolve(
     called: &str,
-    candidates: Vec<Signature>,
+    candidates: &[Signature],
     args: &[ArgKind],
     arg_texts: &[String],
 ) -> Result<Signature, QueryError> {
-    if candidates.len() == 1 {
-        let sig = candidates.into_iter().next().expect("one candidate");
+    if let [sig] = candidates {
         if sig.args.len() != args.len() {
             return Err(QueryError::Invalid(format!(
                 "Invalid number of arguments in call to function system.{}: {} required but {} provided",
@@ -591,36 +599,38 @@ pub(crate) fn resolve(
                 )));
             }
         }
-        return Ok(sig);
+        return Ok(sig.clone());
     }
-    let list = |sigs: &[Signature]| {
-        sigs.iter()
-            .map(Signature::describe)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match pick(&candidates, args) {
+    match pick(candidates, args) {
         Ok(sig) => Ok(sig),
         Err(compatible) if compatible.is_empty() => Err(QueryError::Invalid(format!(
             "Invalid call to function {called}, none of its type signatures match (known type signatures: {})",
-            list(&candidates)
+            describe_all(candidates)
         ))),
         Err(compatible) => Err(QueryError::Invalid(format!(
             "Ambiguous call to function {called} (can be matched by following signatures: {}): use type casts to disambiguate",
-            list(&compatible)
+            describe_all(compatible)
         ))),
     }
+}
+
+/// The signatures as errors list them.
+fn describe_all<'s>(sigs: impl IntoIterator<Item = &'s Signature>) -> String {
+    sigs.into_iter()
+        .map(Signature::describe)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Picks the operator signature (`_add`, `_substract`...) two operands call, with Cassandra's
 /// messages for operations.
 pub(crate) fn resolve_operation(
     symbol: char,
-    candidates: Vec<Signature>,
+    candidates: &[Signature],
     args: &[ArgKind],
     arg_texts: &[String],
 ) -> Result<Signature, QueryError> {
-    match pick(&candidates, args) {
+    match pick(candidates, args) {
         Ok(sig) => Ok(sig),
         Err(compatible) if compatible.is_empty() => Err(QueryError::Invalid(format!(
             "the '{symbol}' operation is not supported between {} and {}",
@@ -649,7 +659,7 @@ pub(crate) enum CallKind {
 /// operands are both the receiver's type (`INSERT ... VALUES (5 + 1)` into a bigint).
 pub(crate) fn resolve_for_receiver(
     called: &str,
-    candidates: Vec<Signature>,
+    candidates: &[Signature],
     args: &[ArgKind],
     arg_texts: &[String],
     receiver: Option<&CqlType>,
@@ -659,26 +669,13 @@ pub(crate) fn resolve_for_receiver(
     if candidates.len() == 1 {
         return resolve(called, candidates, args, arg_texts);
     }
-    let fits_receiver = |sig: &Signature| {
-        receiver.is_none_or(|r| {
-            test_assignment(&ArgKind::Typed(sig.ret.clone()), r) != Assignment::NotAssignable
-        })
-    };
-    let fitting: Vec<Signature> = candidates
-        .iter()
-        .filter(|s| fits_receiver(s))
-        .cloned()
-        .collect();
+    let fitting = candidates.iter().filter(|sig| {
+        receiver.is_none_or(|r| typed_assignment(&sig.ret, r) != Assignment::NotAssignable)
+    });
     // None compatible, or several (ambiguous) from here on.
-    let compatible = match pick(&fitting, args) {
+    let compatible = match pick(fitting, args) {
         Ok(sig) => return Ok(sig),
         Err(compatible) => compatible,
-    };
-    let list = |sigs: &[Signature]| {
-        sigs.iter()
-            .map(Signature::describe)
-            .collect::<Vec<_>>()
-            .join(", ")
     };
     match (compatible.len(), kind) {
         (0, CallKind::Operation(symbol)) => Err(QueryError::Invalid(format!(
@@ -687,7 +684,7 @@ pub(crate) fn resolve_for_receiver(
         ))),
         (0, _) => Err(QueryError::Invalid(format!(
             "Invalid call to function {called}, none of its type signatures match (known type signatures: {})",
-            list(&candidates)
+            describe_all(candidates)
         ))),
         (_, CallKind::Operation(symbol)) => {
             if let (Some(r), false) = (receiver, has_markers) {
@@ -695,7 +692,7 @@ pub(crate) fn resolve_for_receiver(
                     .iter()
                     .find(|s| s.args.iter().all(|a| same_type(a, r)))
                 {
-                    return Ok(sig.clone());
+                    return Ok((*sig).clone());
                 }
             }
             Err(QueryError::Invalid(format!(
@@ -708,14 +705,18 @@ pub(crate) fn resolve_for_receiver(
         )),
         (_, CallKind::Function) => Err(QueryError::Invalid(format!(
             "Ambiguous call to function {called} (can be matched by following signatures: {}): use type casts to disambiguate",
-            list(&compatible)
+            describe_all(compatible)
         ))),
     }
 }
 
 /// The exact match among `candidates` if there is one, else the single compatible one; else
-/// every compatible candidate (none, or several: ambiguous).
-fn pick(candidates: &[Signature], args: &[ArgKind]) -> Result<Signature, Vec<Signature>> {
+/// every compatible candidate (none, or several: ambiguous). Only the one chosen is copied:
+/// an operator has some ninety candidates, and every operation of a term is resolved.
+fn pick<'s>(
+    candidates: impl IntoIterator<Item = &'s Signature>,
+    args: &[ArgKind],
+) -> Result<Signature, Vec<&'s Signature>> {
     let mut compatible = Vec::new();
     for sig in candidates {
         if sig.args.len() != args.len() {
@@ -729,12 +730,12 @@ fn pick(candidates: &[Signature], args: &[ArgKind]) -> Result<Signature, Vec<Sig
             .unwrap_or(Assignment::ExactMatch);
         match worst {
             Assignment::ExactMatch => return Ok(sig.clone()),
-            Assignment::WeaklyAssignable => compatible.push(sig.clone()),
+            Assignment::WeaklyAssignable => compatible.push(sig),
             Assignment::NotAssignable => {}
         }
     }
-    if compatible.len() == 1 {
-        return Ok(compatible.remove(0));
+    if let [sig] = compatible[..] {
+        return Ok(sig.clone());
     }
     Err(compatible)
 }
@@ -1097,7 +1098,7 @@ mod tests {
         // toDate(timestamp column): exact match among two candidates.
         let s = resolve(
             "todate",
-            sig("todate"),
+            &sig("todate"),
             &[ArgKind::Typed(CqlType::Timestamp)],
             &text(&["ts"]),
         )
@@ -1106,7 +1107,7 @@ mod tests {
         // A bigint is weakly assignable to a timestamp.
         let s = resolve(
             "todate",
-            sig("todate"),
+            &sig("todate"),
             &[ArgKind::Typed(CqlType::Bigint)],
             &text(&["b"]),
         )
@@ -1115,7 +1116,7 @@ mod tests {
         // An integer literal fits both date and timestamp: ambiguous.
         let err = resolve(
             "tounixtimestamp",
-            sig("tounixtimestamp"),
+            &sig("tounixtimestamp"),
             &[ArgKind::Literal(Constant::Integer("1".into()))],
             &text(&["1"]),
         )
@@ -1125,7 +1126,7 @@ mod tests {
             .starts_with("Ambiguous call to function tounixtimestamp"));
         let err = resolve(
             "intasblob",
-            sig("intasblob"),
+            &sig("intasblob"),
             &[ArgKind::Typed(CqlType::Bigint)],
             &text(&["b"]),
         )
@@ -1134,7 +1135,7 @@ mod tests {
             err.to_string(),
             "Type error: b cannot be passed as argument 0 of function system.intasblob of type int"
         );
-        let err = resolve("now", sig("now"), &[ArgKind::Any], &text(&["1"])).expect_err("arity");
+        let err = resolve("now", &sig("now"), &[ArgKind::Any], &text(&["1"])).expect_err("arity");
         assert_eq!(
             err.to_string(),
             "Invalid number of arguments in call to function system.now: 0 required but 1 provided"

@@ -7,6 +7,8 @@
 //! (exact sums and products, quotients to at least 32 decimal places, rounded half-up, with
 //! trailing zeros stripped).
 
+use std::sync::OnceLock;
+
 use cql_syntax::ast::BinaryOp;
 use num_bigint::{BigInt, Sign};
 use types::temporal::{civil_from_days, days_from_civil, days_in_month, MILLIS_PER_DAY};
@@ -98,8 +100,31 @@ fn result_type(left: &CqlType, right: &CqlType) -> CqlType {
     }
 }
 
-/// Every signature of the operator `op`.
-pub(crate) fn signatures(op: BinaryOp) -> Vec<Signature> {
+/// Every signature of the operator `op`, made once: every operation of every term looks at
+/// them, and an operator has some ninety.
+pub(crate) fn signatures(op: BinaryOp) -> &'static [Signature] {
+    static SIGNATURES: OnceLock<[Vec<Signature>; 5]> = OnceLock::new();
+    let all = SIGNATURES.get_or_init(|| {
+        [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Mod,
+        ]
+        .map(make_signatures)
+    });
+    let index = match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Sub => 1,
+        BinaryOp::Mul => 2,
+        BinaryOp::Div => 3,
+        BinaryOp::Mod => 4,
+    };
+    &all[index]
+}
+
+fn make_signatures(op: BinaryOp) -> Vec<Signature> {
     let name = function_name(op);
     let mut out = Vec::new();
     let mut push = |left: CqlType, right: CqlType, result: CqlType| {
@@ -133,8 +158,13 @@ pub(crate) fn signatures(op: BinaryOp) -> Vec<Signature> {
     out
 }
 
-/// The signatures of unary minus.
-pub(crate) fn negation_signatures() -> Vec<Signature> {
+/// The signatures of unary minus, made once.
+pub(crate) fn negation_signatures() -> &'static [Signature] {
+    static SIGNATURES: OnceLock<Vec<Signature>> = OnceLock::new();
+    SIGNATURES.get_or_init(make_negation_signatures)
+}
+
+fn make_negation_signatures() -> Vec<Signature> {
     NUMERIC
         .iter()
         .map(|t| Signature {

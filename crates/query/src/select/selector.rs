@@ -265,54 +265,99 @@ fn last_plain_uses(outputs: &[Expr]) -> Vec<bool> {
 
 /// The text Cassandra shows for a term (`Term.Raw.getText()`), used in result column names.
 pub(crate) fn term_text(t: &Term) -> String {
-    let join = |items: &[Term]| items.iter().map(term_text).collect::<Vec<_>>().join(", ");
+    let mut out = String::new();
+    write_term_text(t, &mut out);
+    out
+}
+
+/// `term_text` into `out`: one buffer for the whole tree, so the text of a term costs time
+/// linear in its size (formatting each level's own string copied every level below it).
+fn write_term_text(t: &Term, out: &mut String) {
+    fn join<T>(out: &mut String, items: &[T], mut one: impl FnMut(&mut String, &T)) {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            one(out, item);
+        }
+    }
+    let terms =
+        |out: &mut String, items: &[Term]| join(out, items, |out, t| write_term_text(t, out));
     match t {
-        Term::Constant(c) => constant_text(c),
-        Term::Null => "NULL".to_string(),
-        Term::BindMarker(_) => "?".to_string(),
-        Term::List(items) => format!("[{}]", join(items)),
-        Term::Set(items) => format!("{{{}}}", join(items)),
-        Term::Tuple(items) => format!("({})", join(items)),
-        Term::Map(entries) => format!(
-            "{{{}}}",
-            entries
-                .iter()
-                .map(|(k, v)| format!("{}: {}", term_text(k), term_text(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Term::UserType(fields) => format!(
-            "{{{}}}",
-            fields
-                .iter()
-                .map(|(k, v)| format!("{}: {}", k, term_text(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Term::Constant(c) => out.push_str(&constant_text(c)),
+        Term::Null => out.push_str("NULL"),
+        Term::BindMarker(_) => out.push('?'),
+        Term::List(items) => {
+            out.push('[');
+            terms(out, items);
+            out.push(']');
+        }
+        Term::Set(items) => {
+            out.push('{');
+            terms(out, items);
+            out.push('}');
+        }
+        Term::Tuple(items) => {
+            out.push('(');
+            terms(out, items);
+            out.push(')');
+        }
+        Term::Map(entries) => {
+            out.push('{');
+            join(out, entries, |out, (k, v)| {
+                write_term_text(k, out);
+                out.push_str(": ");
+                write_term_text(v, out);
+            });
+            out.push('}');
+        }
+        Term::UserType(fields) => {
+            out.push('{');
+            join(out, fields, |out, (k, v)| {
+                out.push_str(&k.to_string());
+                out.push_str(": ");
+                write_term_text(v, out);
+            });
+            out.push('}');
+        }
         Term::FunctionCall {
             keyspace,
             name,
             args,
         } => {
-            let ks = keyspace
-                .as_ref()
-                .map(|k| format!("{}.", k.as_str()))
-                .unwrap_or_default();
-            format!("{ks}{}({})", name.as_str(), join(args))
+            if let Some(k) = keyspace {
+                out.push_str(k.as_str());
+                out.push('.');
+            }
+            out.push_str(name.as_str());
+            out.push('(');
+            terms(out, args);
+            out.push(')');
         }
-        Term::TypeHint { ty, term } => format!("({}){}", type_text(ty), term_text(term)),
-        Term::Cast { term, ty } => format!("cast({} as {})", term_text(term), type_text(ty)),
+        Term::TypeHint { ty, term } => {
+            out.push('(');
+            out.push_str(&type_text(ty));
+            out.push(')');
+            write_term_text(term, out);
+        }
+        Term::Cast { term, ty } => {
+            out.push_str("cast(");
+            write_term_text(term, out);
+            out.push_str(" as ");
+            out.push_str(&type_text(ty));
+            out.push(')');
+        }
         Term::Binary { op, lhs, rhs } => {
-            let op = match op {
-                cql_syntax::ast::BinaryOp::Add => "+",
-                cql_syntax::ast::BinaryOp::Sub => "-",
-                cql_syntax::ast::BinaryOp::Mul => "*",
-                cql_syntax::ast::BinaryOp::Div => "/",
-                cql_syntax::ast::BinaryOp::Mod => "%",
-            };
-            format!("{} {op} {}", term_text(lhs), term_text(rhs))
+            write_term_text(lhs, out);
+            out.push(' ');
+            out.push(operations::symbol(*op));
+            out.push(' ');
+            write_term_text(rhs, out);
         }
-        Term::Negate(t) => format!("-{}", term_text(t)),
+        Term::Negate(t) => {
+            out.push('-');
+            write_term_text(t, out);
+        }
     }
 }
 
@@ -637,6 +682,9 @@ impl Compiler<'_> {
         }
     }
 
+    /// Compiles selector `e` (of type `expected` when the context decides it). Recursive, and
+    /// only a dispatcher: each kind of selector is compiled by a function of its own, so that
+    /// the stack each level of a deep selector takes holds only what that kind needs.
     fn compile(
         &mut self,
         e: &SelectorExpr,
@@ -682,114 +730,12 @@ impl Compiler<'_> {
                 args,
             } => self.function(keyspace.as_ref(), name, args, depth),
             SelectorExpr::Cast(inner, ty) => self.cast(inner, ty, depth),
-            SelectorExpr::TypeHint(ty_expr, inner) => {
-                let ty = self.resolve_type(ty_expr)?;
-                let hint = type_text(&qualify_types(ty_expr, &self.table.keyspace));
-                if let Some(t) = as_term(inner) {
-                    let c = self.term(t, ty, "[selection]");
-                    return Ok(Compiled {
-                        name: format!("({hint}){}", c.name),
-                        ..c
-                    });
-                }
-                let c = self.compile(inner, Some(&ty), depth + 1)?;
-                let name = format!("({hint}){}", c.name);
-                if functions::test_assignment(&ArgKind::Typed(c.ty.clone()), &ty)
-                    == Assignment::NotAssignable
-                {
-                    return Err(invalid(format!(
-                        "Cannot assign value {name} to {name} of type {ty}"
-                    )));
-                }
-                Ok(Compiled {
-                    expr: c.expr,
-                    ty,
-                    name,
-                })
-            }
-            SelectorExpr::FieldAccess(inner, field) => {
-                let c = self.compile(inner, None, depth + 1)?;
-                let CqlType::Udt(udt) = c.ty.unfrozen() else {
-                    return Err(invalid(format!(
-                        "Invalid field selection: {} of type {} is not a user type",
-                        c.name, c.ty
-                    )));
-                };
-                let Some(index) = udt.fields.iter().position(|(n, _)| n == field.as_str())
-                else {
-                    return Err(invalid(format!(
-                        "{} of type {} has no field {}",
-                        c.name,
-                        c.ty,
-                        field.as_str()
-                    )));
-                };
-                let ty = udt.fields[index].1.clone();
-                Ok(Compiled {
-                    expr: Expr::Field(Box::new(c.expr), index),
-                    ty,
-                    name: format!("{}.{}", c.name, field.as_str()),
-                })
-            }
-            SelectorExpr::ElementAccess(inner, key) => {
-                let c = self.compile(inner, None, depth + 1)?;
-                let (key_ty, value_ty, spec) = self.element_types(&c, "Element")?;
-                let key = self.term(key.clone(), key_ty, &spec);
-                Ok(Compiled {
-                    name: format!("{}[{}]", c.name, key.name),
-                    expr: Expr::Element {
-                        collection: Box::new(c.expr),
-                        ty: c.ty.clone(),
-                        key: Box::new(key.expr),
-                    },
-                    ty: value_ty,
-                })
-            }
-            SelectorExpr::Slice { expr, from, to } => {
-                let c = self.compile(expr, None, depth + 1)?;
-                let (key_ty, _, spec) = self.element_types(&c, "Slice")?;
-                let mut bound = |t: &Option<Term>| {
-                    t.as_ref()
-                        .map(|t| self.term(t.clone(), key_ty.clone(), &spec))
-                };
-                let from = bound(from);
-                let to = bound(to);
-                let text = |b: &Option<Compiled>| b.as_ref().map(|b| b.name.clone()).unwrap_or_default();
-                Ok(Compiled {
-                    name: format!("{}[{}..{}]", c.name, text(&from), text(&to)),
-                    expr: Expr::Slice {
-                        collection: Box::new(c.expr),
-                        ty: c.ty.clone(),
-                        from: from.map(|b| Box::new(b.expr)),
-                        to: to.map(|b| Box::new(b.expr)),
-                    },
-                    ty: c.ty,
-                })
-            }
+            SelectorExpr::TypeHint(ty_expr, inner) => self.type_hint(ty_expr, inner, depth),
+            SelectorExpr::FieldAccess(inner, field) => self.field(inner, field, depth),
+            SelectorExpr::ElementAccess(inner, key) => self.element(inner, key, depth),
+            SelectorExpr::Slice { expr, from, to } => self.slice(expr, from, to, depth),
             SelectorExpr::Binary { op, lhs, rhs } => self.operation(*op, lhs, rhs, depth),
-            SelectorExpr::Negate(inner) => {
-                let (kind, compiled, text) = self.argument(inner, depth)?;
-                let sig = functions::resolve(
-                    "system._negate",
-                    operations::negation_signatures(),
-                    &[kind],
-                    &[text],
-                )?;
-                let c = match compiled {
-                    Some(c) => c,
-                    None => self.compile(inner, Some(&sig.args[0]), depth + 1)?,
-                };
-                let name = if matches!(inner.as_ref(), SelectorExpr::Binary { .. }) {
-                    format!("-({})", c.name)
-                } else {
-                    format!("-{}", c.name)
-                };
-                Ok(Compiled {
-                    name,
-                    ty: sig.ret.clone(),
-                    expr: Expr::Call(Box::new(sig), vec![c.expr]),
-                })
-            }
+            SelectorExpr::Negate(inner) => self.negation(inner, depth),
             SelectorExpr::Term(t) => Err(invalid(format!(
                 "Cannot infer type for term {} in selection clause (try using a cast to force a type)",
                 term_text(t)
@@ -801,6 +747,143 @@ impl Compiler<'_> {
                 "Collection, tuple and user type literals of selectors are supported only when made of constants in Helenus".to_string(),
             )),
         }
+    }
+
+    /// `(type) x`: `x` compiled for the hinted type, which it must fit.
+    fn type_hint(
+        &mut self,
+        ty_expr: &TypeExpr,
+        inner: &SelectorExpr,
+        depth: usize,
+    ) -> Result<Compiled, QueryError> {
+        let ty = self.resolve_type(ty_expr)?;
+        let hint = type_text(&qualify_types(ty_expr, &self.table.keyspace));
+        if let Some(t) = as_term(inner) {
+            let c = self.term(t, ty, "[selection]");
+            return Ok(Compiled {
+                name: format!("({hint}){}", c.name),
+                ..c
+            });
+        }
+        let c = self.compile(inner, Some(&ty), depth + 1)?;
+        let name = format!("({hint}){}", c.name);
+        if functions::test_assignment(&ArgKind::Typed(c.ty.clone()), &ty)
+            == Assignment::NotAssignable
+        {
+            return Err(invalid(format!(
+                "Cannot assign value {name} to {name} of type {ty}"
+            )));
+        }
+        Ok(Compiled {
+            expr: c.expr,
+            ty,
+            name,
+        })
+    }
+
+    /// `x.field` of a UDT value.
+    fn field(
+        &mut self,
+        inner: &SelectorExpr,
+        field: &Identifier,
+        depth: usize,
+    ) -> Result<Compiled, QueryError> {
+        let c = self.compile(inner, None, depth + 1)?;
+        let CqlType::Udt(udt) = c.ty.unfrozen() else {
+            return Err(invalid(format!(
+                "Invalid field selection: {} of type {} is not a user type",
+                c.name, c.ty
+            )));
+        };
+        let Some(index) = udt.fields.iter().position(|(n, _)| n == field.as_str()) else {
+            return Err(invalid(format!(
+                "{} of type {} has no field {}",
+                c.name,
+                c.ty,
+                field.as_str()
+            )));
+        };
+        let ty = udt.fields[index].1.clone();
+        Ok(Compiled {
+            expr: Expr::Field(Box::new(c.expr), index),
+            ty,
+            name: format!("{}.{}", c.name, field.as_str()),
+        })
+    }
+
+    /// `x[key]` of a map or set.
+    fn element(
+        &mut self,
+        inner: &SelectorExpr,
+        key: &Term,
+        depth: usize,
+    ) -> Result<Compiled, QueryError> {
+        let c = self.compile(inner, None, depth + 1)?;
+        let (key_ty, value_ty, spec) = self.element_types(&c, "Element")?;
+        let key = self.term(key.clone(), key_ty, &spec);
+        Ok(Compiled {
+            name: format!("{}[{}]", c.name, key.name),
+            expr: Expr::Element {
+                collection: Box::new(c.expr),
+                ty: c.ty.clone(),
+                key: Box::new(key.expr),
+            },
+            ty: value_ty,
+        })
+    }
+
+    /// `x[from..to]` of a map or set.
+    fn slice(
+        &mut self,
+        expr: &SelectorExpr,
+        from: &Option<Term>,
+        to: &Option<Term>,
+        depth: usize,
+    ) -> Result<Compiled, QueryError> {
+        let c = self.compile(expr, None, depth + 1)?;
+        let (key_ty, _, spec) = self.element_types(&c, "Slice")?;
+        let mut bound = |t: &Option<Term>| {
+            t.as_ref()
+                .map(|t| self.term(t.clone(), key_ty.clone(), &spec))
+        };
+        let from = bound(from);
+        let to = bound(to);
+        let text = |b: &Option<Compiled>| b.as_ref().map(|b| b.name.clone()).unwrap_or_default();
+        Ok(Compiled {
+            name: format!("{}[{}..{}]", c.name, text(&from), text(&to)),
+            expr: Expr::Slice {
+                collection: Box::new(c.expr),
+                ty: c.ty.clone(),
+                from: from.map(|b| Box::new(b.expr)),
+                to: to.map(|b| Box::new(b.expr)),
+            },
+            ty: c.ty,
+        })
+    }
+
+    /// `-x`.
+    fn negation(&mut self, inner: &SelectorExpr, depth: usize) -> Result<Compiled, QueryError> {
+        let (kind, compiled, text) = self.argument(inner, depth)?;
+        let sig = functions::resolve(
+            "system._negate",
+            operations::negation_signatures(),
+            &[kind],
+            &[text],
+        )?;
+        let c = match compiled {
+            Some(c) => c,
+            None => self.compile(inner, Some(&sig.args[0]), depth + 1)?,
+        };
+        let name = if matches!(inner, SelectorExpr::Binary { .. }) {
+            format!("-({})", c.name)
+        } else {
+            format!("-{}", c.name)
+        };
+        Ok(Compiled {
+            name,
+            ty: sig.ret.clone(),
+            expr: Expr::Call(Box::new(sig), vec![c.expr]),
+        })
     }
 
     /// `writetime(x)`, `ttl(x)`, `maxwritetime(x)` where `x` is a column, or a map or set
@@ -1093,7 +1176,7 @@ impl Compiler<'_> {
         } else {
             candidates
         };
-        let sig = functions::resolve(&called, candidates, &kinds, &texts)?;
+        let sig = functions::resolve(&called, &candidates, &kinds, &texts)?;
         let mut exprs = Vec::with_capacity(args.len());
         let mut names = Vec::with_capacity(args.len());
         for ((a, c), param) in args.iter().zip(compiled).zip(&sig.args) {
@@ -1234,7 +1317,7 @@ impl Compiler<'_> {
         let called = format!("system.{}", functions::cast_function_name(&to));
         let sig = functions::resolve(
             &called,
-            candidates,
+            &candidates,
             &[ArgKind::Typed(c.ty.clone())],
             std::slice::from_ref(&c.name),
         )?;

@@ -4,6 +4,10 @@
 //! with a receiver (`functions::resolve_for_receiver`). `bind` uses the resolved signature to
 //! type the bind markers among the arguments, `eval` to compute the value.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+
 use cql_syntax::ast::{Term, TypeExpr};
 use types::CqlType;
 
@@ -34,27 +38,133 @@ pub(crate) fn is_from_json(term: &Term) -> bool {
             && matches!(name.as_str().to_ascii_lowercase().as_str(), "fromjson" | "from_json"))
 }
 
-/// The signature a call term makes for a receiver of type `receiver` (`None` when unknown, as
-/// for the argument of another call); `None` for a term that is not a call.
-pub(crate) fn resolve(
+/// Resolves the calls of one term tree against their receivers' types.
+///
+/// A call's argument kinds come from its argument calls resolved without a receiver, which
+/// come from theirs, and so on to the leaves; a walk that resolves every call of a tree (bind
+/// and eval do, top-down) would redo that for each ancestor, time quadratic in the depth of a
+/// chain such as `1+1+...+1` (cubic with the argument texts: 600 operands took 89 s). So the
+/// kind of each call with arguments is worked out once and remembered by node, and argument
+/// texts, which only errors quote, are written only for an error. A walk then costs time
+/// linear in the tree's size. Keyed by address: `'t` keeps every node alive and in place.
+#[derive(Default)]
+pub(crate) struct Resolver<'t> {
+    kinds: HashMap<*const Term, ArgKind>,
+    tree: PhantomData<&'t Term>,
+    /// Resolutions made, for the test that each call is resolved a bounded number of times.
+    #[cfg(test)]
+    resolutions: usize,
+}
+
+/// Whether the errors of a resolution quote the arguments (the second try, for an error).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Texts {
+    Empty,
+    Written,
+}
+
+impl<'t> Resolver<'t> {
+    /// The signature a call term makes for a receiver of type `receiver` (`None` when
+    /// unknown, as for the argument of another call); `None` for a term that is not a call.
+    pub(crate) fn resolve(
+        &mut self,
+        term: &'t Term,
+        receiver: Option<&CqlType>,
+    ) -> Result<Option<Signature>, QueryError> {
+        // Argument texts appear only in error messages, and whether a call resolves does not
+        // depend on them: try without, and write them only to word the error.
+        match self.resolve_with(term, receiver, Texts::Empty) {
+            Ok(sig) => Ok(sig),
+            Err(_) => self.resolve_with(term, receiver, Texts::Written),
+        }
+    }
+
+    fn resolve_with(
+        &mut self,
+        term: &'t Term,
+        receiver: Option<&CqlType>,
+        texts: Texts,
+    ) -> Result<Option<Signature>, QueryError> {
+        let Some(args) = call_arguments(term) else {
+            return Ok(None);
+        };
+        #[cfg(test)]
+        {
+            self.resolutions += 1;
+        }
+        let kinds: Vec<ArgKind> = args.iter().map(|a| self.arg_kind(a)).collect();
+        let texts: Vec<String> = match texts {
+            Texts::Written => args.iter().map(|a| term_text(a)).collect(),
+            Texts::Empty => vec![String::new(); args.len()],
+        };
+        resolve_call(term, &args, kinds, &texts, receiver)
+    }
+
+    /// What is known of an argument term before its function is chosen, as Cassandra's
+    /// `testAssignment` sees it: a call's result type (resolved without a receiver), a type
+    /// hint, a literal, a collection literal's shape; markers and NULL fit anything.
+    fn arg_kind(&mut self, t: &'t Term) -> ArgKind {
+        match t {
+            Term::Constant(c) => ArgKind::Literal(c.clone()),
+            Term::List(_) => ArgKind::Collection(CollectionShape::List),
+            Term::Set(_) => ArgKind::Collection(CollectionShape::Set),
+            Term::Map(_) | Term::UserType(_) => ArgKind::Collection(CollectionShape::Map),
+            // `(x)` is also `x` in parentheses.
+            Term::Tuple(items) if items.len() == 1 => self.arg_kind(&items[0]),
+            Term::Tuple(_) => ArgKind::Collection(CollectionShape::Tuple),
+            Term::TypeHint {
+                ty: TypeExpr::Native(name),
+                ..
+            } => CqlType::from_native_name(&name.to_ascii_lowercase())
+                .map(ArgKind::Typed)
+                .unwrap_or(ArgKind::Any),
+            // fromJson() fits any receiver.
+            _ if is_from_json(t) => ArgKind::Any,
+            Term::FunctionCall { .. }
+            | Term::Binary { .. }
+            | Term::Negate(_)
+            | Term::Cast { .. } => {
+                if let Some(kind) = self.kinds.get(&(t as *const Term)) {
+                    return kind.clone();
+                }
+                // Its errors are not the statement's (a receiver may still decide the call),
+                // so they are never worded.
+                let kind = match self.resolve_with(t, None, Texts::Empty) {
+                    Ok(Some(sig)) => ArgKind::Typed(sig.ret),
+                    _ => ArgKind::Any,
+                };
+                // A call without arguments costs nothing to resolve again; remembering only
+                // the others keeps the common terms (`toTimestamp(now())`, `5 + 1`) free of
+                // allocation.
+                if call_arguments(t).is_some_and(|args| !args.is_empty()) {
+                    self.kinds.insert(t, kind.clone());
+                }
+                kind
+            }
+            _ => ArgKind::Any,
+        }
+    }
+}
+
+/// The signature call `term` (of arguments `args`, of kinds `kinds`, written `texts`) makes
+/// for a receiver of type `receiver`.
+fn resolve_call(
     term: &Term,
+    args: &[&Term],
+    kinds: Vec<ArgKind>,
+    texts: &[String],
     receiver: Option<&CqlType>,
 ) -> Result<Option<Signature>, QueryError> {
-    let Some(args) = call_arguments(term) else {
-        return Ok(None);
-    };
-    let kinds: Vec<ArgKind> = args.iter().map(|a| arg_kind(a)).collect();
-    let texts: Vec<String> = args.iter().map(|a| term_text(a)).collect();
     let has_markers = args.iter().any(|a| matches!(a, Term::BindMarker(_)));
     let (called, candidates, kind) = match term {
         Term::Binary { op, .. } => (
             String::new(),
-            operations::signatures(*op),
+            Cow::Borrowed(operations::signatures(*op)),
             CallKind::Operation(operations::symbol(*op)),
         ),
         Term::Negate(_) => (
             String::new(),
-            operations::negation_signatures(),
+            Cow::Borrowed(operations::negation_signatures()),
             CallKind::Negation,
         ),
         // CAST(x AS type) is a call of the native function cast_as_<type>.
@@ -72,7 +182,11 @@ pub(crate) fn resolve(
                         name.trim_start_matches("cast_as_")
                     ))
                 })?;
-            (format!("system.{name}"), candidates, CallKind::Function)
+            (
+                format!("system.{name}"),
+                Cow::Owned(candidates),
+                CallKind::Function,
+            )
         }
         Term::FunctionCall { keyspace, name, .. } => {
             let lower = name.as_str().to_ascii_lowercase();
@@ -109,7 +223,7 @@ pub(crate) fn resolve(
                         args.iter().map(|a| Some(*a)),
                         false,
                     );
-                    vec![generic_signature_for(&lower, &kinds, &texts, receiver)?]
+                    vec![generic_signature_for(&lower, &kinds, texts, receiver)?]
                 }
                 _ => match functions::signatures(&lower, &[])? {
                     Some(candidates) => candidates,
@@ -118,50 +232,20 @@ pub(crate) fn resolve(
                     }
                 },
             };
-            (called, candidates, CallKind::Function)
+            (called, Cow::Owned(candidates), CallKind::Function)
         }
         _ => return Ok(None),
     };
     functions::resolve_for_receiver(
         &called,
-        candidates,
+        &candidates,
         &kinds,
-        &texts,
+        texts,
         receiver,
         kind,
         has_markers,
     )
     .map(Some)
-}
-
-/// What is known of an argument term before its function is chosen, as Cassandra's
-/// `testAssignment` sees it: a call's result type (resolved without a receiver), a type hint,
-/// a literal, a collection literal's shape; markers and NULL fit anything.
-fn arg_kind(t: &Term) -> ArgKind {
-    match t {
-        Term::Constant(c) => ArgKind::Literal(c.clone()),
-        Term::List(_) => ArgKind::Collection(CollectionShape::List),
-        Term::Set(_) => ArgKind::Collection(CollectionShape::Set),
-        Term::Map(_) | Term::UserType(_) => ArgKind::Collection(CollectionShape::Map),
-        // `(x)` is also `x` in parentheses.
-        Term::Tuple(items) if items.len() == 1 => arg_kind(&items[0]),
-        Term::Tuple(_) => ArgKind::Collection(CollectionShape::Tuple),
-        Term::TypeHint {
-            ty: TypeExpr::Native(name),
-            ..
-        } => CqlType::from_native_name(&name.to_ascii_lowercase())
-            .map(ArgKind::Typed)
-            .unwrap_or(ArgKind::Any),
-        // fromJson() fits any receiver.
-        _ if is_from_json(t) => ArgKind::Any,
-        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
-            match resolve(t, None) {
-                Ok(Some(sig)) => ArgKind::Typed(sig.ret),
-                _ => ArgKind::Any,
-            }
-        }
-        _ => ArgKind::Any,
-    }
 }
 
 /// Cassandra's name for the bind marker (and errors) of argument `i` of a call.
@@ -201,11 +285,13 @@ mod tests {
             lhs: Box::new(int("5")),
             rhs: Box::new(int("1")),
         };
-        let sig = resolve(&sum, Some(&CqlType::Bigint))
+        let sig = Resolver::default()
+            .resolve(&sum, Some(&CqlType::Bigint))
             .expect("resolves")
             .expect("a call");
         assert_eq!(sig.args, vec![CqlType::Bigint, CqlType::Bigint]);
-        let sig = resolve(&sum, Some(&CqlType::Int))
+        let sig = Resolver::default()
+            .resolve(&sum, Some(&CqlType::Int))
             .expect("resolves")
             .expect("a call");
         assert_eq!(sig.ret, CqlType::Int);
@@ -218,7 +304,54 @@ mod tests {
             })),
             rhs: Box::new(int("1")),
         };
-        let err = resolve(&with_marker, Some(&CqlType::Int)).expect_err("ambiguous");
+        let err = Resolver::default()
+            .resolve(&with_marker, Some(&CqlType::Int))
+            .expect_err("ambiguous");
         assert!(err.to_string().starts_with("Ambiguous '+' operation"));
+    }
+
+    /// Resolves every call of `t` top-down for a receiver of type `ty`, as bind and eval do.
+    fn walk<'t>(resolver: &mut Resolver<'t>, t: &'t Term, ty: &CqlType) {
+        if let Ok(Some(sig)) = resolver.resolve(t, Some(ty)) {
+            let args = call_arguments(t).unwrap_or_default();
+            for (arg, param) in args.into_iter().zip(&sig.args) {
+                walk(resolver, arg, param);
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_resolves_each_call_a_bounded_number_of_times() {
+        // Each call of a walk used to resolve every call below it again: n²/2 resolutions
+        // for a chain of n operations (and cubic work with the argument texts).
+        for text in [
+            vec!["1"; 60].join(" + "),
+            vec!["2"; 60].join(" * "),
+            format!("{}1{}", "abs(".repeat(31), ")".repeat(31)),
+            format!("{}1{}", "-(".repeat(31), ")".repeat(31)),
+            format!("{}(int)1{}", "cast(".repeat(60), " as int)".repeat(60)),
+        ] {
+            let term = cql_syntax::parse_term(&text).expect("parses");
+            let mut calls = 0;
+            let mut t = &term;
+            while let Some(args) = call_arguments(t) {
+                calls += 1;
+                t = match args[..] {
+                    [first, ..] => match first {
+                        Term::Tuple(items) if items.len() == 1 => &items[0],
+                        other => other,
+                    },
+                    [] => break,
+                };
+            }
+            let mut resolver = Resolver::default();
+            walk(&mut resolver, &term, &CqlType::Int);
+            assert!(calls >= 30, "{text}: {calls} calls");
+            assert!(
+                resolver.resolutions <= 2 * calls,
+                "{text}: {} resolutions of {calls} calls",
+                resolver.resolutions
+            );
+        }
     }
 }
