@@ -49,6 +49,7 @@ use rocksdb::{
 };
 
 use crate::cache::{CachedPartition, Lookup, PartitionCache};
+use crate::events::Events;
 use crate::keys::{
     parse_key, partition_prefix, prefix_successor, KIND_HEADER, KIND_ROW, KIND_STATIC,
 };
@@ -56,7 +57,7 @@ use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values, purge_value, Purged};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, TableId, TableStats,
+    StorageEngine, StorageError, StorageFault, TableId, TableStats,
 };
 
 type Db = DBWithThreadMode<MultiThreaded>;
@@ -141,10 +142,43 @@ pub struct RocksEngine {
     partition_reads: AtomicU64,
     /// Whole small partitions, in front of RocksDB (`None` if configured off).
     partition_cache: Option<PartitionCache>,
+    /// What RocksDB's background work reported (`events`).
+    events: Arc<Events>,
+    /// Faults found in the engine's files, and what was done about them.
+    faults: Mutex<Faults>,
     /// `maintain_commit_log`'s memory: the latest sequence number it saw, and the one it last
     /// checked the commit log's size at (u64::MAX: none yet).
     maintained_sequence: AtomicU64,
     checked_sequence: AtomicU64,
+}
+
+/// Faults not yet taken by `take_faults` beyond this many are dropped (each is also logged): a
+/// client reading a corrupt row in a loop must not grow the list.
+const MAX_PENDING_FAULTS: usize = 64;
+
+/// Faults found in the engine's files (`StorageEngine::take_faults`) and what was done.
+#[derive(Default)]
+struct Faults {
+    /// Not yet taken, oldest first; a fault equal to one already pending is not added again.
+    pending: Vec<StorageFault>,
+    /// The number (`Events::failed_compactions_after`) of the last failed compaction handled.
+    handled_failed_compactions: u64,
+    /// Tables whose automatic compactions are stopped, with the failure that stopped them.
+    /// RocksDB cannot leave one file out of a table's compactions, as Cassandra leaves out an
+    /// SSTable it marked suspect, so the table's compactions stop instead: every one of them
+    /// would meet the file again. Reads and writes go on (reads of the damaged rows fail); a
+    /// TRUNCATE or DROP of the table ends it.
+    suspended: HashMap<TableId, String>,
+    /// Reads that met corrupt data since the engine opened.
+    corrupt_reads: u64,
+}
+
+impl Faults {
+    fn push(&mut self, fault: StorageFault) {
+        if self.pending.len() < MAX_PENDING_FAULTS && !self.pending.contains(&fault) {
+            self.pending.push(fault);
+        }
+    }
 }
 
 /// The largest partition the partition cache keeps (its stored keys and values).
@@ -168,8 +202,9 @@ fn merge_operator(
     }
 }
 
-fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
+fn db_options(config: &RocksConfig, direct_io: bool, events: &Arc<Events>) -> Options {
     let mut opts = Options::default();
+    crate::events::install(&mut opts, events.clone());
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     if let Some(dir) = &config.commit_log_dir {
@@ -392,6 +427,19 @@ fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Optio
     opts
 }
 
+/// The metadata column family's memtable: it holds the schema and the node's identity, a few
+/// KiB. RocksDB's default (64 MiB) would also set the free space it waits for before it
+/// resumes writes after the disk was full (`SstFileManager`: the largest memtable of any
+/// column family).
+const METADATA_MEMTABLE_BYTES: usize = 1 << 20;
+
+/// Options of the `default` column family, which holds node metadata.
+fn metadata_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_write_buffer_size(METADATA_MEMTABLE_BYTES);
+    opts
+}
+
 /// The most of RocksDB's info log read when relaying recovery warnings.
 const INFO_LOG_SCAN_BYTES: u64 = 1 << 20;
 
@@ -485,7 +533,8 @@ impl RocksEngine {
         })?;
         cut_damaged_commit_log_tail(&config)?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
-        match Self::open_with(&config, &cache, true) {
+        let events = Arc::new(Events::default());
+        match Self::open_with(&config, &cache, &events, true) {
             Ok(engine) => Ok(engine),
             Err(e) if Self::direct_io_unsupported(&e) => {
                 tracing::warn!(
@@ -493,7 +542,7 @@ impl RocksEngine {
                     error = %e,
                     "direct I/O not supported by the filesystem; using buffered I/O"
                 );
-                Self::open_with(&config, &cache, false)
+                Self::open_with(&config, &cache, &events, false)
             }
             Err(e) => Err(e),
         }
@@ -514,9 +563,10 @@ impl RocksEngine {
     fn open_with(
         config: &RocksConfig,
         cache: &Cache,
+        events: &Arc<Events>,
         direct_io: bool,
     ) -> Result<RocksEngine, StorageError> {
-        let opts = db_options(config, direct_io);
+        let opts = db_options(config, direct_io, events);
         // A missing database has no column families to list; anything else is a real error.
         let existing = if config.data_dir.join("CURRENT").exists() {
             Db::list_cf(&opts, &config.data_dir)
@@ -528,7 +578,7 @@ impl RocksEngine {
         let mut purge = HashMap::new();
         let mut descriptors = vec![ColumnFamilyDescriptor::new(
             DEFAULT_COLUMN_FAMILY_NAME,
-            Options::default(),
+            metadata_options(),
         )];
         for name in existing {
             if name == DEFAULT_COLUMN_FAMILY_NAME {
@@ -566,6 +616,8 @@ impl RocksEngine {
             partition_cache: (config.partition_cache_bytes > 0).then(|| {
                 PartitionCache::new(config.partition_cache_bytes, MAX_CACHED_PARTITION_BYTES)
             }),
+            events: events.clone(),
+            faults: Mutex::default(),
             maintained_sequence: AtomicU64::new(u64::MAX),
             checked_sequence: AtomicU64::new(u64::MAX),
         })
@@ -701,11 +753,13 @@ impl RocksEngine {
         // Force: the bottommost level is compacted again after everything reaches it, so the
         // purge filter sees the fully merged values.
         options.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        let name = cf_name(table);
+        let failed_before = self.events.failed_compactions(&name);
         let gc_grace = state.gc_grace_seconds.load(AtomicOrdering::SeqCst);
         if gc_grace == GC_GRACE_UNSET {
             self.db
                 .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
-            return Ok(());
+            return self.compaction_result(table, &name, failed_before);
         }
         // Track before the flush: a write that misses the flushed memtable is recorded.
         state
@@ -731,6 +785,7 @@ impl RocksEngine {
             });
             self.db
                 .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
+            self.compaction_result(table, &name, failed_before)?;
             tracing::info!(%table, gc_before, pushed_row_deletions = pushed, "major compaction done");
             Ok(())
         })();
@@ -840,6 +895,111 @@ impl RocksEngine {
             write(batch)?;
         }
         Ok(pushed)
+    }
+
+    fn faults(&self) -> MutexGuard<'_, Faults> {
+        // Plain bookkeeping: a panic elsewhere cannot leave it inconsistent.
+        self.faults
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a read that met corrupt data as a fault.
+    fn note_read_fault(&self, error: &StorageError) {
+        if let StorageError::Corruption { table, detail } = error {
+            let mut faults = self.faults();
+            faults.corrupt_reads += 1;
+            faults.push(StorageFault {
+                table: Some(*table),
+                detail: format!("a read of table {table} met corrupt data: {detail}"),
+            });
+        }
+    }
+
+    /// Turns the compactions that failed since the last call into faults; one that met corrupt
+    /// data suspends its table's compactions (see `Faults::suspended`). Others (a full disk)
+    /// are only logged: RocksDB tries again later.
+    fn handle_failed_compactions(&self) {
+        let handled = self.faults().handled_failed_compactions;
+        for (number, failure) in self.events.failed_compactions_after(handled) {
+            let table = TableId::parse_str(&failure.column_family).ok();
+            let corrupt = failure.status.starts_with("Corruption");
+            let mut detail = format!(
+                "a compaction of {} failed: {} (input files {})",
+                table.map_or_else(|| "node metadata".to_string(), |t| format!("table {t}")),
+                failure.status,
+                failure.input_files.join(", ")
+            );
+            if corrupt {
+                if let Some(table) = table {
+                    if self.suspend_compactions(table, &failure.status) {
+                        detail.push_str("; the table's automatic compactions are suspended");
+                    }
+                }
+            }
+            let mut faults = self.faults();
+            faults.handled_failed_compactions = faults.handled_failed_compactions.max(number);
+            if corrupt {
+                faults.push(StorageFault { table, detail });
+            }
+        }
+    }
+
+    /// Stops the table's automatic compactions; true if they were running.
+    fn suspend_compactions(&self, table: TableId, why: &str) -> bool {
+        if self.faults().suspended.contains_key(&table) {
+            return false;
+        }
+        let Ok(cf) = self.cf(table) else {
+            return false; // dropped meanwhile
+        };
+        match self
+            .db
+            .set_options_cf(&cf, &[("disable_auto_compactions", "true")])
+        {
+            Ok(()) => {
+                tracing::error!(
+                    %table,
+                    error = why,
+                    "a compaction met corrupt data; the table's automatic compactions are suspended"
+                );
+                self.faults().suspended.insert(table, why.to_string());
+                true
+            }
+            Err(e) => {
+                tracing::error!(%table, error = %e, "cannot suspend the table's compactions");
+                false
+            }
+        }
+    }
+
+    /// `Ok` unless a compaction of `table` failed since `failed_before` was counted
+    /// (`Events::failed_compactions`): RocksDB's manual compaction does not return its status.
+    fn compaction_result(
+        &self,
+        table: TableId,
+        name: &str,
+        failed_before: u64,
+    ) -> Result<(), StorageError> {
+        if self.events.failed_compactions(name) == failed_before {
+            return Ok(());
+        }
+        self.handle_failed_compactions();
+        let status = self
+            .events
+            .last_failed_compaction(name)
+            .map_or_else(|| "unknown error".to_string(), |f| f.status);
+        if status.starts_with("Corruption") {
+            Err(StorageError::Corruption {
+                table,
+                detail: format!("compaction failed: {status}"),
+            })
+        } else {
+            Err(StorageError::Engine {
+                operation: "compact",
+                detail: status,
+            })
+        }
     }
 
     fn selected_tables(&self, table: Option<TableId>) -> Result<Vec<TableId>, StorageError> {
@@ -1085,6 +1245,7 @@ impl StorageEngine for RocksEngine {
                 .map_err(|e| engine_error("drop table", Some(table), e))?;
         }
         tables.remove(&table);
+        self.faults().suspended.remove(&table);
         self.purge
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -1110,6 +1271,8 @@ impl StorageEngine for RocksEngine {
             .create_cf(&name, &self.options_for(table))
             .map_err(|e| engine_error("truncate table", Some(table), e));
         self.forget_cached(table);
+        // The new column family has none of the old files, and compactions again.
+        self.faults().suspended.remove(&table);
         created
     }
 
@@ -1162,6 +1325,7 @@ impl StorageEngine for RocksEngine {
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError> {
         self.read_partition_from(table, key, slice, max_rows, resume, false)
+            .inspect_err(|e| self.note_read_fault(e))
     }
 
     fn try_read_partition(
@@ -1173,6 +1337,7 @@ impl StorageEngine for RocksEngine {
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError> {
         self.read_partition_from(table, key, slice, max_rows, resume, true)
+            .inspect_err(|e| self.note_read_fault(e))
     }
 
     fn scan(
@@ -1184,6 +1349,7 @@ impl StorageEngine for RocksEngine {
     ) -> Result<ScanPage, StorageError> {
         let view = self.view(table, false)?;
         read::scan(&view, table, start, end_token, max_rows)
+            .inspect_err(|e| self.note_read_fault(e))
     }
 
     fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
@@ -1250,20 +1416,31 @@ impl StorageEngine for RocksEngine {
     }
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
+        // Every table is compacted even if one fails (a corrupt data file); the first failure
+        // is the answer.
+        let mut first_failure = None;
         for t in self.selected_tables(table)? {
             // The purge leaves what reads return unchanged, but not the stored bytes.
             let compacted = self.compact_table(t);
             self.forget_cached(t);
             match compacted {
+                Ok(()) => {}
                 // A table dropped meanwhile has nothing left to compact.
                 Err(StorageError::UnknownTable(_)) if table.is_none() => {}
-                other => other?,
+                Err(e) => {
+                    first_failure.get_or_insert(e);
+                }
             }
         }
         if table.is_none() {
             self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
         }
-        Ok(())
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    fn take_faults(&self) -> Vec<StorageFault> {
+        self.handle_failed_compactions();
+        std::mem::take(&mut self.faults().pending)
     }
 
     fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError> {
@@ -1291,6 +1468,7 @@ impl StorageEngine for RocksEngine {
         stats.memtable_bytes = property("rocksdb.cur-size-all-mem-tables")?;
         stats.memtable_entries = property("rocksdb.num-entries-active-mem-table")?
             + property("rocksdb.num-entries-imm-mem-tables")?;
+        stats.compactions_suspended = self.faults().suspended.contains_key(&table);
         Ok(stats)
     }
 
@@ -1310,6 +1488,11 @@ impl StorageEngine for RocksEngine {
             .property_int_value("rocksdb.num-running-compactions")
             .map_err(|e| engine_error("read a property", None, e))?
             .unwrap_or(0);
+        let (background_errors, background_errors_cleared) = self.events.background_errors();
+        let (corrupt_reads, suspended_tables) = {
+            let faults = self.faults();
+            (faults.corrupt_reads, faults.suspended.len() as u64)
+        };
         let (cache_hits, cache_misses, cache_bytes, cache_partitions) = self
             .partition_cache
             .as_ref()
@@ -1373,6 +1556,11 @@ impl StorageEngine for RocksEngine {
             ("compaction_write_bytes", ticker(Ticker::CompactWriteBytes)),
             ("flush_write_bytes", ticker(Ticker::FlushWriteBytes)),
             ("write_stall_micros", ticker(Ticker::StallMicros)),
+            ("background_errors", background_errors),
+            ("background_errors_cleared", background_errors_cleared),
+            ("failed_compactions", self.events.all_failed_compactions()),
+            ("corrupt_data_reads", corrupt_reads),
+            ("tables_with_suspended_compactions", suspended_tables),
         ])
     }
 
@@ -1810,5 +1998,109 @@ mod tests {
             engine.scan(table, ScanStart::Beginning, None, 10),
             Err(StorageError::Corruption { .. })
         ));
+    }
+
+    #[test]
+    fn a_compaction_meeting_corrupt_data_fails_and_stops_only_that_tables_compactions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (damaged, healthy) = (TableId::from_u128(1), TableId::from_u128(2));
+        let row = |table: TableId, c: u16, value: Vec<u8>| PartitionUpdate {
+            table,
+            key: PartitionKey {
+                token: 7,
+                key: b"p".to_vec(),
+            },
+            header: None,
+            static_row: None,
+            rows: vec![(
+                c.to_be_bytes().to_vec(),
+                Row {
+                    columns: vec![ColumnData::Simple {
+                        id: 1,
+                        cell: Cell::live(1, value),
+                    }],
+                    ..Row::default()
+                },
+            )],
+        };
+        {
+            let engine = engine(dir.path());
+            engine.create_table(damaged).expect("create");
+            engine.create_table(healthy).expect("create");
+            for c in 0..2000 {
+                engine
+                    .apply(&[row(damaged, c, vec![b'x'; 200])], Durability::None)
+                    .expect("write");
+            }
+            engine.flush(Some(damaged)).expect("flush");
+        }
+        let file = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+            .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
+            .expect("a data file");
+        let mut bytes = std::fs::read(&file).expect("read");
+        let middle = bytes.len() / 2;
+        for b in &mut bytes[middle..middle + 100] {
+            *b ^= 0xff;
+        }
+        std::fs::write(&file, bytes).expect("write");
+
+        let engine = engine(dir.path());
+        engine.set_gc_grace(damaged, 0).expect("gc grace");
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        match engine.compact(Some(damaged)) {
+            Err(StorageError::Corruption { table, detail }) => {
+                assert_eq!(table, damaged);
+                assert!(detail.contains(&name), "{detail}");
+            }
+            other => panic!("expected the compaction to fail, got {other:?}"),
+        }
+        // Nothing stopped: both tables take writes, and the healthy one compacts.
+        for table in [damaged, healthy] {
+            engine
+                .apply(&[row(table, 9999, b"after".to_vec())], Durability::Batch)
+                .expect("a write after the failed compaction");
+        }
+        engine
+            .compact(Some(healthy))
+            .expect("compact the healthy table");
+        let faults = engine.take_faults();
+        assert_eq!(faults.len(), 1, "{faults:?}");
+        assert_eq!(faults[0].table, Some(damaged));
+        assert!(faults[0].detail.contains(&name), "{}", faults[0].detail);
+        assert!(
+            engine.take_faults().is_empty(),
+            "each fault is reported once"
+        );
+        assert!(
+            engine
+                .table_stats(damaged)
+                .expect("stats")
+                .compactions_suspended
+        );
+        assert!(
+            !engine
+                .table_stats(healthy)
+                .expect("stats")
+                .compactions_suspended
+        );
+        let metrics: HashMap<_, _> = engine.metrics().expect("metrics").into_iter().collect();
+        assert_eq!(metrics["tables_with_suspended_compactions"], 1);
+        assert!(metrics["failed_compactions"] >= 1);
+        assert!(metrics["background_errors_cleared"] >= 1);
+        // A TRUNCATE leaves none of the damaged files: compactions run again.
+        engine.truncate_table(damaged).expect("truncate");
+        assert!(
+            !engine
+                .table_stats(damaged)
+                .expect("stats")
+                .compactions_suspended
+        );
     }
 }
