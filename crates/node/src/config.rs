@@ -15,6 +15,23 @@ pub enum CommitLogSync {
     Batch,
 }
 
+/// Cassandra's `disk_failure_policy`: what a corrupt data file means for the node. Cassandra
+/// stops its client transports or exits only under `stop_paranoid` and `die` when an SSTable is
+/// corrupt; under the others the read or compaction that met it fails, and the node goes on
+/// (Helenus then stops that table's compactions, see `storage`). Cassandra's other uses of the
+/// policy (unreadable or unwritable data directories) have no counterpart yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFailurePolicy {
+    /// Exit the process at once (exit code 100, as Cassandra's JVM killer).
+    Die,
+    /// Stop serving CQL clients; the node stays up for `helenus admin` until SIGTERM.
+    StopParanoid,
+    /// Cassandra's default.
+    Stop,
+    BestEffort,
+    Ignore,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub cluster_name: String,
@@ -46,6 +63,8 @@ pub struct Config {
     pub batch_thresholds: query::BatchThresholds,
     /// `tombstone_warn_threshold`: reads meeting more tombstones get a client warning.
     pub tombstone_warn_threshold: u64,
+    /// `disk_failure_policy`.
+    pub disk_failure_policy: DiskFailurePolicy,
 }
 
 impl Default for Config {
@@ -72,6 +91,7 @@ impl Default for Config {
             partition_cache_size_bytes: default_block_cache_bytes() / 2,
             batch_thresholds: query::BatchThresholds::default(),
             tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
+            disk_failure_policy: DiskFailurePolicy::Stop,
         }
     }
 }
@@ -311,6 +331,16 @@ impl Config {
                 "unlogged_batch_across_partitions_warn_threshold" => {
                     config.batch_thresholds.unlogged_partitions_warn = as_u64(key, v)?;
                 }
+                "disk_failure_policy" => {
+                    config.disk_failure_policy = match as_str(key, v)? {
+                        "die" => DiskFailurePolicy::Die,
+                        "stop_paranoid" => DiskFailurePolicy::StopParanoid,
+                        "stop" => DiskFailurePolicy::Stop,
+                        "best_effort" => DiskFailurePolicy::BestEffort,
+                        "ignore" => DiskFailurePolicy::Ignore,
+                        other => bail!("invalid value for 'disk_failure_policy': '{other}' (expected die, stop_paranoid, stop, best_effort or ignore)"),
+                    }
+                }
                 other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
                     warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));
                 }
@@ -408,6 +438,26 @@ mod tests {
         assert_eq!(c.partition_cache_size_bytes, 64 << 20);
         assert!(Config::default().partition_cache_size_bytes > 0);
         assert!(Config::parse("partition_cache_size_in_mb: -1").is_err());
+    }
+
+    #[test]
+    fn disk_failure_policy_takes_cassandras_values() {
+        assert_eq!(
+            Config::parse("").expect("empty").0.disk_failure_policy,
+            DiskFailurePolicy::Stop
+        );
+        for (text, policy) in [
+            ("die", DiskFailurePolicy::Die),
+            ("stop_paranoid", DiskFailurePolicy::StopParanoid),
+            ("stop", DiskFailurePolicy::Stop),
+            ("best_effort", DiskFailurePolicy::BestEffort),
+            ("ignore", DiskFailurePolicy::Ignore),
+        ] {
+            let (c, w) = Config::parse(&format!("disk_failure_policy: {text}")).expect(text);
+            assert_eq!(c.disk_failure_policy, policy);
+            assert!(w.is_empty(), "{w:?}");
+        }
+        assert!(Config::parse("disk_failure_policy: panic").is_err());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use config::{CommitLogSync, Config};
+use config::{CommitLogSync, Config, DiskFailurePolicy};
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{NodeInfo, QueryProcessor};
 use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
@@ -245,10 +245,18 @@ async fn serve(config: Config) -> Result<()> {
     // `commitlog_total_space` after writes stop (`StorageEngine::maintain_commit_log`).
     let maintain_task = every(
         Duration::from_secs(1),
-        timers_stopped,
+        timers_stopped.clone(),
         engine.clone(),
         "commit log maintenance",
         |engine| engine.maintain_commit_log(),
+    );
+    // Corrupt data files storage met, and `disk_failure_policy`'s answer to them.
+    let (stop_transports, transports_stopped) = tokio::sync::watch::channel(false);
+    let faults_task = watch_faults(
+        engine.clone(),
+        config.disk_failure_policy,
+        timers_stopped,
+        stop_transports,
     );
 
     // Unauthenticated, so local only: a loopback listen_address (127.0.0.x, one per node of a
@@ -290,7 +298,22 @@ async fn serve(config: Config) -> Result<()> {
         shards = server.shard_count(),
         "Starting listening for CQL clients"
     );
-    server.run(shutdown_signal()).await;
+    let mut policy_stop = transports_stopped.clone();
+    server
+        .run(async move {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = policy_stop.wait_for(|stopped| *stopped) => {}
+            }
+        })
+        .await;
+    if *transports_stopped.borrow() {
+        tracing::error!(
+            "CQL clients are no longer served (disk_failure_policy: stop_paranoid); the node \
+             stays up for helenus admin until SIGTERM"
+        );
+        shutdown_signal().await;
+    }
     tracing::info!("CQL server stopped; flushing");
     admin_task.abort();
 
@@ -299,6 +322,7 @@ async fn serve(config: Config) -> Result<()> {
         let _ = task.await;
     }
     let _ = maintain_task.await;
+    let _ = faults_task.await;
     let flush_engine = engine.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
         flush_engine.sync_commit_log()?;
@@ -332,6 +356,56 @@ fn every(
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::error!(error = %e, "{what} failed"),
                 Err(e) => tracing::error!(error = %e, "{what} task failed"),
+            }
+        }
+    })
+}
+
+/// The exit code under `disk_failure_policy: die`: Cassandra's (its JVM killer exits with 100).
+const DIE_EXIT_CODE: i32 = 100;
+
+/// Every second until `stopped` changes, takes the faults storage found (corrupt data files, see
+/// `StorageEngine::take_faults`), logs each and applies `policy`: `die` exits the process,
+/// `stop_paranoid` sends `stop_transports`; the others leave the node serving, as Cassandra does
+/// for a corrupt SSTable (the read or compaction that met it failed).
+fn watch_faults(
+    engine: Arc<dyn StorageEngine>,
+    policy: DiskFailurePolicy,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    stop_transports: tokio::sync::watch::Sender<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stopped.changed() => break,
+            }
+            let engine = engine.clone();
+            let Ok(faults) = tokio::task::spawn_blocking(move || engine.take_faults()).await else {
+                tracing::error!("checking storage for faults failed");
+                continue;
+            };
+            for fault in faults {
+                tracing::error!(
+                    table = ?fault.table,
+                    disk_failure_policy = ?policy,
+                    "corrupt data: {}",
+                    fault.detail
+                );
+                match policy {
+                    DiskFailurePolicy::Die => {
+                        tracing::error!("exiting: disk_failure_policy is die");
+                        std::process::exit(DIE_EXIT_CODE);
+                    }
+                    DiskFailurePolicy::StopParanoid => {
+                        let _ = stop_transports.send(true);
+                    }
+                    DiskFailurePolicy::Stop
+                    | DiskFailurePolicy::BestEffort
+                    | DiskFailurePolicy::Ignore => {}
+                }
             }
         }
     })
