@@ -144,3 +144,117 @@ def test_disk_failure_policy_applies_to_corrupt_data(node_factory, policy):
         node.stop()
     log = node.log_path.read_text(errors="replace")
     assert data_file.name in log and policy in log
+
+
+# --- A full disk ---------------------------------------------------------------------------
+
+# The small disk the node's directory is on: a tmpfs, so ENOSPC is real and quick to reach.
+SMALL_DISK_MIB = 128
+# Values large enough that filling the disk takes a few thousand writes.
+FULL_DISK_VALUE = "v" * 32_000
+
+
+@pytest.fixture
+def small_disk():
+    """A directory on a tmpfs of SMALL_DISK_MIB mounted for the test; unmounted after. Needs
+    root (CI runs as root); skipped where mounting is not possible. Request it before
+    `node_factory` so its nodes stop before the unmount."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for a full disk needs root")
+    path = Path(tempfile.mkdtemp(prefix="helenus-small-disk-"))
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK_MIB}m", "tmpfs", str(path)],
+        capture_output=True, text=True, timeout=30,
+    )
+    if mounted.returncode != 0:
+        path.rmdir()
+        pytest.skip(f"cannot mount a tmpfs for a full disk: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def fill_file(path, mib):
+    with open(path, "wb") as f:
+        f.write(b"\0" * (mib << 20))
+
+
+def write_until_full(session, table, first_key):
+    """Writes FULL_DISK_VALUE under keys first_key, first_key + 1, ... until a write fails;
+    returns (the keys acknowledged, the error)."""
+    insert = session.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?)")
+    acknowledged = []
+    deadline = time.monotonic() + 120
+    key = first_key
+    while time.monotonic() < deadline:
+        try:
+            session.execute(insert, [key, FULL_DISK_VALUE])
+        except (ServerError, NoHostAvailable) as e:
+            return acknowledged, e
+        acknowledged.append(key)
+        key += 1
+    pytest.fail(f"the {SMALL_DISK_MIB} MiB disk never filled up")
+
+
+def test_full_disk_fails_writes_clearly_and_they_resume_once_space_is_freed(small_disk, node_factory):
+    # Writes used to fail with "No space left on device", then, once the commit log's periodic
+    # sync had met the failed writer, with "Writer has previous error" until a restart, however
+    # much space was freed. A short sync period makes that sync happen while the disk is full.
+    filler = small_disk / "filler"
+    fill_file(filler, 72)  # freed later: room for the flush that resuming writes starts with
+    node = node_factory(small_disk / "node", commitlog_sync_period_in_ms=100).start()
+    with new_session(node.host, node.port) as s:
+        s.execute(KEYSPACE.format("disk"))
+        s.execute("CREATE TABLE disk.t (k int PRIMARY KEY, v text)")
+        acknowledged, error = write_until_full(s, "disk.t", 0)
+        assert acknowledged, "nothing was written before the disk filled up"
+        assert "No space left on device" in str(error), error
+
+        # While the disk is full (and the commit log sync runs ten times a second), writes
+        # keep failing with a clear error; reads go on.
+        insert = s.prepare("INSERT INTO disk.t (k, v) VALUES (?, ?)")
+        for _ in range(5):
+            with pytest.raises((ServerError, NoHostAvailable)) as e:
+                s.execute(insert, [-1, "x"])
+            assert "No space left on device" in str(e.value), e.value
+            time.sleep(0.3)  # let the periodic sync meet the failed commit log writer
+        assert s.execute("SELECT v FROM disk.t WHERE k = 0").one().v == FULL_DISK_VALUE
+
+        filler.unlink()
+
+        def written():
+            try:
+                s.execute(insert, [-2, "after"])
+                return True
+            except (ServerError, NoHostAvailable):
+                return False
+
+        wait_until(written, RECOVERY_TIMEOUT_S, "writes resume after space was freed")
+        assert s.execute("SELECT v FROM disk.t WHERE k = -2").one().v == "after"
+        stored = {r.k for r in s.execute("SELECT k FROM disk.t")}
+    assert set(acknowledged) <= stored
+    node.stop()
+
+
+def test_restart_after_a_full_disk_needs_little_headroom(small_disk, node_factory):
+    # A restart used to write everything the commit log held into new data files before it
+    # deleted the log, so it needed about the commit log's size in free space: a node stopped
+    # by a full disk did not start again after a little space was freed.
+    headroom = small_disk / "headroom"
+    fill_file(headroom, 4)
+    node = node_factory(small_disk / "node", commitlog_sync="batch").start()
+    with new_session(node.host, node.port) as s:
+        s.execute(KEYSPACE.format("disk"))
+        s.execute("CREATE TABLE disk.t (k int PRIMARY KEY, v text)")
+        acknowledged, error = write_until_full(s, "disk.t", 0)
+    assert len(acknowledged) > 1000, f"{len(acknowledged)} writes filled the disk: {error}"
+    node.kill()
+    headroom.unlink()  # 4 MiB free, for a commit log of over 30 MiB
+    node.start()
+    with new_session(node.host, node.port) as s:
+        stored = {r.k for r in s.execute("SELECT k FROM disk.t")}
+    lost = set(acknowledged) - stored
+    assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {sorted(lost)[:5]}"
+    node.stop()

@@ -168,7 +168,9 @@ impl Events {
             }
         }
         if clear {
-            tracing::warn!(
+            // A failed compaction is logged with its table and files (`compaction_failed`); a
+            // repeated commit log error repeats one logged already.
+            tracing::debug!(
                 what = reason.describe(),
                 error = message,
                 "background error; writes continue"
@@ -293,10 +295,20 @@ unsafe extern "C" fn background_error(
         return; // an OK status: nothing to do
     };
     let events = unsafe { events(state) };
-    if events.background_error(ErrorReason::from_raw(reason), &message) {
+    let clear = catch_panic(|| events.background_error(ErrorReason::from_raw(reason), &message))
+        // Whatever failed, the error itself is still rated: the decision needs no logging.
+        .unwrap_or_else(|| keeps_writes_running(ErrorReason::from_raw(reason), &message));
+    if clear {
         // SAFETY: as above; RocksDB reads the status after this returns.
         unsafe { ffi::rocksdb_reset_status(status) };
     }
+}
+
+/// Runs `f`, turning a panic into `None`: a panic must not unwind into RocksDB's C++ frames,
+/// which aborts the process (the recording and logging above should not panic, but a log
+/// that cannot be written is a fault these callbacks are called in).
+fn catch_panic<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
 /// `EventListener::OnCompactionCompleted`, also called for a compaction that failed.
@@ -333,10 +345,13 @@ unsafe extern "C" fn compaction_completed(
     if status.contains("Shutdown in progress") || status.contains("Column family dropped") {
         return;
     }
-    unsafe { events(state) }.compaction_failed(FailedCompaction {
-        column_family,
-        status,
-        input_files,
+    let events = unsafe { events(state) };
+    catch_panic(|| {
+        events.compaction_failed(FailedCompaction {
+            column_family,
+            status,
+            input_files,
+        })
     });
 }
 

@@ -79,6 +79,21 @@ const TOKEN_PREFIX_BYTES: usize = 8;
 /// 0.73-1.15 to 0.64-0.72 ms (bench/README, "Smaller memtables").
 const MEMTABLE_BYTES: usize = 8 << 20;
 const MEMTABLES_PER_FLUSH: i32 = 8;
+/// A table's memtable while the engine opens: a flush's worth (`MEMTABLES_PER_FLUSH`
+/// memtables). Commit log replay fills the memtables without flushing them
+/// (`avoid_flush_during_recovery`) unless one fills up, and a table rarely has more than a
+/// flush's worth unflushed; so a restart needs no free space for a copy of the commit log in
+/// data files, which a node that stopped on a full disk does not have. Once open, each table's
+/// memtable is `MEMTABLE_BYTES` again. RocksDB also takes it (the largest memtable of any
+/// column family) as the free space it waits for before it resumes writes after a full disk:
+/// room for the flush its recovery starts with.
+const RECOVERY_MEMTABLE_BYTES: usize = MEMTABLE_BYTES * MEMTABLES_PER_FLUSH as usize;
+/// The space RocksDB reserves ahead for its manifest (the list of data files, rewritten at every
+/// open, and growing by a few hundred bytes per flush or compaction). RocksDB's default, 4 MiB,
+/// was most of the free space a restart after a full disk needs.
+const MANIFEST_PREALLOCATION_BYTES: usize = 64 << 10;
+/// The blocks a memtable allocates in: RocksDB's default for `MEMTABLE_BYTES` (an eighth).
+const MEMTABLE_ARENA_BLOCK_BYTES: usize = MEMTABLE_BYTES / 8;
 /// Memtables a table may hold before writes stall: two flushes' worth and the active one.
 const MAX_MEMTABLES: i32 = 2 * MEMTABLES_PER_FLUSH + 1;
 /// Each memtable's bloom filter, as a fraction of its size: a read checks every unflushed
@@ -220,6 +235,18 @@ fn db_options(config: &RocksConfig, direct_io: bool, events: &Arc<Events>) -> Op
     // way). Named explicitly because it is the commit log's contract; tested by
     // tests/e2e/test_crash.py.
     opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+    // Replay the commit log into memtables, and keep its files, instead of writing what they
+    // hold to new data files before the node starts: a restart after the disk filled up needs
+    // a little free space, not room for a second copy of the commit log (see
+    // `RECOVERY_MEMTABLE_BYTES`).
+    opts.set_manifest_preallocation_size(MANIFEST_PREALLOCATION_BYTES);
+    // SAFETY: the pointer is `opts`'s own, valid while `opts` lives.
+    unsafe {
+        librocksdb_sys::rocksdb_options_set_avoid_flush_during_recovery(
+            rocksdb::AsRawPtr::as_raw_ptr(&opts),
+            1,
+        );
+    }
     // Bound the commit log. RocksDB's own bound is four times the sum of every column family's
     // memtable budget (gigabytes with the system tables alone), so a file stayed while any
     // rarely written table (a system table) had a memtable backed by it: replay after a crash
@@ -386,7 +413,14 @@ const COMPRESSION_PER_LEVEL: [DBCompressionType; 7] = [
     DBCompressionType::Lz4,
 ];
 
-fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Options {
+/// A table's column family options. `memtable_bytes` is `MEMTABLE_BYTES`, except while the
+/// engine opens (`RECOVERY_MEMTABLE_BYTES`).
+fn table_options(
+    cache: &Cache,
+    table: TableId,
+    state: Arc<TablePurge>,
+    memtable_bytes: usize,
+) -> Options {
     let mut block = BlockBasedOptions::default();
     block.set_block_cache(cache);
     // Full (not block-based) bloom filter. Whole-key filtering serves the header and static
@@ -419,7 +453,11 @@ fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Optio
     // `level_compaction_dynamic_level_bytes` (RocksDB's default) entry 1 applies to the level
     // L0 is compacted into, whatever its number: everything past L0 is compressed.
     opts.set_compression_per_level(&COMPRESSION_PER_LEVEL);
-    opts.set_write_buffer_size(MEMTABLE_BYTES);
+    opts.set_write_buffer_size(memtable_bytes);
+    // RocksDB's default is an eighth of the memtable size the column family is opened with;
+    // fixed, so the larger memtable of recovery does not leave every later memtable allocating
+    // in blocks as large as itself.
+    opts.set_arena_block_size(MEMTABLE_ARENA_BLOCK_BYTES);
     opts.set_min_write_buffer_number_to_merge(MEMTABLES_PER_FLUSH);
     opts.set_max_write_buffer_number(MAX_MEMTABLES);
     opts.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
@@ -430,7 +468,7 @@ fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Optio
 /// The metadata column family's memtable: it holds the schema and the node's identity, a few
 /// KiB. RocksDB's default (64 MiB) would also set the free space it waits for before it
 /// resumes writes after the disk was full (`SstFileManager`: the largest memtable of any
-/// column family).
+/// column family, see `RECOVERY_MEMTABLE_BYTES`).
 const METADATA_MEMTABLE_BYTES: usize = 1 << 20;
 
 /// Options of the `default` column family, which holds node metadata.
@@ -590,7 +628,7 @@ impl RocksEngine {
             })?;
             tables.insert(id);
             let state = Arc::new(TablePurge::new());
-            let options = table_options(cache, id, state.clone());
+            let options = table_options(cache, id, state.clone(), RECOVERY_MEMTABLE_BYTES);
             purge.insert(id, state);
             descriptors.push(ColumnFamilyDescriptor::new(name, options));
         }
@@ -603,6 +641,16 @@ impl RocksEngine {
             "storage opened"
         );
         relay_commit_log_recovery_warnings(&config.data_dir);
+        // Replay is over: every table's memtable is its usual size again. What replay filled
+        // stays until it fills up or the commit log's bound flushes it.
+        let memtable_bytes = MEMTABLE_BYTES.to_string();
+        for table in &tables {
+            let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
+            if let Some(cf) = db.cf_handle(cf_name_in(*table, &mut name)) {
+                db.set_options_cf(&cf, &[("write_buffer_size", memtable_bytes.as_str())])
+                    .map_err(|e| engine_error("open", Some(*table), e))?;
+            }
+        }
         Ok(RocksEngine {
             db,
             cache: cache.clone(),
@@ -713,7 +761,7 @@ impl RocksEngine {
     /// The options a table's column family is created with (merge operator, purge filter,
     /// bloom filters, the shared cache).
     fn options_for(&self, table: TableId) -> Options {
-        table_options(&self.cache, table, self.purge_state(table))
+        table_options(&self.cache, table, self.purge_state(table), MEMTABLE_BYTES)
     }
 
     /// Records the smallest timestamp of `updates` for tables a `compact` run is tracking.
