@@ -258,3 +258,84 @@ def test_restart_after_a_full_disk_needs_little_headroom(small_disk, node_factor
     lost = set(acknowledged) - stored
     assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {sorted(lost)[:5]}"
     node.stop()
+
+
+# --- A damaged commit log ------------------------------------------------------------------
+
+
+def test_damaged_commit_log_refuses_to_start_unless_told_to_salvage(node_factory):
+    # Bytes flipped in the middle of a commit log file used to cost every write after them
+    # (replay stopped there, newer files too) with only a warning. Now the node refuses to
+    # start, naming the file and offset, as Cassandra refuses on a replay error; told to go on
+    # (Cassandra's cassandra.commitlog.ignorereplayerrors), it replays every intact record.
+    node = node_factory(commitlog_sync="batch").start()
+    with new_session(node.host, node.port) as s:
+        s.execute(KEYSPACE.format("wal"))
+        s.execute("CREATE TABLE wal.t (k int PRIMARY KEY, v text)")
+        insert = s.prepare("INSERT INTO wal.t (k, v) VALUES (?, ?)")
+        for k in range(2000):
+            s.execute(insert, [k, f"value-{k}"])  # acknowledged after the commit log sync
+    node.kill()
+    log = max((node.directory / "commitlog").glob("*.log"), key=lambda p: p.stat().st_size)
+    damaged = bytearray(log.read_bytes())
+    middle = len(damaged) // 2
+    for i in range(middle, middle + 16):
+        damaged[i] ^= 0x5A
+    log.write_bytes(bytes(damaged))
+
+    with pytest.raises(RuntimeError) as refused:
+        node.start()
+    message = str(refused.value)
+    assert f"the commit log is damaged: {log}" in message and "at offset" in message, message
+    assert "--ignore-commitlog-replay-errors" in message, message
+    assert log.read_bytes() == bytes(damaged), "a refused start changes nothing"
+
+    node.extra_config["commitlog_ignore_replay_errors"] = "true"
+    node.start()
+    with new_session(node.host, node.port) as s:
+        stored = {r.k: r.v for r in s.execute("SELECT k, v FROM wal.t")}
+    lost = set(range(2000)) - set(stored)
+    # Each write is one record: the damage takes one or two, every other write is replayed,
+    # those after the damage too.
+    assert 1 <= len(lost) <= 2, sorted(lost)
+    assert all(stored[k] == f"value-{k}" for k in stored)
+    assert 1999 in stored
+    assert (log.parent / (log.name + ".damaged")).read_bytes() == bytes(damaged)
+    assert "the writes in them are lost" in node.log_path.read_text(errors="replace")
+
+    # The log was rewritten whole: the next start needs no override.
+    del node.extra_config["commitlog_ignore_replay_errors"]
+    node.restart()
+    with new_session(node.host, node.port) as s:
+        assert s.execute("SELECT count(*) FROM wal.t").one().count == len(stored)
+    node.stop()
+
+
+def test_ignore_commitlog_replay_errors_flag(node_factory, tmp_path):
+    # The override as a one-off command-line flag, as Cassandra's system property is given.
+    node = node_factory(commitlog_sync="batch").start()
+    with new_session(node.host, node.port) as s:
+        s.execute(KEYSPACE.format("wal"))
+        s.execute("CREATE TABLE wal.t (k int PRIMARY KEY, v text)")
+        insert = s.prepare("INSERT INTO wal.t (k, v) VALUES (?, ?)")
+        for k in range(500):
+            s.execute(insert, [k, f"value-{k}"])
+    node.kill()
+    log = max((node.directory / "commitlog").glob("*.log"), key=lambda p: p.stat().st_size)
+    damaged = bytearray(log.read_bytes())
+    for i in range(len(damaged) // 2, len(damaged) // 2 + 16):
+        damaged[i] ^= 0x5A
+    log.write_bytes(bytes(damaged))
+    # HelenusNode starts `binary server --config FILE`: a wrapper adds the flag.
+    wrapper = tmp_path / "helenus-with-flag"
+    wrapper.write_text(f"#!/bin/sh\nexec {node.binary} \"$@\" --ignore-commitlog-replay-errors\n")
+    wrapper.chmod(0o755)
+    binary, node.binary = node.binary, str(wrapper)
+    try:
+        node.start()
+    finally:
+        node.binary = binary
+    with new_session(node.host, node.port) as s:
+        count = s.execute("SELECT count(*) FROM wal.t").one().count
+    assert 498 <= count < 500
+    node.stop()

@@ -65,6 +65,11 @@ pub struct Config {
     pub tombstone_warn_threshold: u64,
     /// `disk_failure_policy`.
     pub disk_failure_policy: DiskFailurePolicy,
+    /// Helenus's `commitlog_ignore_replay_errors` (Cassandra's system property
+    /// `cassandra.commitlog.ignorereplayerrors`; also `helenus server
+    /// --ignore-commitlog-replay-errors`): start even if the commit log is damaged where it holds
+    /// writes, replaying every intact record and losing the damaged ones.
+    pub commitlog_ignore_replay_errors: bool,
 }
 
 impl Default for Config {
@@ -92,6 +97,7 @@ impl Default for Config {
             batch_thresholds: query::BatchThresholds::default(),
             tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             disk_failure_policy: DiskFailurePolicy::Stop,
+            commitlog_ignore_replay_errors: false,
         }
     }
 }
@@ -136,6 +142,14 @@ const IGNORED_CASSANDRA_KEYS: &[&str] = &[
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
     v.as_str()
         .ok_or_else(|| anyhow!("invalid value for '{key}': expected a string, got {v:?}"))
+}
+
+fn as_bool(key: &str, v: &Value) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::String(s) if s == "true" || s == "false" => Ok(s == "true"),
+        other => bail!("invalid value for '{key}': expected true or false, got {other:?}"),
+    }
 }
 
 fn as_port(key: &str, v: &Value) -> Result<u16> {
@@ -341,6 +355,9 @@ impl Config {
                         other => bail!("invalid value for 'disk_failure_policy': '{other}' (expected die, stop_paranoid, stop, best_effort or ignore)"),
                     }
                 }
+                "commitlog_ignore_replay_errors" => {
+                    config.commitlog_ignore_replay_errors = as_bool(key, v)?;
+                }
                 other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
                     warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));
                 }
@@ -458,6 +475,23 @@ mod tests {
             assert!(w.is_empty(), "{w:?}");
         }
         assert!(Config::parse("disk_failure_policy: panic").is_err());
+    }
+
+    #[test]
+    fn ignoring_commit_log_replay_errors_is_explicit() {
+        assert!(
+            !Config::parse("")
+                .expect("empty")
+                .0
+                .commitlog_ignore_replay_errors
+        );
+        let (c, w) = Config::parse("commitlog_ignore_replay_errors: true").expect("valid");
+        assert!(c.commitlog_ignore_replay_errors);
+        assert!(w.is_empty(), "{w:?}");
+        let (c, _) = Config::parse("commitlog_ignore_replay_errors: false").expect("valid");
+        assert!(!c.commitlog_ignore_replay_errors);
+        assert!(Config::parse("commitlog_ignore_replay_errors: 1").is_err());
+        assert!(Config::parse("commitlog_ignore_replay_errors: yes please").is_err());
     }
 
     #[test]

@@ -35,7 +35,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 /// release whose behaviour it follows.
 const RELEASE_VERSION: &str = "5.0.2";
 
-const USAGE: &str = "usage: helenus server [--config FILE]
+const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
        helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
        helenus --version";
 
@@ -51,6 +51,7 @@ fn run() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("server") => {
             let mut config_path: Option<PathBuf> = None;
+            let mut ignore_replay_errors = false;
             let mut rest = args[1..].iter();
             while let Some(arg) = rest.next() {
                 match arg.as_str() {
@@ -58,10 +59,13 @@ fn run() -> Result<()> {
                         let path = rest.next().context("--config needs a file name")?;
                         config_path = Some(PathBuf::from(path));
                     }
+                    // A one-off override for one start, as Cassandra's system property is
+                    // usually given.
+                    "--ignore-commitlog-replay-errors" => ignore_replay_errors = true,
                     other => bail!("unknown argument '{other}'\n{USAGE}"),
                 }
             }
-            server(config_path)
+            server(config_path, ignore_replay_errors)
         }
         Some("admin") => {
             let mut host = std::net::IpAddr::from([127, 0, 0, 1]);
@@ -146,9 +150,9 @@ fn node_identity(engine: &dyn StorageEngine, num_tokens: usize) -> Result<(uuid:
     Ok((host_id, tokens))
 }
 
-fn server(config_path: Option<PathBuf>) -> Result<()> {
+fn server(config_path: Option<PathBuf>, ignore_replay_errors: bool) -> Result<()> {
     init_logging();
-    let config = match &config_path {
+    let mut config = match &config_path {
         Some(p) => {
             let (config, warnings) = Config::load(p)?;
             for w in warnings {
@@ -158,6 +162,7 @@ fn server(config_path: Option<PathBuf>) -> Result<()> {
         }
         None => Config::default(),
     };
+    config.commitlog_ignore_replay_errors |= ignore_replay_errors;
     // The CQL connections run on the server's shards (a thread and runtime per core, see
     // `cql_server`); this runtime only opens storage, accepts connections, serves the admin
     // endpoint and syncs the commit log, so one thread drives it.
@@ -200,12 +205,20 @@ async fn serve(config: Config) -> Result<()> {
         partition_cache_bytes: config.partition_cache_size_bytes,
         commit_log_total_bytes: config.commitlog_total_space_bytes,
         commit_log_sync: durability,
+        ignore_commit_log_replay_errors: config.commitlog_ignore_replay_errors,
     };
-    let engine: Arc<dyn StorageEngine> = Arc::new(
-        tokio::task::spawn_blocking(move || RocksEngine::open(engine_config))
-            .await?
-            .with_context(|| format!("cannot open storage in {}", data_dir.display()))?,
-    );
+    let opened = tokio::task::spawn_blocking(move || RocksEngine::open(engine_config)).await?;
+    let engine: Arc<dyn StorageEngine> = Arc::new(match opened {
+        Err(e @ storage::StorageError::CommitLogDamaged { .. }) => bail!(
+            "{e}\nThe node does not start, so that no acknowledged write is dropped silently. To \
+             start anyway, replaying every intact record and losing the damaged ones, start \
+             with --ignore-commitlog-replay-errors or set commitlog_ignore_replay_errors: true \
+             (Cassandra's -Dcassandra.commitlog.ignorereplayerrors=true)."
+        ),
+        opened => {
+            opened.with_context(|| format!("cannot open storage in {}", data_dir.display()))?
+        }
+    });
     let (host_id, tokens) = node_identity(engine.as_ref(), config.num_tokens)?;
     let ring = Ring {
         local_address: config.listen_address,

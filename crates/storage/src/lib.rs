@@ -22,14 +22,14 @@
 #[cfg(feature = "rocksdb")]
 mod cache;
 #[cfg(feature = "rocksdb")]
+mod commit_log_check;
+#[cfg(feature = "rocksdb")]
 mod events;
 mod keys;
 mod memory;
 mod read;
 #[cfg(feature = "rocksdb")]
 mod rocks;
-#[cfg(feature = "rocksdb")]
-mod wal_tail;
 mod write;
 
 pub use memory::MemoryEngine;
@@ -191,6 +191,14 @@ pub enum StorageError {
     /// sync or a write stall), so it did nothing. The caller retries with the blocking call.
     #[error("the storage call would block")]
     WouldBlock,
+    /// The commit log is damaged where it holds writes that replay would skip; the engine does
+    /// not open unless told to salvage (`RocksConfig::ignore_commit_log_replay_errors`).
+    #[error("the commit log is damaged: {} at offset {offset}: {detail}", file.display())]
+    CommitLogDamaged {
+        file: std::path::PathBuf,
+        offset: u64,
+        detail: String,
+    },
     /// The engine failed (I/O error, disk full, shutdown in progress).
     #[error("storage engine error during {operation}: {detail}")]
     Engine {

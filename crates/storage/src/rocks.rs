@@ -130,6 +130,10 @@ pub struct RocksConfig {
     /// The commit log's bound (Cassandra's `commitlog_total_space`): past it, the tables whose
     /// memtables hold the oldest commit log file are flushed, so that file can go.
     pub commit_log_total_bytes: u64,
+    /// Start even if the commit log is damaged where it holds writes, replaying every intact
+    /// record and losing the damaged ones (Cassandra's `cassandra.commitlog.ignorereplayerrors`).
+    /// Without it, opening fails with `StorageError::CommitLogDamaged` (see `commit_log_check`).
+    pub ignore_commit_log_replay_errors: bool,
     /// The node's commit log mode (`Periodic` or `Batch`). `apply` follows its `durability`
     /// argument, which the caller derives from this; kept here so the engine's mode is
     /// visible in one place (`RocksEngine::commit_log_sync`).
@@ -507,28 +511,95 @@ fn relay_commit_log_recovery_warnings(data_dir: &std::path::Path) {
     }
 }
 
-/// Cuts a damaged tail off the newest commit log file before RocksDB replays it (see
-/// `wal_tail`: RocksDB's reader can spin forever on some damage), reporting it the way
-/// `relay_commit_log_recovery_warnings` reports what RocksDB drops itself.
-fn cut_damaged_commit_log_tail(config: &RocksConfig) -> Result<(), StorageError> {
+/// Checks every commit log file before RocksDB replays it and repairs what it may (see
+/// `commit_log_check`), reporting a torn tail the way `relay_commit_log_recovery_warnings`
+/// reports what RocksDB drops itself.
+fn check_commit_log(config: &RocksConfig) -> Result<(), StorageError> {
+    use crate::commit_log_check::{CheckError, Repair};
     let wal_dir = config.commit_log_dir.as_ref().unwrap_or(&config.data_dir);
-    let cut = crate::wal_tail::cut_damaged_tail(wal_dir).map_err(|e| StorageError::Engine {
-        operation: "check the commit log tail",
-        detail: format!("{}: {e}", wal_dir.display()),
-    })?;
-    if let Some(cut) = cut {
-        tracing::warn!(
-            detail = format!(
-                "{}: dropping {} bytes at offset {}; {}",
-                cut.file.display(),
-                cut.dropped,
-                cut.offset,
-                cut.reason
+    let repairs =
+        crate::commit_log_check::check_commit_log(wal_dir, config.ignore_commit_log_replay_errors)
+            .map_err(|e| match e {
+                CheckError::Io(path, e) => StorageError::Engine {
+                    operation: "check the commit log",
+                    detail: format!("{}: {e}", path.display()),
+                },
+                CheckError::Damaged(refusal) => StorageError::CommitLogDamaged {
+                    file: refusal.file,
+                    offset: refusal.offset,
+                    detail: format!(
+                        "{}; {} intact records after it, which replay would drop, and {}",
+                        refusal.reason,
+                        refusal.intact_records_after,
+                        describe_gap(refusal.gap)
+                    ),
+                },
+            })?;
+    for repair in repairs {
+        match repair {
+            Repair::Cut {
+                file,
+                offset,
+                dropped,
+                reason,
+            } => tracing::warn!(
+                detail = format!(
+                    "{}: dropping {dropped} bytes at offset {offset}; {reason}",
+                    file.display()
+                ),
+                "commit log replay stopped at a damaged record; the tail after it was discarded"
             ),
-            "commit log replay stopped at a damaged record; the tail after it was discarded"
-        );
+            Repair::Skipped {
+                file,
+                offset,
+                bytes,
+                reason,
+                lost: None,
+                backup,
+            } => tracing::warn!(
+                detail = format!(
+                    "{}: {bytes} bytes at offset {offset} ({reason}); the original is kept as {}",
+                    file.display(),
+                    backup.display()
+                ),
+                "commit log: damaged bytes left out; the sequence numbers go on after them, so \
+                 they held no write"
+            ),
+            Repair::Skipped {
+                file,
+                offset,
+                bytes,
+                reason,
+                lost: Some(gap),
+                backup,
+            } => tracing::error!(
+                detail = format!(
+                    "{}: {bytes} bytes at offset {offset} ({reason}), {}; the original is kept \
+                     as {}",
+                    file.display(),
+                    describe_gap(gap),
+                    backup.display()
+                ),
+                "commit log: damaged bytes left out as the operator asked; the writes in them \
+                 are lost, every intact record is replayed"
+            ),
+        }
     }
     Ok(())
+}
+
+/// The sequence numbers missing in damage, in words.
+fn describe_gap(gap: crate::commit_log_check::Gap) -> String {
+    match gap.first {
+        Some(first) => format!(
+            "the writes with sequence numbers {first} to {} are in the damage",
+            gap.next.saturating_sub(1)
+        ),
+        None => format!(
+            "writes with sequence numbers before {} may be in the damage",
+            gap.next
+        ),
+    }
 }
 
 fn engine_error(
@@ -569,7 +640,7 @@ impl RocksEngine {
             operation: "create data directory",
             detail: format!("{}: {e}", config.data_dir.display()),
         })?;
-        cut_damaged_commit_log_tail(&config)?;
+        check_commit_log(&config)?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
         let events = Arc::new(Events::default());
         match Self::open_with(&config, &cache, &events, true) {
@@ -1671,6 +1742,7 @@ mod tests {
             partition_cache_bytes: 1 << 20,
             commit_log_total_bytes: DEFAULT_COMMIT_LOG_TOTAL_BYTES,
             commit_log_sync: Durability::Batch,
+            ignore_commit_log_replay_errors: false,
         }
     }
 
@@ -1943,7 +2015,7 @@ mod tests {
                     .expect("write");
             }
         }
-        let log = crate::wal_tail::newest_log_for_tests(dir.path());
+        let log = crate::commit_log_check::newest_log_for_tests(dir.path());
         assert!(
             std::fs::metadata(&log).expect("log").len() > 0,
             "the writes are in the log"
@@ -2150,5 +2222,59 @@ mod tests {
                 .expect("stats")
                 .compactions_suspended
         );
+    }
+
+    #[test]
+    fn a_damaged_commit_log_refuses_to_open_unless_told_to_salvage_every_intact_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = TableId::from_u128(1);
+        let update = |k: u8| one_cell_update(table, k, vec![k; 40]);
+        {
+            let engine = engine(dir.path());
+            engine.create_table(table).expect("create");
+            for k in 0..=255 {
+                engine
+                    .apply(&[update(k)], Durability::Batch)
+                    .expect("write");
+            }
+        }
+        let log = crate::commit_log_check::newest_log_for_tests(dir.path());
+        let mut bytes = std::fs::read(&log).expect("read log");
+        let middle = bytes.len() / 2;
+        for b in &mut bytes[middle..middle + 16] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&log, &bytes).expect("damage the log");
+
+        match RocksEngine::open(config(dir.path())) {
+            Err(StorageError::CommitLogDamaged { file, offset, .. }) => {
+                assert_eq!(file, log);
+                assert!(offset <= middle as u64 && middle as u64 - offset < 200);
+            }
+            Err(e) => panic!("expected a damaged commit log, got {e}"),
+            Ok(_) => panic!("expected a damaged commit log, the engine opened"),
+        }
+        assert_eq!(std::fs::read(&log).expect("read log"), bytes, "untouched");
+
+        let salvaged = RocksEngine::open(RocksConfig {
+            ignore_commit_log_replay_errors: true,
+            ..config(dir.path())
+        })
+        .expect("salvage");
+        let present: Vec<u8> = (0..=255)
+            .filter(|&k| !rows_of(&salvaged, table, k).is_empty())
+            .collect();
+        // Each write is one record: the damage takes one or two of them, no more.
+        assert!(present.len() >= 254, "{} writes salvaged", present.len());
+        assert!(
+            present.contains(&255),
+            "the writes after the damage are replayed"
+        );
+        let backup = log.with_extension("log.damaged");
+        assert_eq!(std::fs::read(&backup).expect("the original is kept"), bytes);
+        drop(salvaged);
+        // The log is whole again: no override needed.
+        let reopened = engine(dir.path());
+        assert_eq!(rows_of(&reopened, table, 255).len(), 1);
     }
 }
