@@ -137,8 +137,9 @@ fn execute(
             .map(|(name, id)| {
                 let s = engine.table_stats(*id)?;
                 Ok(format!(
-                    "{name} live_files={} live_file_bytes={} file_entries={} memtable_bytes={} memtable_entries={}",
-                    s.live_files, s.live_file_bytes, s.file_entries, s.memtable_bytes, s.memtable_entries
+                    "{name} live_files={} live_file_bytes={} file_entries={} memtable_bytes={} memtable_entries={} compactions_suspended={}",
+                    s.live_files, s.live_file_bytes, s.file_entries, s.memtable_bytes, s.memtable_entries,
+                    u8::from(s.compactions_suspended)
                 ))
             })
             .collect(),

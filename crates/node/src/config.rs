@@ -15,6 +15,23 @@ pub enum CommitLogSync {
     Batch,
 }
 
+/// Cassandra's `disk_failure_policy`: what a corrupt data file means for the node. Cassandra
+/// stops its client transports or exits only under `stop_paranoid` and `die` when an SSTable is
+/// corrupt; under the others the read or compaction that met it fails, and the node goes on
+/// (Helenus then stops that table's compactions, see `storage`). Cassandra's other uses of the
+/// policy (unreadable or unwritable data directories) have no counterpart yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFailurePolicy {
+    /// Exit the process at once (exit code 100, as Cassandra's JVM killer).
+    Die,
+    /// Stop serving CQL clients; the node stays up for `helenus admin` until SIGTERM.
+    StopParanoid,
+    /// Cassandra's default.
+    Stop,
+    BestEffort,
+    Ignore,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub cluster_name: String,
@@ -46,6 +63,13 @@ pub struct Config {
     pub batch_thresholds: query::BatchThresholds,
     /// `tombstone_warn_threshold`: reads meeting more tombstones get a client warning.
     pub tombstone_warn_threshold: u64,
+    /// `disk_failure_policy`.
+    pub disk_failure_policy: DiskFailurePolicy,
+    /// Helenus's `commitlog_ignore_replay_errors` (Cassandra's system property
+    /// `cassandra.commitlog.ignorereplayerrors`; also `helenus server
+    /// --ignore-commitlog-replay-errors`): start even if the commit log is damaged where it holds
+    /// writes, replaying every intact record and losing the damaged ones.
+    pub commitlog_ignore_replay_errors: bool,
 }
 
 impl Default for Config {
@@ -72,6 +96,8 @@ impl Default for Config {
             partition_cache_size_bytes: default_block_cache_bytes() / 2,
             batch_thresholds: query::BatchThresholds::default(),
             tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
+            disk_failure_policy: DiskFailurePolicy::Stop,
+            commitlog_ignore_replay_errors: false,
         }
     }
 }
@@ -116,6 +142,14 @@ const IGNORED_CASSANDRA_KEYS: &[&str] = &[
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
     v.as_str()
         .ok_or_else(|| anyhow!("invalid value for '{key}': expected a string, got {v:?}"))
+}
+
+fn as_bool(key: &str, v: &Value) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::String(s) if s == "true" || s == "false" => Ok(s == "true"),
+        other => bail!("invalid value for '{key}': expected true or false, got {other:?}"),
+    }
 }
 
 fn as_port(key: &str, v: &Value) -> Result<u16> {
@@ -311,6 +345,19 @@ impl Config {
                 "unlogged_batch_across_partitions_warn_threshold" => {
                     config.batch_thresholds.unlogged_partitions_warn = as_u64(key, v)?;
                 }
+                "disk_failure_policy" => {
+                    config.disk_failure_policy = match as_str(key, v)? {
+                        "die" => DiskFailurePolicy::Die,
+                        "stop_paranoid" => DiskFailurePolicy::StopParanoid,
+                        "stop" => DiskFailurePolicy::Stop,
+                        "best_effort" => DiskFailurePolicy::BestEffort,
+                        "ignore" => DiskFailurePolicy::Ignore,
+                        other => bail!("invalid value for 'disk_failure_policy': '{other}' (expected die, stop_paranoid, stop, best_effort or ignore)"),
+                    }
+                }
+                "commitlog_ignore_replay_errors" => {
+                    config.commitlog_ignore_replay_errors = as_bool(key, v)?;
+                }
                 other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
                     warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));
                 }
@@ -408,6 +455,43 @@ mod tests {
         assert_eq!(c.partition_cache_size_bytes, 64 << 20);
         assert!(Config::default().partition_cache_size_bytes > 0);
         assert!(Config::parse("partition_cache_size_in_mb: -1").is_err());
+    }
+
+    #[test]
+    fn disk_failure_policy_takes_cassandras_values() {
+        assert_eq!(
+            Config::parse("").expect("empty").0.disk_failure_policy,
+            DiskFailurePolicy::Stop
+        );
+        for (text, policy) in [
+            ("die", DiskFailurePolicy::Die),
+            ("stop_paranoid", DiskFailurePolicy::StopParanoid),
+            ("stop", DiskFailurePolicy::Stop),
+            ("best_effort", DiskFailurePolicy::BestEffort),
+            ("ignore", DiskFailurePolicy::Ignore),
+        ] {
+            let (c, w) = Config::parse(&format!("disk_failure_policy: {text}")).expect(text);
+            assert_eq!(c.disk_failure_policy, policy);
+            assert!(w.is_empty(), "{w:?}");
+        }
+        assert!(Config::parse("disk_failure_policy: panic").is_err());
+    }
+
+    #[test]
+    fn ignoring_commit_log_replay_errors_is_explicit() {
+        assert!(
+            !Config::parse("")
+                .expect("empty")
+                .0
+                .commitlog_ignore_replay_errors
+        );
+        let (c, w) = Config::parse("commitlog_ignore_replay_errors: true").expect("valid");
+        assert!(c.commitlog_ignore_replay_errors);
+        assert!(w.is_empty(), "{w:?}");
+        let (c, _) = Config::parse("commitlog_ignore_replay_errors: false").expect("valid");
+        assert!(!c.commitlog_ignore_replay_errors);
+        assert!(Config::parse("commitlog_ignore_replay_errors: 1").is_err());
+        assert!(Config::parse("commitlog_ignore_replay_errors: yes please").is_err());
     }
 
     #[test]

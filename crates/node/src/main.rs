@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use config::{CommitLogSync, Config};
+use config::{CommitLogSync, Config, DiskFailurePolicy};
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{NodeInfo, QueryProcessor};
 use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
@@ -35,7 +35,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 /// release whose behaviour it follows.
 const RELEASE_VERSION: &str = "5.0.2";
 
-const USAGE: &str = "usage: helenus server [--config FILE]
+const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
        helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
        helenus --version";
 
@@ -51,6 +51,7 @@ fn run() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("server") => {
             let mut config_path: Option<PathBuf> = None;
+            let mut ignore_replay_errors = false;
             let mut rest = args[1..].iter();
             while let Some(arg) = rest.next() {
                 match arg.as_str() {
@@ -58,10 +59,13 @@ fn run() -> Result<()> {
                         let path = rest.next().context("--config needs a file name")?;
                         config_path = Some(PathBuf::from(path));
                     }
+                    // A one-off override for one start, as Cassandra's system property is
+                    // usually given.
+                    "--ignore-commitlog-replay-errors" => ignore_replay_errors = true,
                     other => bail!("unknown argument '{other}'\n{USAGE}"),
                 }
             }
-            server(config_path)
+            server(config_path, ignore_replay_errors)
         }
         Some("admin") => {
             let mut host = std::net::IpAddr::from([127, 0, 0, 1]);
@@ -105,6 +109,10 @@ fn init_logging() {
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in log files.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A log line that cannot be written (the log's disk is full) is lost, not reported with
+        // `eprintln!`, which panics when stderr fails: inside a RocksDB callback that aborted
+        // the process.
+        .log_internal_errors(false)
         .init();
 }
 
@@ -142,9 +150,9 @@ fn node_identity(engine: &dyn StorageEngine, num_tokens: usize) -> Result<(uuid:
     Ok((host_id, tokens))
 }
 
-fn server(config_path: Option<PathBuf>) -> Result<()> {
+fn server(config_path: Option<PathBuf>, ignore_replay_errors: bool) -> Result<()> {
     init_logging();
-    let config = match &config_path {
+    let mut config = match &config_path {
         Some(p) => {
             let (config, warnings) = Config::load(p)?;
             for w in warnings {
@@ -154,6 +162,7 @@ fn server(config_path: Option<PathBuf>) -> Result<()> {
         }
         None => Config::default(),
     };
+    config.commitlog_ignore_replay_errors |= ignore_replay_errors;
     // The CQL connections run on the server's shards (a thread and runtime per core, see
     // `cql_server`); this runtime only opens storage, accepts connections, serves the admin
     // endpoint and syncs the commit log, so one thread drives it.
@@ -196,12 +205,20 @@ async fn serve(config: Config) -> Result<()> {
         partition_cache_bytes: config.partition_cache_size_bytes,
         commit_log_total_bytes: config.commitlog_total_space_bytes,
         commit_log_sync: durability,
+        ignore_commit_log_replay_errors: config.commitlog_ignore_replay_errors,
     };
-    let engine: Arc<dyn StorageEngine> = Arc::new(
-        tokio::task::spawn_blocking(move || RocksEngine::open(engine_config))
-            .await?
-            .with_context(|| format!("cannot open storage in {}", data_dir.display()))?,
-    );
+    let opened = tokio::task::spawn_blocking(move || RocksEngine::open(engine_config)).await?;
+    let engine: Arc<dyn StorageEngine> = Arc::new(match opened {
+        Err(e @ storage::StorageError::CommitLogDamaged { .. }) => bail!(
+            "{e}\nThe node does not start, so that no acknowledged write is dropped silently. To \
+             start anyway, replaying every intact record and losing the damaged ones, start \
+             with --ignore-commitlog-replay-errors or set commitlog_ignore_replay_errors: true \
+             (Cassandra's -Dcassandra.commitlog.ignorereplayerrors=true)."
+        ),
+        opened => {
+            opened.with_context(|| format!("cannot open storage in {}", data_dir.display()))?
+        }
+    });
     let (host_id, tokens) = node_identity(engine.as_ref(), config.num_tokens)?;
     let ring = Ring {
         local_address: config.listen_address,
@@ -245,10 +262,18 @@ async fn serve(config: Config) -> Result<()> {
     // `commitlog_total_space` after writes stop (`StorageEngine::maintain_commit_log`).
     let maintain_task = every(
         Duration::from_secs(1),
-        timers_stopped,
+        timers_stopped.clone(),
         engine.clone(),
         "commit log maintenance",
         |engine| engine.maintain_commit_log(),
+    );
+    // Corrupt data files storage met, and `disk_failure_policy`'s answer to them.
+    let (stop_transports, transports_stopped) = tokio::sync::watch::channel(false);
+    let faults_task = watch_faults(
+        engine.clone(),
+        config.disk_failure_policy,
+        timers_stopped,
+        stop_transports,
     );
 
     // Unauthenticated, so local only: a loopback listen_address (127.0.0.x, one per node of a
@@ -290,7 +315,22 @@ async fn serve(config: Config) -> Result<()> {
         shards = server.shard_count(),
         "Starting listening for CQL clients"
     );
-    server.run(shutdown_signal()).await;
+    let mut policy_stop = transports_stopped.clone();
+    server
+        .run(async move {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = policy_stop.wait_for(|stopped| *stopped) => {}
+            }
+        })
+        .await;
+    if *transports_stopped.borrow() {
+        tracing::error!(
+            "CQL clients are no longer served (disk_failure_policy: stop_paranoid); the node \
+             stays up for helenus admin until SIGTERM"
+        );
+        shutdown_signal().await;
+    }
     tracing::info!("CQL server stopped; flushing");
     admin_task.abort();
 
@@ -299,10 +339,18 @@ async fn serve(config: Config) -> Result<()> {
         let _ = task.await;
     }
     let _ = maintain_task.await;
+    let _ = faults_task.await;
     let flush_engine = engine.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
         flush_engine.sync_commit_log()?;
-        flush_engine.flush(None)?;
+        // Flushing only spares the next start the commit log replay: a flush that fails (a
+        // full disk) loses nothing, and the node still stops cleanly.
+        if let Err(e) = flush_engine.flush(None) {
+            tracing::warn!(
+                error = %e,
+                "memtables not flushed; the commit log holds them and the next start replays it"
+            );
+        }
         Ok(())
     })
     .await??;
@@ -332,6 +380,56 @@ fn every(
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::error!(error = %e, "{what} failed"),
                 Err(e) => tracing::error!(error = %e, "{what} task failed"),
+            }
+        }
+    })
+}
+
+/// The exit code under `disk_failure_policy: die`: Cassandra's (its JVM killer exits with 100).
+const DIE_EXIT_CODE: i32 = 100;
+
+/// Every second until `stopped` changes, takes the faults storage found (corrupt data files, see
+/// `StorageEngine::take_faults`), logs each and applies `policy`: `die` exits the process,
+/// `stop_paranoid` sends `stop_transports`; the others leave the node serving, as Cassandra does
+/// for a corrupt SSTable (the read or compaction that met it failed).
+fn watch_faults(
+    engine: Arc<dyn StorageEngine>,
+    policy: DiskFailurePolicy,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    stop_transports: tokio::sync::watch::Sender<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stopped.changed() => break,
+            }
+            let engine = engine.clone();
+            let Ok(faults) = tokio::task::spawn_blocking(move || engine.take_faults()).await else {
+                tracing::error!("checking storage for faults failed");
+                continue;
+            };
+            for fault in faults {
+                tracing::error!(
+                    table = ?fault.table,
+                    disk_failure_policy = ?policy,
+                    "corrupt data: {}",
+                    fault.detail
+                );
+                match policy {
+                    DiskFailurePolicy::Die => {
+                        tracing::error!("exiting: disk_failure_policy is die");
+                        std::process::exit(DIE_EXIT_CODE);
+                    }
+                    DiskFailurePolicy::StopParanoid => {
+                        let _ = stop_transports.send(true);
+                    }
+                    DiskFailurePolicy::Stop
+                    | DiskFailurePolicy::BestEffort
+                    | DiskFailurePolicy::Ignore => {}
+                }
             }
         }
     })

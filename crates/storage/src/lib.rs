@@ -21,13 +21,15 @@
 // The partition cache fronts RocksDB only: `MemoryEngine` is memory already.
 #[cfg(feature = "rocksdb")]
 mod cache;
+#[cfg(feature = "rocksdb")]
+mod commit_log_check;
+#[cfg(feature = "rocksdb")]
+mod events;
 mod keys;
 mod memory;
 mod read;
 #[cfg(feature = "rocksdb")]
 mod rocks;
-#[cfg(feature = "rocksdb")]
-mod wal_tail;
 mod write;
 
 pub use memory::MemoryEngine;
@@ -158,6 +160,19 @@ pub struct TableStats {
     pub memtable_bytes: u64,
     /// Entries in memtables not yet flushed.
     pub memtable_entries: u64,
+    /// Automatic compactions stopped because one met a corrupt data file (see
+    /// `StorageEngine::take_faults`).
+    pub compactions_suspended: bool,
+}
+
+/// A fault storage found in its own files: a corrupt data file met by a compaction or a read.
+/// The node decides what it means for the node (Cassandra's `disk_failure_policy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageFault {
+    /// The table the damaged file belongs to (`None` for the node's own metadata).
+    pub table: Option<TableId>,
+    /// What was found and done, naming the file where the engine knows it.
+    pub detail: String,
 }
 
 /// Storage failures. Every variant carries enough context to log without the request.
@@ -176,6 +191,14 @@ pub enum StorageError {
     /// sync or a write stall), so it did nothing. The caller retries with the blocking call.
     #[error("the storage call would block")]
     WouldBlock,
+    /// The commit log is damaged where it holds writes that replay would skip; the engine does
+    /// not open unless told to salvage (`RocksConfig::ignore_commit_log_replay_errors`).
+    #[error("the commit log is damaged: {} at offset {offset}: {detail}", file.display())]
+    CommitLogDamaged {
+        file: std::path::PathBuf,
+        offset: u64,
+        detail: String,
+    },
     /// The engine failed (I/O error, disk full, shutdown in progress).
     #[error("storage engine error during {operation}: {detail}")]
     Engine {
@@ -287,6 +310,11 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn maintain_commit_log(&self) -> Result<(), StorageError>;
     /// The table's footprint; `UnknownTable` if it has no storage.
     fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError>;
+    /// The faults found since the last call, each reported once (a fault met again later is
+    /// reported again). An engine that cannot find any returns none.
+    fn take_faults(&self) -> Vec<StorageFault> {
+        Vec::new()
+    }
     /// Engine-wide counters since start, by name: point reads (`partition_reads`) and the disk
     /// bytes they cost (`file_read_bytes`), block cache hits and misses, bloom filter checks and
     /// false positives, memtable and compaction backlog, write stalls. Engines report what they

@@ -49,6 +49,7 @@ use rocksdb::{
 };
 
 use crate::cache::{CachedPartition, Lookup, PartitionCache};
+use crate::events::Events;
 use crate::keys::{
     parse_key, partition_prefix, prefix_successor, KIND_HEADER, KIND_ROW, KIND_STATIC,
 };
@@ -56,7 +57,7 @@ use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values, purge_value, Purged};
 use crate::{
     ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, TableId, TableStats,
+    StorageEngine, StorageError, StorageFault, TableId, TableStats,
 };
 
 type Db = DBWithThreadMode<MultiThreaded>;
@@ -78,6 +79,21 @@ const TOKEN_PREFIX_BYTES: usize = 8;
 /// 0.73-1.15 to 0.64-0.72 ms (bench/README, "Smaller memtables").
 const MEMTABLE_BYTES: usize = 8 << 20;
 const MEMTABLES_PER_FLUSH: i32 = 8;
+/// A table's memtable while the engine opens: a flush's worth (`MEMTABLES_PER_FLUSH`
+/// memtables). Commit log replay fills the memtables without flushing them
+/// (`avoid_flush_during_recovery`) unless one fills up, and a table rarely has more than a
+/// flush's worth unflushed; so a restart needs no free space for a copy of the commit log in
+/// data files, which a node that stopped on a full disk does not have. Once open, each table's
+/// memtable is `MEMTABLE_BYTES` again. RocksDB also takes it (the largest memtable of any
+/// column family) as the free space it waits for before it resumes writes after a full disk:
+/// room for the flush its recovery starts with.
+const RECOVERY_MEMTABLE_BYTES: usize = MEMTABLE_BYTES * MEMTABLES_PER_FLUSH as usize;
+/// The space RocksDB reserves ahead for its manifest (the list of data files, rewritten at every
+/// open, and growing by a few hundred bytes per flush or compaction). RocksDB's default, 4 MiB,
+/// was most of the free space a restart after a full disk needs.
+const MANIFEST_PREALLOCATION_BYTES: usize = 64 << 10;
+/// The blocks a memtable allocates in: RocksDB's default for `MEMTABLE_BYTES` (an eighth).
+const MEMTABLE_ARENA_BLOCK_BYTES: usize = MEMTABLE_BYTES / 8;
 /// Memtables a table may hold before writes stall: two flushes' worth and the active one.
 const MAX_MEMTABLES: i32 = 2 * MEMTABLES_PER_FLUSH + 1;
 /// Each memtable's bloom filter, as a fraction of its size: a read checks every unflushed
@@ -114,6 +130,10 @@ pub struct RocksConfig {
     /// The commit log's bound (Cassandra's `commitlog_total_space`): past it, the tables whose
     /// memtables hold the oldest commit log file are flushed, so that file can go.
     pub commit_log_total_bytes: u64,
+    /// Start even if the commit log is damaged where it holds writes, replaying every intact
+    /// record and losing the damaged ones (Cassandra's `cassandra.commitlog.ignorereplayerrors`).
+    /// Without it, opening fails with `StorageError::CommitLogDamaged` (see `commit_log_check`).
+    pub ignore_commit_log_replay_errors: bool,
     /// The node's commit log mode (`Periodic` or `Batch`). `apply` follows its `durability`
     /// argument, which the caller derives from this; kept here so the engine's mode is
     /// visible in one place (`RocksEngine::commit_log_sync`).
@@ -141,10 +161,43 @@ pub struct RocksEngine {
     partition_reads: AtomicU64,
     /// Whole small partitions, in front of RocksDB (`None` if configured off).
     partition_cache: Option<PartitionCache>,
+    /// What RocksDB's background work reported (`events`).
+    events: Arc<Events>,
+    /// Faults found in the engine's files, and what was done about them.
+    faults: Mutex<Faults>,
     /// `maintain_commit_log`'s memory: the latest sequence number it saw, and the one it last
     /// checked the commit log's size at (u64::MAX: none yet).
     maintained_sequence: AtomicU64,
     checked_sequence: AtomicU64,
+}
+
+/// Faults not yet taken by `take_faults` beyond this many are dropped (each is also logged): a
+/// client reading a corrupt row in a loop must not grow the list.
+const MAX_PENDING_FAULTS: usize = 64;
+
+/// Faults found in the engine's files (`StorageEngine::take_faults`) and what was done.
+#[derive(Default)]
+struct Faults {
+    /// Not yet taken, oldest first; a fault equal to one already pending is not added again.
+    pending: Vec<StorageFault>,
+    /// The number (`Events::failed_compactions_after`) of the last failed compaction handled.
+    handled_failed_compactions: u64,
+    /// Tables whose automatic compactions are stopped, with the failure that stopped them.
+    /// RocksDB cannot leave one file out of a table's compactions, as Cassandra leaves out an
+    /// SSTable it marked suspect, so the table's compactions stop instead: every one of them
+    /// would meet the file again. Reads and writes go on (reads of the damaged rows fail); a
+    /// TRUNCATE or DROP of the table ends it.
+    suspended: HashMap<TableId, String>,
+    /// Reads that met corrupt data since the engine opened.
+    corrupt_reads: u64,
+}
+
+impl Faults {
+    fn push(&mut self, fault: StorageFault) {
+        if self.pending.len() < MAX_PENDING_FAULTS && !self.pending.contains(&fault) {
+            self.pending.push(fault);
+        }
+    }
 }
 
 /// The largest partition the partition cache keeps (its stored keys and values).
@@ -168,8 +221,9 @@ fn merge_operator(
     }
 }
 
-fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
+fn db_options(config: &RocksConfig, direct_io: bool, events: &Arc<Events>) -> Options {
     let mut opts = Options::default();
+    crate::events::install(&mut opts, events.clone());
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     if let Some(dir) = &config.commit_log_dir {
@@ -185,6 +239,18 @@ fn db_options(config: &RocksConfig, direct_io: bool) -> Options {
     // way). Named explicitly because it is the commit log's contract; tested by
     // tests/e2e/test_crash.py.
     opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+    // Replay the commit log into memtables, and keep its files, instead of writing what they
+    // hold to new data files before the node starts: a restart after the disk filled up needs
+    // a little free space, not room for a second copy of the commit log (see
+    // `RECOVERY_MEMTABLE_BYTES`).
+    opts.set_manifest_preallocation_size(MANIFEST_PREALLOCATION_BYTES);
+    // SAFETY: the pointer is `opts`'s own, valid while `opts` lives.
+    unsafe {
+        librocksdb_sys::rocksdb_options_set_avoid_flush_during_recovery(
+            rocksdb::AsRawPtr::as_raw_ptr(&opts),
+            1,
+        );
+    }
     // Bound the commit log. RocksDB's own bound is four times the sum of every column family's
     // memtable budget (gigabytes with the system tables alone), so a file stayed while any
     // rarely written table (a system table) had a memtable backed by it: replay after a crash
@@ -351,7 +417,14 @@ const COMPRESSION_PER_LEVEL: [DBCompressionType; 7] = [
     DBCompressionType::Lz4,
 ];
 
-fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Options {
+/// A table's column family options. `memtable_bytes` is `MEMTABLE_BYTES`, except while the
+/// engine opens (`RECOVERY_MEMTABLE_BYTES`).
+fn table_options(
+    cache: &Cache,
+    table: TableId,
+    state: Arc<TablePurge>,
+    memtable_bytes: usize,
+) -> Options {
     let mut block = BlockBasedOptions::default();
     block.set_block_cache(cache);
     // Full (not block-based) bloom filter. Whole-key filtering serves the header and static
@@ -384,11 +457,28 @@ fn table_options(cache: &Cache, table: TableId, state: Arc<TablePurge>) -> Optio
     // `level_compaction_dynamic_level_bytes` (RocksDB's default) entry 1 applies to the level
     // L0 is compacted into, whatever its number: everything past L0 is compressed.
     opts.set_compression_per_level(&COMPRESSION_PER_LEVEL);
-    opts.set_write_buffer_size(MEMTABLE_BYTES);
+    opts.set_write_buffer_size(memtable_bytes);
+    // RocksDB's default is an eighth of the memtable size the column family is opened with;
+    // fixed, so the larger memtable of recovery does not leave every later memtable allocating
+    // in blocks as large as itself.
+    opts.set_arena_block_size(MEMTABLE_ARENA_BLOCK_BYTES);
     opts.set_min_write_buffer_number_to_merge(MEMTABLES_PER_FLUSH);
     opts.set_max_write_buffer_number(MAX_MEMTABLES);
     opts.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
     opts.set_memtable_whole_key_filtering(true);
+    opts
+}
+
+/// The metadata column family's memtable: it holds the schema and the node's identity, a few
+/// KiB. RocksDB's default (64 MiB) would also set the free space it waits for before it
+/// resumes writes after the disk was full (`SstFileManager`: the largest memtable of any
+/// column family, see `RECOVERY_MEMTABLE_BYTES`).
+const METADATA_MEMTABLE_BYTES: usize = 1 << 20;
+
+/// Options of the `default` column family, which holds node metadata.
+fn metadata_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_write_buffer_size(METADATA_MEMTABLE_BYTES);
     opts
 }
 
@@ -421,28 +511,95 @@ fn relay_commit_log_recovery_warnings(data_dir: &std::path::Path) {
     }
 }
 
-/// Cuts a damaged tail off the newest commit log file before RocksDB replays it (see
-/// `wal_tail`: RocksDB's reader can spin forever on some damage), reporting it the way
-/// `relay_commit_log_recovery_warnings` reports what RocksDB drops itself.
-fn cut_damaged_commit_log_tail(config: &RocksConfig) -> Result<(), StorageError> {
+/// Checks every commit log file before RocksDB replays it and repairs what it may (see
+/// `commit_log_check`), reporting a torn tail the way `relay_commit_log_recovery_warnings`
+/// reports what RocksDB drops itself.
+fn check_commit_log(config: &RocksConfig) -> Result<(), StorageError> {
+    use crate::commit_log_check::{CheckError, Repair};
     let wal_dir = config.commit_log_dir.as_ref().unwrap_or(&config.data_dir);
-    let cut = crate::wal_tail::cut_damaged_tail(wal_dir).map_err(|e| StorageError::Engine {
-        operation: "check the commit log tail",
-        detail: format!("{}: {e}", wal_dir.display()),
-    })?;
-    if let Some(cut) = cut {
-        tracing::warn!(
-            detail = format!(
-                "{}: dropping {} bytes at offset {}; {}",
-                cut.file.display(),
-                cut.dropped,
-                cut.offset,
-                cut.reason
+    let repairs =
+        crate::commit_log_check::check_commit_log(wal_dir, config.ignore_commit_log_replay_errors)
+            .map_err(|e| match e {
+                CheckError::Io(path, e) => StorageError::Engine {
+                    operation: "check the commit log",
+                    detail: format!("{}: {e}", path.display()),
+                },
+                CheckError::Damaged(refusal) => StorageError::CommitLogDamaged {
+                    file: refusal.file,
+                    offset: refusal.offset,
+                    detail: format!(
+                        "{}; {} intact records after it, which replay would drop, and {}",
+                        refusal.reason,
+                        refusal.intact_records_after,
+                        describe_gap(refusal.gap)
+                    ),
+                },
+            })?;
+    for repair in repairs {
+        match repair {
+            Repair::Cut {
+                file,
+                offset,
+                dropped,
+                reason,
+            } => tracing::warn!(
+                detail = format!(
+                    "{}: dropping {dropped} bytes at offset {offset}; {reason}",
+                    file.display()
+                ),
+                "commit log replay stopped at a damaged record; the tail after it was discarded"
             ),
-            "commit log replay stopped at a damaged record; the tail after it was discarded"
-        );
+            Repair::Skipped {
+                file,
+                offset,
+                bytes,
+                reason,
+                lost: None,
+                backup,
+            } => tracing::warn!(
+                detail = format!(
+                    "{}: {bytes} bytes at offset {offset} ({reason}); the original is kept as {}",
+                    file.display(),
+                    backup.display()
+                ),
+                "commit log: damaged bytes left out; the sequence numbers go on after them, so \
+                 they held no write"
+            ),
+            Repair::Skipped {
+                file,
+                offset,
+                bytes,
+                reason,
+                lost: Some(gap),
+                backup,
+            } => tracing::error!(
+                detail = format!(
+                    "{}: {bytes} bytes at offset {offset} ({reason}), {}; the original is kept \
+                     as {}",
+                    file.display(),
+                    describe_gap(gap),
+                    backup.display()
+                ),
+                "commit log: damaged bytes left out as the operator asked; the writes in them \
+                 are lost, every intact record is replayed"
+            ),
+        }
     }
     Ok(())
+}
+
+/// The sequence numbers missing in damage, in words.
+fn describe_gap(gap: crate::commit_log_check::Gap) -> String {
+    match gap.first {
+        Some(first) => format!(
+            "the writes with sequence numbers {first} to {} are in the damage",
+            gap.next.saturating_sub(1)
+        ),
+        None => format!(
+            "writes with sequence numbers before {} may be in the damage",
+            gap.next
+        ),
+    }
 }
 
 fn engine_error(
@@ -483,9 +640,10 @@ impl RocksEngine {
             operation: "create data directory",
             detail: format!("{}: {e}", config.data_dir.display()),
         })?;
-        cut_damaged_commit_log_tail(&config)?;
+        check_commit_log(&config)?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
-        match Self::open_with(&config, &cache, true) {
+        let events = Arc::new(Events::default());
+        match Self::open_with(&config, &cache, &events, true) {
             Ok(engine) => Ok(engine),
             Err(e) if Self::direct_io_unsupported(&e) => {
                 tracing::warn!(
@@ -493,7 +651,7 @@ impl RocksEngine {
                     error = %e,
                     "direct I/O not supported by the filesystem; using buffered I/O"
                 );
-                Self::open_with(&config, &cache, false)
+                Self::open_with(&config, &cache, &events, false)
             }
             Err(e) => Err(e),
         }
@@ -514,9 +672,10 @@ impl RocksEngine {
     fn open_with(
         config: &RocksConfig,
         cache: &Cache,
+        events: &Arc<Events>,
         direct_io: bool,
     ) -> Result<RocksEngine, StorageError> {
-        let opts = db_options(config, direct_io);
+        let opts = db_options(config, direct_io, events);
         // A missing database has no column families to list; anything else is a real error.
         let existing = if config.data_dir.join("CURRENT").exists() {
             Db::list_cf(&opts, &config.data_dir)
@@ -528,7 +687,7 @@ impl RocksEngine {
         let mut purge = HashMap::new();
         let mut descriptors = vec![ColumnFamilyDescriptor::new(
             DEFAULT_COLUMN_FAMILY_NAME,
-            Options::default(),
+            metadata_options(),
         )];
         for name in existing {
             if name == DEFAULT_COLUMN_FAMILY_NAME {
@@ -540,7 +699,7 @@ impl RocksEngine {
             })?;
             tables.insert(id);
             let state = Arc::new(TablePurge::new());
-            let options = table_options(cache, id, state.clone());
+            let options = table_options(cache, id, state.clone(), RECOVERY_MEMTABLE_BYTES);
             purge.insert(id, state);
             descriptors.push(ColumnFamilyDescriptor::new(name, options));
         }
@@ -553,6 +712,16 @@ impl RocksEngine {
             "storage opened"
         );
         relay_commit_log_recovery_warnings(&config.data_dir);
+        // Replay is over: every table's memtable is its usual size again. What replay filled
+        // stays until it fills up or the commit log's bound flushes it.
+        let memtable_bytes = MEMTABLE_BYTES.to_string();
+        for table in &tables {
+            let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
+            if let Some(cf) = db.cf_handle(cf_name_in(*table, &mut name)) {
+                db.set_options_cf(&cf, &[("write_buffer_size", memtable_bytes.as_str())])
+                    .map_err(|e| engine_error("open", Some(*table), e))?;
+            }
+        }
         Ok(RocksEngine {
             db,
             cache: cache.clone(),
@@ -566,6 +735,8 @@ impl RocksEngine {
             partition_cache: (config.partition_cache_bytes > 0).then(|| {
                 PartitionCache::new(config.partition_cache_bytes, MAX_CACHED_PARTITION_BYTES)
             }),
+            events: events.clone(),
+            faults: Mutex::default(),
             maintained_sequence: AtomicU64::new(u64::MAX),
             checked_sequence: AtomicU64::new(u64::MAX),
         })
@@ -661,7 +832,7 @@ impl RocksEngine {
     /// The options a table's column family is created with (merge operator, purge filter,
     /// bloom filters, the shared cache).
     fn options_for(&self, table: TableId) -> Options {
-        table_options(&self.cache, table, self.purge_state(table))
+        table_options(&self.cache, table, self.purge_state(table), MEMTABLE_BYTES)
     }
 
     /// Records the smallest timestamp of `updates` for tables a `compact` run is tracking.
@@ -701,11 +872,13 @@ impl RocksEngine {
         // Force: the bottommost level is compacted again after everything reaches it, so the
         // purge filter sees the fully merged values.
         options.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        let name = cf_name(table);
+        let failed_before = self.events.failed_compactions(&name);
         let gc_grace = state.gc_grace_seconds.load(AtomicOrdering::SeqCst);
         if gc_grace == GC_GRACE_UNSET {
             self.db
                 .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
-            return Ok(());
+            return self.compaction_result(table, &name, failed_before);
         }
         // Track before the flush: a write that misses the flushed memtable is recorded.
         state
@@ -731,6 +904,7 @@ impl RocksEngine {
             });
             self.db
                 .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
+            self.compaction_result(table, &name, failed_before)?;
             tracing::info!(%table, gc_before, pushed_row_deletions = pushed, "major compaction done");
             Ok(())
         })();
@@ -840,6 +1014,111 @@ impl RocksEngine {
             write(batch)?;
         }
         Ok(pushed)
+    }
+
+    fn faults(&self) -> MutexGuard<'_, Faults> {
+        // Plain bookkeeping: a panic elsewhere cannot leave it inconsistent.
+        self.faults
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a read that met corrupt data as a fault.
+    fn note_read_fault(&self, error: &StorageError) {
+        if let StorageError::Corruption { table, detail } = error {
+            let mut faults = self.faults();
+            faults.corrupt_reads += 1;
+            faults.push(StorageFault {
+                table: Some(*table),
+                detail: format!("a read of table {table} met corrupt data: {detail}"),
+            });
+        }
+    }
+
+    /// Turns the compactions that failed since the last call into faults; one that met corrupt
+    /// data suspends its table's compactions (see `Faults::suspended`). Others (a full disk)
+    /// are only logged: RocksDB tries again later.
+    fn handle_failed_compactions(&self) {
+        let handled = self.faults().handled_failed_compactions;
+        for (number, failure) in self.events.failed_compactions_after(handled) {
+            let table = TableId::parse_str(&failure.column_family).ok();
+            let corrupt = failure.status.starts_with("Corruption");
+            let mut detail = format!(
+                "a compaction of {} failed: {} (input files {})",
+                table.map_or_else(|| "node metadata".to_string(), |t| format!("table {t}")),
+                failure.status,
+                failure.input_files.join(", ")
+            );
+            if corrupt {
+                if let Some(table) = table {
+                    if self.suspend_compactions(table, &failure.status) {
+                        detail.push_str("; the table's automatic compactions are suspended");
+                    }
+                }
+            }
+            let mut faults = self.faults();
+            faults.handled_failed_compactions = faults.handled_failed_compactions.max(number);
+            if corrupt {
+                faults.push(StorageFault { table, detail });
+            }
+        }
+    }
+
+    /// Stops the table's automatic compactions; true if they were running.
+    fn suspend_compactions(&self, table: TableId, why: &str) -> bool {
+        if self.faults().suspended.contains_key(&table) {
+            return false;
+        }
+        let Ok(cf) = self.cf(table) else {
+            return false; // dropped meanwhile
+        };
+        match self
+            .db
+            .set_options_cf(&cf, &[("disable_auto_compactions", "true")])
+        {
+            Ok(()) => {
+                tracing::error!(
+                    %table,
+                    error = why,
+                    "a compaction met corrupt data; the table's automatic compactions are suspended"
+                );
+                self.faults().suspended.insert(table, why.to_string());
+                true
+            }
+            Err(e) => {
+                tracing::error!(%table, error = %e, "cannot suspend the table's compactions");
+                false
+            }
+        }
+    }
+
+    /// `Ok` unless a compaction of `table` failed since `failed_before` was counted
+    /// (`Events::failed_compactions`): RocksDB's manual compaction does not return its status.
+    fn compaction_result(
+        &self,
+        table: TableId,
+        name: &str,
+        failed_before: u64,
+    ) -> Result<(), StorageError> {
+        if self.events.failed_compactions(name) == failed_before {
+            return Ok(());
+        }
+        self.handle_failed_compactions();
+        let status = self
+            .events
+            .last_failed_compaction(name)
+            .map_or_else(|| "unknown error".to_string(), |f| f.status);
+        if status.starts_with("Corruption") {
+            Err(StorageError::Corruption {
+                table,
+                detail: format!("compaction failed: {status}"),
+            })
+        } else {
+            Err(StorageError::Engine {
+                operation: "compact",
+                detail: status,
+            })
+        }
     }
 
     fn selected_tables(&self, table: Option<TableId>) -> Result<Vec<TableId>, StorageError> {
@@ -1085,6 +1364,7 @@ impl StorageEngine for RocksEngine {
                 .map_err(|e| engine_error("drop table", Some(table), e))?;
         }
         tables.remove(&table);
+        self.faults().suspended.remove(&table);
         self.purge
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -1110,6 +1390,8 @@ impl StorageEngine for RocksEngine {
             .create_cf(&name, &self.options_for(table))
             .map_err(|e| engine_error("truncate table", Some(table), e));
         self.forget_cached(table);
+        // The new column family has none of the old files, and compactions again.
+        self.faults().suspended.remove(&table);
         created
     }
 
@@ -1162,6 +1444,7 @@ impl StorageEngine for RocksEngine {
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError> {
         self.read_partition_from(table, key, slice, max_rows, resume, false)
+            .inspect_err(|e| self.note_read_fault(e))
     }
 
     fn try_read_partition(
@@ -1173,6 +1456,7 @@ impl StorageEngine for RocksEngine {
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError> {
         self.read_partition_from(table, key, slice, max_rows, resume, true)
+            .inspect_err(|e| self.note_read_fault(e))
     }
 
     fn scan(
@@ -1184,6 +1468,7 @@ impl StorageEngine for RocksEngine {
     ) -> Result<ScanPage, StorageError> {
         let view = self.view(table, false)?;
         read::scan(&view, table, start, end_token, max_rows)
+            .inspect_err(|e| self.note_read_fault(e))
     }
 
     fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
@@ -1250,20 +1535,31 @@ impl StorageEngine for RocksEngine {
     }
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
+        // Every table is compacted even if one fails (a corrupt data file); the first failure
+        // is the answer.
+        let mut first_failure = None;
         for t in self.selected_tables(table)? {
             // The purge leaves what reads return unchanged, but not the stored bytes.
             let compacted = self.compact_table(t);
             self.forget_cached(t);
             match compacted {
+                Ok(()) => {}
                 // A table dropped meanwhile has nothing left to compact.
                 Err(StorageError::UnknownTable(_)) if table.is_none() => {}
-                other => other?,
+                Err(e) => {
+                    first_failure.get_or_insert(e);
+                }
             }
         }
         if table.is_none() {
             self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
         }
-        Ok(())
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    fn take_faults(&self) -> Vec<StorageFault> {
+        self.handle_failed_compactions();
+        std::mem::take(&mut self.faults().pending)
     }
 
     fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError> {
@@ -1291,6 +1587,7 @@ impl StorageEngine for RocksEngine {
         stats.memtable_bytes = property("rocksdb.cur-size-all-mem-tables")?;
         stats.memtable_entries = property("rocksdb.num-entries-active-mem-table")?
             + property("rocksdb.num-entries-imm-mem-tables")?;
+        stats.compactions_suspended = self.faults().suspended.contains_key(&table);
         Ok(stats)
     }
 
@@ -1310,6 +1607,11 @@ impl StorageEngine for RocksEngine {
             .property_int_value("rocksdb.num-running-compactions")
             .map_err(|e| engine_error("read a property", None, e))?
             .unwrap_or(0);
+        let (background_errors, background_errors_cleared) = self.events.background_errors();
+        let (corrupt_reads, suspended_tables) = {
+            let faults = self.faults();
+            (faults.corrupt_reads, faults.suspended.len() as u64)
+        };
         let (cache_hits, cache_misses, cache_bytes, cache_partitions) = self
             .partition_cache
             .as_ref()
@@ -1373,6 +1675,11 @@ impl StorageEngine for RocksEngine {
             ("compaction_write_bytes", ticker(Ticker::CompactWriteBytes)),
             ("flush_write_bytes", ticker(Ticker::FlushWriteBytes)),
             ("write_stall_micros", ticker(Ticker::StallMicros)),
+            ("background_errors", background_errors),
+            ("background_errors_cleared", background_errors_cleared),
+            ("failed_compactions", self.events.all_failed_compactions()),
+            ("corrupt_data_reads", corrupt_reads),
+            ("tables_with_suspended_compactions", suspended_tables),
         ])
     }
 
@@ -1435,6 +1742,7 @@ mod tests {
             partition_cache_bytes: 1 << 20,
             commit_log_total_bytes: DEFAULT_COMMIT_LOG_TOTAL_BYTES,
             commit_log_sync: Durability::Batch,
+            ignore_commit_log_replay_errors: false,
         }
     }
 
@@ -1707,7 +2015,7 @@ mod tests {
                     .expect("write");
             }
         }
-        let log = crate::wal_tail::newest_log_for_tests(dir.path());
+        let log = crate::commit_log_check::newest_log_for_tests(dir.path());
         assert!(
             std::fs::metadata(&log).expect("log").len() > 0,
             "the writes are in the log"
@@ -1810,5 +2118,163 @@ mod tests {
             engine.scan(table, ScanStart::Beginning, None, 10),
             Err(StorageError::Corruption { .. })
         ));
+    }
+
+    #[test]
+    fn a_compaction_meeting_corrupt_data_fails_and_stops_only_that_tables_compactions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (damaged, healthy) = (TableId::from_u128(1), TableId::from_u128(2));
+        let row = |table: TableId, c: u16, value: Vec<u8>| PartitionUpdate {
+            table,
+            key: PartitionKey {
+                token: 7,
+                key: b"p".to_vec(),
+            },
+            header: None,
+            static_row: None,
+            rows: vec![(
+                c.to_be_bytes().to_vec(),
+                Row {
+                    columns: vec![ColumnData::Simple {
+                        id: 1,
+                        cell: Cell::live(1, value),
+                    }],
+                    ..Row::default()
+                },
+            )],
+        };
+        {
+            let engine = engine(dir.path());
+            engine.create_table(damaged).expect("create");
+            engine.create_table(healthy).expect("create");
+            for c in 0..2000 {
+                engine
+                    .apply(&[row(damaged, c, vec![b'x'; 200])], Durability::None)
+                    .expect("write");
+            }
+            engine.flush(Some(damaged)).expect("flush");
+        }
+        let file = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+            .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
+            .expect("a data file");
+        let mut bytes = std::fs::read(&file).expect("read");
+        let middle = bytes.len() / 2;
+        for b in &mut bytes[middle..middle + 100] {
+            *b ^= 0xff;
+        }
+        std::fs::write(&file, bytes).expect("write");
+
+        let engine = engine(dir.path());
+        engine.set_gc_grace(damaged, 0).expect("gc grace");
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        match engine.compact(Some(damaged)) {
+            Err(StorageError::Corruption { table, detail }) => {
+                assert_eq!(table, damaged);
+                assert!(detail.contains(&name), "{detail}");
+            }
+            other => panic!("expected the compaction to fail, got {other:?}"),
+        }
+        // Nothing stopped: both tables take writes, and the healthy one compacts.
+        for table in [damaged, healthy] {
+            engine
+                .apply(&[row(table, 9999, b"after".to_vec())], Durability::Batch)
+                .expect("a write after the failed compaction");
+        }
+        engine
+            .compact(Some(healthy))
+            .expect("compact the healthy table");
+        let faults = engine.take_faults();
+        assert_eq!(faults.len(), 1, "{faults:?}");
+        assert_eq!(faults[0].table, Some(damaged));
+        assert!(faults[0].detail.contains(&name), "{}", faults[0].detail);
+        assert!(
+            engine.take_faults().is_empty(),
+            "each fault is reported once"
+        );
+        assert!(
+            engine
+                .table_stats(damaged)
+                .expect("stats")
+                .compactions_suspended
+        );
+        assert!(
+            !engine
+                .table_stats(healthy)
+                .expect("stats")
+                .compactions_suspended
+        );
+        let metrics: HashMap<_, _> = engine.metrics().expect("metrics").into_iter().collect();
+        assert_eq!(metrics["tables_with_suspended_compactions"], 1);
+        assert!(metrics["failed_compactions"] >= 1);
+        assert!(metrics["background_errors_cleared"] >= 1);
+        // A TRUNCATE leaves none of the damaged files: compactions run again.
+        engine.truncate_table(damaged).expect("truncate");
+        assert!(
+            !engine
+                .table_stats(damaged)
+                .expect("stats")
+                .compactions_suspended
+        );
+    }
+
+    #[test]
+    fn a_damaged_commit_log_refuses_to_open_unless_told_to_salvage_every_intact_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = TableId::from_u128(1);
+        let update = |k: u8| one_cell_update(table, k, vec![k; 40]);
+        {
+            let engine = engine(dir.path());
+            engine.create_table(table).expect("create");
+            for k in 0..=255 {
+                engine
+                    .apply(&[update(k)], Durability::Batch)
+                    .expect("write");
+            }
+        }
+        let log = crate::commit_log_check::newest_log_for_tests(dir.path());
+        let mut bytes = std::fs::read(&log).expect("read log");
+        let middle = bytes.len() / 2;
+        for b in &mut bytes[middle..middle + 16] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&log, &bytes).expect("damage the log");
+
+        match RocksEngine::open(config(dir.path())) {
+            Err(StorageError::CommitLogDamaged { file, offset, .. }) => {
+                assert_eq!(file, log);
+                assert!(offset <= middle as u64 && middle as u64 - offset < 200);
+            }
+            Err(e) => panic!("expected a damaged commit log, got {e}"),
+            Ok(_) => panic!("expected a damaged commit log, the engine opened"),
+        }
+        assert_eq!(std::fs::read(&log).expect("read log"), bytes, "untouched");
+
+        let salvaged = RocksEngine::open(RocksConfig {
+            ignore_commit_log_replay_errors: true,
+            ..config(dir.path())
+        })
+        .expect("salvage");
+        let present: Vec<u8> = (0..=255)
+            .filter(|&k| !rows_of(&salvaged, table, k).is_empty())
+            .collect();
+        // Each write is one record: the damage takes one or two of them, no more.
+        assert!(present.len() >= 254, "{} writes salvaged", present.len());
+        assert!(
+            present.contains(&255),
+            "the writes after the damage are replayed"
+        );
+        let backup = log.with_extension("log.damaged");
+        assert_eq!(std::fs::read(&backup).expect("the original is kept"), bytes);
+        drop(salvaged);
+        // The log is whole again: no override needed.
+        let reopened = engine(dir.path());
+        assert_eq!(rows_of(&reopened, table, 255).len(), 1);
     }
 }

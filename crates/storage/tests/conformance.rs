@@ -1095,6 +1095,7 @@ fn rocks_config(dir: &std::path::Path) -> RocksConfig {
         partition_cache_bytes: 1 << 20,
         commit_log_total_bytes: storage::DEFAULT_COMMIT_LOG_TOTAL_BYTES,
         commit_log_sync: Durability::Periodic,
+        ignore_commit_log_replay_errors: false,
     }
 }
 
