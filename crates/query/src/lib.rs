@@ -14,6 +14,7 @@ mod ddl;
 mod describe;
 mod error;
 mod eval;
+mod limits;
 mod prepared;
 mod processor;
 mod select;
@@ -23,6 +24,10 @@ mod write;
 
 pub use coordinator::ConsistencyLevel;
 pub use error::QueryError;
+pub use limits::{
+    InSelectGuardrails, RequestTimeouts, DEFAULT_IN_SELECT_CARTESIAN_PRODUCT_FAIL_THRESHOLD,
+};
+pub use prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES;
 pub use processor::{
     BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome, PreparedInfo,
     QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,

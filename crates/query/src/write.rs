@@ -236,6 +236,8 @@ pub(crate) async fn apply(
     schema: &Schema,
     set: MutationSet,
     consistency: ConsistencyLevel,
+    write_type: coordinator::WriteType,
+    deadline: coordinator::Deadline,
 ) -> Result<(), QueryError> {
     let mut by_keyspace: Vec<(String, Vec<PartitionUpdate>)> = Vec::with_capacity(1);
     for (_, (ks, update)) in set.partitions {
@@ -256,7 +258,14 @@ pub(crate) async fn apply(
         };
         processor
             .coordinator
-            .write(keyspace, updates, consistency, durability)
+            .write(
+                keyspace,
+                updates,
+                consistency,
+                durability,
+                write_type,
+                deadline,
+            )
             .await?;
     }
     Ok(())
@@ -1509,13 +1518,22 @@ pub(crate) async fn collect_reading_lists(
     schema: &Schema,
     consistency: ConsistencyLevel,
     now: mutation::LocalTime,
+    deadline: coordinator::Deadline,
     collect: impl Fn(Option<&ListState>) -> Result<MutationSet, QueryError>,
 ) -> Result<MutationSet, QueryError> {
     let collected = collect(None)?;
     if collected.list_reads.is_empty() {
         return Ok(collected);
     }
-    let lists = read_lists(processor, schema, &collected.list_reads, consistency, now).await?;
+    let lists = read_lists(
+        processor,
+        schema,
+        &collected.list_reads,
+        consistency,
+        now,
+        deadline,
+    )
+    .await?;
     collect(Some(&lists))
 }
 
@@ -1527,6 +1545,7 @@ async fn read_lists(
     reads: &std::collections::BTreeSet<ListRead>,
     consistency: ConsistencyLevel,
     now: mutation::LocalTime,
+    deadline: coordinator::Deadline,
 ) -> Result<ListState, QueryError> {
     use coordinator::{ReadCommand, ReadResponse};
     let mut state = ListState::default();
@@ -1560,7 +1579,7 @@ async fn read_lists(
         };
         let ReadResponse::Partition(page) = processor
             .coordinator
-            .read(keyspace, command, consistency)
+            .read(keyspace, command, consistency, deadline)
             .await?
         else {
             return Err(QueryError::Server("unexpected read response".to_string()));
