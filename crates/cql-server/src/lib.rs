@@ -13,6 +13,7 @@
 
 mod connection;
 mod errors;
+mod in_flight;
 mod shards;
 
 pub use connection::{answer, startup_compression, supported, Answer};
@@ -40,6 +41,11 @@ pub struct ServerConfig {
     pub shards: usize,
     /// Each shard's blocking pool, where its storage calls that may wait run.
     pub max_blocking_threads_per_shard: usize,
+    /// `native_transport_max_request_data_in_flight`: bytes of requests being received or run
+    /// on all connections together; past it, connections stop reading (`in_flight.rs`).
+    pub max_request_data_in_flight_bytes: u64,
+    /// `native_transport_max_request_data_in_flight_per_ip`: the same per client address.
+    pub max_request_data_in_flight_per_ip_bytes: u64,
 }
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.
@@ -50,6 +56,7 @@ pub struct Server {
     shards: shards::Shards,
     processor: Arc<QueryProcessor>,
     config: Arc<ServerConfig>,
+    in_flight: Arc<in_flight::InFlightLimits>,
 }
 
 impl Server {
@@ -60,11 +67,16 @@ impl Server {
     ) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
         let shards = shards::Shards::start(config.shards, config.max_blocking_threads_per_shard)?;
+        let in_flight = in_flight::InFlightLimits::new(
+            config.max_request_data_in_flight_bytes,
+            config.max_request_data_in_flight_per_ip_bytes,
+        );
         Ok(Server {
             listener,
             shards,
             processor,
             config: Arc::new(config),
+            in_flight,
         })
     }
 
@@ -94,9 +106,10 @@ impl Server {
                         let _ = socket.set_nodelay(true);
                         let processor = self.processor.clone();
                         let config = self.config.clone();
+                        let limits = self.in_flight.clone();
                         let stop = stop_rx.clone();
                         let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| {
-                            connection::run(socket, peer, processor, config, stop)
+                            connection::run(socket, peer, processor, config, limits, stop)
                         });
                         if let Err(e) = placed {
                             tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");

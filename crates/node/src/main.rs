@@ -283,6 +283,10 @@ async fn serve(config: Config) -> Result<()> {
             max_requests_per_connection: config.native_transport_max_requests_per_connection,
             shards: cores(),
             max_blocking_threads_per_shard: blocking_threads_per_shard(cores()),
+            max_request_data_in_flight_bytes: config
+                .native_transport_max_request_data_in_flight_bytes,
+            max_request_data_in_flight_per_ip_bytes: config
+                .native_transport_max_request_data_in_flight_per_ip_bytes,
         },
     )
     .await
