@@ -5,8 +5,9 @@
 //! running its requests and writing their responses), protocol version negotiation,
 //! compression and v5 framing switches,
 //! many requests in flight per connection (answered out of order by stream id), the
-//! per-connection bounds on requests in flight and unsent responses (backpressure: the
-//! connection stops reading), event delivery to registered connections, graceful drain on
+//! per-connection bounds on requests in flight and unsent responses and the per-address and
+//! node-wide bound on the bytes of requests in flight (backpressure: the connection stops
+//! reading), event delivery to registered connections, graceful drain on
 //! shutdown, and the single mapping from `query::QueryError` to protocol error codes.
 //!
 //! Must not know: CQL grammar or semantics (the query crate executes statements), storage.

@@ -127,8 +127,9 @@ fn cassandra_heap_bytes() -> u64 {
 /// The smallest `commitlog_total_space` accepted.
 const MIN_COMMITLOG_TOTAL_SPACE_BYTES: u64 = 1 << 20;
 
-/// The smallest `prepared_statements_cache_size` accepted: a statement takes about 1 KiB.
-const MIN_PREPARED_STATEMENTS_CACHE_BYTES: u64 = 64 << 10;
+/// The smallest `prepared_statements_cache_size` accepted: Cassandra's unit, and room for
+/// hundreds of statements (one takes about 1.5 KiB).
+const MIN_PREPARED_STATEMENTS_CACHE_BYTES: u64 = 1 << 20;
 
 /// The smallest bytes-in-flight limits accepted: below a frame of a few requests, clients
 /// would wait for each other's requests all the time.
@@ -548,7 +549,7 @@ impl Config {
                         as_u64(key, v)?.saturating_mul(1 << 20)
                     };
                     if bytes < MIN_PREPARED_STATEMENTS_CACHE_BYTES {
-                        bail!("invalid value for '{key}': at least 64KiB");
+                        bail!("invalid value for '{key}': at least 1MiB");
                     }
                     config.prepared_statements_cache_size_bytes = bytes;
                 }
@@ -798,7 +799,7 @@ mod tests {
             "partition_keys_in_select_fail_threshold: 0",
             "in_select_cartesian_product_fail_threshold: -2",
             "in_select_cartesian_product_warn_threshold: 10\nin_select_cartesian_product_fail_threshold: 5",
-            "prepared_statements_cache_size: 1KiB",
+            "prepared_statements_cache_size: 512KiB",
             "native_transport_max_request_data_in_flight_per_ip: 1KiB",
         ] {
             assert!(Config::parse(bad).is_err(), "{bad}");
