@@ -130,6 +130,16 @@ def test_in_guardrails_follow_the_config(node_factory):
             s.execute("SELECT * FROM ks.one WHERE k IN (1, 2, 3, 4, 5)")
         with pytest.raises(InvalidRequest, match="produces 9 values, this exceeds fail threshold of 8"):
             s.execute("SELECT * FROM ks.four WHERE a IN (1, 2, 3) AND b IN (1, 2, 3) AND c = 1 AND d = 1")
+        # Cassandra's guardrail covers the keys of UPDATE and DELETE too.
+        with pytest.raises(InvalidRequest, match="on partition key produces 9 values"):
+            s.execute("DELETE FROM ks.four WHERE a IN (1, 2, 3) AND b IN (1, 2, 3) AND c = 1 AND d = 1")
+        with pytest.raises(InvalidRequest, match="on clustering key produces 9 values"):
+            s.execute("DELETE FROM ks.one WHERE k = 1 AND c IN (1, 2, 3, 4, 5, 6, 7, 8, 9)")
+        result = s.execute("UPDATE ks.one SET v = 2 WHERE k = 1 AND c IN (1, 2, 3, 4)")
+        assert result.response_future.warnings == [
+            "Guardrail in_select_cartesian_product violated: The cartesian product of the IN "
+            "restrictions on clustering key produces 4 values, this exceeds warning threshold of 3."
+        ]
 
 
 # --- Request deadlines ----------------------------------------------------------------------

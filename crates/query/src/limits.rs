@@ -155,6 +155,31 @@ impl InSelectGuardrails {
 /// quota is 0.5 ms; the style guide's bound for blocking a runtime worker is the same.
 const YIELD_INTERVAL: Duration = Duration::from_micros(500);
 
+/// Yields the shard when a request has computed for `YIELD_INTERVAL` since it last did.
+pub(crate) struct ShardTime {
+    last_yield: Instant,
+}
+
+impl ShardTime {
+    pub(crate) fn new() -> ShardTime {
+        ShardTime {
+            last_yield: Instant::now(),
+        }
+    }
+
+    /// Yields if due at `now`.
+    async fn yield_if_due_at(&mut self, now: Instant) {
+        if now.duration_since(self.last_yield) >= YIELD_INTERVAL {
+            tokio::task::yield_now().await;
+            self.last_yield = Instant::now();
+        }
+    }
+
+    pub(crate) async fn yield_if_due(&mut self) {
+        self.yield_if_due_at(Instant::now()).await;
+    }
+}
+
 /// A long request's pace: checks its deadline and yields the shard at intervals, at the points
 /// where its loops can stop (between storage reads, and every `ROWS_PER_CHECK` rows).
 pub(crate) struct Pacer {
@@ -162,7 +187,7 @@ pub(crate) struct Pacer {
     consistency: ConsistencyLevel,
     /// Replies the consistency level needs (the timeout error reports it).
     block_for: i32,
-    last_yield: Instant,
+    shard: ShardTime,
     rows: u32,
 }
 
@@ -176,7 +201,7 @@ impl Pacer {
             deadline,
             consistency,
             block_for,
-            last_yield: Instant::now(),
+            shard: ShardTime::new(),
             rows: 0,
         }
     }
@@ -192,10 +217,7 @@ impl Pacer {
         if self.deadline.passed_at(now) {
             return Err(self.timeout());
         }
-        if now.duration_since(self.last_yield) >= YIELD_INTERVAL {
-            tokio::task::yield_now().await;
-            self.last_yield = Instant::now();
-        }
+        self.shard.yield_if_due_at(now).await;
         Ok(())
     }
 

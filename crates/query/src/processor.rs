@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::bind::{self, Bound};
-use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts};
+use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
 use crate::warnings::BatchThresholds;
 use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
@@ -533,7 +533,11 @@ impl QueryProcessor {
             None => self.next_timestamp(),
         };
         let mut resolved = Vec::with_capacity(items.len());
+        // Up to 65,535 statements, each parsed and analysed: the shard's other connections
+        // get their turns meanwhile (the write's deadline is checked when it is sent).
+        let mut shard = ShardTime::new();
         for item in items {
+            shard.yield_if_due().await;
             let (statement, values) = match item {
                 BatchItem::Query(text, values) => {
                     let statement = cql_syntax::parse_statement(&text)
@@ -572,12 +576,13 @@ impl QueryProcessor {
                     in_batch: true,
                     lists,
                     insert_cache,
+                    in_select_guardrails: &self.in_select_guardrails,
                 };
                 write::collect_mutations(statement, &ctx, &mut collected)?;
             }
             Ok::<_, QueryError>(collected)
         };
-        let collected = write::collect_reading_lists(
+        let mut collected = write::collect_reading_lists(
             self,
             &schema,
             options.consistency,
@@ -586,12 +591,13 @@ impl QueryProcessor {
             collect,
         )
         .await?;
-        let warnings = warnings::check_batch(
+        let mut warnings = std::mem::take(&mut collected.warnings);
+        warnings.extend(warnings::check_batch(
             &schema,
             &self.batch_thresholds,
             kind == BatchKind::Logged,
             &collected,
-        )?;
+        )?);
         let write_type = match kind {
             BatchKind::Logged => WriteType::Batch,
             BatchKind::Unlogged | BatchKind::Counter => WriteType::UnloggedBatch,
@@ -672,12 +678,13 @@ impl QueryProcessor {
                         in_batch: false,
                         lists,
                         insert_cache: run.insert,
+                        in_select_guardrails: &self.in_select_guardrails,
                     };
                     let mut collected = write::MutationSet::default();
                     write::collect_mutations(statement, &ctx, &mut collected)?;
                     Ok::<_, QueryError>(collected)
                 };
-                let collected = write::collect_reading_lists(
+                let mut collected = write::collect_reading_lists(
                     self,
                     &schema,
                     options.consistency,
@@ -686,6 +693,7 @@ impl QueryProcessor {
                     collect,
                 )
                 .await?;
+                warnings.append(&mut collected.warnings);
                 let mut write_type = WriteType::Simple;
                 if let Statement::Batch(batch) = statement {
                     let logged = batch.kind == cql_syntax::ast::BatchKind::Logged;
