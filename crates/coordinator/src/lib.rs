@@ -11,13 +11,18 @@
 //! through `storage::StorageEngine`).
 
 mod consistency;
+mod deadline;
 mod replica;
 
 pub use consistency::{ConsistencyLevel, ReadOrWrite};
+pub use deadline::{Deadline, WriteType};
 pub use replica::{LocalReplica, ReadCommand, ReadResponse, Replica, ReplicaFuture};
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use schema::KeyspaceMetadata;
 use storage::{Durability, PartitionUpdate};
@@ -34,6 +39,28 @@ pub enum CoordinatorError {
     /// The consistency level is not valid for this kind of request (CQL `Invalid`).
     #[error("{0}")]
     InvalidConsistency(String),
+    /// The request's deadline passed before enough replicas answered (CQL `ReadTimeout`), in
+    /// Cassandra's words.
+    #[error("Operation timed out - received only {received} responses.")]
+    ReadTimeout {
+        consistency: ConsistencyLevel,
+        received: i32,
+        block_for: i32,
+        data_present: bool,
+    },
+    /// The deadline of a write passed before enough replicas acknowledged it (CQL
+    /// `WriteTimeout`): it may still be applied.
+    #[error("Operation timed out - received only {received} responses.")]
+    WriteTimeout {
+        consistency: ConsistencyLevel,
+        received: i32,
+        block_for: i32,
+        write_type: WriteType,
+    },
+    /// A replica did not start a read whose deadline had passed (the coordinator answers the
+    /// timeout).
+    #[error("the request's deadline passed before the replica started it")]
+    DeadlinePassed,
     #[error("storage error: {0}")]
     Storage(#[from] storage::StorageError),
     #[error("replica task failed: {0}")]
@@ -73,31 +100,47 @@ impl Coordinator {
     }
 
     /// Applies mutations of one keyspace at `consistency`. `updates` may span partitions; each
-    /// replica applies its share atomically.
+    /// replica applies its share atomically. Past `deadline` the write is answered with a
+    /// `WriteTimeout` of `write_type`; it may still be applied, as in Cassandra.
     pub async fn write(
         &self,
         keyspace: &KeyspaceMetadata,
         updates: Vec<PartitionUpdate>,
         consistency: ConsistencyLevel,
         durability: Durability,
+        write_type: WriteType,
+        deadline: Deadline,
     ) -> Result<(), CoordinatorError> {
         let replicas = self.replicas(keyspace);
         let required = consistency.block_for(keyspace, ReadOrWrite::Write)?;
         check_available(consistency, required, replicas.len())?;
+        let timeout = || CoordinatorError::WriteTimeout {
+            consistency,
+            received: 0,
+            block_for: required as i32,
+            write_type,
+        };
+        if deadline.passed() {
+            return Err(timeout());
+        }
         let updates = Arc::new(updates);
         // One replica today. With several, this sends to all and waits for `required` acks.
         for replica in &replicas {
-            replica.apply(updates.clone(), durability).await?;
+            by_deadline(replica.apply(updates.clone(), durability), deadline)
+                .await
+                .unwrap_or_else(|| Err(timeout()))?;
         }
         Ok(())
     }
 
-    /// Reads at `consistency`.
+    /// Reads at `consistency`; past `deadline` the read is answered with a `ReadTimeout` (and
+    /// the replica, if it has not started it, does not).
     pub async fn read(
         &self,
         keyspace: &KeyspaceMetadata,
         command: ReadCommand,
         consistency: ConsistencyLevel,
+        deadline: Deadline,
     ) -> Result<ReadResponse, CoordinatorError> {
         let replicas = self.replicas(keyspace);
         let required = consistency.block_for(keyspace, ReadOrWrite::Read)?;
@@ -110,7 +153,32 @@ impl Coordinator {
                 alive: 0,
             })?
             .clone();
-        replica.read(command).await
+        let timeout = || CoordinatorError::ReadTimeout {
+            consistency,
+            received: 0,
+            block_for: required as i32,
+            data_present: false,
+        };
+        if deadline.passed() {
+            return Err(timeout());
+        }
+        match by_deadline(replica.read(command, deadline), deadline).await {
+            Some(Err(CoordinatorError::DeadlinePassed)) | None => Err(timeout()),
+            Some(done) => done,
+        }
+    }
+}
+
+/// `work`'s output, or `None` if `deadline` passes first. Work that completes on its first
+/// poll (most local reads) costs no timer.
+async fn by_deadline<T>(work: impl Future<Output = T>, deadline: Deadline) -> Option<T> {
+    let mut work = pin!(work);
+    let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(done) => Some(done),
+        Poll::Pending => tokio::time::timeout_at(deadline.instant().into(), work)
+            .await
+            .ok(),
     }
 }
 
@@ -127,4 +195,149 @@ fn check_available(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use schema::Replication;
+    use storage::{ClusteringSlice, PartitionKey, TableId};
+
+    use super::*;
+
+    /// A replica that never answers (a stalled disk, a dead peer).
+    struct Stalled;
+
+    impl Replica for Stalled {
+        fn apply(&self, _: Arc<Vec<PartitionUpdate>>, _: Durability) -> ReplicaFuture<()> {
+            Box::pin(std::future::pending())
+        }
+        fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn keyspace() -> KeyspaceMetadata {
+        let options = BTreeMap::from([
+            ("class".to_string(), "SimpleStrategy".to_string()),
+            ("replication_factor".to_string(), "1".to_string()),
+        ]);
+        KeyspaceMetadata {
+            name: "ks".to_string(),
+            durable_writes: true,
+            replication: Replication::from_options(&options, "dc1", "ks", None).expect("valid"),
+            tables: BTreeMap::new(),
+            types: BTreeMap::new(),
+            virtual_keyspace: false,
+        }
+    }
+
+    fn stalled() -> Coordinator {
+        let ring = Ring {
+            local_address: IpAddr::from([127, 0, 0, 1]),
+            tokens: vec![0],
+        };
+        Coordinator::new(ring, Arc::new(Stalled))
+    }
+
+    fn read() -> ReadCommand {
+        ReadCommand::Partition {
+            table: TableId::from_u128(1),
+            key: PartitionKey {
+                token: 1,
+                key: vec![1],
+            },
+            slice: ClusteringSlice::all(),
+            max_rows: 1,
+            resume: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_past_its_deadline_is_a_read_timeout() {
+        let coordinator = stalled();
+        let started = Instant::now();
+        let deadline = Deadline::at(started + Duration::from_millis(50));
+        let e = coordinator
+            .read(&keyspace(), read(), ConsistencyLevel::One, deadline)
+            .await
+            .expect_err("the replica never answers");
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(
+            matches!(
+                e,
+                CoordinatorError::ReadTimeout {
+                    consistency: ConsistencyLevel::One,
+                    received: 0,
+                    block_for: 1,
+                    data_present: false,
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "Operation timed out - received only 0 responses."
+        );
+        // A deadline already passed: not even sent.
+        let e = coordinator
+            .read(
+                &keyspace(),
+                read(),
+                ConsistencyLevel::Quorum,
+                Deadline::at(started),
+            )
+            .await
+            .expect_err("too late");
+        assert!(matches!(e, CoordinatorError::ReadTimeout { .. }), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_write_past_its_deadline_is_a_write_timeout_of_its_type() {
+        let coordinator = stalled();
+        let deadline = Deadline::at(Instant::now() + Duration::from_millis(20));
+        let e = coordinator
+            .write(
+                &keyspace(),
+                Vec::new(),
+                ConsistencyLevel::All,
+                Durability::Periodic,
+                WriteType::UnloggedBatch,
+                deadline,
+            )
+            .await
+            .expect_err("the replica never acknowledges");
+        assert!(
+            matches!(
+                e,
+                CoordinatorError::WriteTimeout {
+                    consistency: ConsistencyLevel::All,
+                    received: 0,
+                    block_for: 1,
+                    write_type: WriteType::UnloggedBatch,
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_local_read_queued_past_its_deadline_is_not_started() {
+        let engine = Arc::new(storage::MemoryEngine::new());
+        let replica = LocalReplica::new(engine);
+        // An unknown table would be an error if the read ran; past the deadline it does not.
+        let command = ReadCommand::Range {
+            table: TableId::from_u128(9),
+            start: storage::ScanStart::Beginning,
+            end_token: None,
+            max_rows: 1,
+        };
+        let e = replica
+            .read(command, Deadline::at(Instant::now()))
+            .await
+            .expect_err("too late");
+        assert!(matches!(e, CoordinatorError::DeadlinePassed), "{e:?}");
+    }
 }

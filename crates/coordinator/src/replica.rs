@@ -11,7 +11,7 @@ use storage::{
 
 use tokio::sync::oneshot;
 
-use crate::CoordinatorError;
+use crate::{CoordinatorError, Deadline};
 
 pub type ReplicaFuture<T> = Pin<Box<dyn Future<Output = Result<T, CoordinatorError>> + Send>>;
 
@@ -49,7 +49,9 @@ pub trait Replica: Send + Sync + 'static {
         updates: Arc<Vec<PartitionUpdate>>,
         durability: Durability,
     ) -> ReplicaFuture<()>;
-    fn read(&self, command: ReadCommand) -> ReplicaFuture<ReadResponse>;
+    /// Reads; a replica need not start a read whose `deadline` has passed (it then answers
+    /// `DeadlinePassed`).
+    fn read(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadResponse>;
 }
 
 /// This node's storage as a replica. Storage calls can block (write stalls, commit log syncs,
@@ -199,7 +201,7 @@ impl Replica for LocalReplica {
         })
     }
 
-    fn read(&self, command: ReadCommand) -> ReplicaFuture<ReadResponse> {
+    fn read(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadResponse> {
         let engine = self.engine.clone();
         Box::pin(async move {
             if let ReadCommand::Partition {
@@ -215,28 +217,36 @@ impl Replica for LocalReplica {
                     done => return Ok(ReadResponse::Partition(done?)),
                 }
             }
-            tokio::task::spawn_blocking(move || match command {
-                ReadCommand::Partition {
-                    table,
-                    key,
-                    slice,
-                    max_rows,
-                    resume,
-                } => engine
-                    .read_partition(table, &key, &slice, max_rows, resume.as_deref())
-                    .map(ReadResponse::Partition),
-                ReadCommand::Range {
-                    table,
-                    start,
-                    end_token,
-                    max_rows,
-                } => engine
-                    .scan(table, start, end_token, max_rows)
-                    .map(ReadResponse::Range),
+            // The blocking pool may queue the call behind others: by the time it starts, the
+            // request may have been answered with a timeout, and its read would only delay
+            // the reads queued behind it.
+            tokio::task::spawn_blocking(move || {
+                if deadline.passed() {
+                    return Err(CoordinatorError::DeadlinePassed);
+                }
+                let read = match command {
+                    ReadCommand::Partition {
+                        table,
+                        key,
+                        slice,
+                        max_rows,
+                        resume,
+                    } => engine
+                        .read_partition(table, &key, &slice, max_rows, resume.as_deref())
+                        .map(ReadResponse::Partition),
+                    ReadCommand::Range {
+                        table,
+                        start,
+                        end_token,
+                        max_rows,
+                    } => engine
+                        .scan(table, start, end_token, max_rows)
+                        .map(ReadResponse::Range),
+                };
+                read.map_err(CoordinatorError::from)
             })
             .await
             .map_err(|e| CoordinatorError::Internal(e.to_string()))?
-            .map_err(CoordinatorError::from)
         })
     }
 }

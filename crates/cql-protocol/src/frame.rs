@@ -180,6 +180,42 @@ impl FrameCodec {
         !self.partial.is_empty()
     }
 
+    /// Bytes of an incomplete frame held here (see `has_incomplete_frame`).
+    pub fn incomplete_frame_held_bytes(&self) -> usize {
+        self.partial.len()
+    }
+
+    /// The whole size (header and body) of the frame whose start has arrived, once its header
+    /// has: in `buf` (legacy framing) or, in v5 segments, in this codec. `None` when no frame
+    /// is begun or its header is incomplete, or when the frame is complete in `buf`. Lets a
+    /// server account for a large frame before buffering it.
+    pub fn incomplete_frame_bytes(&self, buf: &[u8]) -> Option<usize> {
+        let header = if self.segments {
+            self.partial.get(..HEADER_BYTES)?
+        } else {
+            buf.get(..HEADER_BYTES)?
+        };
+        let length = i32::from_be_bytes([header[5], header[6], header[7], header[8]]);
+        let total = HEADER_BYTES + usize::try_from(length).ok()?;
+        let held = if self.segments {
+            self.partial.len()
+        } else {
+            buf.len()
+        };
+        (held < total).then_some(total)
+    }
+
+    /// Gives back the memory of buffers that grew for a large frame (a large request's start,
+    /// a large response's encoding) once they are idle, keeping at most `keep_bytes` of each.
+    pub fn shrink_idle_buffers(&mut self, keep_bytes: usize) {
+        if self.scratch.capacity() > keep_bytes {
+            self.scratch = BytesMut::new();
+        }
+        if self.partial.is_empty() && self.partial.capacity() > keep_bytes {
+            self.partial = BytesMut::new();
+        }
+    }
+
     /// Takes the next complete request frame from `buf`, or returns `None` if more bytes are
     /// needed. An error means the stream cannot be read further: answer it and close.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {

@@ -2059,3 +2059,39 @@ fn overlong_strings_are_cut_at_a_character_boundary() {
     put_string(&mut short, "abc");
     assert_eq!(&short[..], b"\x00\x03abc");
 }
+
+#[test]
+fn an_incomplete_frame_tells_its_whole_size_once_its_header_has_arrived() {
+    // Legacy framing: the frame is in the caller's buffer.
+    let frame = request_frame(Version::V4, 3, &big_request());
+    let codec = FrameCodec::new(MAX);
+    assert_eq!(
+        codec.incomplete_frame_bytes(&frame[..8]),
+        None,
+        "header incomplete"
+    );
+    assert_eq!(codec.incomplete_frame_bytes(&frame[..9]), Some(frame.len()));
+    assert_eq!(
+        codec.incomplete_frame_bytes(&frame[..1000]),
+        Some(frame.len())
+    );
+    assert_eq!(codec.incomplete_frame_bytes(&frame), None, "complete");
+    // v5 segments: a large frame's start is held by the codec.
+    let frame = request_frame(Version::V5, 9, &big_request());
+    let mut wire = BytesMut::new();
+    segment::encode_segments(&frame, false, &mut wire);
+    let first_segment = 6 + MAX_SEGMENT_PAYLOAD_BYTES + 4;
+    let mut codec = FrameCodec::new(MAX);
+    codec.switch_to_v5_segments();
+    let mut buf = wire.split_to(first_segment);
+    assert_eq!(codec.decode(&mut buf).unwrap(), None);
+    assert_eq!(
+        codec.incomplete_frame_held_bytes(),
+        MAX_SEGMENT_PAYLOAD_BYTES
+    );
+    assert_eq!(codec.incomplete_frame_bytes(&buf), Some(frame.len()));
+    buf.extend_from_slice(&wire);
+    assert!(codec.decode(&mut buf).unwrap().is_some());
+    assert_eq!(codec.incomplete_frame_bytes(&buf), None);
+    assert_eq!(codec.incomplete_frame_held_bytes(), 0);
+}

@@ -31,6 +31,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::errors::{consistency_from_wire, error_body};
+use crate::in_flight::{ConnectionBudget, InFlightLimits, GRANT_BYTES};
 use crate::ServerConfig;
 
 /// Encoded responses waiting for the socket beyond which no new request is started (a client
@@ -46,6 +47,10 @@ const FLUSH_BYTES: usize = 8 * 1024;
 const LATE_FLUSH_BYTES: usize = 64 * 1024;
 /// Bytes read from the socket per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// The most an idle connection keeps of each of its buffers (input, output, the codecs'):
+/// one that grew for a large frame (up to 16 MiB and more) gives the memory back once the
+/// frame is done instead of keeping its high-water mark for the connection's life.
+const IDLE_BUFFER_BYTES: usize = 4 * READ_CHUNK_BYTES;
 /// Requests started in one pass before the connection yields to the other tasks of its shard
 /// (other connections, write groups): a client pipelining a whole read chunk (over a thousand
 /// small requests, ~15 ms of work) must not hold the shard's thread for all of it. At the
@@ -68,6 +73,8 @@ type InFlight = Pin<Box<dyn Future<Output = Done> + Send>>;
 struct Done {
     version: wire::Version,
     stream: i16,
+    /// The request's frame bytes, accounted in `Connection::requests_bytes` until answered.
+    bytes: u64,
     answer: Answer,
 }
 
@@ -113,6 +120,12 @@ struct Connection {
     events_task: Option<tokio::task::JoinHandle<()>>,
     flush: FlushPolicy,
     specs: SpecCache,
+    /// What this connection holds of the node's and its address's bytes in flight.
+    budget: ConnectionBudget,
+    /// The frame bytes of the requests started and not yet answered.
+    requests_bytes: u64,
+    /// Reading waits for bytes in flight to be given back (`account_memory`).
+    memory_wait: bool,
 }
 
 /// The result column specs this connection encoded last, most recent first. A prepared
@@ -238,6 +251,7 @@ pub(crate) async fn run(
     peer: SocketAddr,
     processor: Arc<QueryProcessor>,
     config: Arc<ServerConfig>,
+    limits: Arc<InFlightLimits>,
     mut stop: watch::Receiver<bool>,
 ) {
     tracing::debug!(%peer, "connection opened");
@@ -262,6 +276,9 @@ pub(crate) async fn run(
         events_task: None,
         flush: FlushPolicy::default(),
         specs: SpecCache::default(),
+        budget: limits.open(peer.ip()),
+        requests_bytes: 0,
+        memory_wait: false,
     };
     let mut shut_down = false;
     loop {
@@ -315,6 +332,7 @@ pub(crate) async fn run(
         if conn.state != State::Open && conn.in_flight.is_empty() && quiet {
             break;
         }
+        let need = conn.account_memory();
         tokio::select! {
             biased;
             done = conn.in_flight.next(), if !conn.in_flight.is_empty() => {
@@ -335,6 +353,8 @@ pub(crate) async fn run(
             }
             Some(event) = events_rx.recv() => conn.event(event),
             _ = stop.changed(), if conn.state == State::Open => conn.stop_reading(),
+            // Another connection gave bytes back: `account_memory` tries again.
+            () = conn.budget.room_for(need), if conn.memory_wait => {}
         }
     }
     if let Some(t) = conn.events_task.take() {
@@ -350,12 +370,55 @@ impl Connection {
     /// Reading more is useful: the connection is open and every complete frame read so far
     /// was started.
     fn wants_input(&self) -> bool {
-        self.state == State::Open && !self.held
+        self.state == State::Open && !self.held && !self.memory_wait
+    }
+
+    /// Holds from the in-flight budgets what the connection needs to read again: its
+    /// requests in flight, what it buffers of the next ones (a frame whose header has arrived
+    /// counts whole) and room for one more read; if they have no room, reading waits
+    /// (`memory_wait`). Returns the bytes needed. A connection with nothing in flight and
+    /// nothing buffered holds nothing, and gives back the memory of buffers that grew for a
+    /// large frame.
+    fn account_memory(&mut self) -> u64 {
+        let buffered = self.input.len() + self.decoder.incomplete_frame_held_bytes();
+        let frame = self
+            .decoder
+            .incomplete_frame_bytes(&self.input)
+            .unwrap_or(0);
+        let pending = self.requests_bytes + buffered.max(frame) as u64;
+        if pending == 0 {
+            self.memory_wait = false;
+            self.budget.keep(0);
+            self.shrink_idle_buffers();
+            return 0;
+        }
+        let need = pending + READ_CHUNK_BYTES as u64;
+        if self.state == State::Open && !self.held {
+            self.memory_wait = !self.budget.hold(need);
+        }
+        if self.budget.held_bytes() > need + 4 * GRANT_BYTES {
+            self.budget.keep(need);
+        }
+        need
+    }
+
+    fn shrink_idle_buffers(&mut self) {
+        if self.input.capacity() > IDLE_BUFFER_BYTES {
+            self.input = BytesMut::new();
+        }
+        if self.output.is_empty() && self.output.capacity() > IDLE_BUFFER_BYTES {
+            self.output = BytesMut::new();
+        }
+        self.decoder.shrink_idle_buffers(IDLE_BUFFER_BYTES);
+        self.encoder.shrink_idle_buffers(IDLE_BUFFER_BYTES);
     }
 
     fn read_some(&mut self, reader: &OwnedReadHalf) {
         self.input.reserve(READ_CHUNK_BYTES);
-        match reader.try_read_buf(&mut self.input) {
+        // At most one chunk, which `account_memory` held room for (a reserve may leave more
+        // spare capacity than that).
+        let mut chunk = bytes::BufMut::limit(&mut self.input, READ_CHUNK_BYTES);
+        match reader.try_read_buf(&mut chunk) {
             Ok(0) => self.stop_reading(),
             Ok(_) => self.fresh_input = true,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
@@ -396,9 +459,11 @@ impl Connection {
     }
 
     fn answer(&mut self, done: Done) {
+        self.requests_bytes -= done.bytes;
         let Done {
             version,
             stream,
+            bytes: _,
             answer: Answer {
                 mut response,
                 warnings,
@@ -536,9 +601,10 @@ impl Connection {
                     continue;
                 }
             }
+            let bytes = (wire::frame::HEADER_BYTES + frame.body.len()) as u64;
             match wire::Request::decode(version, frame.opcode, frame.body) {
                 Ok(request) => {
-                    self.start(version, stream, request);
+                    self.start(version, stream, bytes, request);
                     if self.output.len() >= threshold && self.state != State::Broken {
                         if switches_at_flush.is_none() && threshold == FLUSH_BYTES {
                             *switches_at_flush = Some(involuntary_switches());
@@ -554,7 +620,8 @@ impl Connection {
         started
     }
 
-    fn start(&mut self, version: wire::Version, stream: i16, request: wire::Request) {
+    /// Starts a request of `bytes` frame bytes (counted in `requests_bytes` until answered).
+    fn start(&mut self, version: wire::Version, stream: i16, bytes: u64, request: wire::Request) {
         match request {
             wire::Request::Options => self.respond(version, stream, &supported(), &[]),
             wire::Request::Startup(options) => {
@@ -602,11 +669,13 @@ impl Connection {
                     }
                     return self.respond(version, stream, &wire::Response::Ready, &[]);
                 }
+                self.requests_bytes += bytes;
                 let mut request: InFlight = Box::pin(async move {
                     let answer = handle(&shared, other).await;
                     Done {
                         version,
                         stream,
+                        bytes,
                         answer,
                     }
                 });

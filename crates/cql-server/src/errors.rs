@@ -70,6 +70,34 @@ pub(crate) fn error_body(e: &QueryError) -> ErrorBody {
             },
         ),
         QueryError::Truncate(_) => (ErrorCode::TruncateError, ErrorExtra::None),
+        QueryError::ReadTimeout {
+            consistency,
+            received,
+            block_for,
+            data_present,
+        } => (
+            ErrorCode::ReadTimeout,
+            ErrorExtra::ReadTimeout {
+                consistency: consistency_to_wire(*consistency),
+                received: *received,
+                block_for: *block_for,
+                data_present: *data_present,
+            },
+        ),
+        QueryError::WriteTimeout {
+            consistency,
+            received,
+            block_for,
+            write_type,
+        } => (
+            ErrorCode::WriteTimeout,
+            ErrorExtra::WriteTimeout {
+                consistency: consistency_to_wire(*consistency),
+                received: *received,
+                block_for: *block_for,
+                write_type: write_type.as_str().to_string(),
+            },
+        ),
         QueryError::FunctionFailure {
             keyspace,
             function,

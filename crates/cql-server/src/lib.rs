@@ -5,14 +5,16 @@
 //! running its requests and writing their responses), protocol version negotiation,
 //! compression and v5 framing switches,
 //! many requests in flight per connection (answered out of order by stream id), the
-//! per-connection bounds on requests in flight and unsent responses (backpressure: the
-//! connection stops reading), event delivery to registered connections, graceful drain on
+//! per-connection bounds on requests in flight and unsent responses and the per-address and
+//! node-wide bound on the bytes of requests in flight (backpressure: the connection stops
+//! reading), event delivery to registered connections, graceful drain on
 //! shutdown, and the single mapping from `query::QueryError` to protocol error codes.
 //!
 //! Must not know: CQL grammar or semantics (the query crate executes statements), storage.
 
 mod connection;
 mod errors;
+mod in_flight;
 mod shards;
 
 pub use connection::{answer, startup_compression, supported, Answer};
@@ -40,6 +42,11 @@ pub struct ServerConfig {
     pub shards: usize,
     /// Each shard's blocking pool, where its storage calls that may wait run.
     pub max_blocking_threads_per_shard: usize,
+    /// `native_transport_max_request_data_in_flight`: bytes of requests being received or run
+    /// on all connections together; past it, connections stop reading (`in_flight.rs`).
+    pub max_request_data_in_flight_bytes: u64,
+    /// `native_transport_max_request_data_in_flight_per_ip`: the same per client address.
+    pub max_request_data_in_flight_per_ip_bytes: u64,
 }
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.
@@ -50,6 +57,7 @@ pub struct Server {
     shards: shards::Shards,
     processor: Arc<QueryProcessor>,
     config: Arc<ServerConfig>,
+    in_flight: Arc<in_flight::InFlightLimits>,
 }
 
 impl Server {
@@ -60,11 +68,16 @@ impl Server {
     ) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
         let shards = shards::Shards::start(config.shards, config.max_blocking_threads_per_shard)?;
+        let in_flight = in_flight::InFlightLimits::new(
+            config.max_request_data_in_flight_bytes,
+            config.max_request_data_in_flight_per_ip_bytes,
+        );
         Ok(Server {
             listener,
             shards,
             processor,
             config: Arc::new(config),
+            in_flight,
         })
     }
 
@@ -94,9 +107,10 @@ impl Server {
                         let _ = socket.set_nodelay(true);
                         let processor = self.processor.clone();
                         let config = self.config.clone();
+                        let limits = self.in_flight.clone();
                         let stop = stop_rx.clone();
                         let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| {
-                            connection::run(socket, peer, processor, config, stop)
+                            connection::run(socket, peer, processor, config, limits, stop)
                         });
                         if let Err(e) = placed {
                             tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");

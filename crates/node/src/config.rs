@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_yaml::Value;
 
+use crate::cassandra_keys::CASSANDRA_KEYS;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitLogSync {
     /// Acknowledge after the write reaches the commit log buffer; fsync on a timer.
@@ -70,6 +72,18 @@ pub struct Config {
     /// --ignore-commitlog-replay-errors`): start even if the commit log is damaged where it holds
     /// writes, replaying every intact record and losing the damaged ones.
     pub commitlog_ignore_replay_errors: bool,
+    /// `read_request_timeout`, `range_request_timeout`, `write_request_timeout`.
+    pub request_timeouts: query::RequestTimeouts,
+    /// `partition_keys_in_select_*_threshold`, `in_select_cartesian_product_*_threshold`.
+    pub in_select_guardrails: query::InSelectGuardrails,
+    /// `prepared_statements_cache_size`: the prepared statement cache's bound, and the largest
+    /// statement PREPARE accepts.
+    pub prepared_statements_cache_size_bytes: u64,
+    /// `native_transport_max_request_data_in_flight`: bytes of requests being received or
+    /// run, node-wide; past it connections stop reading.
+    pub native_transport_max_request_data_in_flight_bytes: u64,
+    /// `native_transport_max_request_data_in_flight_per_ip`: the same per client address.
+    pub native_transport_max_request_data_in_flight_per_ip_bytes: u64,
 }
 
 impl Default for Config {
@@ -98,15 +112,18 @@ impl Default for Config {
             tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             disk_failure_policy: DiskFailurePolicy::Stop,
             commitlog_ignore_replay_errors: false,
+            request_timeouts: query::RequestTimeouts::default(),
+            in_select_guardrails: query::InSelectGuardrails::default(),
+            prepared_statements_cache_size_bytes: query::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES,
+            native_transport_max_request_data_in_flight_bytes: cassandra_heap_bytes() / 10,
+            native_transport_max_request_data_in_flight_per_ip_bytes: cassandra_heap_bytes() / 40,
         }
     }
 }
 
-/// A sixteenth of the machine's memory, between 64 MiB and 2 GiB: the engine's own cache
-/// replaces the kernel's page cache for reads (direct I/O), so it must not be tiny.
-fn default_block_cache_bytes() -> usize {
-    const MIB: usize = 1024 * 1024;
-    let total = std::fs::read_to_string("/proc/meminfo")
+/// The machine's memory in bytes (1 GiB if it cannot be read).
+fn memory_bytes() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -114,30 +131,176 @@ fn default_block_cache_bytes() -> usize {
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<usize>().ok())
         })
-        .map(|kb| kb * 1024)
-        .unwrap_or(1024 * MIB);
-    (total / 16).clamp(64 * MIB, 2048 * MIB)
+        .map_or(1 << 30, |kb| kb * 1024)
+}
+
+/// A sixteenth of the machine's memory, between 64 MiB and 2 GiB: the engine's own cache
+/// replaces the kernel's page cache for reads (direct I/O), so it must not be tiny.
+fn default_block_cache_bytes() -> usize {
+    const MIB: usize = 1024 * 1024;
+    (memory_bytes() / 16).clamp(64 * MIB, 2048 * MIB)
+}
+
+/// The heap Cassandra would give itself on this machine (`cassandra-env.sh`:
+/// max(min(memory/2, 1 GiB), min(memory/4, 8 GiB))), which its defaults for the bytes of
+/// requests in flight are fractions of (a tenth node-wide, a fortieth per client address):
+/// Helenus has no heap, and takes the same share of the machine.
+fn cassandra_heap_bytes() -> u64 {
+    let memory = memory_bytes() as u64;
+    (memory / 2).min(1 << 30).max((memory / 4).min(8 << 30))
 }
 
 /// The smallest `commitlog_total_space` accepted.
 const MIN_COMMITLOG_TOTAL_SPACE_BYTES: u64 = 1 << 20;
 
-/// Keys Cassandra's cassandra.yaml has that Helenus accepts without acting on them, so a
-/// Cassandra config file loads with a warning rather than an error.
-const IGNORED_CASSANDRA_KEYS: &[&str] = &[
-    "seed_provider",
-    "hints_directory",
-    "saved_caches_directory",
-    "partitioner",
-    "authenticator",
-    "authorizer",
-    "role_manager",
-    "storage_port",
-    "ssl_storage_port",
-    "start_native_transport",
-    "concurrent_reads",
-    "concurrent_writes",
+/// The smallest `prepared_statements_cache_size` accepted: Cassandra's unit, and room for
+/// hundreds of statements (one takes about 1.5 KiB).
+const MIN_PREPARED_STATEMENTS_CACHE_BYTES: u64 = 1 << 20;
+
+/// The smallest bytes-in-flight limits accepted: below a frame of a few requests, clients
+/// would wait for each other's requests all the time.
+const MIN_REQUEST_DATA_IN_FLIGHT_BYTES: u64 = 1 << 20;
+
+/// Settings whose effect is security (authentication, authorization, encryption, auditing),
+/// with the values that ask for none of it, which Helenus accepts: `(key, what it turns on,
+/// accepted class)`. Any other class stops the node at start, never serving clients without
+/// what the operator asked for (see `security_refusal`).
+const SECURITY_CLASSES: &[(&str, &str, &str)] = &[
+    (
+        "authenticator",
+        "client authentication",
+        "AllowAllAuthenticator",
+    ),
+    (
+        "authorizer",
+        "authorization of clients' requests",
+        "AllowAllAuthorizer",
+    ),
+    // Cassandra's default: with AllowAllAuthenticator no client logs in, so it grants nothing.
+    (
+        "role_manager",
+        "roles managed outside Cassandra's tables",
+        "CassandraRoleManager",
+    ),
+    (
+        "network_authorizer",
+        "authorization of clients by data centre",
+        "AllowAllNetworkAuthorizer",
+    ),
+    (
+        "cidr_authorizer",
+        "authorization of clients by address",
+        "AllowAllCIDRAuthorizer",
+    ),
+    (
+        "internode_authenticator",
+        "authentication of other nodes",
+        "AllowAllInternodeAuthenticator",
+    ),
 ];
+
+/// The security settings that are options blocks: `(key, what it turns on)`; see
+/// `security_refusal` for the values that turn it on.
+const SECURITY_OPTIONS: &[(&str, &str)] = &[
+    ("client_encryption_options", "TLS for client connections"),
+    ("server_encryption_options", "TLS between nodes"),
+    (
+        "transparent_data_encryption_options",
+        "encryption of data files",
+    ),
+    ("audit_logging_options", "audit logging"),
+];
+
+/// Why the node must not start with `key: v`, if the setting asks for a security feature
+/// Helenus does not have yet; `None` for a setting that asks for none (the permissive values
+/// of Cassandra's defaults) or is not a security setting.
+fn security_refusal(key: &str, v: &Value) -> Option<String> {
+    let refuse = |shown: String, what: &str, instead: &str| {
+        Some(format!(
+            "'{key}: {shown}' asks for {what}, which Helenus does not support yet; the node does not start rather than serve clients without it ({instead})"
+        ))
+    };
+    if let Some((_, what, accepted)) = SECURITY_CLASSES.iter().find(|(k, _, _)| *k == key) {
+        // A class name, short or qualified, or Cassandra 5.0's `{class_name: ..., parameters}`.
+        let class = match v {
+            Value::String(s) => Some(s.as_str()),
+            Value::Mapping(m) => m.get("class_name").and_then(Value::as_str),
+            _ => None,
+        };
+        let short = class.map(|c| c.rsplit('.').next().unwrap_or(c));
+        if short == Some(*accepted) {
+            return None;
+        }
+        return refuse(
+            class.unwrap_or("?").to_string(),
+            what,
+            &format!("remove the key or set it to {accepted}"),
+        );
+    }
+    if key == "native_transport_port_ssl" {
+        return refuse(yaml_text(v), "a TLS port for clients", "remove the key");
+    }
+    let (_, what) = SECURITY_OPTIONS.iter().find(|(k, _)| *k == key)?;
+    let Value::Mapping(options) = v else {
+        return refuse(yaml_text(v), what, "remove the key");
+    };
+    let flag = |name: &str| match options.get(name) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        _ => false,
+    };
+    let mut on: Vec<String> = ["enabled", "optional"]
+        .into_iter()
+        .filter(|name| flag(name))
+        .map(|name| format!("{name}: true"))
+        .collect();
+    if key == "server_encryption_options" {
+        match options.get("internode_encryption").and_then(Value::as_str) {
+            None | Some("none") => {}
+            Some(mode) => on.push(format!("internode_encryption: {mode}")),
+        }
+    }
+    if on.is_empty() {
+        return None;
+    }
+    refuse(
+        format!("{{{}}}", on.join(", ")),
+        what,
+        "remove the key or turn it off",
+    )
+}
+
+fn is_security_key(key: &str) -> bool {
+    SECURITY_CLASSES.iter().any(|(k, _, _)| *k == key)
+        || SECURITY_OPTIONS.iter().any(|(k, _)| *k == key)
+        || key == "native_transport_port_ssl"
+}
+
+/// A scalar YAML value as written; other values as `...` (options may hold passwords).
+fn yaml_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => "...".to_string(),
+    }
+}
+
+/// The one start-up warning about keys Helenus does not act on: Cassandra's keys it accepts
+/// for compatibility, then keys neither knows (misspelt, perhaps); `None` if there are none.
+fn ignored_keys_warning(no_effect: &[String], unknown: &[String]) -> Option<String> {
+    let mut parts = Vec::new();
+    if !no_effect.is_empty() {
+        parts.push(format!(
+            "Cassandra config keys Helenus accepts but does not act on: {}",
+            no_effect.join(", ")
+        ));
+    }
+    if !unknown.is_empty() {
+        parts.push(format!("unknown config keys: {}", unknown.join(", ")));
+    }
+    (!parts.is_empty()).then(|| format!("{} (ignored)", parts.join("; ")))
+}
 
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
     v.as_str()
@@ -172,6 +335,30 @@ fn as_u64(key: &str, v: &Value) -> Result<u64> {
     }
 }
 
+/// A guardrail threshold: a positive count, or -1 (Cassandra's "off").
+fn as_threshold(key: &str, v: &Value) -> Result<Option<u64>> {
+    let n = match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(-1) => Ok(None),
+        Some(n) if n > 0 => Ok(Some(n as u64)),
+        _ => bail!("invalid value for '{key}': expected a positive integer or -1 (off), got {v:?}"),
+    }
+}
+
+/// A request timeout: a positive duration (`5000ms`, `5s`), or for the `_in_ms` names a
+/// number of milliseconds.
+fn as_timeout(key: &str, v: &Value) -> Result<std::time::Duration> {
+    let ms = as_duration_ms(key, v)?;
+    if ms == 0 {
+        bail!("invalid value for '{key}': a timeout must be positive");
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
 /// Parses Cassandra 4.1+ duration values like `10000ms`, `10s`, `1m`, or a bare number of
 /// `default_unit_ms` milliseconds.
 fn as_duration_ms(key: &str, v: &Value) -> Result<u64> {
@@ -187,9 +374,12 @@ fn as_duration_ms(key: &str, v: &Value) -> Result<u64> {
             "s" => 1000,
             "m" => 60_000,
             "h" => 3_600_000,
-            other => bail!("invalid duration unit '{other}' for '{key}' (use ms, s, m or h)"),
+            "d" => 86_400_000,
+            other => bail!("invalid duration unit '{other}' for '{key}' (use ms, s, m, h or d)"),
         };
-        return Ok(n * factor);
+        return n
+            .checked_mul(factor)
+            .ok_or_else(|| anyhow!("duration for '{key}' is too large: '{s}'"));
     }
     as_u64(key, v)
 }
@@ -231,6 +421,8 @@ impl Config {
     pub fn parse(text: &str) -> Result<(Config, Vec<String>)> {
         let mut config = Config::default();
         let mut warnings = Vec::new();
+        let mut no_effect: Vec<String> = Vec::new();
+        let mut unknown: Vec<String> = Vec::new();
         let doc: Value = serde_yaml::from_str(text).context("not valid YAML")?;
         let map = match doc {
             Value::Mapping(m) => m,
@@ -244,7 +436,12 @@ impl Config {
             if v.is_null() {
                 continue;
             }
+            if let Some(reason) = security_refusal(key, v) {
+                bail!(reason);
+            }
             match key {
+                // Security settings that ask for none: what Helenus does.
+                _ if is_security_key(key) => {}
                 "cluster_name" => config.cluster_name = as_str(key, v)?.to_string(),
                 "listen_address" => config.listen_address = as_ip(key, v)?,
                 "rpc_address" => config.rpc_address = as_ip(key, v)?,
@@ -358,10 +555,90 @@ impl Config {
                 "commitlog_ignore_replay_errors" => {
                     config.commitlog_ignore_replay_errors = as_bool(key, v)?;
                 }
-                other if IGNORED_CASSANDRA_KEYS.contains(&other) => {
-                    warnings.push(format!("config key '{other}' is accepted for Cassandra compatibility but has no effect"));
+                "read_request_timeout" | "read_request_timeout_in_ms" => {
+                    config.request_timeouts.read = as_timeout(key, v)?;
                 }
-                other => warnings.push(format!("unknown config key '{other}' ignored")),
+                "range_request_timeout" | "range_request_timeout_in_ms" => {
+                    config.request_timeouts.range = as_timeout(key, v)?;
+                }
+                "write_request_timeout" | "write_request_timeout_in_ms" => {
+                    config.request_timeouts.write = as_timeout(key, v)?;
+                }
+                // Timeouts of requests Helenus does not have (counters, LWT) or that run no
+                // long loop (TRUNCATE, schema changes): checked, otherwise not acted on.
+                "truncate_request_timeout"
+                | "truncate_request_timeout_in_ms"
+                | "request_timeout"
+                | "request_timeout_in_ms"
+                | "counter_write_request_timeout"
+                | "counter_write_request_timeout_in_ms"
+                | "cas_contention_timeout"
+                | "cas_contention_timeout_in_ms" => {
+                    as_timeout(key, v)?;
+                    no_effect.push(key.to_string());
+                }
+                "partition_keys_in_select_warn_threshold" => {
+                    config.in_select_guardrails.partition_keys_warn = as_threshold(key, v)?;
+                }
+                "partition_keys_in_select_fail_threshold" => {
+                    config.in_select_guardrails.partition_keys_fail = as_threshold(key, v)?;
+                }
+                "in_select_cartesian_product_warn_threshold" => {
+                    config.in_select_guardrails.cartesian_product_warn = as_threshold(key, v)?;
+                }
+                "in_select_cartesian_product_fail_threshold" => {
+                    config.in_select_guardrails.cartesian_product_fail = as_threshold(key, v)?;
+                }
+                "prepared_statements_cache_size" | "prepared_statements_cache_size_mb" => {
+                    let bytes = if key == "prepared_statements_cache_size" {
+                        as_size_bytes(key, v)?
+                    } else {
+                        as_u64(key, v)?.saturating_mul(1 << 20)
+                    };
+                    if bytes < MIN_PREPARED_STATEMENTS_CACHE_BYTES {
+                        bail!("invalid value for '{key}': at least 1MiB");
+                    }
+                    config.prepared_statements_cache_size_bytes = bytes;
+                }
+                "native_transport_max_request_data_in_flight"
+                | "native_transport_max_concurrent_requests_in_bytes"
+                | "native_transport_max_request_data_in_flight_per_ip"
+                | "native_transport_max_concurrent_requests_in_bytes_per_ip" => {
+                    let bytes = if key.contains("request_data") {
+                        as_size_bytes(key, v)?
+                    } else {
+                        as_u64(key, v)?
+                    };
+                    if bytes < MIN_REQUEST_DATA_IN_FLIGHT_BYTES {
+                        bail!("invalid value for '{key}': at least 1MiB");
+                    }
+                    if key.ends_with("per_ip") {
+                        config.native_transport_max_request_data_in_flight_per_ip_bytes = bytes;
+                    } else {
+                        config.native_transport_max_request_data_in_flight_bytes = bytes;
+                    }
+                }
+                other if CASSANDRA_KEYS.contains(&other) => no_effect.push(other.to_string()),
+                other => unknown.push(other.to_string()),
+            }
+        }
+        warnings.extend(ignored_keys_warning(&no_effect, &unknown));
+        for (name, warn, fail) in [
+            (
+                "partition_keys_in_select",
+                config.in_select_guardrails.partition_keys_warn,
+                config.in_select_guardrails.partition_keys_fail,
+            ),
+            (
+                "in_select_cartesian_product",
+                config.in_select_guardrails.cartesian_product_warn,
+                config.in_select_guardrails.cartesian_product_fail,
+            ),
+        ] {
+            if let (Some(warn), Some(fail)) = (warn, fail) {
+                if warn > fail {
+                    bail!("The warn threshold {warn} for {name}_warn_threshold should be lower than the fail threshold {fail}");
+                }
             }
         }
         if !config.endpoint_snitch.ends_with("SimpleSnitch")
@@ -380,6 +657,8 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -441,7 +720,137 @@ mod tests {
         assert_eq!(c.commitlog_sync, CommitLogSync::Batch);
         assert_eq!(c.commitlog_sync_period_ms, 2000);
         assert_eq!(c.num_tokens, 8);
-        assert_eq!(w.len(), 2, "{w:?}");
+        // One line for every key not acted on: Cassandra's, then unknown ones.
+        assert_eq!(
+            w,
+            ["Cassandra config keys Helenus accepts but does not act on: seed_provider; unknown config keys: foo (ignored)"]
+        );
+    }
+
+    #[test]
+    fn ignored_keys_make_one_warning_line() {
+        let (_, w) = Config::parse(
+            "hints_directory: /x\nconcurrent_reads: 32\nrequest_timeout: 10s\nfrobnicate: 1\nmystery: 2\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            w,
+            ["Cassandra config keys Helenus accepts but does not act on: hints_directory, concurrent_reads, request_timeout; unknown config keys: frobnicate, mystery (ignored)"]
+        );
+        let (_, w) = Config::parse("mystery: 2\n").expect("valid");
+        assert_eq!(w, ["unknown config keys: mystery (ignored)"]);
+    }
+
+    #[test]
+    fn security_settings_that_ask_for_security_stop_the_node() {
+        for refused in [
+            "authenticator: PasswordAuthenticator",
+            "authenticator: org.apache.cassandra.auth.PasswordAuthenticator",
+            "authenticator:\n  class_name: org.apache.cassandra.auth.MutualTlsAuthenticator\n  parameters:\n    validator_class_name: x",
+            "authorizer: CassandraAuthorizer",
+            "role_manager: com.example.LdapRoleManager",
+            "network_authorizer: CassandraNetworkAuthorizer",
+            "cidr_authorizer: CassandraCIDRAuthorizer",
+            "internode_authenticator: com.example.Internode",
+            "client_encryption_options:\n  enabled: true\n  keystore: conf/.keystore\n  keystore_password: secret",
+            "client_encryption_options:\n  enabled: false\n  optional: true",
+            "server_encryption_options:\n  internode_encryption: all",
+            "server_encryption_options:\n  internode_encryption: dc",
+            "transparent_data_encryption_options:\n  enabled: true",
+            "audit_logging_options:\n  enabled: true",
+            "native_transport_port_ssl: 9142",
+        ] {
+            let e = Config::parse(refused).expect_err(refused).to_string();
+            assert!(
+                e.contains("which Helenus does not support yet; the node does not start"),
+                "{refused}: {e}"
+            );
+            assert!(!e.contains("secret"), "a password was shown: {e}");
+        }
+        let e = Config::parse("authenticator: PasswordAuthenticator")
+            .expect_err("refused")
+            .to_string();
+        assert_eq!(e, "'authenticator: PasswordAuthenticator' asks for client authentication, which Helenus does not support yet; the node does not start rather than serve clients without it (remove the key or set it to AllowAllAuthenticator)");
+        // Cassandra's defaults, which ask for no security, load without a warning about them.
+        let (_, w) = Config::parse(
+            "authenticator: AllowAllAuthenticator\nauthorizer: org.apache.cassandra.auth.AllowAllAuthorizer\nrole_manager: CassandraRoleManager\nnetwork_authorizer: AllowAllNetworkAuthorizer\ncidr_authorizer:\n  class_name: AllowAllCIDRAuthorizer\nclient_encryption_options:\n  enabled: false\n  keystore: conf/.keystore\nserver_encryption_options:\n  internode_encryption: none\ntransparent_data_encryption_options:\n  enabled: false\naudit_logging_options:\n  enabled: false\n",
+        )
+        .expect("permissive values");
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn request_timeouts_in_either_form() {
+        let (c, w) = Config::parse("").expect("empty config");
+        assert!(w.is_empty());
+        assert_eq!(c.request_timeouts, query::RequestTimeouts::default());
+        assert_eq!(c.request_timeouts.read, Duration::from_secs(5));
+        assert_eq!(c.request_timeouts.range, Duration::from_secs(10));
+        assert_eq!(c.request_timeouts.write, Duration::from_secs(2));
+        let (c, w) = Config::parse(
+            "read_request_timeout: 1500ms\nrange_request_timeout_in_ms: 20000\nwrite_request_timeout: 3s\n",
+        )
+        .expect("valid");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.request_timeouts.read, Duration::from_millis(1500));
+        assert_eq!(c.request_timeouts.range, Duration::from_secs(20));
+        assert_eq!(c.request_timeouts.write, Duration::from_secs(3));
+        for bad in [
+            "read_request_timeout: 0ms",
+            "write_request_timeout: 2 fortnights",
+            "truncate_request_timeout: x",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn guardrails_cache_and_in_flight_limits() {
+        let (c, _) = Config::parse("").expect("empty config");
+        assert_eq!(
+            c.in_select_guardrails.cartesian_product_fail,
+            Some(query::DEFAULT_IN_SELECT_CARTESIAN_PRODUCT_FAIL_THRESHOLD)
+        );
+        assert_eq!(c.prepared_statements_cache_size_bytes, 10 << 20);
+        assert!(c.native_transport_max_request_data_in_flight_per_ip_bytes >= 25 << 20);
+        assert_eq!(
+            c.native_transport_max_request_data_in_flight_bytes / 4,
+            c.native_transport_max_request_data_in_flight_per_ip_bytes
+        );
+        let (c, w) = Config::parse(
+            "partition_keys_in_select_warn_threshold: 10\npartition_keys_in_select_fail_threshold: 20\nin_select_cartesian_product_fail_threshold: -1\nprepared_statements_cache_size: 1MiB\nnative_transport_max_request_data_in_flight: 64MiB\nnative_transport_max_concurrent_requests_in_bytes_per_ip: 2097152\n",
+        )
+        .expect("valid");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.in_select_guardrails,
+            query::InSelectGuardrails {
+                partition_keys_warn: Some(10),
+                partition_keys_fail: Some(20),
+                cartesian_product_warn: None,
+                cartesian_product_fail: None,
+            }
+        );
+        assert_eq!(c.prepared_statements_cache_size_bytes, 1 << 20);
+        assert_eq!(
+            c.native_transport_max_request_data_in_flight_bytes,
+            64 << 20
+        );
+        assert_eq!(
+            c.native_transport_max_request_data_in_flight_per_ip_bytes,
+            2 << 20
+        );
+        let (c, _) = Config::parse("prepared_statements_cache_size_mb: 3").expect("valid");
+        assert_eq!(c.prepared_statements_cache_size_bytes, 3 << 20);
+        for bad in [
+            "partition_keys_in_select_fail_threshold: 0",
+            "in_select_cartesian_product_fail_threshold: -2",
+            "in_select_cartesian_product_warn_threshold: 10\nin_select_cartesian_product_fail_threshold: 5",
+            "prepared_statements_cache_size: 512KiB",
+            "native_transport_max_request_data_in_flight_per_ip: 1KiB",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod admin;
 mod alloc;
+mod cassandra_keys;
 mod config;
 
 /// mimalloc instead of glibc's malloc: with a request's allocations spread over runtime and
@@ -243,7 +244,10 @@ async fn serve(config: Config) -> Result<()> {
         QueryProcessor::open(node, coordinator, engine.clone(), durability)
             .context("cannot load the schema")?
             .with_batch_thresholds(config.batch_thresholds)
-            .with_tombstone_warn_threshold(config.tombstone_warn_threshold),
+            .with_tombstone_warn_threshold(config.tombstone_warn_threshold)
+            .with_request_timeouts(config.request_timeouts)
+            .with_in_select_guardrails(config.in_select_guardrails)
+            .with_prepared_statements_cache_size(config.prepared_statements_cache_size_bytes),
     );
 
     // Periodic commit log sync: the only thing between an acknowledged write and the disk in
@@ -304,6 +308,10 @@ async fn serve(config: Config) -> Result<()> {
             max_requests_per_connection: config.native_transport_max_requests_per_connection,
             shards: cores(),
             max_blocking_threads_per_shard: blocking_threads_per_shard(cores()),
+            max_request_data_in_flight_bytes: config
+                .native_transport_max_request_data_in_flight_bytes,
+            max_request_data_in_flight_per_ip_bytes: config
+                .native_transport_max_request_data_in_flight_per_ip_bytes,
         },
     )
     .await

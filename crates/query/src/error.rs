@@ -1,7 +1,7 @@
 //! Errors a statement can end with. Each variant corresponds to one CQL error code; the server
 //! maps them to protocol error bodies in one place.
 
-use coordinator::{ConsistencyLevel, CoordinatorError};
+use coordinator::{ConsistencyLevel, CoordinatorError, WriteType};
 use schema::SchemaError;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,23 @@ pub enum QueryError {
         consistency: ConsistencyLevel,
         required: i32,
         alive: i32,
+    },
+    /// 0x1200: the request's deadline (`read_request_timeout`, `range_request_timeout`)
+    /// passed, in Cassandra's words.
+    #[error("Operation timed out - received only {received} responses.")]
+    ReadTimeout {
+        consistency: ConsistencyLevel,
+        received: i32,
+        block_for: i32,
+        data_present: bool,
+    },
+    /// 0x1100: the write's deadline (`write_request_timeout`) passed; it may still be applied.
+    #[error("Operation timed out - received only {received} responses.")]
+    WriteTimeout {
+        consistency: ConsistencyLevel,
+        received: i32,
+        block_for: i32,
+        write_type: WriteType,
     },
     /// 0x0000
     #[error("{0}")]
@@ -106,6 +123,28 @@ impl From<CoordinatorError> for QueryError {
                 alive,
             },
             CoordinatorError::InvalidConsistency(m) => QueryError::Invalid(m),
+            CoordinatorError::ReadTimeout {
+                consistency,
+                received,
+                block_for,
+                data_present,
+            } => QueryError::ReadTimeout {
+                consistency,
+                received,
+                block_for,
+                data_present,
+            },
+            CoordinatorError::WriteTimeout {
+                consistency,
+                received,
+                block_for,
+                write_type,
+            } => QueryError::WriteTimeout {
+                consistency,
+                received,
+                block_for,
+                write_type,
+            },
             other => {
                 tracing::error!(error = %other, "request failed in the storage layer");
                 QueryError::Server(other.to_string())

@@ -2,9 +2,10 @@
 //!
 //! Owns: parsing (through `cql-syntax`), binding values to bind markers, validating statements
 //! against the schema, turning writes into `storage::PartitionUpdate`s and reads into
-//! coordinator read commands, filtering and projecting rows, paging state, the prepared
-//! statement cache, schema changes (DDL) and their persistence, and the node-served system
-//! tables (`system.local`, `system_schema.*`, `system_virtual_schema.*`).
+//! coordinator read commands, filtering and projecting rows, paging state, request deadlines
+//! and the guardrails on IN restrictions, the prepared statement cache, schema changes (DDL)
+//! and their persistence, and the node-served system tables (`system.local`,
+//! `system_schema.*`, `system_virtual_schema.*`).
 //!
 //! Must not depend on: the protocol frame codec, sockets, or RocksDB. Results are returned as
 //! plain column specs and serialised cell values; the server crate encodes them.
@@ -14,6 +15,7 @@ mod ddl;
 mod describe;
 mod error;
 mod eval;
+mod limits;
 mod prepared;
 mod processor;
 mod select;
@@ -23,6 +25,10 @@ mod write;
 
 pub use coordinator::ConsistencyLevel;
 pub use error::QueryError;
+pub use limits::{
+    InSelectGuardrails, RequestTimeouts, DEFAULT_IN_SELECT_CARTESIAN_PRODUCT_FAIL_THRESHOLD,
+};
+pub use prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES;
 pub use processor::{
     BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome, PreparedInfo,
     QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,

@@ -6,35 +6,76 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::processor::{ColumnSpec, PreparedInfo};
+use crate::QueryError;
 
-/// Bound on cached prepared statements. Cassandra bounds its cache by memory (1/256 of heap);
-/// a count is simpler and a statement is small. When full, an arbitrary entry is evicted and a
-/// client executing it gets UNPREPARED and re-prepares, which every driver handles.
-const MAX_PREPARED_STATEMENTS: usize = 10_000;
+/// Helenus's default `prepared_statements_cache_size`. Cassandra's is max(10 MiB, heap/256):
+/// 10 MiB for heaps up to 2.5 GiB (its 1 GiB test heap among them). Helenus has no heap to
+/// scale by and takes that floor; a statement of typical size (a few hundred bytes of text)
+/// takes about 1.5 KiB of it, so it holds thousands.
+pub const DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES: u64 = 10 << 20;
+
+/// What a statement costs in the cache besides its text: the parsed statement's nodes, its
+/// column specs and the plans its executions compile (`SelectionCache`, `InsertCache`), as a
+/// flat estimate per statement.
+const STATEMENT_OVERHEAD_BYTES: u64 = 1024;
 
 /// Statements by id. The hash is foldhash's, seeded per map: every EXECUTE looks its statement
 /// up, and SipHash (std's) cost more than the rest of the lookup.
-type Statements = HashMap<Bytes, Arc<PreparedInfo>, foldhash::fast::RandomState>;
+type Statements = HashMap<Bytes, Entry, foldhash::fast::RandomState>;
 
+struct Entry {
+    statement: Arc<PreparedInfo>,
+    size_bytes: u64,
+    /// When it was last prepared or executed, in `Cache::clock` ticks.
+    last_used: u64,
+}
+
+struct Cache {
+    entries: Statements,
+    /// The sizes of `entries`, in bytes.
+    size_bytes: u64,
+    /// Counts lookups and inserts: the recency order of `Entry::last_used`.
+    clock: u64,
+}
+
+/// Prepared statements, bounded in bytes as Cassandra's cache (`prepared_statements_cache_size`,
+/// a Caffeine cache weighed by each statement's measured size): past the bound the least
+/// recently used statements are evicted, and a client executing one gets UNPREPARED and
+/// prepares it again, which every driver does. A statement larger than the whole cache is
+/// refused, in Cassandra's words. A statement's size is estimated as twice its text (its parsed
+/// form holds the literals and names once, and the plans its executions compile may hold its
+/// values again; Cassandra measures about the same, 12,001,760 bytes for a statement of 6 MB)
+/// plus `STATEMENT_OVERHEAD_BYTES` and its column specs.
 pub(crate) struct PreparedCache {
-    entries: Mutex<Statements>,
+    cache: Mutex<Cache>,
+    capacity_bytes: u64,
 }
 
 impl PreparedCache {
-    pub(crate) fn new() -> PreparedCache {
+    pub(crate) fn new(capacity_bytes: u64) -> PreparedCache {
         PreparedCache {
-            entries: Mutex::new(HashMap::default()),
+            cache: Mutex::new(Cache {
+                entries: HashMap::default(),
+                size_bytes: 0,
+                clock: 0,
+            }),
+            capacity_bytes,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Statements> {
-        self.entries
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn get(&self, id: &[u8]) -> Option<Arc<PreparedInfo>> {
-        self.lock().get(id).cloned()
+        let mut cache = self.lock();
+        cache.clock += 1;
+        let now = cache.clock;
+        let entry = cache.entries.get_mut(id)?;
+        entry.last_used = now;
+        Some(entry.statement.clone())
     }
 
     pub(crate) fn get_by_text(
@@ -45,23 +86,80 @@ impl PreparedCache {
         self.get(&statement_id(text, keyspace))
     }
 
-    pub(crate) fn insert(&self, prepared: PreparedInfo) -> Arc<PreparedInfo> {
-        let prepared = Arc::new(prepared);
-        let mut entries = self.lock();
-        if entries.len() >= MAX_PREPARED_STATEMENTS && !entries.contains_key(&prepared.id) {
-            if let Some(victim) = entries.keys().next().cloned() {
-                entries.remove(&victim);
-            }
+    /// The bytes a statement of `text` would take in the cache, refused (as by Cassandra) if
+    /// over the whole cache. Checked before the statement is analysed.
+    pub(crate) fn admit(&self, text: &str) -> Result<(), QueryError> {
+        let size = 2 * text.len() as u64 + STATEMENT_OVERHEAD_BYTES;
+        if size > self.capacity_bytes {
+            // Cassandra shows the first 200 characters of the statement.
+            let shown: String = text.chars().take(200).collect();
+            return Err(QueryError::Invalid(format!(
+                "Prepared statement of size {size} bytes is larger than allowed maximum of {} MB: {shown}...",
+                self.capacity_bytes >> 20
+            )));
         }
-        entries.insert(prepared.id.clone(), prepared.clone());
-        prepared
+        Ok(())
+    }
+
+    /// Caches a statement prepared from `text`, evicting the least recently used ones while
+    /// the cache is over its bound.
+    pub(crate) fn insert(&self, prepared: PreparedInfo, text: &str) -> Arc<PreparedInfo> {
+        let specs = |specs: &[ColumnSpec]| -> u64 {
+            specs
+                .iter()
+                .map(|c| (64 + c.keyspace.len() + c.table.len() + c.name.len()) as u64)
+                .sum()
+        };
+        let size_bytes = 2 * text.len() as u64
+            + STATEMENT_OVERHEAD_BYTES
+            + specs(&prepared.bind_specs)
+            + specs(&prepared.result_columns);
+        let statement = Arc::new(prepared);
+        let mut cache = self.lock();
+        cache.clock += 1;
+        let entry = Entry {
+            statement: statement.clone(),
+            size_bytes,
+            last_used: cache.clock,
+        };
+        if let Some(old) = cache.entries.insert(statement.id.clone(), entry) {
+            cache.size_bytes -= old.size_bytes;
+        }
+        cache.size_bytes += size_bytes;
+        if cache.size_bytes > self.capacity_bytes {
+            evict(&mut cache, self.capacity_bytes, &statement.id);
+        }
+        statement
     }
 
     /// Forgets every statement after a schema change that can invalidate one (ALTER/DROP), so
     /// the next EXECUTE gets UNPREPARED and the driver re-prepares against the new schema, as it
     /// would after Cassandra drops the statements of a changed table.
     pub(crate) fn clear(&self) {
-        self.lock().clear();
+        let mut cache = self.lock();
+        cache.entries.clear();
+        cache.size_bytes = 0;
+    }
+}
+
+/// Evicts the least recently used statements but `keep` until the cache is within
+/// `capacity_bytes`. Sorts the entries once per eviction (inserts are rare next to lookups,
+/// which so only set a tick).
+fn evict(cache: &mut Cache, capacity_bytes: u64, keep: &Bytes) {
+    let mut by_age: Vec<(u64, Bytes)> = cache
+        .entries
+        .iter()
+        .filter(|(id, _)| *id != keep)
+        .map(|(id, e)| (e.last_used, id.clone()))
+        .collect();
+    by_age.sort_unstable_by_key(|(last_used, _)| *last_used);
+    for (_, id) in by_age {
+        if cache.size_bytes <= capacity_bytes {
+            break;
+        }
+        if let Some(old) = cache.entries.remove(&id) {
+            cache.size_bytes -= old.size_bytes;
+        }
     }
 }
 

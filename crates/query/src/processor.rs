@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use coordinator::{ConsistencyLevel, Coordinator};
+use coordinator::{ConsistencyLevel, Coordinator, WriteType};
 use cql_syntax::ast::Statement;
 use schema::Schema;
 use storage::{Durability, StorageEngine};
@@ -14,6 +14,7 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::bind::{self, Bound};
+use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
 use crate::warnings::BatchThresholds;
 use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
@@ -259,6 +260,10 @@ pub struct QueryProcessor {
     pub(crate) batch_thresholds: BatchThresholds,
     /// `tombstone_warn_threshold`: a read command meeting more tombstones gets a warning.
     pub(crate) tombstone_warn_threshold: u64,
+    /// `read_request_timeout` and its siblings: each request's deadline.
+    pub(crate) timeouts: RequestTimeouts,
+    /// The guardrails on a SELECT's IN restrictions.
+    pub(crate) in_select_guardrails: InSelectGuardrails,
     last_timestamp_micros: AtomicI64,
 }
 
@@ -297,11 +302,13 @@ impl QueryProcessor {
             ddl_lock: tokio::sync::Mutex::new(()),
             coordinator,
             engine,
-            prepared: PreparedCache::new(),
+            prepared: PreparedCache::new(crate::prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES),
             events,
             write_durability,
             batch_thresholds: BatchThresholds::default(),
             tombstone_warn_threshold: crate::warnings::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
+            timeouts: RequestTimeouts::default(),
+            in_select_guardrails: InSelectGuardrails::default(),
             last_timestamp_micros: AtomicI64::new(0),
         })
     }
@@ -315,6 +322,25 @@ impl QueryProcessor {
     /// Replaces Cassandra's default `tombstone_warn_threshold`.
     pub fn with_tombstone_warn_threshold(mut self, threshold: u64) -> QueryProcessor {
         self.tombstone_warn_threshold = threshold;
+        self
+    }
+
+    /// Replaces Cassandra's default request timeouts.
+    pub fn with_request_timeouts(mut self, timeouts: RequestTimeouts) -> QueryProcessor {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Bounds the prepared statement cache (`prepared_statements_cache_size`) to
+    /// `capacity_bytes`; it starts empty, so call it before any PREPARE.
+    pub fn with_prepared_statements_cache_size(mut self, capacity_bytes: u64) -> QueryProcessor {
+        self.prepared = PreparedCache::new(capacity_bytes);
+        self
+    }
+
+    /// Replaces Helenus's default guardrails on IN restrictions.
+    pub fn with_in_select_guardrails(mut self, guardrails: InSelectGuardrails) -> QueryProcessor {
+        self.in_select_guardrails = guardrails;
         self
     }
 
@@ -372,6 +398,7 @@ impl QueryProcessor {
         mut options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
+        let start = RequestStart::now();
         let statement =
             cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let keyspace = options
@@ -386,7 +413,7 @@ impl QueryProcessor {
             selection: None,
             insert: None,
         };
-        self.outcome(run, keyspace, &values, &options, session)
+        self.outcome(run, keyspace, &values, &options, session, start)
             .await
     }
 
@@ -403,6 +430,7 @@ impl QueryProcessor {
         if let Some(found) = self.prepared.get_by_text(text, keyspace.as_deref()) {
             return Ok(found);
         }
+        self.prepared.admit(text)?;
         let statement =
             cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let schema = self.schema();
@@ -418,7 +446,7 @@ impl QueryProcessor {
             selection: select::SelectionCache::default(),
             insert: write::InsertCache::default(),
         };
-        Ok(self.prepared.insert(prepared))
+        Ok(self.prepared.insert(prepared, text))
     }
 
     pub fn prepared(&self, id: &[u8]) -> Option<Arc<PreparedInfo>> {
@@ -446,6 +474,7 @@ impl QueryProcessor {
         mut options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
+        let start = RequestStart::now();
         let values =
             bind::resolve_values(&prepared.bind_specs, std::mem::take(&mut options.values))?;
         let keyspace = prepared.keyspace.clone();
@@ -454,7 +483,7 @@ impl QueryProcessor {
             selection: Some(&prepared.selection),
             insert: Some(&prepared.insert),
         };
-        self.outcome(run, keyspace, &values, &options, session)
+        self.outcome(run, keyspace, &values, &options, session, start)
             .await
     }
 
@@ -466,10 +495,19 @@ impl QueryProcessor {
         values: &[Bound],
         options: &QueryOptions,
         session: &mut Session,
+        start: RequestStart,
     ) -> Result<Outcome, QueryError> {
         let mut warnings = Vec::new();
         let result = self
-            .execute_statement(run, keyspace, values, options, session, &mut warnings)
+            .execute_statement(
+                run,
+                keyspace,
+                values,
+                options,
+                session,
+                start,
+                &mut warnings,
+            )
             .await?;
         Ok(Outcome { result, warnings })
     }
@@ -483,6 +521,7 @@ impl QueryProcessor {
         options: QueryOptions,
         session: &mut Session,
     ) -> Result<Outcome, QueryError> {
+        let start = RequestStart::now();
         crate::write::check_batch_kind(kind == BatchKind::Counter, items.len())?;
         let keyspace = options
             .keyspace
@@ -494,7 +533,11 @@ impl QueryProcessor {
             None => self.next_timestamp(),
         };
         let mut resolved = Vec::with_capacity(items.len());
+        // Up to 65,535 statements, each parsed and analysed: the shard's other connections
+        // get their turns meanwhile (the write's deadline is checked when it is sent).
+        let mut shard = ShardTime::new();
         for item in items {
+            shard.yield_if_due().await;
             let (statement, values) = match item {
                 BatchItem::Query(text, values) => {
                     let statement = cql_syntax::parse_statement(&text)
@@ -533,27 +576,49 @@ impl QueryProcessor {
                     in_batch: true,
                     lists,
                     insert_cache,
+                    in_select_guardrails: &self.in_select_guardrails,
                 };
                 write::collect_mutations(statement, &ctx, &mut collected)?;
             }
             Ok::<_, QueryError>(collected)
         };
-        let collected =
-            write::collect_reading_lists(self, &schema, options.consistency, now_seconds, collect)
-                .await?;
-        let warnings = warnings::check_batch(
+        let mut collected = write::collect_reading_lists(
+            self,
+            &schema,
+            options.consistency,
+            now_seconds,
+            start.deadline(self.timeouts.read),
+            collect,
+        )
+        .await?;
+        let mut warnings = std::mem::take(&mut collected.warnings);
+        warnings.extend(warnings::check_batch(
             &schema,
             &self.batch_thresholds,
             kind == BatchKind::Logged,
             &collected,
-        )?;
-        write::apply(self, &schema, collected, options.consistency).await?;
+        )?);
+        let write_type = match kind {
+            BatchKind::Logged => WriteType::Batch,
+            BatchKind::Unlogged | BatchKind::Counter => WriteType::UnloggedBatch,
+        };
+        let deadline = start.deadline(self.timeouts.write);
+        write::apply(
+            self,
+            &schema,
+            collected,
+            options.consistency,
+            write_type,
+            deadline,
+        )
+        .await?;
         Ok(Outcome {
             result: QueryResult::Void,
             warnings,
         })
     }
 
+    #[allow(clippy::too_many_arguments)] // the request's parts, each used by some statement
     async fn execute_statement(
         &self,
         run: Executable<'_>,
@@ -561,6 +626,7 @@ impl QueryProcessor {
         values: &[Bound],
         options: &QueryOptions,
         session: &mut Session,
+        start: RequestStart,
         warnings: &mut Vec<String>,
     ) -> Result<QueryResult, QueryError> {
         let statement = run.statement;
@@ -588,6 +654,7 @@ impl QueryProcessor {
                     keyspace.as_deref(),
                     values,
                     options,
+                    start,
                     warnings,
                 )
                 .await
@@ -611,19 +678,23 @@ impl QueryProcessor {
                         in_batch: false,
                         lists,
                         insert_cache: run.insert,
+                        in_select_guardrails: &self.in_select_guardrails,
                     };
                     let mut collected = write::MutationSet::default();
                     write::collect_mutations(statement, &ctx, &mut collected)?;
                     Ok::<_, QueryError>(collected)
                 };
-                let collected = write::collect_reading_lists(
+                let mut collected = write::collect_reading_lists(
                     self,
                     &schema,
                     options.consistency,
                     now_seconds,
+                    start.deadline(self.timeouts.read),
                     collect,
                 )
                 .await?;
+                warnings.append(&mut collected.warnings);
+                let mut write_type = WriteType::Simple;
                 if let Statement::Batch(batch) = statement {
                     let logged = batch.kind == cql_syntax::ast::BatchKind::Logged;
                     warnings.extend(warnings::check_batch(
@@ -632,8 +703,22 @@ impl QueryProcessor {
                         logged,
                         &collected,
                     )?);
+                    write_type = if logged {
+                        WriteType::Batch
+                    } else {
+                        WriteType::UnloggedBatch
+                    };
                 }
-                write::apply(self, &schema, collected, options.consistency).await?;
+                let deadline = start.deadline(self.timeouts.write);
+                write::apply(
+                    self,
+                    &schema,
+                    collected,
+                    options.consistency,
+                    write_type,
+                    deadline,
+                )
+                .await?;
                 Ok(QueryResult::Void)
             }
             Statement::Describe(describe) => {

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
+use crate::limits::{InSelectGuardrails, KeyKind, Pacer, RequestStart};
 use crate::processor::{ColumnSpec, QueryOptions, QueryProcessor, QueryResult, ResultSet};
 use crate::write::{clustering_key, partition_key, split_elements};
 use crate::{system_tables, warnings, QueryError};
@@ -178,7 +179,7 @@ struct Plan {
     /// them, or rows are grouped (otherwise each row would copy them for nothing).
     needs_partition_key: bool,
     /// Partitions to read, when the partition key is fully restricted by = or IN.
-    partitions: Option<Vec<PartitionKey>>,
+    partitions: Option<PartitionList>,
     slice: ClusteringSlice,
     /// With an IN on the clustering column after the `=` prefix (of a key type whose equal
     /// values encode equally): the prefix each value completes, encoded, ascending and
@@ -813,12 +814,144 @@ fn limit_value(
     }
 }
 
+/// The number of combinations of lists of these lengths, saturated (it is checked against a
+/// guardrail before any combination is built).
+fn product_len(lengths: impl Iterator<Item = usize>) -> u64 {
+    lengths.fold(1u64, |product, len| product.saturating_mul(len as u64))
+}
+
+/// The partitions a SELECT names by `=`/`IN` restrictions on its whole partition key.
+enum PartitionList {
+    /// Keys made up front (one key of a one-column key: a point read).
+    Keys(Vec<PartitionKey>),
+    /// Every combination of each key column's values, made when it is read: a list of them all
+    /// would take time and memory in the product of the IN lists' lengths before the first
+    /// read (6,250,000 keys took 11 s of one shard), and the request's deadline is checked
+    /// only between reads.
+    Product(KeyProduct),
+}
+
+struct KeyProduct {
+    /// Each key column's values, sorted in Cassandra's order and distinct, so the
+    /// combinations (the last column turning fastest) come out in Cassandra's read order and
+    /// distinct (a composite key holds each component with its length, so different
+    /// combinations are different keys).
+    columns: Vec<Vec<Vec<u8>>>,
+    len: usize,
+    /// `token()` relations beside the key (`op`, token): keys outside them are left out, as in
+    /// Cassandra (rows are checked against them too).
+    tokens: Vec<(Operator, i64)>,
+}
+
+impl PartitionList {
+    /// The combinations of `columns` (each key column's values, in key order), with the
+    /// `token()` restrictions in `filters`. Every key is checked as the read would check it
+    /// (empty or over `MAX_PARTITION_KEY_BYTES`) before any is read.
+    fn product(
+        table: &TableMetadata,
+        columns: &[&[Vec<u8>]],
+        filters: &[Filter],
+    ) -> Result<PartitionList, QueryError> {
+        let mut sorted: Vec<Vec<Vec<u8>>> = Vec::with_capacity(columns.len());
+        for (values, column) in columns.iter().zip(table.partition_key()) {
+            let mut values: Vec<&Vec<u8>> = values.iter().collect();
+            values.sort_by(|a, b| types::compare(&column.ty, a, b));
+            // Byte-equal values compare equal; values that compare equal with different
+            // bytes stay (they are different keys).
+            let mut seen = std::collections::HashSet::with_capacity(values.len());
+            values.retain(|v| seen.insert(v.as_slice()));
+            sorted.push(values.into_iter().cloned().collect());
+        }
+        let len = usize::try_from(product_len(sorted.iter().map(Vec::len))).unwrap_or(usize::MAX);
+        if len > 0 {
+            // The shortest and the longest key: if both are valid, all are.
+            for pick in [<[u8]>::len as fn(&[u8]) -> usize, |v: &[u8]| {
+                usize::MAX - v.len()
+            }] {
+                let parts: Vec<Vec<u8>> = sorted
+                    .iter()
+                    .map(|values| {
+                        let best = values.iter().min_by_key(|v| pick(v)).expect("not empty");
+                        best.clone()
+                    })
+                    .collect();
+                partition_key(table, &parts)?;
+            }
+        }
+        let tokens = filters
+            .iter()
+            .filter_map(|f| match f {
+                Filter::Token { op, value } => Some((*op, *value)),
+                _ => None,
+            })
+            .collect();
+        Ok(PartitionList::Product(KeyProduct {
+            columns: sorted,
+            len,
+            tokens,
+        }))
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            PartitionList::Keys(keys) => keys.len(),
+            PartitionList::Product(product) => product.len,
+        }
+    }
+
+    /// Key `i` (below `len`) in read order.
+    fn key(&self, table: &TableMetadata, i: usize) -> Result<PartitionKey, QueryError> {
+        match self {
+            PartitionList::Keys(keys) => Ok(keys[i].clone()),
+            PartitionList::Product(product) => {
+                let mut parts = vec![Vec::new(); product.columns.len()];
+                let mut rest = i;
+                for (part, values) in parts.iter_mut().zip(&product.columns).rev() {
+                    *part = values[rest % values.len()].clone();
+                    rest /= values.len();
+                }
+                partition_key(table, &parts)
+            }
+        }
+    }
+
+    /// Whether a key of the list is read: the `token()` restrictions beside the key admit it.
+    fn admits(&self, key: &PartitionKey) -> bool {
+        match self {
+            PartitionList::Keys(_) => true,
+            PartitionList::Product(product) => product
+                .tokens
+                .iter()
+                .all(|(op, token)| op_matches(op, key.token.cmp(token))),
+        }
+    }
+
+    /// Whether the key of these values (one per key column) is in the list.
+    fn contains(&self, table: &TableMetadata, parts: &[Vec<u8>]) -> bool {
+        match self {
+            PartitionList::Keys(keys) => {
+                partition_key(table, parts).is_ok_and(|key| keys.iter().any(|k| k.key == key.key))
+            }
+            PartitionList::Product(product) => {
+                parts.len() == product.columns.len()
+                    && parts
+                        .iter()
+                        .zip(&product.columns)
+                        .all(|(part, values)| values.contains(part))
+                    && partition_key(table, parts).is_ok_and(|key| self.admits(&key))
+            }
+        }
+    }
+}
+
 fn build_plan(
     schema: &Schema,
     table: &Arc<TableMetadata>,
     select: &Select,
     values: &[Bound],
     cache: Option<&SelectionCache>,
+    guardrails: &InSelectGuardrails,
+    warnings: &mut Vec<String>,
 ) -> Result<Plan, QueryError> {
     let mut selection = match cache {
         Some(cache) => cache.get_or_compile(schema, table, select)?,
@@ -1132,47 +1265,37 @@ fn build_plan(
     };
     let partitions = if let Some(only) = single_key {
         // One partition of a one-column key (a point read): no combinations to make or sort.
-        Some(vec![partition_key(table, std::slice::from_ref(only))?])
+        Some(PartitionList::Keys(vec![partition_key(
+            table,
+            std::slice::from_ref(only),
+        )?]))
     } else if pk_restricted == pk_count {
-        let mut combos: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-        for i in pk_values.iter().flatten() {
-            let v = restricted(&filters, *i);
-            let mut next = Vec::new();
-            for p in &combos {
-                for x in v {
-                    let mut q = p.clone();
-                    q.push(x.clone());
-                    next.push(q);
+        let columns: Vec<&[Vec<u8>]> = pk_values
+            .iter()
+            .flatten()
+            .map(|i| restricted(&filters, *i))
+            .collect();
+        let has_in = pk_values.iter().flatten().any(|i| {
+            matches!(
+                filters[*i],
+                Filter::Compare {
+                    op: Operator::In,
+                    ..
                 }
-            }
-            combos = next;
-        }
-        // Cassandra reads the partitions of an IN in key order, not in the order written.
-        let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
-        combos.sort_by(|a, b| {
-            a.iter()
-                .zip(b)
-                .zip(&key_types)
-                .map(|((x, y), ty)| types::compare(ty, x, y))
-                .find(|o| o.is_ne())
-                .unwrap_or(Ordering::Equal)
+            )
         });
-        let mut keys = Vec::with_capacity(combos.len());
-        for c in combos {
-            let key = partition_key(table, &c)?;
-            if !keys.iter().any(|k: &PartitionKey| k.key == key.key) {
-                keys.push(key);
-            }
+        if has_in {
+            guardrails.check_cartesian_product(
+                KeyKind::Partition,
+                product_len(columns.iter().map(|c| c.len())),
+                warnings,
+            )?;
         }
-        // token() relations beside a restricted key select among its partitions, as in
-        // Cassandra, without filtering (rows are checked against them too).
-        if has_token {
-            keys.retain(|k| {
-                filters.iter().all(|f| match f {
-                    Filter::Token { op, value } => op_matches(op, k.token.cmp(value)),
-                    _ => true,
-                })
-            });
+        let keys = PartitionList::product(table, &columns, &filters)?;
+        if has_in {
+            // The distinct keys (Cassandra counts them after a token() restriction beside
+            // them left some out; Helenus leaves them out as it reads).
+            guardrails.check_partition_keys(&table.name, keys.len() as u64, warnings)?;
         }
         Some(keys)
     } else {
@@ -1205,6 +1328,16 @@ fn build_plan(
     // Cassandra allows it without filtering (`a IN (1, 2) AND b > 3`); the read then has no
     // clustering bounds and every row is checked.
     let eq_in_len = ck_eq.iter().take_while(|v| v.is_some()).count();
+    if in_on_clustering {
+        // The clustering values the leading `=`/`IN` columns combine into: the clusterings
+        // Cassandra builds (it checks them when every clustering column is restricted so; the
+        // reads of a shorter prefix are as many, one slice each, so Helenus checks them too).
+        let lengths = ck_eq[..eq_in_len]
+            .iter()
+            .flatten()
+            .map(|i| restricted(&filters, *i).len());
+        guardrails.check_cartesian_product(KeyKind::Clustering, product_len(lengths), warnings)?;
+    }
     let slice_after_in = in_on_clustering && ck_slices.iter().all(|(p, _, _)| *p == eq_in_len);
     if restricted_ck > prefix_len && !in_on_clustering {
         needs_filtering = true;
@@ -1852,6 +1985,7 @@ impl Sink {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the request's parts
 pub(crate) async fn execute(
     processor: &QueryProcessor,
     schema: &Schema,
@@ -1859,12 +1993,13 @@ pub(crate) async fn execute(
     keyspace: Option<&str>,
     values: &[Bound],
     options: &QueryOptions,
+    start: RequestStart,
     warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
     let select = statement.select;
     if !select.json {
         return execute_rows(
-            processor, schema, statement, keyspace, values, options, warnings,
+            processor, schema, statement, keyspace, values, options, start, warnings,
         )
         .await;
     }
@@ -1883,6 +2018,7 @@ pub(crate) async fn execute(
         keyspace,
         values,
         options,
+        start,
         warnings,
     )
     .await?
@@ -1947,6 +2083,7 @@ fn rows_to_json(rs: ResultSet) -> Result<ResultSet, QueryError> {
     })
 }
 
+#[allow(clippy::too_many_arguments)] // the request's parts
 async fn execute_rows(
     processor: &QueryProcessor,
     schema: &Schema,
@@ -1954,6 +2091,7 @@ async fn execute_rows(
     keyspace: Option<&str>,
     values: &[Bound],
     options: &QueryOptions,
+    start: RequestStart,
     warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
     let select = statement.select;
@@ -1963,7 +2101,15 @@ async fn execute_rows(
         keyspace,
         &select.table.name,
     )?;
-    let mut plan = build_plan(schema, table, select, values, statement.cache)?;
+    let mut plan = build_plan(
+        schema,
+        table,
+        select,
+        values,
+        statement.cache,
+        &processor.in_select_guardrails,
+        warnings,
+    )?;
     // Cassandra warns of aggregates and GROUP BY over many partitions (SelectStatement).
     if plan.aggregate || plan.group_by.is_some() {
         if !plan.partition_key_restricted {
@@ -2001,6 +2147,20 @@ async fn execute_rows(
     let keyspace_meta = schema.keyspace(&table.keyspace).ok_or_else(|| {
         QueryError::Invalid(format!("keyspace {} does not exist", table.keyspace))
     })?;
+    // Reads of named partitions run under `read_request_timeout`, scans under
+    // `range_request_timeout`, as Cassandra's single-partition and range commands.
+    let timeout = match plan.partitions {
+        Some(_) => processor.timeouts.read,
+        None => processor.timeouts.range,
+    };
+    let block_for = options
+        .consistency
+        .block_for(keyspace_meta, coordinator::ReadOrWrite::Read)?;
+    let mut pacer = Pacer::new(
+        start.deadline(timeout),
+        options.consistency,
+        i32::try_from(block_for).unwrap_or(i32::MAX),
+    );
     let mut sink = match plan.group_by {
         _ if plan.aggregate => Sink::Aggregate(Box::new(plan.selection.new_group())),
         Some(prefix) => Sink::Grouped(Grouper::new(&plan, prefix, page_size, &state)),
@@ -2021,6 +2181,9 @@ async fn execute_rows(
     let threshold = processor.tombstone_warn_threshold;
     let mut tally = TombstoneTally::default();
     loop {
+        // Every storage read: the deadline, and a yield of the shard now and then (a read of
+        // many partitions, or a scan that filters out most rows, may take seconds).
+        pacer.pace().await?;
         let want = sink.wanted().clamp(1, INTERNAL_PAGE_ROWS);
         let page_start = state.clone();
         let (mut pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
@@ -2028,26 +2191,42 @@ async fn execute_rows(
                 // With point slices, the index runs over each partition's slices in turn.
                 let idx = state.partition_index as usize;
                 let slices = reads_per_partition(&plan);
-                if idx >= keys.len() * slices {
+                let reads = keys.len().saturating_mul(slices);
+                if idx >= reads {
                     break;
                 }
-                let key = &keys[idx / slices];
-                let response = processor
-                    .coordinator
-                    .read(
-                        keyspace_meta,
-                        ReadCommand::Partition {
-                            table: table.id,
+                let key = &keys.key(table, idx / slices)?;
+                let page = if keys.admits(key) {
+                    let response = processor
+                        .coordinator
+                        .read(
+                            keyspace_meta,
+                            ReadCommand::Partition {
+                                table: table.id,
+                                key: key.clone(),
+                                slice: read_slice(&plan, idx % slices),
+                                max_rows: if plan.distinct { 1 } else { want },
+                                resume: state.resume.clone(),
+                            },
+                            options.consistency,
+                            pacer.deadline(),
+                        )
+                        .await?;
+                    let ReadResponse::Partition(page) = response else {
+                        return Err(QueryError::Server("unexpected read response".to_string()));
+                    };
+                    page
+                } else {
+                    // A token() restriction beside the key leaves this one out.
+                    storage::PartitionPage {
+                        data: PartitionData {
                             key: key.clone(),
-                            slice: read_slice(&plan, idx % slices),
-                            max_rows: if plan.distinct { 1 } else { want },
-                            resume: state.resume.clone(),
+                            header: Default::default(),
+                            static_row: None,
+                            rows: Vec::new(),
                         },
-                        options.consistency,
-                    )
-                    .await?;
-                let ReadResponse::Partition(page) = response else {
-                    return Err(QueryError::Server("unexpected read response".to_string()));
+                        resume: None,
+                    }
                 };
                 let next = match (page.resume, plan.distinct) {
                     (Some(r), false) => PagingState {
@@ -2064,8 +2243,7 @@ async fn execute_rows(
                         ..Default::default()
                     },
                 };
-                let more =
-                    (next.partition_index as usize) < keys.len() * slices || next.resume.is_some();
+                let more = (next.partition_index as usize) < reads || next.resume.is_some();
                 (vec![page.data], more.then_some(next))
             }
             None => {
@@ -2085,6 +2263,7 @@ async fn execute_rows(
                             max_rows: want,
                         },
                         options.consistency,
+                        pacer.deadline(),
                     )
                     .await?;
                 let ReadResponse::Range(page) = response else {
@@ -2134,6 +2313,7 @@ async fn execute_rows(
                 },
             );
             for row in rows {
+                pacer.check_row()?;
                 if plan.distinct && partition_returned > 0 {
                     break;
                 }
@@ -3022,10 +3202,10 @@ impl TombstoneTally {
             return None;
         }
         let key = match (self.partition, &plan.partitions) {
-            (Some(i), Some(keys)) => keys.get(i),
+            (Some(i), Some(keys)) if i < keys.len() => keys.key(&plan.table, i).ok(),
             _ => None,
         };
-        let query = read_command_cql(plan, key, limit);
+        let query = read_command_cql(plan, key.as_ref(), limit);
         Some(warnings::tombstone_warning(
             self.live_rows,
             self.tombstones,
@@ -3174,10 +3354,7 @@ fn finish_virtual(
         if let Some(keys) = &plan.partitions {
             let pk = &row.values[..plan.table.partition_key_count];
             let encoded: Vec<Vec<u8>> = pk.iter().map(|v| v.clone().unwrap_or_default()).collect();
-            let Ok(key) = partition_key(&plan.table, &encoded) else {
-                continue;
-            };
-            if !keys.iter().any(|k| k.key == key.key) {
+            if !keys.contains(&plan.table, &encoded) {
                 continue;
             }
         }

@@ -19,6 +19,7 @@ use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
+use crate::limits::{InSelectGuardrails, KeyKind};
 use crate::processor::QueryProcessor;
 use crate::QueryError;
 
@@ -41,6 +42,9 @@ pub(crate) struct WriteContext<'a> {
     /// A prepared INSERT's plan, kept between executions; `None` for a statement that was not
     /// prepared (and for the statements inside a BATCH statement's text).
     pub insert_cache: Option<&'a InsertCache>,
+    /// The guardrail on the products of IN restrictions, which Cassandra applies to the keys of
+    /// UPDATE and DELETE too.
+    pub in_select_guardrails: &'a InSelectGuardrails,
 }
 
 /// What an `INSERT` resolves by name, once: its table, and where each column it lists sits in
@@ -149,6 +153,8 @@ pub(crate) struct MutationSet {
     pub partitions: BTreeMap<(uuid::Uuid, Vec<u8>), (String, PartitionUpdate)>,
     /// Lists to read before the statements can be applied (see `WriteContext::lists`).
     pub list_reads: std::collections::BTreeSet<ListRead>,
+    /// Client warnings of the guardrails (`in_select_cartesian_product_warn_threshold`).
+    pub warnings: Vec<String>,
 }
 
 impl MutationSet {
@@ -209,6 +215,7 @@ pub(crate) fn collect_mutations(
                 in_batch: true,
                 lists: ctx.lists,
                 insert_cache: None,
+                in_select_guardrails: ctx.in_select_guardrails,
             };
             for s in &b.statements {
                 collect_mutations(s, &inner, out)?;
@@ -236,6 +243,8 @@ pub(crate) async fn apply(
     schema: &Schema,
     set: MutationSet,
     consistency: ConsistencyLevel,
+    write_type: coordinator::WriteType,
+    deadline: coordinator::Deadline,
 ) -> Result<(), QueryError> {
     let mut by_keyspace: Vec<(String, Vec<PartitionUpdate>)> = Vec::with_capacity(1);
     for (_, (ks, update)) in set.partitions {
@@ -256,7 +265,14 @@ pub(crate) async fn apply(
         };
         processor
             .coordinator
-            .write(keyspace, updates, consistency, durability)
+            .write(
+                keyspace,
+                updates,
+                consistency,
+                durability,
+                write_type,
+                deadline,
+            )
             .await?;
     }
     Ok(())
@@ -846,6 +862,7 @@ fn key_restrictions(
     ctx: &WriteContext<'_>,
     statement: &str,
     allow_slice: bool,
+    warnings: &mut Vec<String>,
 ) -> Result<KeyRestrictions, QueryError> {
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
     let mut slice_col: Option<usize> = None;
@@ -1041,6 +1058,26 @@ fn key_restrictions(
             missing.join(", ")
         )));
     }
+    // Checked before any combination is built, as Cassandra's guardrail.
+    let partition_product = (0..table.partition_key_count).fold(1u64, |product, i| {
+        product.saturating_mul(eq[&i].len() as u64)
+    });
+    ctx.in_select_guardrails.check_cartesian_product(
+        KeyKind::Partition,
+        partition_product,
+        warnings,
+    )?;
+    let clustering_product = (0..table.clustering_count)
+        .map(|i| match &multi_in {
+            Some((start, tuples)) if *start == table.partition_key_count + i => tuples.len(),
+            _ => eq.get(&(table.partition_key_count + i)).map_or(1, Vec::len),
+        })
+        .fold(1u64, |product, n| product.saturating_mul(n as u64));
+    ctx.in_select_guardrails.check_cartesian_product(
+        KeyKind::Clustering,
+        clustering_product,
+        warnings,
+    )?;
     let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     for i in 0..table.partition_key_count {
         partitions = cartesian(partitions, &eq[&i]);
@@ -1509,13 +1546,22 @@ pub(crate) async fn collect_reading_lists(
     schema: &Schema,
     consistency: ConsistencyLevel,
     now: mutation::LocalTime,
+    deadline: coordinator::Deadline,
     collect: impl Fn(Option<&ListState>) -> Result<MutationSet, QueryError>,
 ) -> Result<MutationSet, QueryError> {
     let collected = collect(None)?;
     if collected.list_reads.is_empty() {
         return Ok(collected);
     }
-    let lists = read_lists(processor, schema, &collected.list_reads, consistency, now).await?;
+    let lists = read_lists(
+        processor,
+        schema,
+        &collected.list_reads,
+        consistency,
+        now,
+        deadline,
+    )
+    .await?;
     collect(Some(&lists))
 }
 
@@ -1527,6 +1573,7 @@ async fn read_lists(
     reads: &std::collections::BTreeSet<ListRead>,
     consistency: ConsistencyLevel,
     now: mutation::LocalTime,
+    deadline: coordinator::Deadline,
 ) -> Result<ListState, QueryError> {
     use coordinator::{ReadCommand, ReadResponse};
     let mut state = ListState::default();
@@ -1560,7 +1607,7 @@ async fn read_lists(
         };
         let ReadResponse::Partition(page) = processor
             .coordinator
-            .read(keyspace, command, consistency)
+            .read(keyspace, command, consistency, deadline)
             .await?
         else {
             return Err(QueryError::Server("unexpected read response".to_string()));
@@ -1741,7 +1788,14 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         !regular.columns.is_empty() || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
     let has_static = !static_row.columns.is_empty()
         || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-    let keys = key_restrictions(table, &s.where_clause, ctx, "UPDATE", false)?;
+    let keys = key_restrictions(
+        table,
+        &s.where_clause,
+        ctx,
+        "UPDATE",
+        false,
+        &mut out.warnings,
+    )?;
     let full_clustering = keys
         .clustering_prefixes
         .first()
@@ -1801,7 +1855,14 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         marked_for_delete_at: attrs.timestamp,
         local_deletion_time: ctx.now_seconds,
     };
-    let keys = key_restrictions(table, &s.where_clause, ctx, "DELETE", s.columns.is_empty())?;
+    let keys = key_restrictions(
+        table,
+        &s.where_clause,
+        ctx,
+        "DELETE",
+        s.columns.is_empty(),
+        &mut out.warnings,
+    )?;
     let prefix_len = keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0);
 
     if !s.columns.is_empty() {

@@ -868,3 +868,166 @@ async fn batches_warn_on_size_and_on_unlogged_partitions() {
         Err(QueryError::Invalid(m)) if m == "Batch too large"
     ));
 }
+
+#[tokio::test]
+async fn in_restrictions_read_each_partition_once_in_key_order() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (a int, b text, v int, PRIMARY KEY ((a, b)))")
+        .await;
+    for (a, b) in [(1, "x"), (1, "y"), (2, "x"), (-5, "y")] {
+        h.ok(&format!("INSERT INTO t (a, b, v) VALUES ({a}, '{b}', {a})"))
+            .await;
+    }
+    // Values in any order, repeated: each partition once, by key values (a, then b).
+    let rows = h
+        .rows("SELECT a, b FROM t WHERE a IN (2, 1, 2, -5, 7) AND b IN ('y', 'x', 'y')")
+        .await;
+    assert_eq!(
+        rows,
+        [
+            vec![int(-5), text("y")],
+            vec![int(1), text("x")],
+            vec![int(1), text("y")],
+            vec![int(2), text("x")],
+        ]
+    );
+    // A token() restriction beside the key leaves keys out without filtering.
+    let tokens = h
+        .rows("SELECT token(a, b) FROM t WHERE a IN (1, 2) AND b IN ('x', 'y')")
+        .await;
+    assert_eq!(tokens.len(), 3);
+    let Some(Some(Value::Bigint(middle))) = tokens
+        .iter()
+        .map(|r| r[0].clone())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .nth(1)
+    else {
+        panic!("{tokens:?}")
+    };
+    let rows = h
+        .rows(&format!(
+            "SELECT a, b FROM t WHERE a IN (1, 2) AND b IN ('x', 'y') AND token(a, b) = {middle}"
+        ))
+        .await;
+    assert_eq!(rows.len(), 1);
+    // Paging through the combinations returns each once.
+    let mut seen = Vec::new();
+    let mut paging_state = None;
+    loop {
+        let options = QueryOptions {
+            page_size: Some(1),
+            paging_state: paging_state.take(),
+            ..QueryOptions::default()
+        };
+        let QueryResult::Rows(rs) =
+            h.p.query(
+                "SELECT a, b FROM t WHERE a IN (2, 1) AND b IN ('x', 'y')",
+                options,
+                &mut h.session,
+            )
+            .await
+            .expect("page")
+            .result
+        else {
+            panic!("rows")
+        };
+        seen.extend(decode(&rs));
+        match rs.paging_state {
+            Some(s) => paging_state = Some(s.into()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 3);
+}
+
+#[tokio::test]
+async fn a_read_past_its_deadline_answers_a_read_timeout() {
+    let engine = Arc::new(MemoryEngine::new());
+    let p = processor_on(engine).with_request_timeouts(query::RequestTimeouts {
+        read: std::time::Duration::ZERO,
+        ..query::RequestTimeouts::default()
+    });
+    let mut h = Harness {
+        p,
+        session: Session::default(),
+    };
+    h.ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        .await;
+    h.ok("CREATE TABLE ks.t (k int PRIMARY KEY, v int)").await;
+    let e = h
+        .run("SELECT * FROM ks.t WHERE k IN (1, 2)")
+        .await
+        .expect_err("no time to read");
+    assert!(
+        matches!(
+            e,
+            QueryError::ReadTimeout {
+                received: 0,
+                block_for: 1,
+                data_present: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // A scan has its own timeout.
+    h.ok("SELECT * FROM ks.t").await;
+}
+
+#[tokio::test]
+async fn the_prepared_cache_keeps_the_most_recently_used_within_its_bytes() {
+    let engine = Arc::new(MemoryEngine::new());
+    // 64 KiB: about ten statements of 2 KiB text (4 KiB and more each in the cache).
+    let p = processor_on(engine).with_prepared_statements_cache_size(64 * 1024);
+    let mut h = Harness {
+        p,
+        session: Session::default(),
+    };
+    h.ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        .await;
+    h.ok("CREATE TABLE ks.t (k int PRIMARY KEY, v text)").await;
+    let statement = |i: usize| {
+        format!(
+            "INSERT INTO ks.t (k, v) VALUES (?, '{i}{}')",
+            "x".repeat(2048)
+        )
+    };
+    let first =
+        h.p.prepare(&statement(0), None, &h.session)
+            .expect("prepare");
+    let mut ids = vec![first.id.clone()];
+    for i in 1..40 {
+        // The first statement is used all along: it stays.
+        assert!(h.p.prepared(&first.id).is_some(), "evicted at {i}");
+        ids.push(
+            h.p.prepare(&statement(i), None, &h.session)
+                .expect("prepare")
+                .id
+                .clone(),
+        );
+    }
+    assert!(
+        h.p.prepared(&ids[1]).is_none(),
+        "the least recently used goes"
+    );
+    assert!(h.p.prepared(&ids[39]).is_some());
+    let cached = ids.iter().filter(|id| h.p.prepared(id).is_some()).count();
+    assert!((5..=16).contains(&cached), "{cached} statements cached");
+    // A statement larger than the whole cache is refused, in Cassandra's words.
+    let e =
+        h.p.prepare(
+            &format!(
+                "INSERT INTO ks.t (k, v) VALUES (?, '{}')",
+                "y".repeat(40_000)
+            ),
+            None,
+            &h.session,
+        )
+        .expect_err("too large");
+    assert!(
+        e.to_string().starts_with("Prepared statement of size 81") &&
+            e.to_string().contains(" bytes is larger than allowed maximum of 0 MB: INSERT INTO ks.t (k, v) VALUES (?, 'yyy"),
+        "{e}"
+    );
+}

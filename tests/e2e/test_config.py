@@ -1,0 +1,109 @@
+"""Node configuration (helenus.yaml with Cassandra's keys): settings Helenus cannot honour stop
+the node at start instead of being ignored (issue 33: a node asked for authentication or TLS
+served anyone in plain text), and keys it does not act on are reported in one warning line.
+Helenus-only: each test starts its own node."""
+
+import socket
+import subprocess
+
+import pytest
+
+from util import default_helenus_bin, new_session
+
+pytestmark = pytest.mark.helenus_only
+
+# How long a node that refuses its config may take to exit.
+REFUSAL_TIMEOUT_S = 30
+
+# A password in a refused setting: never echoed.
+PASSWORD = "s3cret-pw"
+
+# Cassandra 5.0 settings whose effect is security, set to ask for it: (key, YAML value).
+SECURITY_SETTINGS = {
+    "authenticator": ("authenticator", "PasswordAuthenticator"),
+    "authenticator-5.0-form": (
+        "authenticator", "\n  class_name: org.apache.cassandra.auth.PasswordAuthenticator"),
+    "authorizer": ("authorizer", "CassandraAuthorizer"),
+    "role_manager": ("role_manager", "com.example.LdapRoleManager"),
+    "network_authorizer": ("network_authorizer", "CassandraNetworkAuthorizer"),
+    "cidr_authorizer": ("cidr_authorizer", "CassandraCIDRAuthorizer"),
+    "internode_authenticator": ("internode_authenticator", "com.example.CertificateAuthenticator"),
+    "client_encryption_options": (
+        "client_encryption_options",
+        f"\n  enabled: true\n  keystore: conf/.keystore\n  keystore_password: {PASSWORD}"),
+    "client_encryption_options-optional": ("client_encryption_options", "\n  optional: true"),
+    "server_encryption_options": ("server_encryption_options", "\n  internode_encryption: all"),
+    "transparent_data_encryption_options": (
+        "transparent_data_encryption_options", "\n  enabled: true"),
+    "audit_logging_options": ("audit_logging_options", "\n  enabled: true"),
+    "native_transport_port_ssl": ("native_transport_port_ssl", "9142"),
+}
+
+
+def refused(node):
+    """Runs the node's server on its config, expecting it to exit: the CompletedProcess."""
+    node.write_config()
+    return subprocess.run(
+        [str(default_helenus_bin()), "server", "--config", str(node.config_path)],
+        capture_output=True, text=True, timeout=REFUSAL_TIMEOUT_S,
+    )
+
+
+def port_is_closed(node):
+    with socket.socket() as s:
+        return s.connect_ex((node.host, node.port)) != 0
+
+
+@pytest.mark.parametrize("setting", list(SECURITY_SETTINGS), ids=list(SECURITY_SETTINGS))
+def test_a_security_setting_helenus_lacks_stops_the_node(node_factory, setting):
+    key, value = SECURITY_SETTINGS[setting]
+    node = node_factory(extra_config={key: value})
+    result = refused(node)
+    assert result.returncode != 0
+    assert f"'{key}: " in result.stderr, result.stderr
+    assert "which Helenus does not support yet; the node does not start" in result.stderr
+    assert PASSWORD not in result.stderr
+    # It stopped before opening storage or listening.
+    assert "Starting listening" not in result.stderr
+    assert not (node.directory / "data").exists()
+    assert port_is_closed(node)
+
+
+def test_settings_asking_for_no_security_are_accepted(node_factory):
+    # Cassandra's own defaults: nothing to refuse, nothing to warn about.
+    node = node_factory(extra_config={
+        "authenticator": "\n  class_name: org.apache.cassandra.auth.AllowAllAuthenticator",
+        "authorizer": "AllowAllAuthorizer",
+        "role_manager": "CassandraRoleManager",
+        "network_authorizer": "AllowAllNetworkAuthorizer",
+        "cidr_authorizer": "\n  class_name: AllowAllCIDRAuthorizer",
+        "client_encryption_options": "\n  enabled: false\n  keystore: conf/.keystore",
+        "server_encryption_options": "\n  internode_encryption: none",
+        "transparent_data_encryption_options": "\n  enabled: false",
+        "audit_logging_options": "\n  enabled: false",
+    }).start()
+    with new_session(node.host, node.port) as s:
+        assert s.execute("SELECT release_version FROM system.local").one() is not None
+    node.stop()
+    assert " WARN " not in node.log_path.read_text()
+
+
+def test_keys_helenus_does_not_act_on_make_one_warning_line(node_factory):
+    node = node_factory(extra_config={
+        "hints_directory": "/tmp/hints",
+        "concurrent_reads": 32,
+        "request_timeout": "10000ms",
+        "frobnicate": 1,
+    }).start()
+    node.stop()
+    warnings = [line for line in node.log_path.read_text().splitlines() if " WARN " in line]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].endswith(
+        "Cassandra config keys Helenus accepts but does not act on: hints_directory, "
+        "concurrent_reads, request_timeout; unknown config keys: frobnicate (ignored)")
+
+
+def test_a_bad_timeout_stops_the_node_naming_the_key(node_factory):
+    result = refused(node_factory(extra_config={"read_request_timeout": "0ms"}))
+    assert result.returncode != 0
+    assert "invalid value for 'read_request_timeout': a timeout must be positive" in result.stderr
