@@ -17,6 +17,7 @@ mod eval;
 mod prepared;
 mod processor;
 mod select;
+mod slices;
 mod system_tables;
 mod warnings;
 mod write;

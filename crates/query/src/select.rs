@@ -20,6 +20,7 @@ use uuid::Uuid;
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
 use crate::processor::{ColumnSpec, QueryOptions, QueryProcessor, QueryResult, ResultSet};
+use crate::slices::{ClusteringRange, TupleBound};
 use crate::write::{clustering_key, partition_key, split_elements};
 use crate::{system_tables, warnings, QueryError};
 
@@ -180,12 +181,12 @@ struct Plan {
     /// Partitions to read, when the partition key is fully restricted by = or IN.
     partitions: Option<Vec<PartitionKey>>,
     slice: ClusteringSlice,
-    /// With an IN on the clustering column after the `=` prefix (of a key type whose equal
-    /// values encode equally): the prefix each value completes, encoded, ascending and
-    /// distinct. Each partition is then read as one slice per value (in read order), as
-    /// Cassandra reads them, not from the lowest value to the highest: rows and tombstones
-    /// between the values are not read. `slice` then only gives the direction.
-    point_slices: Option<Vec<Vec<u8>>>,
+    /// When the clustering restrictions select several ranges of keys (an IN on a clustering
+    /// column, a slice over columns of mixed order: `clustering_ranges`): the ranges, in
+    /// clustering order. Each partition is then read as one slice per range (in read order),
+    /// as Cassandra reads its `Slices`, not from the lowest key to the highest: rows and
+    /// tombstones between the ranges are not read. `slice` then only gives the direction.
+    slices: Option<Vec<ClusteringRange>>,
     limit: Option<usize>,
     per_partition_limit: Option<usize>,
     distinct: bool,
@@ -838,6 +839,9 @@ fn build_plan(
     let mut pk_values: Vec<Option<usize>> = vec![None; pk_count];
     let mut ck_eq: Vec<Option<usize>> = vec![None; ck_count];
     let mut ck_slices: Vec<(usize, Operator, usize)> = Vec::new();
+    // Multi-column relations on clustering columns: (first column's position, operator,
+    // index into `filters`).
+    let mut ck_multi: Vec<(usize, Operator, usize)> = Vec::new();
     let mut needs_filtering = false;
     let mut token_start = None;
     let mut token_end = None;
@@ -980,10 +984,14 @@ fn build_plan(
             Relation::MultiColumn { columns, op, value } => {
                 let mut idxs = Vec::new();
                 let mut types = Vec::new();
-                for c in columns {
+                for (i, c) in columns.iter().enumerate() {
                     let col = column(table, c)?;
                     idxs.push(table.column_index(&col.name).unwrap_or(0));
                     types.push(col.ty.clone());
+                    // `check_where` made them consecutive clustering columns.
+                    if i == 0 && col.kind == ColumnKind::Clustering {
+                        ck_multi.push((col.position as usize, *op, filters.len()));
+                    }
                 }
                 has_clustering_restriction = true;
                 let tuple = CqlType::Tuple(types.clone());
@@ -1266,63 +1274,17 @@ fn build_plan(
         }
     }
 
-    let encoded_prefix = clustering_key(table, &prefix);
-    let mut start = (!encoded_prefix.is_empty()).then(|| mutation::ClusteringBound {
-        prefix: encoded_prefix.clone(),
-        inclusive: true,
-    });
-    let mut end = start.clone();
-    if slice_on_next && !in_on_clustering {
-        if let Some(col) = table.clustering().get(prefix_len) {
-            let desc = col.order == ClusteringOrder::Desc;
-            for (_, op, i) in &ck_slices {
-                let v = &restricted(&filters, *i)[0];
-                let mut p = encoded_prefix.clone();
-                types::byte_comparable::encode(&col.ty, v, desc, &mut p);
-                let inclusive = matches!(op, Operator::Gte | Operator::Lte);
-                let lower = matches!(op, Operator::Gt | Operator::Gte) != desc;
-                let bound = mutation::ClusteringBound {
-                    prefix: p,
-                    inclusive,
-                };
-                if lower {
-                    start = Some(bound);
-                } else {
-                    end = Some(bound);
-                }
-            }
+    // The clustering ranges the read covers (a superset of the rows selected: every row is
+    // still checked against the restrictions the read does not enforce, `enforced_by_read`).
+    let ranges = clustering_ranges(table, &filters, &ck_eq, &ck_slices, &ck_multi);
+    let (start, end, slices) = match ranges {
+        None => (None, None, None),
+        Some(mut one) if one.len() == 1 => {
+            let (start, end) = one.remove(0);
+            (start, end, None)
         }
-    }
-    let mut point_slices = None;
-    if in_on_clustering {
-        // The IN right after the `=` prefix makes the read one slice per value
-        // (`Plan::point_slices`); otherwise the whole partition is read. Every row read is
-        // still checked against the restrictions (none is enforced by this read), so the
-        // slices only need to hold every matching row: that takes key types whose equal
-        // values encode equally.
-        (start, end) = (None, None);
-        if let (Some(col), Some(Some(i))) =
-            (table.clustering().get(prefix_len), ck_eq.get(prefix_len))
-        {
-            if table.clustering()[..=prefix_len]
-                .iter()
-                .all(|c| exact_key_type(&c.ty))
-            {
-                let desc = col.order == ClusteringOrder::Desc;
-                let mut encoded: Vec<Vec<u8>> = restricted(&filters, *i)
-                    .iter()
-                    .map(|v| {
-                        let mut p = encoded_prefix.clone();
-                        types::byte_comparable::encode(&col.ty, v, desc, &mut p);
-                        p
-                    })
-                    .collect();
-                encoded.sort();
-                encoded.dedup();
-                point_slices = Some(encoded);
-            }
-        }
-    }
+        Some(several) => (None, None, Some(several)),
+    };
 
     // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
     let mut reversed = false;
@@ -1438,7 +1400,7 @@ fn build_plan(
             end,
             reversed,
         },
-        point_slices,
+        slices,
         limit: limit_value(&select.limit, "[limit]", values)?,
         per_partition_limit: limit_value(
             &select.per_partition_limit,
@@ -1455,6 +1417,136 @@ fn build_plan(
         partition_key_restricted: pk_restricted > 0 || has_token,
         partition_key_in,
     })
+}
+
+/// The ranges of clustering keys a partition read covers, in clustering order, as Cassandra's
+/// `ClusteringColumnRestrictions` builds its `Slices`: every combination of the values of the
+/// leading clustering columns restricted by `=` or `IN` (single- or multi-column relations),
+/// each followed by the slice the single- and multi-column bounds on the next column make
+/// (`slices::ranges`: values compare in their own order, so columns of mixed clustering order
+/// make several ranges). `None` when nothing bounds the read (the whole partition). Relations
+/// after a gap or after the slice only filter; so do relations on composite key types, whose
+/// byte-comparable encoding the read does not rely on: the ranges stop before them, which
+/// leaves a superset of the rows (every row read is still checked against the restrictions
+/// the read does not enforce). An empty IN makes no range.
+fn clustering_ranges(
+    table: &TableMetadata,
+    filters: &[Filter],
+    ck_eq: &[Option<usize>],
+    ck_slices: &[(usize, Operator, usize)],
+    ck_multi: &[(usize, Operator, usize)],
+) -> Option<Vec<ClusteringRange>> {
+    let clustering = table.clustering();
+    let ordered = |from: usize, count: usize| {
+        clustering
+            .get(from..from + count)
+            .is_some_and(|columns| columns.iter().all(|c| ordered_key_type(&c.ty)))
+    };
+    let encode = |position: usize, value: &[u8], out: &mut Vec<u8>| {
+        let col = &clustering[position];
+        types::byte_comparable::encode(&col.ty, value, col.order == ClusteringOrder::Desc, out);
+    };
+    let multi_tuples = |i: usize| match &filters[i] {
+        Filter::MultiColumn { tuples, .. } => tuples.as_slice(),
+        _ => &[],
+    };
+    // The leading `=`/`IN` columns: every combination of their values, encoded.
+    let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut position = 0;
+    while position < clustering.len() {
+        let multi = ck_multi
+            .iter()
+            .find(|(p, op, _)| *p == position && matches!(op, Operator::Eq | Operator::In));
+        let (width, values): (usize, Vec<&[Vec<u8>]>) = match (ck_eq[position], multi) {
+            (Some(i), _) => (
+                1,
+                restricted(filters, i).iter().map(std::slice::from_ref).collect(),
+            ),
+            (None, Some((_, _, i))) => {
+                let tuples = multi_tuples(*i);
+                let width = tuples.first().map_or(0, Vec::len);
+                (width, tuples.iter().map(Vec::as_slice).collect())
+            }
+            (None, None) => break,
+        };
+        if width == 0 || !ordered(position, width) {
+            break;
+        }
+        let mut next = Vec::with_capacity(prefixes.len() * values.len());
+        for prefix in &prefixes {
+            for tuple in &values {
+                let mut p = prefix.clone();
+                for (j, v) in tuple.iter().enumerate() {
+                    encode(position + j, v, &mut p);
+                }
+                next.push(p);
+            }
+        }
+        prefixes = next;
+        position += width;
+    }
+    // The slice on the column after them: at most one bound on each side (`check_where`
+    // refuses two); a side given twice anyway is left to the filters.
+    let mut lower: Vec<TupleBound> = Vec::new();
+    let mut upper: Vec<TupleBound> = Vec::new();
+    let single = ck_slices
+        .iter()
+        .filter(|(p, _, _)| *p == position)
+        .map(|(_, op, i)| (*op, vec![restricted(filters, *i)[0].clone()]));
+    let multi = ck_multi
+        .iter()
+        .filter(|(p, op, _)| *p == position && !matches!(op, Operator::Eq | Operator::In))
+        .filter_map(|(_, op, i)| multi_tuples(*i).first().map(|t| (*op, t.clone())));
+    for (op, values) in single.chain(multi) {
+        if !ordered(position, values.len()) {
+            continue;
+        }
+        let bound = TupleBound {
+            values,
+            inclusive: matches!(op, Operator::Gte | Operator::Lte),
+        };
+        match op {
+            Operator::Gt | Operator::Gte => lower.push(bound),
+            Operator::Lt | Operator::Lte => upper.push(bound),
+            _ => {}
+        }
+    }
+    let one = |bounds: &[TupleBound]| match bounds {
+        [only] => Some(only.clone()),
+        _ => None,
+    };
+    let (lower, upper) = (one(&lower), one(&upper));
+    if position == 0 && lower.is_none() && upper.is_none() {
+        return None;
+    }
+    prefixes.sort();
+    prefixes.dedup();
+    let rest: Vec<&schema::ColumnMetadata> = clustering[position..].iter().collect();
+    let mut ranges = Vec::new();
+    for prefix in &prefixes {
+        ranges.extend(crate::slices::ranges(
+            &rest,
+            prefix,
+            lower.as_ref(),
+            upper.as_ref(),
+        ));
+    }
+    Some(ranges)
+}
+
+/// Key types whose byte-comparable encoding a read may bound by: scalars (composite values
+/// are compared by the row filters instead).
+fn ordered_key_type(ty: &CqlType) -> bool {
+    !matches!(
+        ty.unfrozen(),
+        CqlType::List(_)
+            | CqlType::Set(_)
+            | CqlType::Map(..)
+            | CqlType::Tuple(_)
+            | CqlType::Udt(_)
+            | CqlType::Vector(..)
+            | CqlType::Custom(_)
+    )
 }
 
 /// The restrictions a storage read of `Plan::partitions` enforces exactly, so its rows need no
@@ -1657,29 +1749,25 @@ fn group_by_prefix(
     Ok(Some(clustering_prefix))
 }
 
-/// How many reads a partition of `plan.partitions` takes: one per point slice (none for an
-/// empty IN), else one.
+/// How many reads a partition of `plan.partitions` takes: one per range of `Plan::slices`
+/// (none for an empty IN), else one.
 fn reads_per_partition(plan: &Plan) -> usize {
-    plan.point_slices.as_ref().map_or(1, Vec::len)
+    plan.slices.as_ref().map_or(1, Vec::len)
 }
 
-/// The slice of a partition's read number `i` (of `reads_per_partition`): its point slices
-/// in read order (descending when the read is reversed), else the plan's slice.
+/// The slice of a partition's read number `i` (of `reads_per_partition`): its ranges in read
+/// order (the last first when the read is reversed), else the plan's slice.
 fn read_slice(plan: &Plan, i: usize) -> ClusteringSlice {
-    match &plan.point_slices {
-        Some(points) => {
-            let point = if plan.slice.reversed {
-                &points[points.len() - 1 - i]
+    match &plan.slices {
+        Some(ranges) => {
+            let (start, end) = if plan.slice.reversed {
+                &ranges[ranges.len() - 1 - i]
             } else {
-                &points[i]
+                &ranges[i]
             };
-            let bound = Some(mutation::ClusteringBound {
-                prefix: point.clone(),
-                inclusive: true,
-            });
             ClusteringSlice {
-                start: bound.clone(),
-                end: bound,
+                start: start.clone(),
+                end: end.clone(),
                 reversed: plan.slice.reversed,
             }
         }
@@ -1694,7 +1782,7 @@ fn read_slice(plan: &Plan, i: usize) -> ClusteringSlice {
 ///  group_token i64 | group_clustering_len u32 | group_clustering bytes | partition_groups u32`.
 /// A length of `u32::MAX` stands for an absent part.
 /// `partition_index` counts reads of an IN list already finished (partitions, or each
-/// partition's point slices, `Plan::point_slices`); `returned` is rows (with
+/// partition's ranges, `Plan::slices`); `returned` is rows (with
 /// GROUP BY: groups) returned so far (for LIMIT); `partition_returned` rows of the current
 /// partition (for PER PARTITION LIMIT); `resume` is the storage position to continue from.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -2025,7 +2113,7 @@ async fn execute_rows(
         let page_start = state.clone();
         let (mut pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
             Some(keys) => {
-                // With point slices, the index runs over each partition's slices in turn.
+                // With several ranges, the index runs over each partition's ranges in turn.
                 let idx = state.partition_index as usize;
                 let slices = reads_per_partition(&plan);
                 if idx >= keys.len() * slices {
@@ -2548,13 +2636,12 @@ fn filter_passes(plan: &Plan, f: &Filter, row: &RowValues) -> bool {
             tuples,
         } => {
             let ord_with = |tuple: &Vec<Vec<u8>>| -> Option<Ordering> {
+                // Compared as tuples in the values' own order, whatever the clustering order
+                // (as Cassandra does since CASSANDRA-7281).
                 for (c, v) in columns.iter().zip(tuple) {
                     let col = &table.columns[*c];
                     let actual = row.values[*c].as_deref()?;
-                    let mut ord = types::compare(&col.ty, actual, v);
-                    if col.order == ClusteringOrder::Desc {
-                        ord = ord.reverse();
-                    }
+                    let ord = types::compare(&col.ty, actual, v);
                     if ord != Ordering::Equal {
                         return Some(ord);
                     }

@@ -18,6 +18,7 @@ use storage::{Durability, PartitionKey, PartitionUpdate};
 use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
+use crate::slices::TupleBound;
 use crate::eval::{evaluate, TermValue};
 use crate::processor::QueryProcessor;
 use crate::QueryError;
@@ -820,18 +821,26 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
 
 /// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
 /// values (IN gives several), and the clustering restriction.
-/// A slice bound in clustering order: values of the clustering columns from the first one after
-/// the prefix on (one for `c > v`, several for `(c1, c2) > (v1, v2)`), and whether it is
-/// inclusive.
-type SliceBound = (Vec<Vec<u8>>, bool);
-
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
-    /// Values for a prefix of the clustering columns; each entry one combination.
+    /// Values for a prefix of the clustering columns; each entry one combination (none for an
+    /// empty IN).
     clustering_prefixes: Vec<Vec<Vec<u8>>>,
-    /// A slice on the clustering columns after the prefix (DELETE only): start and end, in
-    /// clustering order (a DESC column's `c > v` is an end bound).
-    slice: Option<(Option<SliceBound>, Option<SliceBound>)>,
+    /// How many clustering columns the prefix restricts.
+    prefix_len: usize,
+    /// A slice on the clustering columns after the prefix (DELETE only): its lower and upper
+    /// bounds, compared in the values' order whatever the clustering order (`c > v` is a
+    /// lower bound on a DESC column too).
+    slice: Option<(Option<TupleBound>, Option<TupleBound>)>,
+}
+
+impl KeyRestrictions {
+    /// Whether the statement writes nothing, as Cassandra's `ModificationStatement` returns
+    /// without a mutation: an empty IN on the partition key (no partition) or on a clustering
+    /// column (no clustering; the statement's static columns are not written either).
+    fn selects_nothing(&self) -> bool {
+        self.partitions.is_empty() || (self.prefix_len > 0 && self.clustering_prefixes.is_empty())
+    }
 }
 
 /// Cassandra's refusal of a DELETE of named columns over a range of rows.
@@ -849,8 +858,8 @@ fn key_restrictions(
 ) -> Result<KeyRestrictions, QueryError> {
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
     let mut slice_col: Option<usize> = None;
-    let mut lower: Option<SliceBound> = None;
-    let mut upper: Option<SliceBound> = None;
+    let mut lower: Option<TupleBound> = None;
+    let mut upper: Option<TupleBound> = None;
     // `(c1, c2) IN ((..), (..))` from clustering column index `start`: whole tuples.
     let mut multi_in: Option<(usize, Vec<Vec<Vec<u8>>>)> = None;
     // The clustering index a multi-column slice starts at.
@@ -902,25 +911,17 @@ fn key_restrictions(
                         RelationValue::Single(t),
                     ) if allow_slice && col.kind == ColumnKind::Clustering => {
                         let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
-                        if slice_col.is_some_and(|s| s != idx) {
+                        if slice_col.or(multi_slice_start).is_some_and(|s| s != idx) {
                             return Err(QueryError::Invalid(
                                 "Only one clustering column may be restricted by a slice in a DELETE".to_string(),
                             ));
                         }
-                        if multi_slice_start.is_some() {
-                            return Err(QueryError::Invalid(
-                                "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
-                            ));
-                        }
                         slice_col = Some(idx);
-                        let desc = col.order == ClusteringOrder::Desc;
-                        let inclusive = matches!(op, Operator::Gte | Operator::Lte);
-                        let is_lower = matches!(op, Operator::Gt | Operator::Gte) != desc;
-                        if is_lower {
-                            lower = Some((vec![v], inclusive));
-                        } else {
-                            upper = Some((vec![v], inclusive));
-                        }
+                        let bound = TupleBound {
+                            values: vec![v],
+                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                        };
+                        set_slice_bound(&mut lower, &mut upper, op, bound, &col.name)?;
                         continue;
                     }
                     (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
@@ -990,19 +991,19 @@ fn key_restrictions(
                         }
                     }
                     Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if allow_slice => {
-                        if slice_col.is_some() || multi_slice_start.is_some_and(|s| s != first) {
+                        // A single-column bound may share the slice's first column
+                        // (`c > 1 AND (c, d) < (3, 0)`), as in Cassandra 5.0.
+                        if slice_col.or(multi_slice_start).is_some_and(|s| s != first) {
                             return Err(QueryError::Invalid(
                                 "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
                             ));
                         }
                         multi_slice_start = Some(first);
-                        let bound = tuples.into_iter().next().unwrap_or_default();
-                        let inclusive = matches!(op, Operator::Gte | Operator::Lte);
-                        if matches!(op, Operator::Gt | Operator::Gte) {
-                            lower = Some((bound, inclusive));
-                        } else {
-                            upper = Some((bound, inclusive));
-                        }
+                        let bound = TupleBound {
+                            values: tuples.into_iter().next().unwrap_or_default(),
+                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                        };
+                        set_slice_bound(&mut lower, &mut upper, op, bound, &cols[0].name)?;
                     }
                     _ => {
                         return Err(QueryError::Invalid(format!(
@@ -1100,8 +1101,30 @@ fn key_restrictions(
     Ok(KeyRestrictions {
         partitions,
         clustering_prefixes: prefixes,
+        prefix_len,
         slice: slice_col.or(multi_slice_start).map(|_| (lower, upper)),
     })
+}
+
+/// Records a slice bound on its side (`>`/`>=` lower, `<`/`<=` upper), refusing a second one
+/// on the same side in Cassandra's words.
+fn set_slice_bound(
+    lower: &mut Option<TupleBound>,
+    upper: &mut Option<TupleBound>,
+    op: &Operator,
+    bound: TupleBound,
+    column: &str,
+) -> Result<(), QueryError> {
+    let (side, name) = match op {
+        Operator::Gt | Operator::Gte => (lower, "start"),
+        _ => (upper, "end"),
+    };
+    if side.replace(bound).is_some() {
+        return Err(QueryError::Invalid(format!(
+            "More than one restriction was found for the {name} bound on {column}"
+        )));
+    }
+    Ok(())
 }
 
 fn relation_columns(cols: &[&ColumnMetadata]) -> String {
@@ -1742,16 +1765,12 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     let has_static = !static_row.columns.is_empty()
         || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
     let keys = key_restrictions(table, &s.where_clause, ctx, "UPDATE", false)?;
-    let full_clustering = keys
-        .clustering_prefixes
-        .first()
-        .map(|p| p.len() == table.clustering_count)
-        .unwrap_or(false);
+    let full_clustering = keys.prefix_len == table.clustering_count;
     if !full_clustering && has_regular {
         let missing: Vec<String> = table
             .clustering()
             .iter()
-            .skip(keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0))
+            .skip(keys.prefix_len)
             .map(|c| c.name.clone())
             .collect();
         return Err(QueryError::Invalid(format!(
@@ -1763,6 +1782,9 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         return Err(QueryError::Invalid(
             "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".to_string(),
         ));
+    }
+    if keys.selects_nothing() {
+        return Ok(());
     }
     write_rows(
         table,
@@ -1802,7 +1824,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         local_deletion_time: ctx.now_seconds,
     };
     let keys = key_restrictions(table, &s.where_clause, ctx, "DELETE", s.columns.is_empty())?;
-    let prefix_len = keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0);
+    let prefix_len = keys.prefix_len;
 
     if !s.columns.is_empty() {
         let mut regular = Row::default();
@@ -1908,6 +1930,9 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         if has_regular && prefix_len != table.clustering_count {
             return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
         }
+        if keys.selects_nothing() {
+            return Ok(());
+        }
         return write_rows(
             table,
             &keys,
@@ -1920,9 +1945,12 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         );
     }
 
-    for pk in &keys.partitions {
-        let partition = out.partition(table, partition_key(table, pk)?);
-        if prefix_len == 0 && keys.slice.is_none() {
+    if keys.selects_nothing() {
+        return Ok(());
+    }
+    if prefix_len == 0 && keys.slice.is_none() {
+        for pk in &keys.partitions {
+            let partition = out.partition(table, partition_key(table, pk)?);
             merge_header(
                 partition,
                 PartitionHeader {
@@ -1930,71 +1958,73 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     range_tombstones: Vec::new(),
                 },
             );
-            continue;
         }
-        for prefix in &keys.clustering_prefixes {
-            let encoded = clustering_key(table, prefix);
-            if keys.slice.is_none() && prefix_len == table.clustering_count {
+        return Ok(());
+    }
+    if keys.slice.is_none() && prefix_len == table.clustering_count {
+        for pk in &keys.partitions {
+            let partition = out.partition(table, partition_key(table, pk)?);
+            for prefix in &keys.clustering_prefixes {
                 push_row(
                     partition,
-                    encoded,
+                    clustering_key(table, prefix),
                     Row {
                         liveness: None,
                         deletion: Some(deletion),
                         columns: Vec::new(),
                     },
                 );
-                continue;
             }
-            let (start, end) = match &keys.slice {
-                None => (
-                    Some(ClusteringBound {
-                        prefix: encoded.clone(),
-                        inclusive: true,
-                    }),
-                    Some(ClusteringBound {
-                        prefix: encoded,
-                        inclusive: true,
-                    }),
-                ),
-                Some((lower, upper)) => {
-                    // Bounds are in clustering order already; each value is encoded with its
-                    // own column's order, so byte order is clustering order.
-                    let bound = |values: &Vec<Vec<u8>>, inclusive: bool| {
-                        let mut p = encoded.clone();
-                        for (col, v) in table.clustering()[prefix_len..].iter().zip(values) {
-                            let desc = col.order == ClusteringOrder::Desc;
-                            types::byte_comparable::encode(&col.ty, v, desc, &mut p);
-                        }
-                        ClusteringBound {
-                            prefix: p,
-                            inclusive,
-                        }
-                    };
-                    let prefix_bound = || ClusteringBound {
-                        prefix: encoded.clone(),
-                        inclusive: true,
-                    };
-                    let lo = lower.as_ref().map(|(v, inc)| bound(v, *inc));
-                    let hi = upper.as_ref().map(|(v, inc)| bound(v, *inc));
-                    (
-                        lo.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
-                        hi.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
-                    )
-                }
-            };
-            merge_header(
-                partition,
-                PartitionHeader {
-                    deletion: None,
-                    range_tombstones: vec![RangeTombstone {
-                        start,
-                        end,
-                        deletion,
-                    }],
-                },
-            );
         }
+        return Ok(());
+    }
+    // Range deletions: each prefix, or each range of keys a slice after it selects (a slice
+    // over columns of mixed clustering order selects several, `slices::ranges`).
+    let after_prefix: Vec<&ColumnMetadata> = table.clustering()[prefix_len..].iter().collect();
+    let mut ranges = Vec::new();
+    for prefix in &keys.clustering_prefixes {
+        let encoded = clustering_key(table, prefix);
+        match &keys.slice {
+            None => ranges.push((
+                Some(ClusteringBound {
+                    prefix: encoded.clone(),
+                    inclusive: true,
+                }),
+                Some(ClusteringBound {
+                    prefix: encoded,
+                    inclusive: true,
+                }),
+            )),
+            Some((lower, upper)) => ranges.extend(crate::slices::ranges(
+                &after_prefix,
+                &encoded,
+                lower.as_ref(),
+                upper.as_ref(),
+            )),
+        }
+    }
+    // Bounds that select nothing (`c > 2 AND c < 1`) delete nothing, as Cassandra's empty
+    // `Slices`.
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    for pk in &keys.partitions {
+        let partition = out.partition(table, partition_key(table, pk)?);
+        let range_tombstones = ranges
+            .iter()
+            .map(|(start, end)| RangeTombstone {
+                start: start.clone(),
+                end: end.clone(),
+                deletion,
+            })
+            .collect();
+        merge_header(
+            partition,
+            PartitionHeader {
+                deletion: None,
+                range_tombstones,
+            },
+        );
     }
     Ok(())
 }
