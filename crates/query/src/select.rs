@@ -2178,7 +2178,13 @@ async fn execute_rows(
                 let ReadResponse::Range(page) = response else {
                     return Err(QueryError::Server("unexpected read response".to_string()));
                 };
-                let last = page.partitions.last().map(|p| p.key.key.clone());
+                // A partition the page ended inside goes on in the next page; one it ended
+                // after is complete (a partition with only a static row shows it now).
+                let last = page
+                    .partitions
+                    .last()
+                    .filter(|_| page.last_partition_continues)
+                    .map(|p| p.key.key.clone());
                 let next = page.resume.map(|r| PagingState {
                     resume: Some(r),
                     last_partition: last,
