@@ -1132,3 +1132,84 @@ def test_constants_that_do_not_parse_are_refused_in_cassandra_words(cql, test_ke
         with pytest.raises(InvalidRequest) as error:
             cql.execute(f"INSERT INTO {t} (k, {column}) VALUES (1, {literal})")
         assert message in str(error.value)
+
+
+# --- an empty IN ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("statement, values", [
+    ("DELETE FROM {t} WHERE k = 0 AND c = 1 AND d IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND c IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN () AND e > 0", None),
+    ("DELETE FROM {t} WHERE k = 0 AND c IN () AND d > 0", None),
+    ("DELETE v FROM {t} WHERE k = 0 AND c = 1 AND d IN () AND e = 0", None),
+    ("DELETE v FROM {t} WHERE k = 0 AND (c, d, e) IN ()", None),
+    ("DELETE FROM {t} WHERE k IN ()", None),
+    ("DELETE FROM {t} WHERE k IN () AND c = 1 AND d = 1 AND e = 1", None),
+    ("UPDATE {t} SET v = 5 WHERE k = 0 AND c = 1 AND d IN () AND e = 0", None),
+    ("UPDATE {t} SET v = 5, s = 5 WHERE k = 0 AND c IN () AND d = 1 AND e = 0", None),
+    ("UPDATE {t} SET v = 5 WHERE k = 0 AND (c, d, e) IN ()", None),
+    ("UPDATE {t} SET v = 5, s = 5 WHERE k IN () AND c = 1 AND d = 1 AND e = 0", None),
+    ("UPDATE {t} SET s = 5 WHERE k IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND c IN ?", [[]]),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN ?", [[]]),
+    ("DELETE FROM {t} WHERE k IN ?", [[]]),
+    ("UPDATE {t} SET v = 5, s = 5 WHERE k = 0 AND c = 1 AND d = 1 AND e IN ?", [[]]),
+    ("UPDATE {t} SET v = 5 WHERE k IN ? AND c = 1 AND d = 1 AND e = 0", [[]]),
+    ("BEGIN BATCH DELETE FROM {t} WHERE k = 0 AND c IN (); "
+     "UPDATE {t} SET v = 9, s = 9 WHERE k = 0 AND c = 2 AND d IN () AND e = 0 APPLY BATCH", None),
+])
+def test_an_empty_in_writes_nothing(cql, test_keyspace, statement, values):
+    """An empty IN on the partition key or a clustering column selects no row: Cassandra
+    writes no mutation at all (not the statement's static columns either). Before, an empty
+    IN on a clustering column made a DELETE delete the whole partition (its prefix was taken
+    as empty) and an UPDATE fail with `Some clustering keys are missing`."""
+    schema = "k int, c int, d int, e int, s int STATIC, v int, PRIMARY KEY (k, c, d, e)"
+    with new_table(cql, test_keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (k, c, d, e, s, v) VALUES (0, ?, ?, ?, 0, 0)")
+        for c in range(3):
+            for d in range(2):
+                cql.execute(insert, [c, d, 0])
+        before = list(cql.execute(f"SELECT * FROM {t}"))
+        text = statement.format(t=t)
+        if values is None:
+            cql.execute(text)
+        else:
+            cql.execute(cql.prepare(text), values)
+        assert list(cql.execute(f"SELECT * FROM {t}")) == before
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM {t} WHERE k IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND c IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND c = 1 AND d IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND (c, d) IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND (c, d) IN () AND e > 0",
+    "SELECT * FROM {t} WHERE k IN () ORDER BY c DESC",
+    "SELECT * FROM {t} WHERE k IN (0, 1) AND c IN () ORDER BY c DESC",
+    "SELECT * FROM {t} WHERE k IN (0, 1) AND c > 2 AND c < 1 ORDER BY c DESC",
+    "SELECT * FROM {t} WHERE k IN (0, 1) AND (c, d) > (2, 0) AND (c, d) < (1, 0) ORDER BY c DESC",
+    "SELECT DISTINCT k, s FROM {t} WHERE k IN ()",
+])
+def test_an_empty_in_or_crossed_bounds_select_nothing(cql, test_keyspace, query):
+    """Whatever the page size: Cassandra answers a read that selects nothing before it would
+    page, so ORDER BY with an IN on the partition key is not refused then."""
+    schema = "k int, c int, d int, e int, s int STATIC, v int, PRIMARY KEY (k, c, d, e)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, c, d, e, s, v) VALUES (0, 1, 1, 1, 0, 0)")
+        for fetch_size in (None, 2):
+            assert list(cql.execute(SimpleStatement(query.format(t=t), fetch_size=fetch_size))) == []
+        if "IN ()" in query and "DISTINCT" not in query:
+            prepared = cql.prepare(query.format(t=t).replace("IN ()", "IN ?"))
+            assert list(cql.execute(prepared, [[]])) == []
+
+
+def test_an_aggregate_over_an_empty_in_with_order_by_is_refused_when_paged(cql, test_keyspace):
+    """Unlike rows, an aggregate is always paged by Cassandra: `k IN ()` is an IN, so with
+    ORDER BY it is refused as any paged post-query ordering is."""
+    with new_table(cql, test_keyspace, "k int, c int, PRIMARY KEY (k, c)") as t:
+        query = f"SELECT count(*) FROM {t} WHERE k IN () ORDER BY c DESC"
+        with pytest.raises(InvalidRequest, match="Cannot page queries with both ORDER BY and a IN"):
+            cql.execute(SimpleStatement(query, fetch_size=10))
+        assert list(cql.execute(f"SELECT count(*) FROM {t} WHERE k IN ()")) == [(0,)]

@@ -212,6 +212,15 @@ struct Plan {
     partition_key_in: bool,
 }
 
+impl Plan {
+    /// Whether the restrictions select no partition or no clustering key (an empty IN,
+    /// bounds that cross), whatever the data.
+    fn selects_nothing(&self) -> bool {
+        self.partitions.as_ref().is_some_and(Vec::is_empty)
+            || self.slices.as_ref().is_some_and(Vec::is_empty)
+    }
+}
+
 /// Cassandra's refusal to page a query whose rows must be sorted after they are read.
 const POST_ORDERING_PAGING: &str = "Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query";
 
@@ -943,8 +952,9 @@ fn build_plan(
                 };
                 match col.kind {
                     ColumnKind::PartitionKey if matches!(op, Operator::Eq | Operator::In) => {
+                        // `IN (x)` is an `=`; `IN ()` is an IN, as in Cassandra.
                         if *op == Operator::In
-                            && !matches!(value, RelationValue::List(items) if items.len() <= 1)
+                            && !matches!(value, RelationValue::List(items) if items.len() == 1)
                         {
                             partition_key_in = true;
                         }
@@ -1194,25 +1204,40 @@ fn build_plan(
     };
 
     // Clustering: a prefix of = restrictions, then at most one slice, reads a slice; anything
-    // else is filtered (and needs ALLOW FILTERING).
-    let mut prefix = Vec::new();
-    let mut in_on_clustering = false;
-    for v in ck_eq.iter() {
-        match v.map(|i| restricted(&filters, i)) {
-            Some([only]) if !in_on_clustering => prefix.push(only.clone()),
-            Some(_) => {
-                in_on_clustering = true;
+    // else is filtered (and needs ALLOW FILTERING). Per clustering column, whether `=` or IN
+    // restricts it, by a single- or a multi-column relation, and to one value (`Some(true)`).
+    let mut ck_eq_like: Vec<Option<bool>> = ck_eq
+        .iter()
+        .map(|v| v.map(|i| restricted(&filters, i).len() == 1))
+        .collect();
+    for (first, op, i) in &ck_multi {
+        if let (
+            Operator::Eq | Operator::In,
+            Filter::MultiColumn {
+                columns, tuples, ..
+            },
+        ) = (op, &filters[*i])
+        {
+            for slot in ck_eq_like.iter_mut().skip(*first).take(columns.len()) {
+                *slot = Some(tuples.len() == 1);
             }
+        }
+    }
+    let mut prefix_len = 0;
+    let mut in_on_clustering = false;
+    for v in ck_eq_like.iter() {
+        match v {
+            Some(true) if !in_on_clustering => prefix_len += 1,
+            Some(_) => in_on_clustering = true,
             None => break,
         }
     }
-    let restricted_ck = ck_eq.iter().filter(|v| v.is_some()).count();
-    let prefix_len = prefix.len();
+    let restricted_ck = ck_eq_like.iter().filter(|v| v.is_some()).count();
     let slice_on_next = ck_slices.iter().all(|(p, _, _)| *p == prefix_len);
     // With an IN among the leading `=`/`IN` columns, a slice on the column after them is as
     // Cassandra allows it without filtering (`a IN (1, 2) AND b > 3`); the read then has no
     // clustering bounds and every row is checked.
-    let eq_in_len = ck_eq.iter().take_while(|v| v.is_some()).count();
+    let eq_in_len = ck_eq_like.iter().take_while(|v| v.is_some()).count();
     let slice_after_in = in_on_clustering && ck_slices.iter().all(|(p, _, _)| *p == eq_in_len);
     if restricted_ck > prefix_len && !in_on_clustering {
         needs_filtering = true;
@@ -1220,10 +1245,13 @@ fn build_plan(
     if !slice_on_next && !slice_after_in {
         needs_filtering = true;
     }
-    if in_on_clustering && ck_eq.iter().skip(prefix_len).any(|v| v.is_none()) {
+    if in_on_clustering && ck_eq_like.iter().skip(prefix_len).any(|v| v.is_none()) {
         // IN on a clustering column followed by unrestricted ones is fine; a gap is not.
-        let first_gap = ck_eq.iter().position(|v| v.is_none()).unwrap_or(ck_count);
-        if ck_eq.iter().skip(first_gap).any(|v| v.is_some()) {
+        let first_gap = ck_eq_like
+            .iter()
+            .position(|v| v.is_none())
+            .unwrap_or(ck_count);
+        if ck_eq_like.iter().skip(first_gap).any(|v| v.is_some()) {
             needs_filtering = true;
         }
     }
@@ -1276,8 +1304,8 @@ fn build_plan(
 
     // The clustering ranges the read covers (a superset of the rows selected: every row is
     // still checked against the restrictions the read does not enforce, `enforced_by_read`).
-    let ranges = clustering_ranges(table, &filters, &ck_eq, &ck_slices, &ck_multi);
-    let (start, end, slices) = match ranges {
+    let read = clustering_read(table, &filters, &ck_eq, &ck_slices, &ck_multi);
+    let (start, end, slices) = match read.ranges {
         None => (None, None, None),
         Some(mut one) if one.len() == 1 => {
             let (start, end) = one.remove(0);
@@ -1314,9 +1342,7 @@ fn build_plan(
             }
             // Clustering columns restricted to a single value may be left out.
             let position = col.position as usize;
-            while next_position < position
-                && ck_eq[next_position].is_some_and(|i| restricted(&filters, i).len() == 1)
-            {
+            while next_position < position && ck_eq_like[next_position] == Some(true) {
                 next_position += 1;
             }
             if position != next_position {
@@ -1372,12 +1398,19 @@ fn build_plan(
         }
         // `check_where` refused restrictions on clustering and regular columns.
     }
+    // The read enforces the `=` prefix it is bounded by, and a slice right after it if the
+    // slice bounds it.
+    let eq_prefix = prefix_len.min(read.prefix_columns);
     let enforced = enforced_by_read(
         table,
         &filters,
         partitions.is_some(),
-        prefix_len,
-        ck_slices.len(),
+        eq_prefix,
+        if read.sliced && read.prefix_columns == prefix_len {
+            ck_slices.len()
+        } else {
+            usize::MAX
+        },
         in_on_clustering,
     );
     let needs_partition_key = group_by.is_some()
@@ -1419,29 +1452,33 @@ fn build_plan(
     })
 }
 
+/// What a partition read covers of the clustering keys (`clustering_read`).
+struct ClusteringRead {
+    /// The ranges, in clustering order; `None` when nothing bounds the read (the whole
+    /// partition).
+    ranges: Option<Vec<ClusteringRange>>,
+    /// How many leading clustering columns the ranges fix by `=` or `IN`.
+    prefix_columns: usize,
+    /// Every slice restriction on the column after them bounds the ranges.
+    sliced: bool,
+}
+
 /// The ranges of clustering keys a partition read covers, in clustering order, as Cassandra's
 /// `ClusteringColumnRestrictions` builds its `Slices`: every combination of the values of the
 /// leading clustering columns restricted by `=` or `IN` (single- or multi-column relations),
 /// each followed by the slice the single- and multi-column bounds on the next column make
 /// (`slices::ranges`: values compare in their own order, so columns of mixed clustering order
-/// make several ranges). `None` when nothing bounds the read (the whole partition). Relations
-/// after a gap or after the slice only filter; so do relations on composite key types, whose
-/// byte-comparable encoding the read does not rely on: the ranges stop before them, which
-/// leaves a superset of the rows (every row read is still checked against the restrictions
-/// the read does not enforce). An empty IN makes no range.
-fn clustering_ranges(
+/// make several ranges). Relations after a gap or after the slice only filter: the ranges hold
+/// a superset of the rows (every row read is still checked against the restrictions the read
+/// does not enforce). An empty IN makes no range.
+fn clustering_read(
     table: &TableMetadata,
     filters: &[Filter],
     ck_eq: &[Option<usize>],
     ck_slices: &[(usize, Operator, usize)],
     ck_multi: &[(usize, Operator, usize)],
-) -> Option<Vec<ClusteringRange>> {
+) -> ClusteringRead {
     let clustering = table.clustering();
-    let ordered = |from: usize, count: usize| {
-        clustering
-            .get(from..from + count)
-            .is_some_and(|columns| columns.iter().all(|c| ordered_key_type(&c.ty)))
-    };
     let encode = |position: usize, value: &[u8], out: &mut Vec<u8>| {
         let col = &clustering[position];
         types::byte_comparable::encode(&col.ty, value, col.order == ClusteringOrder::Desc, out);
@@ -1449,6 +1486,10 @@ fn clustering_ranges(
     let multi_tuples = |i: usize| match &filters[i] {
         Filter::MultiColumn { tuples, .. } => tuples.as_slice(),
         _ => &[],
+    };
+    let multi_width = |i: usize| match &filters[i] {
+        Filter::MultiColumn { columns, .. } => columns.len(),
+        _ => 0,
     };
     // The leading `=`/`IN` columns: every combination of their values, encoded.
     let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
@@ -1460,16 +1501,18 @@ fn clustering_ranges(
         let (width, values): (usize, Vec<&[Vec<u8>]>) = match (ck_eq[position], multi) {
             (Some(i), _) => (
                 1,
-                restricted(filters, i).iter().map(std::slice::from_ref).collect(),
+                restricted(filters, i)
+                    .iter()
+                    .map(std::slice::from_ref)
+                    .collect(),
             ),
-            (None, Some((_, _, i))) => {
-                let tuples = multi_tuples(*i);
-                let width = tuples.first().map_or(0, Vec::len);
-                (width, tuples.iter().map(Vec::as_slice).collect())
-            }
+            (None, Some((_, _, i))) => (
+                multi_width(*i),
+                multi_tuples(*i).iter().map(Vec::as_slice).collect(),
+            ),
             (None, None) => break,
         };
-        if width == 0 || !ordered(position, width) {
+        if width == 0 || position + width > clustering.len() {
             break;
         }
         let mut next = Vec::with_capacity(prefixes.len() * values.len());
@@ -1498,9 +1541,6 @@ fn clustering_ranges(
         .filter(|(p, op, _)| *p == position && !matches!(op, Operator::Eq | Operator::In))
         .filter_map(|(_, op, i)| multi_tuples(*i).first().map(|t| (*op, t.clone())));
     for (op, values) in single.chain(multi) {
-        if !ordered(position, values.len()) {
-            continue;
-        }
         let bound = TupleBound {
             values,
             inclusive: matches!(op, Operator::Gte | Operator::Lte),
@@ -1511,13 +1551,18 @@ fn clustering_ranges(
             _ => {}
         }
     }
+    let sliced = lower.len() <= 1 && upper.len() <= 1;
     let one = |bounds: &[TupleBound]| match bounds {
         [only] => Some(only.clone()),
         _ => None,
     };
     let (lower, upper) = (one(&lower), one(&upper));
     if position == 0 && lower.is_none() && upper.is_none() {
-        return None;
+        return ClusteringRead {
+            ranges: None,
+            prefix_columns: 0,
+            sliced,
+        };
     }
     prefixes.sort();
     prefixes.dedup();
@@ -1531,22 +1576,11 @@ fn clustering_ranges(
             upper.as_ref(),
         ));
     }
-    Some(ranges)
-}
-
-/// Key types whose byte-comparable encoding a read may bound by: scalars (composite values
-/// are compared by the row filters instead).
-fn ordered_key_type(ty: &CqlType) -> bool {
-    !matches!(
-        ty.unfrozen(),
-        CqlType::List(_)
-            | CqlType::Set(_)
-            | CqlType::Map(..)
-            | CqlType::Tuple(_)
-            | CqlType::Udt(_)
-            | CqlType::Vector(..)
-            | CqlType::Custom(_)
-    )
+    ClusteringRead {
+        ranges: Some(ranges),
+        prefix_columns: position,
+        sliced,
+    }
 }
 
 /// The restrictions a storage read of `Plan::partitions` enforces exactly, so its rows need no
@@ -2061,8 +2095,12 @@ async fn execute_rows(
         }
     }
     // Rows sorted after they are read are all read first: no paging, and LIMIT after the sort.
+    // Cassandra answers a read that selects nothing by construction (an empty IN, crossed
+    // clustering bounds) before it would page, except an aggregate or GROUP BY, which it always
+    // pages.
+    let answered_unpaged = !plan.aggregate && plan.group_by.is_none() && plan.selects_nothing();
     let post_limit = match plan.post_ordering {
-        Some(_) if options.page_size.is_some_and(|n| n > 0) => {
+        Some(_) if options.page_size.is_some_and(|n| n > 0) && !answered_unpaged => {
             return Err(QueryError::Invalid(POST_ORDERING_PAGING.to_string()))
         }
         Some(_) => plan.limit.take(),

@@ -64,8 +64,7 @@ fn collect(
     // A bound with no values left was met with equality on every one of its columns: the keys
     // here are in the slice exactly when it is inclusive, whatever their later columns.
     let exhausted = |b: Rest<'_>| b.filter(|(values, _)| values.is_empty()).map(|(_, i)| i);
-    if exhausted(lower) == Some(false) || exhausted(upper) == Some(false)
-    {
+    if exhausted(lower) == Some(false) || exhausted(upper) == Some(false) {
         return;
     }
     let lower = lower.filter(|(values, _)| !values.is_empty());
@@ -218,7 +217,11 @@ mod tests {
 
     /// Whether a tuple of values satisfies `lower` and `upper`, compared as tuples of the
     /// same length as each bound, in value order: the model `ranges` must match.
-    fn model(values: &[i32], lower: Option<&(Vec<i32>, bool)>, upper: Option<&(Vec<i32>, bool)>) -> bool {
+    fn model(
+        values: &[i32],
+        lower: Option<&(Vec<i32>, bool)>,
+        upper: Option<&(Vec<i32>, bool)>,
+    ) -> bool {
         let check = |bound: &(Vec<i32>, bool), above: bool| {
             let n = bound.0.len();
             let ord = values[..n].cmp(&bound.0[..]);
@@ -281,11 +284,19 @@ mod tests {
                                 let n = got
                                     .iter()
                                     .filter(|(s, e)| {
-                                        mutation::clustering_range_contains(s.as_ref(), e.as_ref(), k)
+                                        mutation::clustering_range_contains(
+                                            s.as_ref(),
+                                            e.as_ref(),
+                                            k,
+                                        )
                                     })
                                     .count();
                                 let want = model(values, lower.as_ref(), upper.as_ref());
-                                assert_eq!(n, usize::from(want), "{values:?} {lower:?} {upper:?} {o0:?}{o1:?}{o2:?}");
+                                assert_eq!(
+                                    n,
+                                    usize::from(want),
+                                    "{values:?} {lower:?} {upper:?} {o0:?}{o1:?}{o2:?}"
+                                );
                             }
                             // In clustering order: the keys of each range come after the last one's.
                             let mut last_index = None;
@@ -294,7 +305,11 @@ mod tests {
                                     .iter()
                                     .enumerate()
                                     .filter(|(_, (k, _))| {
-                                        mutation::clustering_range_contains(s.as_ref(), e.as_ref(), k)
+                                        mutation::clustering_range_contains(
+                                            s.as_ref(),
+                                            e.as_ref(),
+                                            k,
+                                        )
                                     })
                                     .map(|(i, _)| i)
                                     .collect();
@@ -317,7 +332,10 @@ mod tests {
 
     #[test]
     fn a_prefix_bounds_every_range() {
-        let cols = [column(1, ClusteringOrder::Desc), column(2, ClusteringOrder::Asc)];
+        let cols = [
+            column(1, ClusteringOrder::Desc),
+            column(2, ClusteringOrder::Asc),
+        ];
         let refs: Vec<&ColumnMetadata> = cols.iter().collect();
         let prefix = key(&[&column(0, ClusteringOrder::Asc)], &[7]);
         let lower = TupleBound {
@@ -347,6 +365,9 @@ mod tests {
         };
         assert!(ranges(&refs, &[], Some(&b(2, true)), Some(&b(1, true))).is_empty());
         assert!(ranges(&refs, &[], Some(&b(1, false)), Some(&b(1, true))).is_empty());
-        assert_eq!(ranges(&refs, &[], Some(&b(1, true)), Some(&b(1, true))).len(), 1);
+        assert_eq!(
+            ranges(&refs, &[], Some(&b(1, true)), Some(&b(1, true))).len(),
+            1
+        );
     }
 }

@@ -18,9 +18,9 @@ use storage::{Durability, PartitionKey, PartitionUpdate};
 use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
-use crate::slices::TupleBound;
 use crate::eval::{evaluate, TermValue};
 use crate::processor::QueryProcessor;
+use crate::slices::TupleBound;
 use crate::QueryError;
 
 /// Cassandra's limit on TTLs: 20 years.
@@ -860,8 +860,9 @@ fn key_restrictions(
     let mut slice_col: Option<usize> = None;
     let mut lower: Option<TupleBound> = None;
     let mut upper: Option<TupleBound> = None;
-    // `(c1, c2) IN ((..), (..))` from clustering column index `start`: whole tuples.
-    let mut multi_in: Option<(usize, Vec<Vec<Vec<u8>>>)> = None;
+    // `(c1, c2) IN ((..), (..))` from clustering column index `start`: its width (columns)
+    // and whole tuples (none for an empty IN).
+    let mut multi_in: Option<(usize, usize, Vec<Vec<Vec<u8>>>)> = None;
     // The clustering index a multi-column slice starts at.
     let mut multi_slice_start: Option<usize> = None;
     let mut non_key = Vec::new();
@@ -984,7 +985,7 @@ fn key_restrictions(
                                     )));
                                 }
                             }
-                        } else if multi_in.replace((first, tuples)).is_some() {
+                        } else if multi_in.replace((first, cols.len(), tuples)).is_some() {
                             return Err(QueryError::Invalid(
                                 "Only one multi-column IN relation is allowed".to_string(),
                             ));
@@ -1049,7 +1050,7 @@ fn key_restrictions(
     let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     let mut prefix_len = 0;
     for i in 0..table.clustering_count {
-        if let Some((start, tuples)) = &multi_in {
+        if let Some((start, width, tuples)) = &multi_in {
             if *start == table.partition_key_count + i {
                 if prefix_len != i {
                     return Err(QueryError::Invalid(format!(
@@ -1058,7 +1059,6 @@ fn key_restrictions(
                         table.clustering()[prefix_len].name
                     )));
                 }
-                let width = tuples.first().map_or(0, Vec::len);
                 let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
                 for p in &prefixes {
                     for t in tuples {
@@ -1068,7 +1068,7 @@ fn key_restrictions(
                     }
                 }
                 prefixes = next;
-                prefix_len += width;
+                prefix_len += *width;
                 continue;
             }
             if *start < table.partition_key_count + i && i < prefix_len {
