@@ -449,7 +449,15 @@ impl Value {
                 months,
                 days,
                 nanoseconds,
-            } => format!("\"{}\"", duration_text(*months, *days, *nanoseconds)),
+            } => {
+                // Cassandra's `Duration.toString` writes nothing for a zero duration (the CQL
+                // literal form needs `0s`).
+                if (*months, *days, *nanoseconds) == (0, 0, 0) {
+                    "\"\"".to_string()
+                } else {
+                    format!("\"{}\"", duration_text(*months, *days, *nanoseconds))
+                }
+            }
             Value::List(items) | Value::Set(items) | Value::Vector(items) => {
                 let e = elem(0);
                 let parts: Vec<String> = items.iter().map(|v| v.to_json(e)).collect();
@@ -674,6 +682,22 @@ mod tests {
         assert_eq!(java_double_text(12345678.0), "1.2345678E7");
         assert_eq!(java_float_text(0.1f32), "0.1");
         assert_eq!(java_double_text(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn a_zero_duration_is_the_empty_string() {
+        let zero = Value::Duration {
+            months: 0,
+            days: 0,
+            nanoseconds: 0,
+        };
+        assert_eq!(zero.to_json(&CqlType::Duration), "\"\"");
+        let day = Value::Duration {
+            months: 0,
+            days: 1,
+            nanoseconds: 0,
+        };
+        assert_eq!(day.to_json(&CqlType::Duration), "\"1d\"");
     }
 
     #[test]
