@@ -1213,3 +1213,42 @@ def test_an_aggregate_over_an_empty_in_with_order_by_is_refused_when_paged(cql, 
         with pytest.raises(InvalidRequest, match="Cannot page queries with both ORDER BY and a IN"):
             cql.execute(SimpleStatement(query, fetch_size=10))
         assert list(cql.execute(f"SELECT count(*) FROM {t} WHERE k IN ()")) == [(0,)]
+
+
+def test_an_in_of_equal_values_addresses_the_first_written(cql, test_keyspace):
+    """Decimal partition keys 1, 1.0 and 1.00 are equal values with different bytes, so
+    different partitions. Cassandra collects an IN's values in a sorted set, which keeps the
+    first written of equal ones: `k IN (1.0, 1)` reads, updates or deletes partition 1.0 only.
+    Before, Helenus addressed every partition named."""
+    schema = "k decimal, c int, v int, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        def partitions():
+            return sorted((str(r.k), r.v) for r in cql.execute(f"SELECT k, v FROM {t}"))
+        for k in ("1.0", "1", "1.00", "1000", "1E+3"):
+            cql.execute(f"INSERT INTO {t} (k, c, v) VALUES ({k}, 0, 0)")
+        rows = [(str(r.k), r.v) for r in cql.execute(f"SELECT k, v FROM {t} WHERE k IN (1.0, 1000, 1, 1E+3)")]
+        assert rows == [("1.0", 0), ("1000", 0)]
+        rows = [str(r.k) for r in cql.execute(f"SELECT k FROM {t} WHERE k IN (1.00, 1, 1.0)")]
+        assert rows == ["1.00"]
+        prepared = cql.prepare(f"SELECT k FROM {t} WHERE k IN ?")
+        rows = [str(r.k) for r in cql.execute(prepared, [[Decimal("1"), Decimal("1.0")]])]
+        assert rows == ["1"]
+        cql.execute(f"UPDATE {t} SET v = 7 WHERE k IN (1, 1.0, 1000) AND c = 0")
+        assert partitions() == [("1", 7), ("1.0", 0), ("1.00", 0), ("1000", 7), ("1E+3", 0)]
+        cql.execute(f"DELETE FROM {t} WHERE k IN (1E+3, 1000, 1.00)")
+        assert partitions() == [("1", 7), ("1.0", 0), ("1000", 7)]
+
+
+@pytest.mark.parametrize("selection", ["s", "k, s", "s, k", "writetime(s)", "JSON s"])
+def test_selecting_only_static_columns_refuses_clustering_restrictions(cql, test_keyspace, selection):
+    """Such a selection reads no clustering row, so Cassandra refuses to restrict one; before,
+    Helenus answered as if it read the rows."""
+    schema = "k int, c int, s int STATIC, v int, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        for where in ("k = 0 AND c = 1", "k = 0 AND c > 1", "k = 0 AND (c) >= (1)", "k IN (0, 1) AND c IN (1, 2)"):
+            with pytest.raises(InvalidRequest, match="Cannot restrict clustering columns when selecting only static columns"):
+                cql.execute(f"SELECT {selection} FROM {t} WHERE {where}")
+        # With a non-static column, or none restricted, it reads.
+        cql.execute(f"INSERT INTO {t} (k, c, s, v) VALUES (0, 1, 5, 6)")
+        assert list(cql.execute(f"SELECT s, v FROM {t} WHERE k = 0 AND c = 1")) == [(5, 6)]
+        assert list(cql.execute(f"SELECT s FROM {t} WHERE k = 0")) == [(5,)]

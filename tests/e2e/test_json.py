@@ -265,3 +265,11 @@ def test_decimals_keep_their_scale_in_java_text(cql, test_keyspace, literal, tex
         json = cql.execute(f"SELECT JSON k, v FROM {t}").one()[0]
         assert json == '{"k": %s, "v": %s}' % (text, text)
         assert cql.execute(f"SELECT toJson(k), toJson(v) FROM {t}").one() == (text, text)
+
+
+def test_a_zero_duration_is_the_empty_string(cql, test_keyspace):
+    """Cassandra's Duration.toString writes nothing for a zero duration."""
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, d duration, l list<duration>") as t:
+        cql.execute(f"INSERT INTO {t} (k, d, l) VALUES (0, 0s, [0s, 1d])")
+        assert cql.execute(f"SELECT JSON d, l FROM {t}").one()[0] == '{"d": "", "l": ["", "1d"]}'
+        assert cql.execute(f"SELECT toJson(d) FROM {t}").one()[0] == '""'

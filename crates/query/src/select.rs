@@ -1165,22 +1165,13 @@ fn build_plan(
             }
             combos = next;
         }
-        // Cassandra reads the partitions of an IN in key order, not in the order written.
+        // Cassandra reads the partitions of an IN in key order, not in the order written, and
+        // of equal values (a decimal's 1.0 and 1) only the first written.
         let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
-        combos.sort_by(|a, b| {
-            a.iter()
-                .zip(b)
-                .zip(&key_types)
-                .map(|((x, y), ty)| types::compare(ty, x, y))
-                .find(|o| o.is_ne())
-                .unwrap_or(Ordering::Equal)
-        });
+        crate::write::sort_distinct(&mut combos, &key_types);
         let mut keys = Vec::with_capacity(combos.len());
         for c in combos {
-            let key = partition_key(table, &c)?;
-            if !keys.iter().any(|k: &PartitionKey| k.key == key.key) {
-                keys.push(key);
-            }
+            keys.push(partition_key(table, &c)?);
         }
         // token() relations beside a restricted key select among its partitions, as in
         // Cassandra, without filtering (rows are checked against them too).
@@ -1314,6 +1305,23 @@ fn build_plan(
         Some(several) => (None, None, Some(several)),
     };
 
+    // Cassandra's `StatementRestrictions`: a selection of static (and partition key) columns
+    // only reads no clustering row, so it cannot restrict one.
+    if has_clustering_restriction
+        && !matches!(select.selection, cql_syntax::ast::Selection::Wildcard)
+    {
+        let read = selection.columns_read();
+        let kind = |i: &usize| table.columns[*i].kind;
+        if read.iter().any(|i| kind(i) == ColumnKind::Static)
+            && read
+                .iter()
+                .all(|i| matches!(kind(i), ColumnKind::Static | ColumnKind::PartitionKey))
+        {
+            return Err(QueryError::Invalid(
+                "Cannot restrict clustering columns when selecting only static columns".to_string(),
+            ));
+        }
+    }
     // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
     let mut reversed = false;
     let mut post_ordering = None;

@@ -1098,6 +1098,13 @@ fn key_restrictions(
             )));
         }
     }
+    let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
+    sort_distinct(&mut partitions, &key_types);
+    let prefix_types: Vec<&CqlType> = table.clustering()[..prefix_len]
+        .iter()
+        .map(|c| &c.ty)
+        .collect();
+    sort_distinct(&mut prefixes, &prefix_types);
     Ok(KeyRestrictions {
         partitions,
         clustering_prefixes: prefixes,
@@ -1193,6 +1200,25 @@ fn evaluate_tuple(
             "Invalid unset value for {name}"
         ))),
     }
+}
+
+/// Sorts combinations of key values (each one value per column of `types`) in the types'
+/// order and drops each one equal, by the types' comparison, to one before it, keeping the one
+/// written first: Cassandra collects them in a `TreeSet` (`MultiCBuilder`), which keeps the
+/// first of equal elements. So `k IN (1.0, 1)` on a decimal key addresses partition `1.0`
+/// only (its two values are equal, though their bytes, and so their partitions, differ).
+pub(crate) fn sort_distinct(combos: &mut Vec<Vec<Vec<u8>>>, types: &[&CqlType]) {
+    let order = |a: &[Vec<u8>], b: &[Vec<u8>]| {
+        a.iter()
+            .zip(b)
+            .zip(types)
+            .map(|((x, y), ty)| types::compare(ty, x, y))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    };
+    // Stable: equal combinations keep the order they were written in.
+    combos.sort_by(|a, b| order(a, b));
+    combos.dedup_by(|later, earlier| order(later, earlier).is_eq());
 }
 
 fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
