@@ -1252,3 +1252,45 @@ def test_selecting_only_static_columns_refuses_clustering_restrictions(cql, test
         cql.execute(f"INSERT INTO {t} (k, c, s, v) VALUES (0, 1, 5, 6)")
         assert list(cql.execute(f"SELECT s, v FROM {t} WHERE k = 0 AND c = 1")) == [(5, 6)]
         assert list(cql.execute(f"SELECT s FROM {t} WHERE k = 0")) == [(5,)]
+
+
+# --- clustering values in the form they were written ------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["ASC", "DESC"])
+def test_clustering_values_read_back_as_written(cql, test_keyspace, order):
+    """Equal values with several byte forms (a decimal's scale, a varint's leading zero byte,
+    a boolean's non-zero byte, a NaN's payload, a decimal inside a tuple) are one clustering
+    row, read back in the form the row was written with, as Cassandra does. Before, Helenus
+    returned the canonical form its key encoding keeps: 1E+3 for 1000, 1 for 1.00."""
+    schema = ("k int, c decimal, d varint, e boolean, f float, g frozen<tuple<decimal, int>>, v int, "
+              "PRIMARY KEY (k, c, d, e, f, g)")
+    extra = f"WITH CLUSTERING ORDER BY (c {order}, d {order}, e ASC, f {order}, g ASC)"
+    with new_table(cql, test_keyspace, schema, extra) as t:
+        written = [
+            ("1000", "blobAsVarint(0x0005)", "blobAsBoolean(0x02)", "blobAsFloat(0x7fc00001)", "(2.50, 1)"),
+            ("1.00", "5", "true", "NaN", "(0E+3, 2)"),
+            ("2.50", "blobAsVarint(0xff80)", "false", "1.5", "(1E+3, 3)"),
+        ]
+        for i, (c, d, e, f, g) in enumerate(written):
+            cql.execute(f"INSERT INTO {t} (k, c, d, e, f, g, v) VALUES ({i}, {c}, {d}, {e}, {f}, {g}, {i})")
+        query = (f"SELECT k, c, varintAsBlob(d), booleanAsBlob(e), floatAsBlob(f), g FROM {t} "
+                 "WHERE k IN (0, 1, 2)")
+        rows = [(r[0], str(r[1]), r[2], r[3], r[4], (str(r[5][0]), r[5][1])) for r in cql.execute(query)]
+        assert rows == [
+            (0, "1000", b"\x00\x05", b"\x02", b"\x7f\xc0\x00\x01", ("2.50", 1)),
+            (1, "1.00", b"\x05", b"\x01", b"\x7f\xc0\x00\x00", ("0E+3", 2)),
+            (2, "2.50", b"\xff\x80", b"\x00", b"\x3f\xc0\x00\x00", ("1E+3", 3)),
+        ]
+        # An equal value in another form addresses the same row, which keeps its form.
+        cql.execute(f"UPDATE {t} SET v = 10 WHERE k = 0 AND c = 1E+3 AND d = 5 AND e = true "
+                    f"AND f = NaN AND g = (2.5, 1)")
+        row = cql.execute(f"SELECT c, varintAsBlob(d), v FROM {t} WHERE k = 0").one()
+        assert (str(row[0]), row[1], row[2]) == ("1000", b"\x00\x05", 10)
+        assert len(list(cql.execute(f"SELECT * FROM {t} WHERE k = 0"))) == 1
+        # In slices, JSON and paging too.
+        rows = [str(r.c) for r in cql.execute(f"SELECT c FROM {t} WHERE k = 1 AND c >= 1 AND c <= 1.0")]
+        assert rows == ["1.00"]
+        assert cql.execute(f"SELECT JSON c FROM {t} WHERE k = 0").one()[0] == '{"c": 1000}'
+        paged = [str(r.c) for r in cql.execute(SimpleStatement(f"SELECT c FROM {t}", fetch_size=1))]
+        assert sorted(paged) == ["1.00", "1000", "2.50"]

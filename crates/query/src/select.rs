@@ -1673,7 +1673,7 @@ fn enforced_by_read(
 /// bound encoded from a value selects exactly the rows a comparison would. Not boolean (any
 /// non-zero byte is true), decimal (1.0 and 1.00), varint (leading zero bytes), floating point,
 /// durations, or anything composite.
-fn exact_key_type(ty: &CqlType) -> bool {
+pub(crate) fn exact_key_type(ty: &CqlType) -> bool {
     matches!(
         ty,
         CqlType::Ascii
@@ -3019,6 +3019,18 @@ fn partition_rows(
         if !(marker_live || cells_live) {
             continue;
         }
+        // The values as written, where they differ from the key's canonical ones.
+        let forms = crate::write::clustering_forms_cell(row)
+            .and_then(|cell| live_cell(cell, row_deletion, now))
+            .and_then(|(bytes, _)| crate::write::split_clustering_forms(bytes))
+            .filter(|forms| forms.len() == table.clustering_count);
+        if let Some(forms) = forms {
+            for (i, form) in forms.into_iter().enumerate() {
+                values.values[table.partition_key_count + i] = Some(form.to_vec());
+            }
+            out.push(values);
+            continue;
+        }
         let mut rest = clustering.as_slice();
         for (i, col) in table.clustering().iter().enumerate() {
             match types::byte_comparable::decode(
@@ -3073,6 +3085,8 @@ fn count_tombstones(
         };
         for column in &row.columns {
             match column {
+                // Helenus's own record of the clustering's forms: no data of Cassandra's.
+                ColumnData::Simple { id, .. } if *id == crate::write::CLUSTERING_FORMS_COLUMN => {}
                 ColumnData::Simple { cell, .. } => visit(cell, shadowing),
                 ColumnData::Complex {
                     deletion, cells, ..

@@ -377,6 +377,91 @@ pub(crate) fn partition_key(
     })
 }
 
+/// The hidden column of a row whose clustering values were written in a form other than the
+/// one its key decodes to: a decimal's scale (`1.00`, `1000`), a varint's leading zero bytes, a
+/// boolean's non-zero byte, a NaN's payload, a tuple's trailing nulls. The byte-comparable key
+/// holds the canonical value only (equal values make one row, as in Cassandra), so the values
+/// as written are kept in this cell, and reads return them, as Cassandra returns the
+/// clustering a row was written with. Schema column ids count up from 0 and are never reused,
+/// so none reaches this one; reads, liveness and tombstone counts leave it out. Its value: every
+/// clustering value as a 4-byte big-endian length and the bytes. It is written with the row's
+/// other cells (same timestamp and TTL), so the last write's forms win where Cassandra keeps
+/// the first arrival's while the row stays in one memtable; both agree when a row is written
+/// in one form.
+pub(crate) const CLUSTERING_FORMS_COLUMN: u32 = u32::MAX;
+
+/// The `CLUSTERING_FORMS_COLUMN` value for a row's clustering `values`, if any of them is not
+/// in the form its byte-comparable encoding decodes to.
+pub(crate) fn clustering_forms(table: &TableMetadata, values: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let canonical = table.clustering().iter().zip(values).all(|(col, value)| {
+        if crate::select::exact_key_type(&col.ty) {
+            return true;
+        }
+        let mut encoded = Vec::with_capacity(value.len() + 2);
+        types::byte_comparable::encode(&col.ty, value, false, &mut encoded);
+        types::byte_comparable::decode(&col.ty, &mut encoded.as_slice(), false)
+            .is_ok_and(|decoded| decoded == *value)
+    });
+    if canonical {
+        return None;
+    }
+    let mut out = Vec::with_capacity(values.iter().map(|v| v.len() + 4).sum());
+    for value in values {
+        out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        out.extend_from_slice(value);
+    }
+    Some(out)
+}
+
+/// The clustering values a `CLUSTERING_FORMS_COLUMN` value holds (`None` if malformed).
+pub(crate) fn split_clustering_forms(mut bytes: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_first_chunk::<4>()?;
+        let len = u32::from_be_bytes(*len) as usize;
+        if rest.len() < len {
+            return None;
+        }
+        out.push(&rest[..len]);
+        bytes = &rest[len..];
+    }
+    Some(out)
+}
+
+/// The `CLUSTERING_FORMS_COLUMN` cell of a row, if it has one (ids are sorted: it is last).
+pub(crate) fn clustering_forms_cell(row: &Row) -> Option<&Cell> {
+    match row.columns.last() {
+        Some(ColumnData::Simple { id, cell }) if *id == CLUSTERING_FORMS_COLUMN => Some(cell),
+        _ => None,
+    }
+}
+
+/// Adds the `CLUSTERING_FORMS_COLUMN` cell to a row written with live data, if its clustering
+/// values need it; `row`'s columns are sorted, and stay so.
+fn add_clustering_forms(
+    table: &TableMetadata,
+    values: &[Vec<u8>],
+    attrs: &WriteAttributes,
+    row: &mut Row,
+) {
+    let live = row.liveness.is_some()
+        || row.columns.iter().any(|c| match c {
+            ColumnData::Simple { cell, .. } => matches!(cell.value, CellValue::Live { .. }),
+            ColumnData::Complex { cells, .. } => cells
+                .iter()
+                .any(|(_, cell)| matches!(cell.value, CellValue::Live { .. })),
+        });
+    if !live {
+        return;
+    }
+    if let Some(forms) = clustering_forms(table, values) {
+        row.columns.push(ColumnData::Simple {
+            id: CLUSTERING_FORMS_COLUMN,
+            cell: cell(attrs, forms),
+        });
+    }
+}
+
 /// Byte-comparable clustering key (or prefix) from values of the first clustering columns.
 pub(crate) fn clustering_key(table: &TableMetadata, parts: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -781,6 +866,7 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             timestamp: attrs.timestamp,
             expiry: attrs.expiry,
         });
+        add_clustering_forms(table, &ck, &attrs, &mut regular);
         push_row(partition, clustering_key(table, &ck), regular);
     }
     if !static_row.columns.is_empty() {
@@ -1430,6 +1516,9 @@ fn write_rows(
                     }
                 }
                 sort_columns(&mut row);
+                if prefix.len() == table.clustering_count {
+                    add_clustering_forms(table, prefix, attrs, &mut row);
+                }
                 rows.push((clustering, row));
             }
         }
@@ -2053,4 +2142,60 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schema::TableOptions;
+    use uuid::Uuid;
+
+    fn table(types: &[(&str, CqlType, ClusteringOrder)]) -> TableMetadata {
+        let mut columns = vec![("k".to_string(), CqlType::Int, false)];
+        columns.extend(
+            types
+                .iter()
+                .map(|(n, t, _)| (n.to_string(), t.clone(), false)),
+        );
+        let clustering: Vec<(String, ClusteringOrder)> =
+            types.iter().map(|(n, _, o)| (n.to_string(), *o)).collect();
+        TableMetadata::new(
+            "ks",
+            "t",
+            Uuid::nil(),
+            columns,
+            &["k".to_string()],
+            &clustering,
+            TableOptions::default(),
+        )
+        .expect("valid table")
+    }
+
+    #[test]
+    fn clustering_forms_are_kept_only_when_the_key_would_lose_them() {
+        let t = table(&[
+            ("c", CqlType::Decimal, ClusteringOrder::Desc),
+            ("d", CqlType::Int, ClusteringOrder::Asc),
+        ]);
+        let decimal = |unscaled: u8, scale: i32| {
+            let mut v = scale.to_be_bytes().to_vec();
+            v.push(unscaled);
+            v
+        };
+        let one = 1i32.to_be_bytes().to_vec();
+        // 1.5 (15, scale 1) and 1E+1 are canonical (no trailing zeros); 0.50 and 10 are not.
+        assert_eq!(clustering_forms(&t, &[decimal(15, 1), one.clone()]), None);
+        assert_eq!(clustering_forms(&t, &[decimal(1, -1), one.clone()]), None);
+        for form in [decimal(50, 2), decimal(10, 0)] {
+            let forms = clustering_forms(&t, &[form.clone(), one.clone()]).expect("kept");
+            assert_eq!(
+                split_clustering_forms(&forms),
+                Some(vec![form.as_slice(), one.as_slice()])
+            );
+        }
+        let booleans = table(&[("b", CqlType::Boolean, ClusteringOrder::Asc)]);
+        assert_eq!(clustering_forms(&booleans, &[vec![1]]), None);
+        assert!(clustering_forms(&booleans, &[vec![2]]).is_some());
+        assert_eq!(split_clustering_forms(&[0, 0, 0, 5, 1]), None);
+    }
 }

@@ -511,7 +511,10 @@ fn collect_scan(
             .last()
             .map(|p| (p.key.clone(), page.last_partition_continues));
         if page.resume.is_none() {
-            assert!(!page.last_partition_continues, "the last page ends its partition");
+            assert!(
+                !page.last_partition_continues,
+                "the last page ends its partition"
+            );
         }
         for p in page.partitions {
             match out.last_mut() {
