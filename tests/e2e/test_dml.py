@@ -1132,3 +1132,165 @@ def test_constants_that_do_not_parse_are_refused_in_cassandra_words(cql, test_ke
         with pytest.raises(InvalidRequest) as error:
             cql.execute(f"INSERT INTO {t} (k, {column}) VALUES (1, {literal})")
         assert message in str(error.value)
+
+
+# --- an empty IN ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("statement, values", [
+    ("DELETE FROM {t} WHERE k = 0 AND c = 1 AND d IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND c IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN () AND e > 0", None),
+    ("DELETE FROM {t} WHERE k = 0 AND c IN () AND d > 0", None),
+    ("DELETE v FROM {t} WHERE k = 0 AND c = 1 AND d IN () AND e = 0", None),
+    ("DELETE v FROM {t} WHERE k = 0 AND (c, d, e) IN ()", None),
+    ("DELETE FROM {t} WHERE k IN ()", None),
+    ("DELETE FROM {t} WHERE k IN () AND c = 1 AND d = 1 AND e = 1", None),
+    ("UPDATE {t} SET v = 5 WHERE k = 0 AND c = 1 AND d IN () AND e = 0", None),
+    ("UPDATE {t} SET v = 5, s = 5 WHERE k = 0 AND c IN () AND d = 1 AND e = 0", None),
+    ("UPDATE {t} SET v = 5 WHERE k = 0 AND (c, d, e) IN ()", None),
+    ("UPDATE {t} SET v = 5, s = 5 WHERE k IN () AND c = 1 AND d = 1 AND e = 0", None),
+    ("UPDATE {t} SET s = 5 WHERE k IN ()", None),
+    ("DELETE FROM {t} WHERE k = 0 AND c IN ?", [[]]),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN ?", [[]]),
+    ("DELETE FROM {t} WHERE k IN ?", [[]]),
+    ("UPDATE {t} SET v = 5, s = 5 WHERE k = 0 AND c = 1 AND d = 1 AND e IN ?", [[]]),
+    ("UPDATE {t} SET v = 5 WHERE k IN ? AND c = 1 AND d = 1 AND e = 0", [[]]),
+    ("BEGIN BATCH DELETE FROM {t} WHERE k = 0 AND c IN (); "
+     "UPDATE {t} SET v = 9, s = 9 WHERE k = 0 AND c = 2 AND d IN () AND e = 0 APPLY BATCH", None),
+])
+def test_an_empty_in_writes_nothing(cql, test_keyspace, statement, values):
+    """An empty IN on the partition key or a clustering column selects no row: Cassandra
+    writes no mutation at all (not the statement's static columns either). Before, an empty
+    IN on a clustering column made a DELETE delete the whole partition (its prefix was taken
+    as empty) and an UPDATE fail with `Some clustering keys are missing`."""
+    schema = "k int, c int, d int, e int, s int STATIC, v int, PRIMARY KEY (k, c, d, e)"
+    with new_table(cql, test_keyspace, schema) as t:
+        insert = cql.prepare(f"INSERT INTO {t} (k, c, d, e, s, v) VALUES (0, ?, ?, ?, 0, 0)")
+        for c in range(3):
+            for d in range(2):
+                cql.execute(insert, [c, d, 0])
+        before = list(cql.execute(f"SELECT * FROM {t}"))
+        text = statement.format(t=t)
+        if values is None:
+            cql.execute(text)
+        else:
+            cql.execute(cql.prepare(text), values)
+        assert list(cql.execute(f"SELECT * FROM {t}")) == before
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM {t} WHERE k IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND c IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND c = 1 AND d IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND (c, d) IN ()",
+    "SELECT * FROM {t} WHERE k = 0 AND (c, d) IN () AND e > 0",
+    "SELECT * FROM {t} WHERE k IN () ORDER BY c DESC",
+    "SELECT * FROM {t} WHERE k IN (0, 1) AND c IN () ORDER BY c DESC",
+    "SELECT * FROM {t} WHERE k IN (0, 1) AND c > 2 AND c < 1 ORDER BY c DESC",
+    "SELECT * FROM {t} WHERE k IN (0, 1) AND (c, d) > (2, 0) AND (c, d) < (1, 0) ORDER BY c DESC",
+    "SELECT DISTINCT k, s FROM {t} WHERE k IN ()",
+])
+def test_an_empty_in_or_crossed_bounds_select_nothing(cql, test_keyspace, query):
+    """Whatever the page size: Cassandra answers a read that selects nothing before it would
+    page, so ORDER BY with an IN on the partition key is not refused then."""
+    schema = "k int, c int, d int, e int, s int STATIC, v int, PRIMARY KEY (k, c, d, e)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, c, d, e, s, v) VALUES (0, 1, 1, 1, 0, 0)")
+        for fetch_size in (None, 2):
+            assert list(cql.execute(SimpleStatement(query.format(t=t), fetch_size=fetch_size))) == []
+        if "IN ()" in query and "DISTINCT" not in query:
+            prepared = cql.prepare(query.format(t=t).replace("IN ()", "IN ?"))
+            assert list(cql.execute(prepared, [[]])) == []
+
+
+def test_an_aggregate_over_an_empty_in_with_order_by_is_refused_when_paged(cql, test_keyspace):
+    """Unlike rows, an aggregate is always paged by Cassandra: `k IN ()` is an IN, so with
+    ORDER BY it is refused as any paged post-query ordering is."""
+    with new_table(cql, test_keyspace, "k int, c int, PRIMARY KEY (k, c)") as t:
+        query = f"SELECT count(*) FROM {t} WHERE k IN () ORDER BY c DESC"
+        with pytest.raises(InvalidRequest, match="Cannot page queries with both ORDER BY and a IN"):
+            cql.execute(SimpleStatement(query, fetch_size=10))
+        assert list(cql.execute(f"SELECT count(*) FROM {t} WHERE k IN ()")) == [(0,)]
+
+
+def test_an_in_of_equal_values_addresses_the_first_written(cql, test_keyspace):
+    """Decimal partition keys 1, 1.0 and 1.00 are equal values with different bytes, so
+    different partitions. Cassandra collects an IN's values in a sorted set, which keeps the
+    first written of equal ones: `k IN (1.0, 1)` reads, updates or deletes partition 1.0 only.
+    Before, Helenus addressed every partition named."""
+    schema = "k decimal, c int, v int, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        def partitions():
+            return sorted((str(r.k), r.v) for r in cql.execute(f"SELECT k, v FROM {t}"))
+        for k in ("1.0", "1", "1.00", "1000", "1E+3"):
+            cql.execute(f"INSERT INTO {t} (k, c, v) VALUES ({k}, 0, 0)")
+        rows = [(str(r.k), r.v) for r in cql.execute(f"SELECT k, v FROM {t} WHERE k IN (1.0, 1000, 1, 1E+3)")]
+        assert rows == [("1.0", 0), ("1000", 0)]
+        rows = [str(r.k) for r in cql.execute(f"SELECT k FROM {t} WHERE k IN (1.00, 1, 1.0)")]
+        assert rows == ["1.00"]
+        prepared = cql.prepare(f"SELECT k FROM {t} WHERE k IN ?")
+        rows = [str(r.k) for r in cql.execute(prepared, [[Decimal("1"), Decimal("1.0")]])]
+        assert rows == ["1"]
+        cql.execute(f"UPDATE {t} SET v = 7 WHERE k IN (1, 1.0, 1000) AND c = 0")
+        assert partitions() == [("1", 7), ("1.0", 0), ("1.00", 0), ("1000", 7), ("1E+3", 0)]
+        cql.execute(f"DELETE FROM {t} WHERE k IN (1E+3, 1000, 1.00)")
+        assert partitions() == [("1", 7), ("1.0", 0), ("1000", 7)]
+
+
+@pytest.mark.parametrize("selection", ["s", "k, s", "s, k", "writetime(s)", "JSON s"])
+def test_selecting_only_static_columns_refuses_clustering_restrictions(cql, test_keyspace, selection):
+    """Such a selection reads no clustering row, so Cassandra refuses to restrict one; before,
+    Helenus answered as if it read the rows."""
+    schema = "k int, c int, s int STATIC, v int, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        for where in ("k = 0 AND c = 1", "k = 0 AND c > 1", "k = 0 AND (c) >= (1)", "k IN (0, 1) AND c IN (1, 2)"):
+            with pytest.raises(InvalidRequest, match="Cannot restrict clustering columns when selecting only static columns"):
+                cql.execute(f"SELECT {selection} FROM {t} WHERE {where}")
+        # With a non-static column, or none restricted, it reads.
+        cql.execute(f"INSERT INTO {t} (k, c, s, v) VALUES (0, 1, 5, 6)")
+        assert list(cql.execute(f"SELECT s, v FROM {t} WHERE k = 0 AND c = 1")) == [(5, 6)]
+        assert list(cql.execute(f"SELECT s FROM {t} WHERE k = 0")) == [(5,)]
+
+
+# --- clustering values in the form they were written ------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["ASC", "DESC"])
+def test_clustering_values_read_back_as_written(cql, test_keyspace, order):
+    """Equal values with several byte forms (a decimal's scale, a varint's leading zero byte,
+    a boolean's non-zero byte, a NaN's payload, a decimal inside a tuple) are one clustering
+    row, read back in the form the row was written with, as Cassandra does. Before, Helenus
+    returned the canonical form its key encoding keeps: 1E+3 for 1000, 1 for 1.00."""
+    schema = ("k int, c decimal, d varint, e boolean, f float, g frozen<tuple<decimal, int>>, v int, "
+              "PRIMARY KEY (k, c, d, e, f, g)")
+    extra = f"WITH CLUSTERING ORDER BY (c {order}, d {order}, e ASC, f {order}, g ASC)"
+    with new_table(cql, test_keyspace, schema, extra) as t:
+        written = [
+            ("1000", "blobAsVarint(0x0005)", "blobAsBoolean(0x02)", "blobAsFloat(0x7fc00001)", "(2.50, 1)"),
+            ("1.00", "5", "true", "NaN", "(0E+3, 2)"),
+            ("2.50", "blobAsVarint(0xff80)", "false", "1.5", "(1E+3, 3)"),
+        ]
+        for i, (c, d, e, f, g) in enumerate(written):
+            cql.execute(f"INSERT INTO {t} (k, c, d, e, f, g, v) VALUES ({i}, {c}, {d}, {e}, {f}, {g}, {i})")
+        query = (f"SELECT k, c, varintAsBlob(d), booleanAsBlob(e), floatAsBlob(f), g FROM {t} "
+                 "WHERE k IN (0, 1, 2)")
+        rows = [(r[0], str(r[1]), r[2], r[3], r[4], (str(r[5][0]), r[5][1])) for r in cql.execute(query)]
+        assert rows == [
+            (0, "1000", b"\x00\x05", b"\x02", b"\x7f\xc0\x00\x01", ("2.50", 1)),
+            (1, "1.00", b"\x05", b"\x01", b"\x7f\xc0\x00\x00", ("0E+3", 2)),
+            (2, "2.50", b"\xff\x80", b"\x00", b"\x3f\xc0\x00\x00", ("1E+3", 3)),
+        ]
+        # An equal value in another form addresses the same row, which keeps its form.
+        cql.execute(f"UPDATE {t} SET v = 10 WHERE k = 0 AND c = 1E+3 AND d = 5 AND e = true "
+                    f"AND f = NaN AND g = (2.5, 1)")
+        row = cql.execute(f"SELECT c, varintAsBlob(d), v FROM {t} WHERE k = 0").one()
+        assert (str(row[0]), row[1], row[2]) == ("1000", b"\x00\x05", 10)
+        assert len(list(cql.execute(f"SELECT * FROM {t} WHERE k = 0"))) == 1
+        # In slices, JSON and paging too.
+        rows = [str(r.c) for r in cql.execute(f"SELECT c FROM {t} WHERE k = 1 AND c >= 1 AND c <= 1.0")]
+        assert rows == ["1.00"]
+        assert cql.execute(f"SELECT JSON c FROM {t} WHERE k = 0").one()[0] == '{"c": 1000}'
+        paged = [str(r.c) for r in cql.execute(SimpleStatement(f"SELECT c FROM {t}", fetch_size=1))]
+        assert sorted(paged) == ["1.00", "1000", "2.50"]

@@ -216,3 +216,60 @@ def test_select_json_pages(cql, test_keyspace):
         from cassandra.query import SimpleStatement
         rows = list(cql.execute(SimpleStatement(f"SELECT JSON c FROM {t} WHERE k = 1", fetch_size=3)))
         assert [r[0] for r in rows] == ['{"c": %d}' % c for c in range(10)]
+
+
+def test_nan_and_infinities_are_null(cql, test_keyspace):
+    """Jackson writes no NaN or infinities: SELECT JSON and toJson give null for them, inside
+    collections, tuples and UDTs too, and the string "null" for such a map key. Before,
+    Helenus wrote NaN and Infinity, which is not JSON."""
+    with new_type(cql, test_keyspace, "x double, y float") as u:
+        schema = (f"k int PRIMARY KEY, d double, f float, l list<double>, m map<float, double>, "
+                  f"t tuple<double, float>, u frozen<{u}>, s set<double>, v vector<float, 2>")
+        with new_table(cql, test_keyspace, schema) as t:
+            cql.execute(f"INSERT INTO {t} (k, d, f, l, m, t, u, s, v) VALUES (0, NaN, Infinity, "
+                        "[NaN, -Infinity, 1.5], {NaN: Infinity, 1: -Infinity}, (NaN, -Infinity), "
+                        "{x: Infinity, y: NaN}, {NaN, 1}, [NaN, Infinity])")
+            cql.execute(f"INSERT INTO {t} (k, d, f) VALUES (1, -Infinity, NaN)")
+            rows = [r[0] for r in cql.execute(f"SELECT JSON * FROM {t} WHERE k IN (0, 1)")]
+            assert rows == [
+                '{"k": 0, "d": null, "f": null, "l": [null, null, 1.5], '
+                '"m": {"1.0": null, "null": null}, "s": [1.0, null], "t": [null, null], '
+                '"u": {"x": null, "y": null}, "v": [null, null]}',
+                '{"k": 1, "d": null, "f": null, "l": null, "m": null, "s": null, "t": null, '
+                '"u": null, "v": null}',
+            ]
+            row = cql.execute(f"SELECT toJson(d), toJson(f), toJson(l), toJson(m), toJson(t), "
+                              f"toJson(u) FROM {t} WHERE k = 0").one()
+            assert list(row) == ["null", "null", "[null, null, 1.5]", '{"1.0": null, "null": null}',
+                                 "[null, null]", '{"x": null, "y": null}']
+            # Finite values keep Java's text.
+            cql.execute(f"INSERT INTO {t} (k, d, f) VALUES (2, 1e10, -0.5)")
+            assert cql.execute(f"SELECT JSON d, f FROM {t} WHERE k = 2").one()[0] == \
+                '{"d": 1.0E10, "f": -0.5}'
+
+
+@pytest.mark.parametrize("literal, text", [
+    ("1E+3", "1E+3"), ("12E+3", "1.2E+4"), ("1000", "1000"), ("0.0000001", "1E-7"),
+    ("0.000001", "0.000001"), ("0E+3", "0E+3"), ("-1.5E+10", "-1.5E+10"), ("1.00", "1.00"),
+    ("-0.00", "0.00"), ("12345678901234567890E-30", "1.2345678901234567890E-11"),
+])
+def test_decimals_keep_their_scale_in_java_text(cql, test_keyspace, literal, text):
+    """A decimal reads back with the scale it was written with, as a partition key and a
+    regular column, and JSON gives BigDecimal.toString's text. Before, JSON wrote `1E3` where
+    Cassandra writes `1E+3` and `0.0000001` where it writes `1E-7`."""
+    schema = "k decimal, c int, v decimal, PRIMARY KEY (k, c)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, c, v) VALUES ({literal}, 0, {literal})")
+        row = cql.execute(f"SELECT k, v FROM {t}").one()
+        assert [str(x) for x in row] == [str(decimal.Decimal(text))] * 2
+        json = cql.execute(f"SELECT JSON k, v FROM {t}").one()[0]
+        assert json == '{"k": %s, "v": %s}' % (text, text)
+        assert cql.execute(f"SELECT toJson(k), toJson(v) FROM {t}").one() == (text, text)
+
+
+def test_a_zero_duration_is_the_empty_string(cql, test_keyspace):
+    """Cassandra's Duration.toString writes nothing for a zero duration."""
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, d duration, l list<duration>") as t:
+        cql.execute(f"INSERT INTO {t} (k, d, l) VALUES (0, 0s, [0s, 1d])")
+        assert cql.execute(f"SELECT JSON d, l FROM {t}").one()[0] == '{"d": "", "l": ["", "1d"]}'
+        assert cql.execute(f"SELECT toJson(d) FROM {t}").one()[0] == '""'

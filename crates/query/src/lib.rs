@@ -19,6 +19,7 @@ mod limits;
 mod prepared;
 mod processor;
 mod select;
+mod slices;
 mod system_tables;
 mod warnings;
 mod write;

@@ -21,6 +21,7 @@ use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
 use crate::limits::{InSelectGuardrails, KeyKind, Pacer, RequestStart};
 use crate::processor::{ColumnSpec, QueryOptions, QueryProcessor, QueryResult, ResultSet};
+use crate::slices::{ClusteringRange, TupleBound};
 use crate::write::{clustering_key, partition_key, split_elements};
 use crate::{system_tables, warnings, QueryError};
 
@@ -181,12 +182,12 @@ struct Plan {
     /// Partitions to read, when the partition key is fully restricted by = or IN.
     partitions: Option<PartitionList>,
     slice: ClusteringSlice,
-    /// With an IN on the clustering column after the `=` prefix (of a key type whose equal
-    /// values encode equally): the prefix each value completes, encoded, ascending and
-    /// distinct. Each partition is then read as one slice per value (in read order), as
-    /// Cassandra reads them, not from the lowest value to the highest: rows and tombstones
-    /// between the values are not read. `slice` then only gives the direction.
-    point_slices: Option<Vec<Vec<u8>>>,
+    /// When the clustering restrictions select several ranges of keys (an IN on a clustering
+    /// column, a slice over columns of mixed order: `clustering_ranges`): the ranges, in
+    /// clustering order. Each partition is then read as one slice per range (in read order),
+    /// as Cassandra reads its `Slices`, not from the lowest key to the highest: rows and
+    /// tombstones between the ranges are not read. `slice` then only gives the direction.
+    slices: Option<Vec<ClusteringRange>>,
     limit: Option<usize>,
     per_partition_limit: Option<usize>,
     distinct: bool,
@@ -210,6 +211,15 @@ struct Plan {
     partition_key_restricted: bool,
     /// An IN of several values on the partition key.
     partition_key_in: bool,
+}
+
+impl Plan {
+    /// Whether the restrictions select no partition or no clustering key (an empty IN,
+    /// bounds that cross), whatever the data.
+    fn selects_nothing(&self) -> bool {
+        self.partitions.as_ref().is_some_and(Vec::is_empty)
+            || self.slices.as_ref().is_some_and(Vec::is_empty)
+    }
 }
 
 /// Cassandra's refusal to page a query whose rows must be sorted after they are read.
@@ -855,11 +865,10 @@ impl PartitionList {
         let mut sorted: Vec<Vec<Vec<u8>>> = Vec::with_capacity(columns.len());
         for (values, column) in columns.iter().zip(table.partition_key()) {
             let mut values: Vec<&Vec<u8>> = values.iter().collect();
+            // Stable, then of values that compare equal (a decimal's 1.0 and 1) only the first
+            // written is kept, as Cassandra reads them (in key order, each value once).
             values.sort_by(|a, b| types::compare(&column.ty, a, b));
-            // Byte-equal values compare equal; values that compare equal with different
-            // bytes stay (they are different keys).
-            let mut seen = std::collections::HashSet::with_capacity(values.len());
-            values.retain(|v| seen.insert(v.as_slice()));
+            values.dedup_by(|later, earlier| types::compare(&column.ty, later, earlier).is_eq());
             sorted.push(values.into_iter().cloned().collect());
         }
         let len = usize::try_from(product_len(sorted.iter().map(Vec::len))).unwrap_or(usize::MAX);
@@ -971,6 +980,9 @@ fn build_plan(
     let mut pk_values: Vec<Option<usize>> = vec![None; pk_count];
     let mut ck_eq: Vec<Option<usize>> = vec![None; ck_count];
     let mut ck_slices: Vec<(usize, Operator, usize)> = Vec::new();
+    // Multi-column relations on clustering columns: (first column's position, operator,
+    // index into `filters`).
+    let mut ck_multi: Vec<(usize, Operator, usize)> = Vec::new();
     let mut needs_filtering = false;
     let mut token_start = None;
     let mut token_end = None;
@@ -1072,8 +1084,9 @@ fn build_plan(
                 };
                 match col.kind {
                     ColumnKind::PartitionKey if matches!(op, Operator::Eq | Operator::In) => {
+                        // `IN (x)` is an `=`; `IN ()` is an IN, as in Cassandra.
                         if *op == Operator::In
-                            && !matches!(value, RelationValue::List(items) if items.len() <= 1)
+                            && !matches!(value, RelationValue::List(items) if items.len() == 1)
                         {
                             partition_key_in = true;
                         }
@@ -1113,10 +1126,14 @@ fn build_plan(
             Relation::MultiColumn { columns, op, value } => {
                 let mut idxs = Vec::new();
                 let mut types = Vec::new();
-                for c in columns {
+                for (i, c) in columns.iter().enumerate() {
                     let col = column(table, c)?;
                     idxs.push(table.column_index(&col.name).unwrap_or(0));
                     types.push(col.ty.clone());
+                    // `check_where` made them consecutive clustering columns.
+                    if i == 0 && col.kind == ColumnKind::Clustering {
+                        ck_multi.push((col.position as usize, *op, filters.len()));
+                    }
                 }
                 has_clustering_restriction = true;
                 let tuple = CqlType::Tuple(types.clone());
@@ -1309,34 +1326,64 @@ fn build_plan(
     };
 
     // Clustering: a prefix of = restrictions, then at most one slice, reads a slice; anything
-    // else is filtered (and needs ALLOW FILTERING).
-    let mut prefix = Vec::new();
-    let mut in_on_clustering = false;
-    for v in ck_eq.iter() {
-        match v.map(|i| restricted(&filters, i)) {
-            Some([only]) if !in_on_clustering => prefix.push(only.clone()),
-            Some(_) => {
-                in_on_clustering = true;
+    // else is filtered (and needs ALLOW FILTERING). Per clustering column, whether `=` or IN
+    // restricts it, by a single- or a multi-column relation, and to one value (`Some(true)`).
+    let mut ck_eq_like: Vec<Option<bool>> = ck_eq
+        .iter()
+        .map(|v| v.map(|i| restricted(&filters, i).len() == 1))
+        .collect();
+    for (first, op, i) in &ck_multi {
+        if let (
+            Operator::Eq | Operator::In,
+            Filter::MultiColumn {
+                columns, tuples, ..
+            },
+        ) = (op, &filters[*i])
+        {
+            for slot in ck_eq_like.iter_mut().skip(*first).take(columns.len()) {
+                *slot = Some(tuples.len() == 1);
             }
+        }
+    }
+    let mut prefix_len = 0;
+    let mut in_on_clustering = false;
+    for v in ck_eq_like.iter() {
+        match v {
+            Some(true) if !in_on_clustering => prefix_len += 1,
+            Some(_) => in_on_clustering = true,
             None => break,
         }
     }
-    let restricted_ck = ck_eq.iter().filter(|v| v.is_some()).count();
-    let prefix_len = prefix.len();
+    let restricted_ck = ck_eq_like.iter().filter(|v| v.is_some()).count();
     let slice_on_next = ck_slices.iter().all(|(p, _, _)| *p == prefix_len);
     // With an IN among the leading `=`/`IN` columns, a slice on the column after them is as
     // Cassandra allows it without filtering (`a IN (1, 2) AND b > 3`); the read then has no
     // clustering bounds and every row is checked.
-    let eq_in_len = ck_eq.iter().take_while(|v| v.is_some()).count();
+    let eq_in_len = ck_eq_like.iter().take_while(|v| v.is_some()).count();
     if in_on_clustering {
         // The clustering values the leading `=`/`IN` columns combine into: the clusterings
         // Cassandra builds (it checks them when every clustering column is restricted so; the
         // reads of a shorter prefix are as many, one slice each, so Helenus checks them too).
-        let lengths = ck_eq[..eq_in_len]
+        // A multi-column `=`/`IN` counts once, by its tuples.
+        let mut lengths: Vec<usize> = ck_eq[..eq_in_len]
             .iter()
             .flatten()
-            .map(|i| restricted(&filters, *i).len());
-        guardrails.check_cartesian_product(KeyKind::Clustering, product_len(lengths), warnings)?;
+            .map(|i| restricted(&filters, *i).len())
+            .collect();
+        for (first, op, i) in &ck_multi {
+            if let (Operator::Eq | Operator::In, Filter::MultiColumn { tuples, .. }) =
+                (op, &filters[*i])
+            {
+                if *first < eq_in_len {
+                    lengths.push(tuples.len());
+                }
+            }
+        }
+        guardrails.check_cartesian_product(
+            KeyKind::Clustering,
+            product_len(lengths.into_iter()),
+            warnings,
+        )?;
     }
     let slice_after_in = in_on_clustering && ck_slices.iter().all(|(p, _, _)| *p == eq_in_len);
     if restricted_ck > prefix_len && !in_on_clustering {
@@ -1345,10 +1392,13 @@ fn build_plan(
     if !slice_on_next && !slice_after_in {
         needs_filtering = true;
     }
-    if in_on_clustering && ck_eq.iter().skip(prefix_len).any(|v| v.is_none()) {
+    if in_on_clustering && ck_eq_like.iter().skip(prefix_len).any(|v| v.is_none()) {
         // IN on a clustering column followed by unrestricted ones is fine; a gap is not.
-        let first_gap = ck_eq.iter().position(|v| v.is_none()).unwrap_or(ck_count);
-        if ck_eq.iter().skip(first_gap).any(|v| v.is_some()) {
+        let first_gap = ck_eq_like
+            .iter()
+            .position(|v| v.is_none())
+            .unwrap_or(ck_count);
+        if ck_eq_like.iter().skip(first_gap).any(|v| v.is_some()) {
             needs_filtering = true;
         }
     }
@@ -1399,64 +1449,35 @@ fn build_plan(
         }
     }
 
-    let encoded_prefix = clustering_key(table, &prefix);
-    let mut start = (!encoded_prefix.is_empty()).then(|| mutation::ClusteringBound {
-        prefix: encoded_prefix.clone(),
-        inclusive: true,
-    });
-    let mut end = start.clone();
-    if slice_on_next && !in_on_clustering {
-        if let Some(col) = table.clustering().get(prefix_len) {
-            let desc = col.order == ClusteringOrder::Desc;
-            for (_, op, i) in &ck_slices {
-                let v = &restricted(&filters, *i)[0];
-                let mut p = encoded_prefix.clone();
-                types::byte_comparable::encode(&col.ty, v, desc, &mut p);
-                let inclusive = matches!(op, Operator::Gte | Operator::Lte);
-                let lower = matches!(op, Operator::Gt | Operator::Gte) != desc;
-                let bound = mutation::ClusteringBound {
-                    prefix: p,
-                    inclusive,
-                };
-                if lower {
-                    start = Some(bound);
-                } else {
-                    end = Some(bound);
-                }
-            }
+    // The clustering ranges the read covers (a superset of the rows selected: every row is
+    // still checked against the restrictions the read does not enforce, `enforced_by_read`).
+    let read = clustering_read(table, &filters, &ck_eq, &ck_slices, &ck_multi);
+    let (start, end, slices) = match read.ranges {
+        None => (None, None, None),
+        Some(mut one) if one.len() == 1 => {
+            let (start, end) = one.remove(0);
+            (start, end, None)
         }
-    }
-    let mut point_slices = None;
-    if in_on_clustering {
-        // The IN right after the `=` prefix makes the read one slice per value
-        // (`Plan::point_slices`); otherwise the whole partition is read. Every row read is
-        // still checked against the restrictions (none is enforced by this read), so the
-        // slices only need to hold every matching row: that takes key types whose equal
-        // values encode equally.
-        (start, end) = (None, None);
-        if let (Some(col), Some(Some(i))) =
-            (table.clustering().get(prefix_len), ck_eq.get(prefix_len))
-        {
-            if table.clustering()[..=prefix_len]
-                .iter()
-                .all(|c| exact_key_type(&c.ty))
-            {
-                let desc = col.order == ClusteringOrder::Desc;
-                let mut encoded: Vec<Vec<u8>> = restricted(&filters, *i)
-                    .iter()
-                    .map(|v| {
-                        let mut p = encoded_prefix.clone();
-                        types::byte_comparable::encode(&col.ty, v, desc, &mut p);
-                        p
-                    })
-                    .collect();
-                encoded.sort();
-                encoded.dedup();
-                point_slices = Some(encoded);
-            }
-        }
-    }
+        Some(several) => (None, None, Some(several)),
+    };
 
+    // Cassandra's `StatementRestrictions`: a selection of static (and partition key) columns
+    // only reads no clustering row, so it cannot restrict one.
+    if has_clustering_restriction
+        && !matches!(select.selection, cql_syntax::ast::Selection::Wildcard)
+    {
+        let read = selection.columns_read();
+        let kind = |i: &usize| table.columns[*i].kind;
+        if read.iter().any(|i| kind(i) == ColumnKind::Static)
+            && read
+                .iter()
+                .all(|i| matches!(kind(i), ColumnKind::Static | ColumnKind::PartitionKey))
+        {
+            return Err(QueryError::Invalid(
+                "Cannot restrict clustering columns when selecting only static columns".to_string(),
+            ));
+        }
+    }
     // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
     let mut reversed = false;
     let mut post_ordering = None;
@@ -1485,9 +1506,7 @@ fn build_plan(
             }
             // Clustering columns restricted to a single value may be left out.
             let position = col.position as usize;
-            while next_position < position
-                && ck_eq[next_position].is_some_and(|i| restricted(&filters, i).len() == 1)
-            {
+            while next_position < position && ck_eq_like[next_position] == Some(true) {
                 next_position += 1;
             }
             if position != next_position {
@@ -1543,12 +1562,19 @@ fn build_plan(
         }
         // `check_where` refused restrictions on clustering and regular columns.
     }
+    // The read enforces the `=` prefix it is bounded by, and a slice right after it if the
+    // slice bounds it.
+    let eq_prefix = prefix_len.min(read.prefix_columns);
     let enforced = enforced_by_read(
         table,
         &filters,
         partitions.is_some(),
-        prefix_len,
-        ck_slices.len(),
+        eq_prefix,
+        if read.sliced && read.prefix_columns == prefix_len {
+            ck_slices.len()
+        } else {
+            usize::MAX
+        },
         in_on_clustering,
     );
     let needs_partition_key = group_by.is_some()
@@ -1571,7 +1597,7 @@ fn build_plan(
             end,
             reversed,
         },
-        point_slices,
+        slices,
         limit: limit_value(&select.limit, "[limit]", values)?,
         per_partition_limit: limit_value(
             &select.per_partition_limit,
@@ -1588,6 +1614,137 @@ fn build_plan(
         partition_key_restricted: pk_restricted > 0 || has_token,
         partition_key_in,
     })
+}
+
+/// What a partition read covers of the clustering keys (`clustering_read`).
+struct ClusteringRead {
+    /// The ranges, in clustering order; `None` when nothing bounds the read (the whole
+    /// partition).
+    ranges: Option<Vec<ClusteringRange>>,
+    /// How many leading clustering columns the ranges fix by `=` or `IN`.
+    prefix_columns: usize,
+    /// Every slice restriction on the column after them bounds the ranges.
+    sliced: bool,
+}
+
+/// The ranges of clustering keys a partition read covers, in clustering order, as Cassandra's
+/// `ClusteringColumnRestrictions` builds its `Slices`: every combination of the values of the
+/// leading clustering columns restricted by `=` or `IN` (single- or multi-column relations),
+/// each followed by the slice the single- and multi-column bounds on the next column make
+/// (`slices::ranges`: values compare in their own order, so columns of mixed clustering order
+/// make several ranges). Relations after a gap or after the slice only filter: the ranges hold
+/// a superset of the rows (every row read is still checked against the restrictions the read
+/// does not enforce). An empty IN makes no range.
+fn clustering_read(
+    table: &TableMetadata,
+    filters: &[Filter],
+    ck_eq: &[Option<usize>],
+    ck_slices: &[(usize, Operator, usize)],
+    ck_multi: &[(usize, Operator, usize)],
+) -> ClusteringRead {
+    let clustering = table.clustering();
+    let encode = |position: usize, value: &[u8], out: &mut Vec<u8>| {
+        let col = &clustering[position];
+        types::byte_comparable::encode(&col.ty, value, col.order == ClusteringOrder::Desc, out);
+    };
+    let multi_tuples = |i: usize| match &filters[i] {
+        Filter::MultiColumn { tuples, .. } => tuples.as_slice(),
+        _ => &[],
+    };
+    let multi_width = |i: usize| match &filters[i] {
+        Filter::MultiColumn { columns, .. } => columns.len(),
+        _ => 0,
+    };
+    // The leading `=`/`IN` columns: every combination of their values, encoded.
+    let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut position = 0;
+    while position < clustering.len() {
+        let multi = ck_multi
+            .iter()
+            .find(|(p, op, _)| *p == position && matches!(op, Operator::Eq | Operator::In));
+        let (width, values): (usize, Vec<&[Vec<u8>]>) = match (ck_eq[position], multi) {
+            (Some(i), _) => (
+                1,
+                restricted(filters, i)
+                    .iter()
+                    .map(std::slice::from_ref)
+                    .collect(),
+            ),
+            (None, Some((_, _, i))) => (
+                multi_width(*i),
+                multi_tuples(*i).iter().map(Vec::as_slice).collect(),
+            ),
+            (None, None) => break,
+        };
+        if width == 0 || position + width > clustering.len() {
+            break;
+        }
+        let mut next = Vec::with_capacity(prefixes.len() * values.len());
+        for prefix in &prefixes {
+            for tuple in &values {
+                let mut p = prefix.clone();
+                for (j, v) in tuple.iter().enumerate() {
+                    encode(position + j, v, &mut p);
+                }
+                next.push(p);
+            }
+        }
+        prefixes = next;
+        position += width;
+    }
+    // The slice on the column after them: at most one bound on each side (`check_where`
+    // refuses two); a side given twice anyway is left to the filters.
+    let mut lower: Vec<TupleBound> = Vec::new();
+    let mut upper: Vec<TupleBound> = Vec::new();
+    let single = ck_slices
+        .iter()
+        .filter(|(p, _, _)| *p == position)
+        .map(|(_, op, i)| (*op, vec![restricted(filters, *i)[0].clone()]));
+    let multi = ck_multi
+        .iter()
+        .filter(|(p, op, _)| *p == position && !matches!(op, Operator::Eq | Operator::In))
+        .filter_map(|(_, op, i)| multi_tuples(*i).first().map(|t| (*op, t.clone())));
+    for (op, values) in single.chain(multi) {
+        let bound = TupleBound {
+            values,
+            inclusive: matches!(op, Operator::Gte | Operator::Lte),
+        };
+        match op {
+            Operator::Gt | Operator::Gte => lower.push(bound),
+            Operator::Lt | Operator::Lte => upper.push(bound),
+            _ => {}
+        }
+    }
+    let sliced = lower.len() <= 1 && upper.len() <= 1;
+    let one = |bounds: &[TupleBound]| match bounds {
+        [only] => Some(only.clone()),
+        _ => None,
+    };
+    let (lower, upper) = (one(&lower), one(&upper));
+    if position == 0 && lower.is_none() && upper.is_none() {
+        return ClusteringRead {
+            ranges: None,
+            prefix_columns: 0,
+            sliced,
+        };
+    }
+    prefixes.sort();
+    prefixes.dedup();
+    let rest: Vec<&schema::ColumnMetadata> = clustering[position..].iter().collect();
+    let mut ranges = Vec::new();
+    for prefix in &prefixes {
+        ranges.extend(crate::slices::ranges(
+            &rest,
+            prefix,
+            lower.as_ref(),
+            upper.as_ref(),
+        ));
+    }
+    ClusteringRead {
+        ranges: Some(ranges),
+        prefix_columns: position,
+        sliced,
+    }
 }
 
 /// The restrictions a storage read of `Plan::partitions` enforces exactly, so its rows need no
@@ -1672,7 +1829,7 @@ fn enforced_by_read(
 /// bound encoded from a value selects exactly the rows a comparison would. Not boolean (any
 /// non-zero byte is true), decimal (1.0 and 1.00), varint (leading zero bytes), floating point,
 /// durations, or anything composite.
-fn exact_key_type(ty: &CqlType) -> bool {
+pub(crate) fn exact_key_type(ty: &CqlType) -> bool {
     matches!(
         ty,
         CqlType::Ascii
@@ -1790,29 +1947,25 @@ fn group_by_prefix(
     Ok(Some(clustering_prefix))
 }
 
-/// How many reads a partition of `plan.partitions` takes: one per point slice (none for an
-/// empty IN), else one.
+/// How many reads a partition of `plan.partitions` takes: one per range of `Plan::slices`
+/// (none for an empty IN), else one.
 fn reads_per_partition(plan: &Plan) -> usize {
-    plan.point_slices.as_ref().map_or(1, Vec::len)
+    plan.slices.as_ref().map_or(1, Vec::len)
 }
 
-/// The slice of a partition's read number `i` (of `reads_per_partition`): its point slices
-/// in read order (descending when the read is reversed), else the plan's slice.
+/// The slice of a partition's read number `i` (of `reads_per_partition`): its ranges in read
+/// order (the last first when the read is reversed), else the plan's slice.
 fn read_slice(plan: &Plan, i: usize) -> ClusteringSlice {
-    match &plan.point_slices {
-        Some(points) => {
-            let point = if plan.slice.reversed {
-                &points[points.len() - 1 - i]
+    match &plan.slices {
+        Some(ranges) => {
+            let (start, end) = if plan.slice.reversed {
+                &ranges[ranges.len() - 1 - i]
             } else {
-                &points[i]
+                &ranges[i]
             };
-            let bound = Some(mutation::ClusteringBound {
-                prefix: point.clone(),
-                inclusive: true,
-            });
             ClusteringSlice {
-                start: bound.clone(),
-                end: bound,
+                start: start.clone(),
+                end: end.clone(),
                 reversed: plan.slice.reversed,
             }
         }
@@ -1827,7 +1980,7 @@ fn read_slice(plan: &Plan, i: usize) -> ClusteringSlice {
 ///  group_token i64 | group_clustering_len u32 | group_clustering bytes | partition_groups u32`.
 /// A length of `u32::MAX` stands for an absent part.
 /// `partition_index` counts reads of an IN list already finished (partitions, or each
-/// partition's point slices, `Plan::point_slices`); `returned` is rows (with
+/// partition's ranges, `Plan::slices`); `returned` is rows (with
 /// GROUP BY: groups) returned so far (for LIMIT); `partition_returned` rows of the current
 /// partition (for PER PARTITION LIMIT); `resume` is the storage position to continue from.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -2119,8 +2272,12 @@ async fn execute_rows(
         }
     }
     // Rows sorted after they are read are all read first: no paging, and LIMIT after the sort.
+    // Cassandra answers a read that selects nothing by construction (an empty IN, crossed
+    // clustering bounds) before it would page, except an aggregate or GROUP BY, which it always
+    // pages.
+    let answered_unpaged = !plan.aggregate && plan.group_by.is_none() && plan.selects_nothing();
     let post_limit = match plan.post_ordering {
-        Some(_) if options.page_size.is_some_and(|n| n > 0) => {
+        Some(_) if options.page_size.is_some_and(|n| n > 0) && !answered_unpaged => {
             return Err(QueryError::Invalid(POST_ORDERING_PAGING.to_string()))
         }
         Some(_) => plan.limit.take(),
@@ -2188,7 +2345,7 @@ async fn execute_rows(
         let page_start = state.clone();
         let (mut pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
             Some(keys) => {
-                // With point slices, the index runs over each partition's slices in turn.
+                // With several ranges, the index runs over each partition's ranges in turn.
                 let idx = state.partition_index as usize;
                 let slices = reads_per_partition(&plan);
                 let reads = keys.len().saturating_mul(slices);
@@ -2269,7 +2426,13 @@ async fn execute_rows(
                 let ReadResponse::Range(page) = response else {
                     return Err(QueryError::Server("unexpected read response".to_string()));
                 };
-                let last = page.partitions.last().map(|p| p.key.key.clone());
+                // A partition the page ended inside goes on in the next page; one it ended
+                // after is complete (a partition with only a static row shows it now).
+                let last = page
+                    .partitions
+                    .last()
+                    .filter(|_| page.last_partition_continues)
+                    .map(|p| p.key.key.clone());
                 let next = page.resume.map(|r| PagingState {
                     resume: Some(r),
                     last_partition: last,
@@ -2728,13 +2891,12 @@ fn filter_passes(plan: &Plan, f: &Filter, row: &RowValues) -> bool {
             tuples,
         } => {
             let ord_with = |tuple: &Vec<Vec<u8>>| -> Option<Ordering> {
+                // Compared as tuples in the values' own order, whatever the clustering order
+                // (as Cassandra does since CASSANDRA-7281).
                 for (c, v) in columns.iter().zip(tuple) {
                     let col = &table.columns[*c];
                     let actual = row.values[*c].as_deref()?;
-                    let mut ord = types::compare(&col.ty, actual, v);
-                    if col.order == ClusteringOrder::Desc {
-                        ord = ord.reverse();
-                    }
+                    let ord = types::compare(&col.ty, actual, v);
                     if ord != Ordering::Equal {
                         return Some(ord);
                     }
@@ -3060,6 +3222,18 @@ fn partition_rows(
         if !(marker_live || cells_live) {
             continue;
         }
+        // The values as written, where they differ from the key's canonical ones.
+        let forms = crate::write::clustering_forms_cell(row)
+            .and_then(|cell| live_cell(cell, row_deletion, now))
+            .and_then(|(bytes, _)| crate::write::split_clustering_forms(bytes))
+            .filter(|forms| forms.len() == table.clustering_count);
+        if let Some(forms) = forms {
+            for (i, form) in forms.into_iter().enumerate() {
+                values.values[table.partition_key_count + i] = Some(form.to_vec());
+            }
+            out.push(values);
+            continue;
+        }
         let mut rest = clustering.as_slice();
         for (i, col) in table.clustering().iter().enumerate() {
             match types::byte_comparable::decode(
@@ -3114,6 +3288,8 @@ fn count_tombstones(
         };
         for column in &row.columns {
             match column {
+                // Helenus's own record of the clustering's forms: no data of Cassandra's.
+                ColumnData::Simple { id, .. } if *id == crate::write::CLUSTERING_FORMS_COLUMN => {}
                 ColumnData::Simple { cell, .. } => visit(cell, shadowing),
                 ColumnData::Complex {
                     deletion, cells, ..

@@ -231,7 +231,16 @@ fn data_size(table: &TableMetadata, update: &PartitionUpdate) -> u64 {
         None => EMPTY_ROW_BYTES,
     };
     for (clustering, row) in &update.rows {
-        size += row_size(clustering_size(table, clustering), row);
+        // Cassandra counts the clustering values as written.
+        let forms = crate::write::clustering_forms_cell(row).and_then(|cell| match &cell.value {
+            mutation::CellValue::Live { value, .. } => crate::write::split_clustering_forms(value),
+            mutation::CellValue::Tombstone { .. } => None,
+        });
+        let clustering_bytes = match forms {
+            Some(forms) => forms.iter().map(|f| f.len() as u64).sum(),
+            None => clustering_size(table, clustering),
+        };
+        size += row_size(clustering_bytes, row);
     }
     size
 }
@@ -246,6 +255,8 @@ fn row_size(clustering_bytes: u64, row: &Row) -> u64 {
     let mut size = clustering_bytes + liveness_size(row.liveness.as_ref()) + ROW_DELETION_BYTES;
     for column in &row.columns {
         size += match column {
+            // Helenus's own record of the clustering's forms, counted with the clustering.
+            ColumnData::Simple { id, .. } if *id == crate::write::CLUSTERING_FORMS_COLUMN => 0,
             ColumnData::Simple { cell, .. } => cell_size(cell, 0),
             ColumnData::Complex { cells, .. } => {
                 // ComplexColumnData: its deletion (12, live or not) and each cell with its path.

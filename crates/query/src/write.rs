@@ -21,6 +21,7 @@ use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
 use crate::limits::{InSelectGuardrails, KeyKind};
 use crate::processor::QueryProcessor;
+use crate::slices::TupleBound;
 use crate::QueryError;
 
 /// Cassandra's limit on TTLs: 20 years.
@@ -390,6 +391,91 @@ pub(crate) fn partition_key(
         token: partitioner::murmur3_token(&key),
         key,
     })
+}
+
+/// The hidden column of a row whose clustering values were written in a form other than the
+/// one its key decodes to: a decimal's scale (`1.00`, `1000`), a varint's leading zero bytes, a
+/// boolean's non-zero byte, a NaN's payload, a tuple's trailing nulls. The byte-comparable key
+/// holds the canonical value only (equal values make one row, as in Cassandra), so the values
+/// as written are kept in this cell, and reads return them, as Cassandra returns the
+/// clustering a row was written with. Schema column ids count up from 0 and are never reused,
+/// so none reaches this one; reads, liveness and tombstone counts leave it out. Its value: every
+/// clustering value as a 4-byte big-endian length and the bytes. It is written with the row's
+/// other cells (same timestamp and TTL), so the last write's forms win where Cassandra keeps
+/// the first arrival's while the row stays in one memtable; both agree when a row is written
+/// in one form.
+pub(crate) const CLUSTERING_FORMS_COLUMN: u32 = u32::MAX;
+
+/// The `CLUSTERING_FORMS_COLUMN` value for a row's clustering `values`, if any of them is not
+/// in the form its byte-comparable encoding decodes to.
+pub(crate) fn clustering_forms(table: &TableMetadata, values: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let canonical = table.clustering().iter().zip(values).all(|(col, value)| {
+        if crate::select::exact_key_type(&col.ty) {
+            return true;
+        }
+        let mut encoded = Vec::with_capacity(value.len() + 2);
+        types::byte_comparable::encode(&col.ty, value, false, &mut encoded);
+        types::byte_comparable::decode(&col.ty, &mut encoded.as_slice(), false)
+            .is_ok_and(|decoded| decoded == *value)
+    });
+    if canonical {
+        return None;
+    }
+    let mut out = Vec::with_capacity(values.iter().map(|v| v.len() + 4).sum());
+    for value in values {
+        out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        out.extend_from_slice(value);
+    }
+    Some(out)
+}
+
+/// The clustering values a `CLUSTERING_FORMS_COLUMN` value holds (`None` if malformed).
+pub(crate) fn split_clustering_forms(mut bytes: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_first_chunk::<4>()?;
+        let len = u32::from_be_bytes(*len) as usize;
+        if rest.len() < len {
+            return None;
+        }
+        out.push(&rest[..len]);
+        bytes = &rest[len..];
+    }
+    Some(out)
+}
+
+/// The `CLUSTERING_FORMS_COLUMN` cell of a row, if it has one (ids are sorted: it is last).
+pub(crate) fn clustering_forms_cell(row: &Row) -> Option<&Cell> {
+    match row.columns.last() {
+        Some(ColumnData::Simple { id, cell }) if *id == CLUSTERING_FORMS_COLUMN => Some(cell),
+        _ => None,
+    }
+}
+
+/// Adds the `CLUSTERING_FORMS_COLUMN` cell to a row written with live data, if its clustering
+/// values need it; `row`'s columns are sorted, and stay so.
+fn add_clustering_forms(
+    table: &TableMetadata,
+    values: &[Vec<u8>],
+    attrs: &WriteAttributes,
+    row: &mut Row,
+) {
+    let live = row.liveness.is_some()
+        || row.columns.iter().any(|c| match c {
+            ColumnData::Simple { cell, .. } => matches!(cell.value, CellValue::Live { .. }),
+            ColumnData::Complex { cells, .. } => cells
+                .iter()
+                .any(|(_, cell)| matches!(cell.value, CellValue::Live { .. })),
+        });
+    if !live {
+        return;
+    }
+    if let Some(forms) = clustering_forms(table, values) {
+        row.columns.push(ColumnData::Simple {
+            id: CLUSTERING_FORMS_COLUMN,
+            cell: cell(attrs, forms),
+        });
+    }
 }
 
 /// Byte-comparable clustering key (or prefix) from values of the first clustering columns.
@@ -796,6 +882,7 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             timestamp: attrs.timestamp,
             expiry: attrs.expiry,
         });
+        add_clustering_forms(table, &ck, &attrs, &mut regular);
         push_row(partition, clustering_key(table, &ck), regular);
     }
     if !static_row.columns.is_empty() {
@@ -836,18 +923,26 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
 
 /// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
 /// values (IN gives several), and the clustering restriction.
-/// A slice bound in clustering order: values of the clustering columns from the first one after
-/// the prefix on (one for `c > v`, several for `(c1, c2) > (v1, v2)`), and whether it is
-/// inclusive.
-type SliceBound = (Vec<Vec<u8>>, bool);
-
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
-    /// Values for a prefix of the clustering columns; each entry one combination.
+    /// Values for a prefix of the clustering columns; each entry one combination (none for an
+    /// empty IN).
     clustering_prefixes: Vec<Vec<Vec<u8>>>,
-    /// A slice on the clustering columns after the prefix (DELETE only): start and end, in
-    /// clustering order (a DESC column's `c > v` is an end bound).
-    slice: Option<(Option<SliceBound>, Option<SliceBound>)>,
+    /// How many clustering columns the prefix restricts.
+    prefix_len: usize,
+    /// A slice on the clustering columns after the prefix (DELETE only): its lower and upper
+    /// bounds, compared in the values' order whatever the clustering order (`c > v` is a
+    /// lower bound on a DESC column too).
+    slice: Option<(Option<TupleBound>, Option<TupleBound>)>,
+}
+
+impl KeyRestrictions {
+    /// Whether the statement writes nothing, as Cassandra's `ModificationStatement` returns
+    /// without a mutation: an empty IN on the partition key (no partition) or on a clustering
+    /// column (no clustering; the statement's static columns are not written either).
+    fn selects_nothing(&self) -> bool {
+        self.partitions.is_empty() || (self.prefix_len > 0 && self.clustering_prefixes.is_empty())
+    }
 }
 
 /// Cassandra's refusal of a DELETE of named columns over a range of rows.
@@ -866,10 +961,11 @@ fn key_restrictions(
 ) -> Result<KeyRestrictions, QueryError> {
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
     let mut slice_col: Option<usize> = None;
-    let mut lower: Option<SliceBound> = None;
-    let mut upper: Option<SliceBound> = None;
-    // `(c1, c2) IN ((..), (..))` from clustering column index `start`: whole tuples.
-    let mut multi_in: Option<(usize, Vec<Vec<Vec<u8>>>)> = None;
+    let mut lower: Option<TupleBound> = None;
+    let mut upper: Option<TupleBound> = None;
+    // `(c1, c2) IN ((..), (..))` from clustering column index `start`: its width (columns)
+    // and whole tuples (none for an empty IN).
+    let mut multi_in: Option<(usize, usize, Vec<Vec<Vec<u8>>>)> = None;
     // The clustering index a multi-column slice starts at.
     let mut multi_slice_start: Option<usize> = None;
     let mut non_key = Vec::new();
@@ -919,25 +1015,17 @@ fn key_restrictions(
                         RelationValue::Single(t),
                     ) if allow_slice && col.kind == ColumnKind::Clustering => {
                         let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
-                        if slice_col.is_some_and(|s| s != idx) {
+                        if slice_col.or(multi_slice_start).is_some_and(|s| s != idx) {
                             return Err(QueryError::Invalid(
                                 "Only one clustering column may be restricted by a slice in a DELETE".to_string(),
                             ));
                         }
-                        if multi_slice_start.is_some() {
-                            return Err(QueryError::Invalid(
-                                "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
-                            ));
-                        }
                         slice_col = Some(idx);
-                        let desc = col.order == ClusteringOrder::Desc;
-                        let inclusive = matches!(op, Operator::Gte | Operator::Lte);
-                        let is_lower = matches!(op, Operator::Gt | Operator::Gte) != desc;
-                        if is_lower {
-                            lower = Some((vec![v], inclusive));
-                        } else {
-                            upper = Some((vec![v], inclusive));
-                        }
+                        let bound = TupleBound {
+                            values: vec![v],
+                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                        };
+                        set_slice_bound(&mut lower, &mut upper, op, bound, &col.name)?;
                         continue;
                     }
                     (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
@@ -1000,26 +1088,26 @@ fn key_restrictions(
                                     )));
                                 }
                             }
-                        } else if multi_in.replace((first, tuples)).is_some() {
+                        } else if multi_in.replace((first, cols.len(), tuples)).is_some() {
                             return Err(QueryError::Invalid(
                                 "Only one multi-column IN relation is allowed".to_string(),
                             ));
                         }
                     }
                     Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if allow_slice => {
-                        if slice_col.is_some() || multi_slice_start.is_some_and(|s| s != first) {
+                        // A single-column bound may share the slice's first column
+                        // (`c > 1 AND (c, d) < (3, 0)`), as in Cassandra 5.0.
+                        if slice_col.or(multi_slice_start).is_some_and(|s| s != first) {
                             return Err(QueryError::Invalid(
                                 "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
                             ));
                         }
                         multi_slice_start = Some(first);
-                        let bound = tuples.into_iter().next().unwrap_or_default();
-                        let inclusive = matches!(op, Operator::Gte | Operator::Lte);
-                        if matches!(op, Operator::Gt | Operator::Gte) {
-                            lower = Some((bound, inclusive));
-                        } else {
-                            upper = Some((bound, inclusive));
-                        }
+                        let bound = TupleBound {
+                            values: tuples.into_iter().next().unwrap_or_default(),
+                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                        };
+                        set_slice_bound(&mut lower, &mut upper, op, bound, &cols[0].name)?;
                     }
                     _ => {
                         return Err(QueryError::Invalid(format!(
@@ -1069,7 +1157,7 @@ fn key_restrictions(
     )?;
     let clustering_product = (0..table.clustering_count)
         .map(|i| match &multi_in {
-            Some((start, tuples)) if *start == table.partition_key_count + i => tuples.len(),
+            Some((start, _, tuples)) if *start == table.partition_key_count + i => tuples.len(),
             _ => eq.get(&(table.partition_key_count + i)).map_or(1, Vec::len),
         })
         .fold(1u64, |product, n| product.saturating_mul(n as u64));
@@ -1085,7 +1173,7 @@ fn key_restrictions(
     let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     let mut prefix_len = 0;
     for i in 0..table.clustering_count {
-        if let Some((start, tuples)) = &multi_in {
+        if let Some((start, width, tuples)) = &multi_in {
             if *start == table.partition_key_count + i {
                 if prefix_len != i {
                     return Err(QueryError::Invalid(format!(
@@ -1094,7 +1182,6 @@ fn key_restrictions(
                         table.clustering()[prefix_len].name
                     )));
                 }
-                let width = tuples.first().map_or(0, Vec::len);
                 let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
                 for p in &prefixes {
                     for t in tuples {
@@ -1104,7 +1191,7 @@ fn key_restrictions(
                     }
                 }
                 prefixes = next;
-                prefix_len += width;
+                prefix_len += *width;
                 continue;
             }
             if *start < table.partition_key_count + i && i < prefix_len {
@@ -1134,11 +1221,40 @@ fn key_restrictions(
             )));
         }
     }
+    let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
+    sort_distinct(&mut partitions, &key_types);
+    let prefix_types: Vec<&CqlType> = table.clustering()[..prefix_len]
+        .iter()
+        .map(|c| &c.ty)
+        .collect();
+    sort_distinct(&mut prefixes, &prefix_types);
     Ok(KeyRestrictions {
         partitions,
         clustering_prefixes: prefixes,
+        prefix_len,
         slice: slice_col.or(multi_slice_start).map(|_| (lower, upper)),
     })
+}
+
+/// Records a slice bound on its side (`>`/`>=` lower, `<`/`<=` upper), refusing a second one
+/// on the same side in Cassandra's words.
+fn set_slice_bound(
+    lower: &mut Option<TupleBound>,
+    upper: &mut Option<TupleBound>,
+    op: &Operator,
+    bound: TupleBound,
+    column: &str,
+) -> Result<(), QueryError> {
+    let (side, name) = match op {
+        Operator::Gt | Operator::Gte => (lower, "start"),
+        _ => (upper, "end"),
+    };
+    if side.replace(bound).is_some() {
+        return Err(QueryError::Invalid(format!(
+            "More than one restriction was found for the {name} bound on {column}"
+        )));
+    }
+    Ok(())
 }
 
 fn relation_columns(cols: &[&ColumnMetadata]) -> String {
@@ -1207,6 +1323,25 @@ fn evaluate_tuple(
             "Invalid unset value for {name}"
         ))),
     }
+}
+
+/// Sorts combinations of key values (each one value per column of `types`) in the types'
+/// order and drops each one equal, by the types' comparison, to one before it, keeping the one
+/// written first: Cassandra collects them in a `TreeSet` (`MultiCBuilder`), which keeps the
+/// first of equal elements. So `k IN (1.0, 1)` on a decimal key addresses partition `1.0`
+/// only (its two values are equal, though their bytes, and so their partitions, differ).
+pub(crate) fn sort_distinct(combos: &mut Vec<Vec<Vec<u8>>>, types: &[&CqlType]) {
+    let order = |a: &[Vec<u8>], b: &[Vec<u8>]| {
+        a.iter()
+            .zip(b)
+            .zip(types)
+            .map(|((x, y), ty)| types::compare(ty, x, y))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    };
+    // Stable: equal combinations keep the order they were written in.
+    combos.sort_by(|a, b| order(a, b));
+    combos.dedup_by(|later, earlier| order(later, earlier).is_eq());
 }
 
 fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
@@ -1418,6 +1553,9 @@ fn write_rows(
                     }
                 }
                 sort_columns(&mut row);
+                if prefix.len() == table.clustering_count {
+                    add_clustering_forms(table, prefix, attrs, &mut row);
+                }
                 rows.push((clustering, row));
             }
         }
@@ -1796,16 +1934,12 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         false,
         &mut out.warnings,
     )?;
-    let full_clustering = keys
-        .clustering_prefixes
-        .first()
-        .map(|p| p.len() == table.clustering_count)
-        .unwrap_or(false);
+    let full_clustering = keys.prefix_len == table.clustering_count;
     if !full_clustering && has_regular {
         let missing: Vec<String> = table
             .clustering()
             .iter()
-            .skip(keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0))
+            .skip(keys.prefix_len)
             .map(|c| c.name.clone())
             .collect();
         return Err(QueryError::Invalid(format!(
@@ -1817,6 +1951,9 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         return Err(QueryError::Invalid(
             "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".to_string(),
         ));
+    }
+    if keys.selects_nothing() {
+        return Ok(());
     }
     write_rows(
         table,
@@ -1863,7 +2000,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         s.columns.is_empty(),
         &mut out.warnings,
     )?;
-    let prefix_len = keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0);
+    let prefix_len = keys.prefix_len;
 
     if !s.columns.is_empty() {
         let mut regular = Row::default();
@@ -1969,6 +2106,9 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         if has_regular && prefix_len != table.clustering_count {
             return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
         }
+        if keys.selects_nothing() {
+            return Ok(());
+        }
         return write_rows(
             table,
             &keys,
@@ -1981,9 +2121,12 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         );
     }
 
-    for pk in &keys.partitions {
-        let partition = out.partition(table, partition_key(table, pk)?);
-        if prefix_len == 0 && keys.slice.is_none() {
+    if keys.selects_nothing() {
+        return Ok(());
+    }
+    if prefix_len == 0 && keys.slice.is_none() {
+        for pk in &keys.partitions {
+            let partition = out.partition(table, partition_key(table, pk)?);
             merge_header(
                 partition,
                 PartitionHeader {
@@ -1991,71 +2134,129 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     range_tombstones: Vec::new(),
                 },
             );
-            continue;
         }
-        for prefix in &keys.clustering_prefixes {
-            let encoded = clustering_key(table, prefix);
-            if keys.slice.is_none() && prefix_len == table.clustering_count {
+        return Ok(());
+    }
+    if keys.slice.is_none() && prefix_len == table.clustering_count {
+        for pk in &keys.partitions {
+            let partition = out.partition(table, partition_key(table, pk)?);
+            for prefix in &keys.clustering_prefixes {
                 push_row(
                     partition,
-                    encoded,
+                    clustering_key(table, prefix),
                     Row {
                         liveness: None,
                         deletion: Some(deletion),
                         columns: Vec::new(),
                     },
                 );
-                continue;
             }
-            let (start, end) = match &keys.slice {
-                None => (
-                    Some(ClusteringBound {
-                        prefix: encoded.clone(),
-                        inclusive: true,
-                    }),
-                    Some(ClusteringBound {
-                        prefix: encoded,
-                        inclusive: true,
-                    }),
-                ),
-                Some((lower, upper)) => {
-                    // Bounds are in clustering order already; each value is encoded with its
-                    // own column's order, so byte order is clustering order.
-                    let bound = |values: &Vec<Vec<u8>>, inclusive: bool| {
-                        let mut p = encoded.clone();
-                        for (col, v) in table.clustering()[prefix_len..].iter().zip(values) {
-                            let desc = col.order == ClusteringOrder::Desc;
-                            types::byte_comparable::encode(&col.ty, v, desc, &mut p);
-                        }
-                        ClusteringBound {
-                            prefix: p,
-                            inclusive,
-                        }
-                    };
-                    let prefix_bound = || ClusteringBound {
-                        prefix: encoded.clone(),
-                        inclusive: true,
-                    };
-                    let lo = lower.as_ref().map(|(v, inc)| bound(v, *inc));
-                    let hi = upper.as_ref().map(|(v, inc)| bound(v, *inc));
-                    (
-                        lo.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
-                        hi.or_else(|| (!encoded.is_empty()).then(prefix_bound)),
-                    )
-                }
-            };
-            merge_header(
-                partition,
-                PartitionHeader {
-                    deletion: None,
-                    range_tombstones: vec![RangeTombstone {
-                        start,
-                        end,
-                        deletion,
-                    }],
-                },
-            );
+        }
+        return Ok(());
+    }
+    // Range deletions: each prefix, or each range of keys a slice after it selects (a slice
+    // over columns of mixed clustering order selects several, `slices::ranges`).
+    let after_prefix: Vec<&ColumnMetadata> = table.clustering()[prefix_len..].iter().collect();
+    let mut ranges = Vec::new();
+    for prefix in &keys.clustering_prefixes {
+        let encoded = clustering_key(table, prefix);
+        match &keys.slice {
+            None => ranges.push((
+                Some(ClusteringBound {
+                    prefix: encoded.clone(),
+                    inclusive: true,
+                }),
+                Some(ClusteringBound {
+                    prefix: encoded,
+                    inclusive: true,
+                }),
+            )),
+            Some((lower, upper)) => ranges.extend(crate::slices::ranges(
+                &after_prefix,
+                &encoded,
+                lower.as_ref(),
+                upper.as_ref(),
+            )),
         }
     }
+    // Bounds that select nothing (`c > 2 AND c < 1`) delete nothing, as Cassandra's empty
+    // `Slices`.
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    for pk in &keys.partitions {
+        let partition = out.partition(table, partition_key(table, pk)?);
+        let range_tombstones = ranges
+            .iter()
+            .map(|(start, end)| RangeTombstone {
+                start: start.clone(),
+                end: end.clone(),
+                deletion,
+            })
+            .collect();
+        merge_header(
+            partition,
+            PartitionHeader {
+                deletion: None,
+                range_tombstones,
+            },
+        );
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schema::TableOptions;
+    use uuid::Uuid;
+
+    fn table(types: &[(&str, CqlType, ClusteringOrder)]) -> TableMetadata {
+        let mut columns = vec![("k".to_string(), CqlType::Int, false)];
+        columns.extend(
+            types
+                .iter()
+                .map(|(n, t, _)| (n.to_string(), t.clone(), false)),
+        );
+        let clustering: Vec<(String, ClusteringOrder)> =
+            types.iter().map(|(n, _, o)| (n.to_string(), *o)).collect();
+        TableMetadata::new(
+            "ks",
+            "t",
+            Uuid::nil(),
+            columns,
+            &["k".to_string()],
+            &clustering,
+            TableOptions::default(),
+        )
+        .expect("valid table")
+    }
+
+    #[test]
+    fn clustering_forms_are_kept_only_when_the_key_would_lose_them() {
+        let t = table(&[
+            ("c", CqlType::Decimal, ClusteringOrder::Desc),
+            ("d", CqlType::Int, ClusteringOrder::Asc),
+        ]);
+        let decimal = |unscaled: u8, scale: i32| {
+            let mut v = scale.to_be_bytes().to_vec();
+            v.push(unscaled);
+            v
+        };
+        let one = 1i32.to_be_bytes().to_vec();
+        // 1.5 (15, scale 1) and 1E+1 are canonical (no trailing zeros); 0.50 and 10 are not.
+        assert_eq!(clustering_forms(&t, &[decimal(15, 1), one.clone()]), None);
+        assert_eq!(clustering_forms(&t, &[decimal(1, -1), one.clone()]), None);
+        for form in [decimal(50, 2), decimal(10, 0)] {
+            let forms = clustering_forms(&t, &[form.clone(), one.clone()]).expect("kept");
+            assert_eq!(
+                split_clustering_forms(&forms),
+                Some(vec![form.as_slice(), one.as_slice()])
+            );
+        }
+        let booleans = table(&[("b", CqlType::Boolean, ClusteringOrder::Asc)]);
+        assert_eq!(clustering_forms(&booleans, &[vec![1]]), None);
+        assert!(clustering_forms(&booleans, &[vec![2]]).is_some());
+        assert_eq!(split_clustering_forms(&[0, 0, 0, 5, 1]), None);
+    }
 }

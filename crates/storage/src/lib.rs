@@ -122,6 +122,10 @@ pub struct ScanPage {
     pub partitions: Vec<PartitionData>,
     /// Pass back as `ScanStart::Resume` for the next page; `None` = the scan is complete.
     pub resume: Option<Vec<u8>>,
+    /// The page ended inside its last partition: the next page starts with the rest of its
+    /// rows. (Otherwise the last partition is whole, and one with no live rows can be shown
+    /// as its static row.)
+    pub last_partition_continues: bool,
 }
 
 /// A page of one partition.

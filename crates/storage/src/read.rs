@@ -253,6 +253,7 @@ pub(crate) fn scan(
     // row-less partitions still pages).
     let mut used = 0usize;
     let mut resume = None;
+    let mut last_partition_continues = false;
     source.visit(&lower, upper.as_deref(), false, false, &mut |k, v| {
         let parsed = parse_key(k)
             .ok_or_else(|| corrupt(table, k, "key does not follow the storage layout"))?;
@@ -294,6 +295,7 @@ pub(crate) fn scan(
             _ => {
                 if used >= max_rows {
                     resume = Some(encode_scan_resume(k));
+                    last_partition_continues = true;
                     return Ok(Visit::Stop);
                 }
                 let row = decode_row(v).map_err(|e| corrupt(table, k, e))?;
@@ -306,5 +308,9 @@ pub(crate) fn scan(
     if let Some((done, _)) = current {
         partitions.push(done);
     }
-    Ok(ScanPage { partitions, resume })
+    Ok(ScanPage {
+        partitions,
+        resume,
+        last_partition_continues,
+    })
 }

@@ -482,7 +482,8 @@ fn scan_fixture(engine: &dyn StorageEngine, t: TableId) -> Vec<PartitionKey> {
     keys
 }
 
-/// Concatenates pages, joining a partition continued across pages.
+/// Concatenates pages, joining a partition continued across pages; checks that a page says
+/// its last partition goes on exactly when the next page starts with it.
 fn collect_scan(
     engine: &dyn StorageEngine,
     t: TableId,
@@ -492,6 +493,8 @@ fn collect_scan(
 ) -> Vec<PartitionData> {
     let mut out: Vec<PartitionData> = Vec::new();
     let mut start = start;
+    // The last partition of the previous page, and whether that page said it goes on.
+    let mut previous: Option<(PartitionKey, bool)> = None;
     for _ in 0..1_000 {
         let page = engine.scan(t, start, end_token, page_size).expect("scan");
         let units: usize = page.partitions.iter().map(|p| p.rows.len().max(1)).sum();
@@ -499,6 +502,20 @@ fn collect_scan(
             units <= page_size.max(1),
             "page of {units} units for limit {page_size}"
         );
+        if let Some((key, continues)) = previous.take() {
+            let first = page.partitions.first().map(|p| &p.key);
+            assert_eq!(first == Some(&key), continues, "continuation of {key:?}");
+        }
+        previous = page
+            .partitions
+            .last()
+            .map(|p| (p.key.clone(), page.last_partition_continues));
+        if page.resume.is_none() {
+            assert!(
+                !page.last_partition_continues,
+                "the last page ends its partition"
+            );
+        }
         for p in page.partitions {
             match out.last_mut() {
                 Some(last) if last.key == p.key => {

@@ -13,10 +13,11 @@
 use std::fmt::Write;
 use std::net::IpAddr;
 
+use num_bigint::{BigInt, Sign};
 use serde_json::Value as Json;
 
 use crate::error::TypeError;
-use crate::format::{decimal_text, duration_text, hex};
+use crate::format::{duration_text, hex};
 use crate::temporal::{civil_from_days, MILLIS_PER_DAY, NANOS_PER_SECOND};
 use crate::value::DATE_EPOCH;
 use crate::{CqlType, Literal, Value};
@@ -430,9 +431,13 @@ impl Value {
             Value::Int(v) => v.to_string(),
             Value::Bigint(v) | Value::Counter(v) => v.to_string(),
             Value::Varint(v) => v.to_string(),
+            // Jackson writes no NaN or infinities: Cassandra's toJson gives null for them,
+            // in collections, tuples and UDTs too (and, as a map key, the string "null").
+            Value::Float(v) if !v.is_finite() => "null".to_string(),
+            Value::Double(v) if !v.is_finite() => "null".to_string(),
             Value::Float(v) => java_float_text(*v),
             Value::Double(v) => java_double_text(*v),
-            Value::Decimal { unscaled, scale } => decimal_text(unscaled, *scale),
+            Value::Decimal { unscaled, scale } => java_decimal_text(unscaled, *scale),
             Value::Ascii(s) | Value::Text(s) => json_string(s),
             Value::Blob(b) => format!("\"{}\"", hex(b)),
             Value::Uuid(u) | Value::Timeuuid(u) => format!("\"{}\"", u.hyphenated()),
@@ -444,7 +449,15 @@ impl Value {
                 months,
                 days,
                 nanoseconds,
-            } => format!("\"{}\"", duration_text(*months, *days, *nanoseconds)),
+            } => {
+                // Cassandra's `Duration.toString` writes nothing for a zero duration (the CQL
+                // literal form needs `0s`).
+                if (*months, *days, *nanoseconds) == (0, 0, 0) {
+                    "\"\"".to_string()
+                } else {
+                    format!("\"{}\"", duration_text(*months, *days, *nanoseconds))
+                }
+            }
             Value::List(items) | Value::Set(items) | Value::Vector(items) => {
                 let e = elem(0);
                 let parts: Vec<String> = items.iter().map(|v| v.to_json(e)).collect();
@@ -498,6 +511,38 @@ impl Value {
                 format!("{{{}}}", parts.join(", "))
             }
         }
+    }
+}
+
+/// `BigDecimal.toString()`: plain when the scale is not negative and the adjusted exponent is
+/// at least -6, else scientific with a signed exponent (`1E+3`, `-1.5E-7`).
+pub fn java_decimal_text(unscaled: &BigInt, scale: i32) -> String {
+    let digits = unscaled.magnitude().to_string();
+    let sign = if unscaled.sign() == Sign::Minus {
+        "-"
+    } else {
+        ""
+    };
+    let adjusted = -i64::from(scale) + (digits.len() as i64 - 1);
+    if scale >= 0 && adjusted >= -6 {
+        let scale = scale as usize;
+        if scale == 0 {
+            format!("{sign}{digits}")
+        } else if digits.len() > scale {
+            let (int, frac) = digits.split_at(digits.len() - scale);
+            format!("{sign}{int}.{frac}")
+        } else {
+            format!("{sign}0.{}{digits}", "0".repeat(scale - digits.len()))
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let point = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let exp_sign = if adjusted >= 0 { "+" } else { "" };
+        format!("{sign}{first}{point}E{exp_sign}{adjusted}")
     }
 }
 
@@ -637,6 +682,63 @@ mod tests {
         assert_eq!(java_double_text(12345678.0), "1.2345678E7");
         assert_eq!(java_float_text(0.1f32), "0.1");
         assert_eq!(java_double_text(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn a_zero_duration_is_the_empty_string() {
+        let zero = Value::Duration {
+            months: 0,
+            days: 0,
+            nanoseconds: 0,
+        };
+        assert_eq!(zero.to_json(&CqlType::Duration), "\"\"");
+        let day = Value::Duration {
+            months: 0,
+            days: 1,
+            nanoseconds: 0,
+        };
+        assert_eq!(day.to_json(&CqlType::Duration), "\"1d\"");
+    }
+
+    #[test]
+    fn decimals_print_like_java_big_decimal() {
+        let text = |unscaled: i64, scale: i32| java_decimal_text(&BigInt::from(unscaled), scale);
+        assert_eq!(text(1, -3), "1E+3");
+        assert_eq!(text(12, -3), "1.2E+4");
+        assert_eq!(text(1000, 0), "1000");
+        assert_eq!(text(1, 7), "1E-7");
+        assert_eq!(text(1, 6), "0.000001");
+        assert_eq!(text(0, -3), "0E+3");
+        assert_eq!(text(0, 9), "0E-9");
+        assert_eq!(text(-15, -9), "-1.5E+10");
+        assert_eq!(text(123456, 3), "123.456");
+        assert_eq!(text(0, 2), "0.00");
+    }
+
+    #[test]
+    fn nan_and_infinities_are_null_at_every_depth() {
+        let json = |ty: &CqlType, v: Value| v.to_json(ty);
+        assert_eq!(json(&CqlType::Double, Value::Double(f64::NAN)), "null");
+        assert_eq!(
+            json(&CqlType::Double, Value::Double(f64::NEG_INFINITY)),
+            "null"
+        );
+        assert_eq!(json(&CqlType::Float, Value::Float(f32::INFINITY)), "null");
+        let list = CqlType::List(Box::new(CqlType::Double));
+        let items = vec![Value::Double(f64::NAN), Value::Double(1.5)];
+        assert_eq!(json(&list, Value::List(items)), "[null, 1.5]");
+        let map = CqlType::Map(Box::new(CqlType::Float), Box::new(CqlType::Double));
+        let entries = vec![
+            (Value::Float(1.0), Value::Double(f64::INFINITY)),
+            (Value::Float(f32::NAN), Value::Double(2.0)),
+        ];
+        assert_eq!(
+            json(&map, Value::Map(entries)),
+            r#"{"1.0": null, "null": 2.0}"#
+        );
+        let tuple = CqlType::Tuple(vec![CqlType::Double, CqlType::Float]);
+        let fields = vec![Some(Value::Double(f64::NAN)), Some(Value::Float(0.5))];
+        assert_eq!(json(&tuple, Value::Tuple(fields)), "[null, 0.5]");
     }
 
     #[test]

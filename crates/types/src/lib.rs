@@ -25,6 +25,8 @@ pub use column_spec::ColumnSpec;
 pub use compare::compare;
 pub use cql_type::{CqlType, UdtType};
 pub use error::TypeError;
-pub use json::{java_double_text, java_float_text, json_key_to_name, name_to_json_key};
+pub use json::{
+    java_decimal_text, java_double_text, java_float_text, json_key_to_name, name_to_json_key,
+};
 pub use literal::Literal;
 pub use value::{canonicalize, validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};

@@ -210,39 +210,7 @@ pub(crate) fn bigint_to_f32(v: &BigInt) -> f32 {
     v.to_string().parse().unwrap_or(f32::NAN)
 }
 
-pub(crate) use types::{java_double_text, java_float_text};
-
-/// `BigDecimal.toString()`: plain when the scale is not negative and the adjusted exponent is
-/// at least -6, else scientific with a signed exponent (`1E+3`, `-1.5E-7`).
-pub(crate) fn java_decimal_text(unscaled: &BigInt, scale: i32) -> String {
-    let digits = unscaled.magnitude().to_string();
-    let sign = if unscaled.sign() == Sign::Minus {
-        "-"
-    } else {
-        ""
-    };
-    let adjusted = -i64::from(scale) + (digits.len() as i64 - 1);
-    if scale >= 0 && adjusted >= -6 {
-        let scale = scale as usize;
-        if scale == 0 {
-            format!("{sign}{digits}")
-        } else if digits.len() > scale {
-            let (int, frac) = digits.split_at(digits.len() - scale);
-            format!("{sign}{int}.{frac}")
-        } else {
-            format!("{sign}0.{}{digits}", "0".repeat(scale - digits.len()))
-        }
-    } else {
-        let (first, rest) = digits.split_at(1);
-        let point = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let exp_sign = if adjusted >= 0 { "+" } else { "" };
-        format!("{sign}{first}{point}E{exp_sign}{adjusted}")
-    }
-}
+pub(crate) use types::{java_decimal_text, java_double_text, java_float_text};
 
 #[cfg(test)]
 mod tests {
