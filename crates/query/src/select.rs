@@ -217,7 +217,7 @@ impl Plan {
     /// Whether the restrictions select no partition or no clustering key (an empty IN,
     /// bounds that cross), whatever the data.
     fn selects_nothing(&self) -> bool {
-        self.partitions.as_ref().is_some_and(Vec::is_empty)
+        self.partitions.as_ref().is_some_and(|keys| keys.len() == 0)
             || self.slices.as_ref().is_some_and(Vec::is_empty)
     }
 }
