@@ -157,23 +157,24 @@ impl InSelectGuardrails {
 /// quota is 0.5 ms; the style guide's bound for blocking a runtime worker is the same.
 const YIELD_INTERVAL: Duration = Duration::from_micros(500);
 
-/// Yields the shard when a request has computed for `YIELD_INTERVAL` since it last did.
+/// Yields the shard when a request has computed for `YIELD_INTERVAL` since it last did (or,
+/// before it first did, since it first looked at the clock: reading the clock at the start of
+/// every request would cost the short ones for nothing).
 pub(crate) struct ShardTime {
-    last_yield: Instant,
+    last_yield: Option<Instant>,
 }
 
 impl ShardTime {
     pub(crate) fn new() -> ShardTime {
-        ShardTime {
-            last_yield: Instant::now(),
-        }
+        ShardTime { last_yield: None }
     }
 
     /// Yields if due at `now`.
     async fn yield_if_due_at(&mut self, now: Instant) {
-        if now.duration_since(self.last_yield) >= YIELD_INTERVAL {
+        let since = *self.last_yield.get_or_insert(now);
+        if now.duration_since(since) >= YIELD_INTERVAL {
             tokio::task::yield_now().await;
-            self.last_yield = Instant::now();
+            self.last_yield = Some(Instant::now());
         }
     }
 
@@ -191,6 +192,9 @@ pub(crate) struct Pacer {
     block_for: i32,
     shard: ShardTime,
     rows: u32,
+    /// `pace` calls so far: the first does not look at the clock (the request has just
+    /// started, and a point read makes no other).
+    paced: u32,
 }
 
 /// Rows a read examines between two looks at the clock (filtering a row against a long IN
@@ -205,6 +209,7 @@ impl Pacer {
             block_for,
             shard: ShardTime::new(),
             rows: 0,
+            paced: 0,
         }
     }
 
@@ -215,6 +220,10 @@ impl Pacer {
     /// Fails with a read timeout once the deadline passed; yields the shard when the request
     /// has run `YIELD_INTERVAL` since it last did.
     pub(crate) async fn pace(&mut self) -> Result<(), QueryError> {
+        self.paced += 1;
+        if self.paced == 1 {
+            return Ok(());
+        }
         let now = Instant::now();
         if self.deadline.passed_at(now) {
             return Err(self.timeout());
@@ -302,7 +311,9 @@ mod tests {
             1,
         );
         pacer.pace().await.expect("before the deadline");
+        pacer.pace().await.expect("before the deadline");
         let mut late = Pacer::new(Deadline::at(Instant::now()), ConsistencyLevel::Quorum, 1);
+        late.pace().await.expect("the first call does not look");
         let e = late.pace().await.expect_err("after the deadline");
         assert!(
             matches!(

@@ -2181,6 +2181,13 @@ async fn execute_rows(
     let threshold = processor.tombstone_warn_threshold;
     let mut tally = TombstoneTally::default();
     loop {
+        if let Some(keys) = &plan.partitions {
+            if state.partition_index as usize
+                >= keys.len().saturating_mul(reads_per_partition(&plan))
+            {
+                break;
+            }
+        }
         // Every storage read: the deadline, and a yield of the shard now and then (a read of
         // many partitions, or a scan that filters out most rows, may take seconds).
         pacer.pace().await?;
