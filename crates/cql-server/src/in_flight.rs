@@ -134,7 +134,7 @@ impl ConnectionBudget {
         if bytes <= self.held_bytes {
             return true;
         }
-        let more = (bytes - self.held_bytes).div_ceil(GRANT_BYTES) * GRANT_BYTES;
+        let more = self.more_for(bytes);
         let first_grant = self.held_bytes == 0 && more == GRANT_BYTES;
         if !self.limits.node.take(more, first_grant) {
             return false;
@@ -165,6 +165,11 @@ impl ConnectionBudget {
         self.held_bytes
     }
 
+    /// What `hold(bytes)` takes from the budgets: the shortfall in whole grants.
+    fn more_for(&self, bytes: u64) -> u64 {
+        bytes.saturating_sub(self.held_bytes).div_ceil(GRANT_BYTES) * GRANT_BYTES
+    }
+
     fn wake(&self) {
         if self.limits.waiting.load(Ordering::Acquire) > 0 {
             self.limits.given_back.notify_waiters();
@@ -174,7 +179,8 @@ impl ConnectionBudget {
     /// Waits until `bytes` in all might be held (another connection gave bytes back). A
     /// wake-up is a hint: the caller tries `hold` again.
     pub(crate) async fn room_for(&self, bytes: u64) {
-        let more = bytes.saturating_sub(self.held_bytes);
+        // Exactly what `hold` would take, or a wake-up could find no room and spin.
+        let more = self.more_for(bytes);
         let limits = &self.limits;
         limits.waiting.fetch_add(1, Ordering::AcqRel);
         let _waiting = Waiting(&limits.waiting);
