@@ -232,13 +232,19 @@ impl Pacer {
         Ok(())
     }
 
-    /// `pace`'s deadline check for a loop over rows that cannot await: every
-    /// `ROWS_PER_CHECK` calls it looks at the clock.
-    pub(crate) fn check_row(&mut self) -> Result<(), QueryError> {
+    /// `pace` for a loop over rows: every `ROWS_PER_CHECK` calls it looks at the clock (a
+    /// storage page holds up to 5,000 rows, and filtering one against a long IN list on a
+    /// regular column can take microseconds).
+    pub(crate) async fn pace_row(&mut self) -> Result<(), QueryError> {
         self.rows += 1;
-        if self.rows.is_multiple_of(ROWS_PER_CHECK) && self.deadline.passed() {
+        if !self.rows.is_multiple_of(ROWS_PER_CHECK) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if self.deadline.passed_at(now) {
             return Err(self.timeout());
         }
+        self.shard.yield_if_due_at(now).await;
         Ok(())
     }
 
@@ -328,8 +334,10 @@ mod tests {
             "{e:?}"
         );
         for _ in 1..ROWS_PER_CHECK {
-            late.check_row().expect("checked every ROWS_PER_CHECK rows");
+            late.pace_row()
+                .await
+                .expect("checked every ROWS_PER_CHECK rows");
         }
-        assert!(late.check_row().is_err());
+        assert!(late.pace_row().await.is_err());
     }
 }

@@ -2320,7 +2320,7 @@ async fn execute_rows(
                 },
             );
             for row in rows {
-                pacer.check_row()?;
+                pacer.pace_row().await?;
                 if plan.distinct && partition_returned > 0 {
                     break;
                 }
