@@ -864,19 +864,18 @@ impl PartitionList {
         }
         let len = usize::try_from(product_len(sorted.iter().map(Vec::len))).unwrap_or(usize::MAX);
         if len > 0 {
-            // The shortest and the longest key: if both are valid, all are.
-            for pick in [<[u8]>::len as fn(&[u8]) -> usize, |v: &[u8]| {
-                usize::MAX - v.len()
-            }] {
-                let parts: Vec<Vec<u8>> = sorted
-                    .iter()
-                    .map(|values| {
-                        let best = values.iter().min_by_key(|v| pick(v)).expect("not empty");
-                        best.clone()
-                    })
-                    .collect();
-                partition_key(table, &parts)?;
-            }
+            // The shortest and the longest key: if both are valid (not empty, not too long),
+            // all are.
+            let shortest: Vec<Vec<u8>> = sorted
+                .iter()
+                .filter_map(|values| values.iter().min_by_key(|v| v.len()).cloned())
+                .collect();
+            let longest: Vec<Vec<u8>> = sorted
+                .iter()
+                .filter_map(|values| values.iter().max_by_key(|v| v.len()).cloned())
+                .collect();
+            partition_key(table, &shortest)?;
+            partition_key(table, &longest)?;
         }
         let tokens = filters
             .iter()
@@ -900,9 +899,13 @@ impl PartitionList {
     }
 
     /// Key `i` (below `len`) in read order.
-    fn key(&self, table: &TableMetadata, i: usize) -> Result<PartitionKey, QueryError> {
+    fn key(
+        &self,
+        table: &TableMetadata,
+        i: usize,
+    ) -> Result<std::borrow::Cow<'_, PartitionKey>, QueryError> {
         match self {
-            PartitionList::Keys(keys) => Ok(keys[i].clone()),
+            PartitionList::Keys(keys) => Ok(std::borrow::Cow::Borrowed(&keys[i])),
             PartitionList::Product(product) => {
                 let mut parts = vec![Vec::new(); product.columns.len()];
                 let mut rest = i;
@@ -910,7 +913,7 @@ impl PartitionList {
                     *part = values[rest % values.len()].clone();
                     rest /= values.len();
                 }
-                partition_key(table, &parts)
+                partition_key(table, &parts).map(std::borrow::Cow::Owned)
             }
         }
     }
@@ -2202,7 +2205,8 @@ async fn execute_rows(
                 if idx >= reads {
                     break;
                 }
-                let key = &keys.key(table, idx / slices)?;
+                let key = keys.key(table, idx / slices)?;
+                let key = key.as_ref();
                 let page = if keys.admits(key) {
                     let response = processor
                         .coordinator
@@ -3212,7 +3216,7 @@ impl TombstoneTally {
             (Some(i), Some(keys)) if i < keys.len() => keys.key(&plan.table, i).ok(),
             _ => None,
         };
-        let query = read_command_cql(plan, key.as_ref(), limit);
+        let query = read_command_cql(plan, key.as_deref(), limit);
         Some(warnings::tombstone_warning(
             self.live_rows,
             self.tombstones,
