@@ -39,11 +39,12 @@ impl Budget {
         }
     }
 
-    /// Takes `bytes` if they fit, or if nothing is held (a request larger than the budget
-    /// must not wait forever), or if `always`.
-    fn take(&self, bytes: u64, always: bool) -> bool {
+    /// Takes `bytes` for a connection holding `own` bytes of it already, if they fit, or if
+    /// nothing else is held (a request larger than the budget must not wait forever, also
+    /// not for what its own connection holds), or if `always`.
+    fn take(&self, bytes: u64, own: u64, always: bool) -> bool {
         let before = self.held_bytes.fetch_add(bytes, Ordering::AcqRel);
-        if always || before == 0 || before + bytes <= self.limit_bytes {
+        if always || before <= own || before + bytes <= self.limit_bytes {
             return true;
         }
         self.held_bytes.fetch_sub(bytes, Ordering::AcqRel);
@@ -54,9 +55,9 @@ impl Budget {
         self.held_bytes.fetch_sub(bytes, Ordering::AcqRel);
     }
 
-    fn has_room(&self, bytes: u64) -> bool {
+    fn has_room(&self, bytes: u64, own: u64) -> bool {
         let held = self.held_bytes.load(Ordering::Acquire);
-        held == 0 || held + bytes <= self.limit_bytes
+        held <= own || held + bytes <= self.limit_bytes
     }
 }
 
@@ -134,12 +135,13 @@ impl ConnectionBudget {
         if bytes <= self.held_bytes {
             return true;
         }
-        let more = (bytes - self.held_bytes).div_ceil(GRANT_BYTES) * GRANT_BYTES;
+        let more = self.more_for(bytes);
         let first_grant = self.held_bytes == 0 && more == GRANT_BYTES;
-        if !self.limits.node.take(more, first_grant) {
+        let own = self.held_bytes;
+        if !self.limits.node.take(more, own, first_grant) {
             return false;
         }
-        if !self.address.budget.take(more, first_grant) {
+        if !self.address.budget.take(more, own, first_grant) {
             self.limits.node.give_back(more);
             self.wake();
             return false;
@@ -165,6 +167,11 @@ impl ConnectionBudget {
         self.held_bytes
     }
 
+    /// What `hold(bytes)` takes from the budgets: the shortfall in whole grants.
+    fn more_for(&self, bytes: u64) -> u64 {
+        bytes.saturating_sub(self.held_bytes).div_ceil(GRANT_BYTES) * GRANT_BYTES
+    }
+
     fn wake(&self) {
         if self.limits.waiting.load(Ordering::Acquire) > 0 {
             self.limits.given_back.notify_waiters();
@@ -174,7 +181,8 @@ impl ConnectionBudget {
     /// Waits until `bytes` in all might be held (another connection gave bytes back). A
     /// wake-up is a hint: the caller tries `hold` again.
     pub(crate) async fn room_for(&self, bytes: u64) {
-        let more = bytes.saturating_sub(self.held_bytes);
+        // Exactly what `hold` would take, or a wake-up could find no room and spin.
+        let more = self.more_for(bytes);
         let limits = &self.limits;
         limits.waiting.fetch_add(1, Ordering::AcqRel);
         let _waiting = Waiting(&limits.waiting);
@@ -182,7 +190,8 @@ impl ConnectionBudget {
         tokio::pin!(notified);
         // Registered before looking, so bytes given back after the look wake it.
         notified.as_mut().enable();
-        if limits.node.has_room(more) && self.address.budget.has_room(more) {
+        let own = self.held_bytes;
+        if limits.node.has_room(more, own) && self.address.budget.has_room(more, own) {
             return;
         }
         notified.await;
@@ -272,6 +281,15 @@ mod tests {
         assert!(!b.hold(2 * MIB));
         a.keep(0);
         assert!(b.hold(2 * MIB));
+        // What a connection holds itself does not stand in its way: one with requests in
+        // flight whose next frame is larger than the whole budget gets it once the others
+        // are done.
+        let mut c = limits.open(ip(2));
+        b.keep(GRANT_BYTES);
+        assert!(c.hold(1000));
+        assert!(!b.hold(16 * MIB));
+        c.keep(0);
+        assert!(b.hold(16 * MIB));
     }
 
     #[tokio::test]

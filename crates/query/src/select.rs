@@ -873,19 +873,18 @@ impl PartitionList {
         }
         let len = usize::try_from(product_len(sorted.iter().map(Vec::len))).unwrap_or(usize::MAX);
         if len > 0 {
-            // The shortest and the longest key: if both are valid, all are.
-            for pick in [<[u8]>::len as fn(&[u8]) -> usize, |v: &[u8]| {
-                usize::MAX - v.len()
-            }] {
-                let parts: Vec<Vec<u8>> = sorted
-                    .iter()
-                    .map(|values| {
-                        let best = values.iter().min_by_key(|v| pick(v)).expect("not empty");
-                        best.clone()
-                    })
-                    .collect();
-                partition_key(table, &parts)?;
-            }
+            // The shortest and the longest key: if both are valid (not empty, not too long),
+            // all are.
+            let shortest: Vec<Vec<u8>> = sorted
+                .iter()
+                .filter_map(|values| values.iter().min_by_key(|v| v.len()).cloned())
+                .collect();
+            let longest: Vec<Vec<u8>> = sorted
+                .iter()
+                .filter_map(|values| values.iter().max_by_key(|v| v.len()).cloned())
+                .collect();
+            partition_key(table, &shortest)?;
+            partition_key(table, &longest)?;
         }
         let tokens = filters
             .iter()
@@ -909,9 +908,13 @@ impl PartitionList {
     }
 
     /// Key `i` (below `len`) in read order.
-    fn key(&self, table: &TableMetadata, i: usize) -> Result<PartitionKey, QueryError> {
+    fn key(
+        &self,
+        table: &TableMetadata,
+        i: usize,
+    ) -> Result<std::borrow::Cow<'_, PartitionKey>, QueryError> {
         match self {
-            PartitionList::Keys(keys) => Ok(keys[i].clone()),
+            PartitionList::Keys(keys) => Ok(std::borrow::Cow::Borrowed(&keys[i])),
             PartitionList::Product(product) => {
                 let mut parts = vec![Vec::new(); product.columns.len()];
                 let mut rest = i;
@@ -919,7 +922,7 @@ impl PartitionList {
                     *part = values[rest % values.len()].clone();
                     rest /= values.len();
                 }
-                partition_key(table, &parts)
+                partition_key(table, &parts).map(std::borrow::Cow::Owned)
             }
         }
     }
@@ -2338,6 +2341,13 @@ async fn execute_rows(
     let threshold = processor.tombstone_warn_threshold;
     let mut tally = TombstoneTally::default();
     loop {
+        if let Some(keys) = &plan.partitions {
+            if state.partition_index as usize
+                >= keys.len().saturating_mul(reads_per_partition(&plan))
+            {
+                break;
+            }
+        }
         // Every storage read: the deadline, and a yield of the shard now and then (a read of
         // many partitions, or a scan that filters out most rows, may take seconds).
         pacer.pace().await?;
@@ -2352,7 +2362,8 @@ async fn execute_rows(
                 if idx >= reads {
                     break;
                 }
-                let key = &keys.key(table, idx / slices)?;
+                let key = keys.key(table, idx / slices)?;
+                let key = key.as_ref();
                 let page = if keys.admits(key) {
                     let response = processor
                         .coordinator
@@ -2476,7 +2487,7 @@ async fn execute_rows(
                 },
             );
             for row in rows {
-                pacer.check_row()?;
+                pacer.pace_row().await?;
                 if plan.distinct && partition_returned > 0 {
                     break;
                 }
@@ -3381,7 +3392,7 @@ impl TombstoneTally {
             (Some(i), Some(keys)) if i < keys.len() => keys.key(&plan.table, i).ok(),
             _ => None,
         };
-        let query = read_command_cql(plan, key.as_ref(), limit);
+        let query = read_command_cql(plan, key.as_deref(), limit);
         Some(warnings::tombstone_warning(
             self.live_rows,
             self.tombstones,
