@@ -129,6 +129,70 @@ def test_create_index_succeeds_or_fails_clearly(cql, table):
         cql.execute(f"INSERT INTO {table} (k, c, v) VALUES (1, 1, 5)")
 
 
+# --- Statements nested too deep ------------------------------------------------------------
+# `1+1+...+1` is a tree as deep as it has operands, and every later walk over it recurses: with
+# 1,000 operands (2 KB) it overflowed a shard's stack and aborted the whole node, even against a
+# table that does not exist, and 600 took 89 s of a shard. Helenus now refuses any tree deeper
+# than 64 levels as a syntax error, naming the limit, before looking at the schema: it is a
+# property of the text, the same wherever the statement is sent, and a client must not retry
+# it. Cassandra 5.0 answers a 1,000-operand sum with a server error (StackOverflowError) and
+# takes minutes of CPU over 60 operands, so the long cases run only against Helenus; the short
+# ones check on both what every case checks: an error, then the same session still answers
+# (the autouse fixture above).
+
+
+def long_sum(n):
+    return "+".join(["1"] * n)
+
+
+def too_deep(statement_kind, table, n):
+    return {
+        "where": f"SELECT * FROM {table} WHERE k = {long_sum(n)}",
+        "values": f"INSERT INTO {table} (k, c, v) VALUES ({long_sum(n)}, 1, 1)",
+        "selection": f"SELECT {' + '.join(['v'] * n)} FROM {table}",
+        "update": f"UPDATE {table} SET v = {long_sum(n)} WHERE k = 1 AND c = 1",
+    }[statement_kind]
+
+
+@pytest.mark.parametrize("prepare", [False, True], ids=["query", "prepare"])
+@pytest.mark.parametrize("statement_kind", ["where", "values", "selection", "update"])
+def test_short_sums_on_a_missing_table_are_refused_for_the_table(
+    cql, test_keyspace, statement_kind, prepare
+):
+    statement = too_deep(statement_kind, f"{test_keyspace}.no_such_table", 10)
+    with pytest.raises(InvalidRequest):
+        cql.prepare(statement) if prepare else cql.execute(statement)
+
+
+@pytest.mark.helenus_only  # Cassandra overflows its stack (and spins first)
+@pytest.mark.parametrize("prepare", [False, True], ids=["query", "prepare"])
+@pytest.mark.parametrize("statement_kind", ["where", "values", "selection", "update"])
+@pytest.mark.parametrize("where", ["table", "missing table", "missing keyspace"])
+def test_sums_of_1000_operands_are_syntax_errors(
+    cql, table, statement_kind, prepare, where
+):
+    target = {
+        "table": table,
+        "missing table": table + "_missing",
+        "missing keyspace": "no_such_keyspace_e2e.t",
+    }[where]
+    statement = too_deep(statement_kind, target, 1000)
+    with pytest.raises(SyntaxException, match=r"maximum nesting depth \(64\) exceeded"):
+        cql.prepare(statement) if prepare else cql.execute(statement)
+
+
+@pytest.mark.helenus_only  # Cassandra spins over 60 operands
+def test_the_deepest_sums_are_served(cql, table):
+    # A relation and its term take two levels, so a WHERE takes a sum of 62; VALUES 63.
+    cql.execute(f"INSERT INTO {table} (k, c, v) VALUES ({long_sum(62)}, 1, {long_sum(63)})")
+    rows = list(cql.execute(f"SELECT v FROM {table} WHERE k = {long_sum(62)} AND c = 1"))
+    assert [r.v for r in rows] == [63]
+    with pytest.raises(SyntaxException, match="maximum nesting depth"):
+        cql.execute(f"SELECT v FROM {table} WHERE k = {long_sum(63)} AND c = 1")
+    prepared = cql.prepare(f"SELECT {' + '.join(['v'] * 63)} FROM {table} WHERE k = ?")
+    assert list(cql.execute(prepared, [62]))[0][0] == 63 * 63
+
+
 # --- Raw-socket tests: hand-built frames --------------------------------------------------------
 # Pre-v5 frame header (also used by v5 before STARTUP): version (1 byte, 0x80 set in responses),
 # flags (1), stream id (2, signed), opcode (1), body length (4, big-endian).

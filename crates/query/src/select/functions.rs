@@ -448,10 +448,12 @@ pub(crate) fn same_type(a: &CqlType, b: &CqlType) -> bool {
 /// `isValueCompatibleWith`): blob accepts anything, text accepts ascii, uuid accepts timeuuid,
 /// bigint and timestamp accept each other, varint accepts int, bigint and timestamp.
 pub(crate) fn value_compatible(receiver: &CqlType, value: &CqlType) -> bool {
+    same_type(receiver, value) || compatible_other_type(receiver, value)
+}
+
+/// `value_compatible` of two types that are not the same.
+fn compatible_other_type(receiver: &CqlType, value: &CqlType) -> bool {
     use CqlType::*;
-    if same_type(receiver, value) {
-        return true;
-    }
     matches!(
         (canonical(receiver), canonical(value)),
         (Blob, _)
@@ -566,7 +568,7 @@ pub(crate) fn test_assignment(arg: &ArgKind, receiver: &CqlType) -> Assignment {
 fn typed_assignment(t: &CqlType, receiver: &CqlType) -> Assignment {
     if same_type(t, receiver) {
         Assignment::ExactMatch
-    } else if value_compatible(receiver, t) {
+    } else if compatible_other_type(receiver, t) {
         Assignment::WeaklyAssignable
     } else {
         Assignment::NotAssignable
@@ -669,11 +671,11 @@ pub(crate) fn resolve_for_receiver(
     if candidates.len() == 1 {
         return resolve(called, candidates, args, arg_texts);
     }
-    let fitting = candidates.iter().filter(|sig| {
+    let fits_receiver = |sig: &Signature| {
         receiver.is_none_or(|r| typed_assignment(&sig.ret, r) != Assignment::NotAssignable)
-    });
+    };
     // None compatible, or several (ambiguous) from here on.
-    let compatible = match pick(fitting, args) {
+    let compatible = match pick_where(candidates, args, fits_receiver) {
         Ok(sig) => return Ok(sig),
         Err(compatible) => compatible,
     };
@@ -714,20 +716,34 @@ pub(crate) fn resolve_for_receiver(
 /// every compatible candidate (none, or several: ambiguous). Only the one chosen is copied:
 /// an operator has some ninety candidates, and every operation of a term is resolved.
 fn pick<'s>(
-    candidates: impl IntoIterator<Item = &'s Signature>,
+    candidates: &'s [Signature],
     args: &[ArgKind],
 ) -> Result<Signature, Vec<&'s Signature>> {
+    pick_where(candidates, args, |_| true)
+}
+
+/// `pick` among the candidates that also pass `also` (tested only on those the arguments fit,
+/// the fewer).
+fn pick_where<'s>(
+    candidates: &'s [Signature],
+    args: &[ArgKind],
+    also: impl Fn(&Signature) -> bool,
+) -> Result<Signature, Vec<&'s Signature>> {
     let mut compatible = Vec::new();
-    for sig in candidates {
+    'candidates: for sig in candidates {
         if sig.args.len() != args.len() {
             continue;
         }
-        let worst = args
-            .iter()
-            .zip(&sig.args)
-            .map(|(a, p)| test_assignment(a, p))
-            .min()
-            .unwrap_or(Assignment::ExactMatch);
+        let mut worst = Assignment::ExactMatch;
+        for (a, p) in args.iter().zip(&sig.args) {
+            match test_assignment(a, p) {
+                Assignment::NotAssignable => continue 'candidates,
+                assignment => worst = worst.min(assignment),
+            }
+        }
+        if !also(sig) {
+            continue;
+        }
         match worst {
             Assignment::ExactMatch => return Ok(sig.clone()),
             Assignment::WeaklyAssignable => compatible.push(sig),

@@ -49,7 +49,7 @@ pub(crate) fn is_from_json(term: &Term) -> bool {
 /// linear in the tree's size. Keyed by address: `'t` keeps every node alive and in place.
 #[derive(Default)]
 pub(crate) struct Resolver<'t> {
-    kinds: HashMap<*const Term, ArgKind>,
+    kinds: HashMap<*const Term, ArgKind, foldhash::fast::RandomState>,
     tree: PhantomData<&'t Term>,
     /// Resolutions made, for the test that each call is resolved a bounded number of times.
     #[cfg(test)]
