@@ -12,6 +12,7 @@
 //! Must not know: CQL grammar or semantics (the query crate executes statements), storage.
 
 mod connection;
+mod connection_limits;
 mod errors;
 mod shards;
 
@@ -40,6 +41,13 @@ pub struct ServerConfig {
     pub shards: usize,
     /// Each shard's blocking pool, where its storage calls that may wait run.
     pub max_blocking_threads_per_shard: usize,
+    /// Connections open at once, node-wide (Cassandra's
+    /// `native_transport_max_concurrent_connections`); one past it is closed as soon as it is
+    /// accepted (`connection_limits`).
+    pub max_concurrent_connections: usize,
+    /// Connections open at once from one client address
+    /// (`native_transport_max_concurrent_connections_per_ip`); `None` for no cap.
+    pub max_concurrent_connections_per_ip: Option<usize>,
 }
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.
@@ -50,6 +58,7 @@ pub struct Server {
     shards: shards::Shards,
     processor: Arc<QueryProcessor>,
     config: Arc<ServerConfig>,
+    limits: Arc<connection_limits::ConnectionLimits>,
 }
 
 impl Server {
@@ -60,11 +69,16 @@ impl Server {
     ) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
         let shards = shards::Shards::start(config.shards, config.max_blocking_threads_per_shard)?;
+        let limits = Arc::new(connection_limits::ConnectionLimits::new(
+            config.max_concurrent_connections,
+            config.max_concurrent_connections_per_ip,
+        ));
         Ok(Server {
             listener,
             shards,
             processor,
             config: Arc::new(config),
+            limits,
         })
     }
 
@@ -91,12 +105,22 @@ impl Server {
                 _ = &mut shutdown => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
+                        let admitted = match self.limits.admit(peer.ip()) {
+                            Ok(admitted) => admitted,
+                            Err(refusal) => {
+                                drop(socket); // closed, as Cassandra closes it
+                                self.limits.warn(refusal, peer);
+                                continue;
+                            }
+                        };
                         let _ = socket.set_nodelay(true);
                         let processor = self.processor.clone();
                         let config = self.config.clone();
                         let stop = stop_rx.clone();
-                        let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| {
-                            connection::run(socket, peer, processor, config, stop)
+                        let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| async move {
+                            // Its place under the caps is given back when the connection ends.
+                            let _admitted = admitted;
+                            connection::run(socket, peer, processor, config, stop).await
                         });
                         if let Err(e) = placed {
                             tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");

@@ -134,6 +134,9 @@ pub struct RocksConfig {
     /// record and losing the damaged ones (Cassandra's `cassandra.commitlog.ignorereplayerrors`).
     /// Without it, opening fails with `StorageError::CommitLogDamaged` (see `commit_log_check`).
     pub ignore_commit_log_replay_errors: bool,
+    /// RocksDB's table files kept open (`max_open_files`): the node's share of its file
+    /// descriptors for data files. More stay closed and are opened when read.
+    pub max_open_data_files: usize,
     /// The node's commit log mode (`Periodic` or `Batch`). `apply` follows its `durability`
     /// argument, which the caller derives from this; kept here so the engine's mode is
     /// visible in one place (`RocksEngine::commit_log_sync`).
@@ -233,6 +236,7 @@ fn db_options(config: &RocksConfig, direct_io: bool, events: &Arc<Events>) -> Op
     opts.set_use_direct_io_for_flush_and_compaction(direct_io);
     opts.set_compaction_readahead_size(COMPACTION_READAHEAD_BYTES);
     opts.set_max_background_jobs(MAX_BACKGROUND_JOBS);
+    opts.set_max_open_files(i32::try_from(config.max_open_data_files).unwrap_or(i32::MAX));
     opts.set_keep_log_file_num(INFO_LOG_FILES_KEPT);
     // A crash can leave a torn last record, a disk garbage after it: replay every complete
     // record up to the first damaged one and start (Cassandra truncates its commit log the same
@@ -1743,6 +1747,7 @@ mod tests {
             commit_log_total_bytes: DEFAULT_COMMIT_LOG_TOTAL_BYTES,
             commit_log_sync: Durability::Batch,
             ignore_commit_log_replay_errors: false,
+            max_open_data_files: 1000,
         }
     }
 
