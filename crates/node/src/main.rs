@@ -315,6 +315,15 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         "commit log maintenance",
         |engine| engine.maintain_commit_log(),
     );
+    // A background error RocksDB never recovers from (out of file descriptors while switching
+    // commit log files) stopped writes until a restart; the engine reopens itself instead.
+    let recover_task = every(
+        Duration::from_secs(1),
+        timers_stopped.clone(),
+        engine.clone(),
+        "storage recovery",
+        |engine| engine.recover(),
+    );
     // Corrupt data files storage met, and `disk_failure_policy`'s answer to them.
     let (stop_transports, transports_stopped) = tokio::sync::watch::channel(false);
     let faults_task = watch_faults(
@@ -390,6 +399,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         let _ = task.await;
     }
     let _ = maintain_task.await;
+    let _ = recover_task.await;
     let _ = faults_task.await;
     let flush_engine = engine.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
