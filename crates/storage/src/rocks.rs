@@ -1909,7 +1909,9 @@ impl StorageEngine for RocksEngine {
     /// checks the log once, and if it is over the bound with no flush running, flushes every
     /// memtable, which frees every log but the current one.
     fn maintain_commit_log(&self) -> Result<(), StorageError> {
-        let db = self.db()?;
+        let Ok(db) = self.db() else {
+            return Ok(()); // closed after a failed reopen: `recover` reports that
+        };
         let sequence = db.latest_sequence_number();
         let previous = self
             .maintained_sequence
