@@ -482,7 +482,12 @@ fn watch_faults(
                 match policy {
                     DiskFailurePolicy::Die => {
                         tracing::error!("exiting: disk_failure_policy is die");
-                        std::process::exit(DIE_EXIT_CODE);
+                        // At once, without the exit handlers: RocksDB's static objects must
+                        // not be torn down under its running threads (Cassandra's JVM killer
+                        // also skips its shutdown hook). The commit log's writes are already
+                        // the OS's.
+                        // SAFETY: _exit ends the process; nothing runs after it.
+                        unsafe { libc::_exit(DIE_EXIT_CODE) };
                     }
                     DiskFailurePolicy::StopParanoid => {
                         let _ = stop_transports.send(true);
