@@ -6,6 +6,8 @@ their own nodes' files and limits.
 """
 
 import os
+import resource
+import select
 import shutil
 import socket
 import subprocess
@@ -181,7 +183,7 @@ def fill_file(path, mib):
         f.write(b"\0" * (mib << 20))
 
 
-def write_until_full(session, table, first_key):
+def write_until_failure(session, table, first_key):
     """Writes FULL_DISK_VALUE under keys first_key, first_key + 1, ... until a write fails;
     returns (the keys acknowledged, the error)."""
     insert = session.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?)")
@@ -195,7 +197,7 @@ def write_until_full(session, table, first_key):
             return acknowledged, e
         acknowledged.append(key)
         key += 1
-    pytest.fail(f"the {SMALL_DISK_MIB} MiB disk never filled up")
+    pytest.fail("no write failed within 120 s")
 
 
 def test_full_disk_fails_writes_clearly_and_they_resume_once_space_is_freed(small_disk, node_factory):
@@ -208,7 +210,7 @@ def test_full_disk_fails_writes_clearly_and_they_resume_once_space_is_freed(smal
     with new_session(node.host, node.port) as s:
         s.execute(KEYSPACE.format("disk"))
         s.execute("CREATE TABLE disk.t (k int PRIMARY KEY, v text)")
-        acknowledged, error = write_until_full(s, "disk.t", 0)
+        acknowledged, error = write_until_failure(s, "disk.t", 0)
         assert acknowledged, "nothing was written before the disk filled up"
         assert "No space left on device" in str(error), error
 
@@ -248,7 +250,7 @@ def test_restart_after_a_full_disk_needs_little_headroom(small_disk, node_factor
     with new_session(node.host, node.port) as s:
         s.execute(KEYSPACE.format("disk"))
         s.execute("CREATE TABLE disk.t (k int PRIMARY KEY, v text)")
-        acknowledged, error = write_until_full(s, "disk.t", 0)
+        acknowledged, error = write_until_failure(s, "disk.t", 0)
     assert len(acknowledged) > 1000, f"{len(acknowledged)} writes filled the disk: {error}"
     node.kill()
     headroom.unlink()  # 4 MiB free, for a commit log of over 30 MiB
@@ -338,4 +340,165 @@ def test_ignore_commitlog_replay_errors_flag(node_factory, tmp_path):
     with new_session(node.host, node.port) as s:
         count = s.execute("SELECT count(*) FROM wal.t").one().count
     assert 498 <= count < 500
+    node.stop()
+
+
+# --- File descriptors ----------------------------------------------------------------------
+
+# The open file limit the node runs with: low, so that a test can open more connections than
+# fit. The node takes half for connections (128) and a quarter for data files.
+LOW_OPEN_FILE_LIMIT = 256
+IDLE_CONNECTIONS = 300
+
+
+def with_open_file_limit(node, tmp_path, limit):
+    """Makes `node` start under `ulimit -n limit` (soft and hard, so the node cannot raise it):
+    HelenusNode starts `binary server --config FILE`, so a wrapper script sets the limit."""
+    wrapper = tmp_path / "helenus-low-nofile"
+    wrapper.write_text(f"#!/bin/sh\nulimit -n {limit} || exit 111\nexec {node.binary} \"$@\"\n")
+    wrapper.chmod(0o755)
+    node.binary = str(wrapper)
+
+
+def open_idle_connections(node, count):
+    """`count` TCP connections to the node's CQL port that send nothing."""
+    sockets = []
+    for _ in range(count):
+        sockets.append(socket.create_connection((node.host, node.port), timeout=10))
+    return sockets
+
+
+def served(sockets, timeout_s=10):
+    """The sockets of `sockets` the server answers an OPTIONS frame on within `timeout_s`; the
+    others it closed (or never accepted)."""
+    from util import OPTIONS_FRAME_V4, OPCODE_SUPPORTED, read_frame
+    waiting = []
+    for sock in sockets:
+        try:
+            sock.sendall(OPTIONS_FRAME_V4)
+            waiting.append(sock)
+        except OSError:
+            pass  # closed already
+    answered = []
+    deadline = time.monotonic() + timeout_s
+    while waiting and time.monotonic() < deadline:
+        readable, _, _ = select.select(waiting, [], [], max(0.0, deadline - time.monotonic()))
+        for sock in readable:
+            waiting.remove(sock)
+            try:
+                frame = read_frame(sock)  # the whole frame is there or follows at once
+            except OSError:
+                continue
+            if frame is not None and frame[1] == OPCODE_SUPPORTED:
+                answered.append(sock)
+    return answered
+
+
+def test_idle_connections_cannot_take_the_descriptors_storage_needs(node_factory, tmp_path):
+    # With too few descriptors and no cap, idle connections took them all: RocksDB could not
+    # open a new commit log file, and every write failed until a restart. Now connections are
+    # capped at half the descriptor limit and the rest are closed as Cassandra closes them.
+    node = node_factory()
+    with_open_file_limit(node, tmp_path, LOW_OPEN_FILE_LIMIT)
+    node.start()
+    with new_session(node.host, node.port) as s:
+        s.execute(KEYSPACE.format("fds"))
+        s.execute("CREATE TABLE fds.t (k int PRIMARY KEY, v text)")
+        insert = s.prepare("INSERT INTO fds.t (k, v) VALUES (?, ?)")
+        idle = open_idle_connections(node, IDLE_CONNECTIONS)
+        try:
+            answered = len(served(idle))
+            assert 0 < answered <= LOW_OPEN_FILE_LIMIT // 2, answered
+            # Storage still opens files: a flush switches to a new commit log file and writes
+            # a data file, and writes go on.
+            for k in range(100):
+                s.execute(insert, [k, "while full"])
+            code, _, err = node.admin("flush", "fds.t")
+            assert code == 0, err
+            s.execute(insert, [100, "after the flush"])
+            # A new client is refused clearly: its connection is closed.
+            with pytest.raises(NoHostAvailable):
+                with new_session(node.host, node.port, connect_timeout=5) as refused:
+                    refused.execute("SELECT key FROM system.local")
+        finally:
+            for sock in idle:
+                sock.close()
+        s.execute(insert, [101, "after the idle connections closed"])
+    # Once they are closed, new clients are served.
+    with new_session(node.host, node.port) as s:
+        assert s.execute("SELECT count(*) FROM fds.t").one().count == 102
+    log = node.log_path.read_text(errors="replace")
+    assert "Exceeded maximum native connection limit of 128" in log
+    # The limit could not be raised: the node said it is low, as Cassandra's start-up checks.
+    assert "Minimum value for max open files should be >= 10000" in log
+    node.stop()
+
+
+def test_writes_resume_once_descriptors_are_free_again(node_factory):
+    # When RocksDB could not open a new commit log file for want of a descriptor, it stopped
+    # every write for good (a fatal background error): after descriptors were free again,
+    # writes still failed until a restart. Now storage reopens itself. The node's own soft
+    # limit is lowered to what it uses, from outside, as nothing else could take them now.
+    node = node_factory().start()
+    pid = node.process.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    with new_session(node.host, node.port) as s:
+        s.execute(KEYSPACE.format("fds"))
+        s.execute("CREATE TABLE fds.t (k int PRIMARY KEY, v text)")
+        insert = s.prepare("INSERT INTO fds.t (k, v) VALUES (?, ?)")
+        in_use = len(os.listdir(f"/proc/{pid}/fd"))
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use, hard))
+        try:
+            # Writes fill the memtable until the switch to a new one, which needs a new commit
+            # log file, fails.
+            acknowledged, error = write_until_failure(s, "fds.t", 0)
+            assert "Too many open files" in str(error), error
+            time.sleep(1.5)  # storage's recovery runs meanwhile, and must not give up
+            with pytest.raises((ServerError, NoHostAvailable)):
+                s.execute(insert, [-1, "still no descriptor"])
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+
+        def written():
+            try:
+                s.execute(insert, [-2, "after"])
+                return True
+            except (ServerError, NoHostAvailable):
+                return False
+
+        wait_until(written, RECOVERY_TIMEOUT_S, "writes resume once descriptors are free")
+        stored = {r.k for r in s.execute("SELECT k FROM fds.t")}
+    assert set(acknowledged) <= stored
+    assert -2 in stored
+    node.stop()
+
+
+def test_connections_per_client_address_are_capped(node_factory):
+    node = node_factory(extra_config={"native_transport_max_concurrent_connections_per_ip": 3})
+    node.start()
+    idle, answered = [], []
+
+    def three_of_five_served():
+        # The readiness probe's connection may not have been seen closed yet: try again.
+        for sock in idle:
+            sock.close()
+        idle[:] = open_idle_connections(node, 5)
+        answered[:] = served(idle)
+        return len(answered) == 3
+
+    try:
+        wait_until(three_of_five_served, RECOVERY_TIMEOUT_S, "three of five connections served")
+        # Once one of them closes, a new connection from the address is served.
+        answered[0].close()
+
+        def new_connection_served():
+            with socket.create_connection((node.host, node.port), timeout=10) as sock:
+                return served([sock], timeout_s=2) == [sock]
+
+        wait_until(new_connection_served, RECOVERY_TIMEOUT_S, "a connection served after one closed")
+    finally:
+        for sock in idle:
+            sock.close()
+    log = node.log_path.read_text(errors="replace")
+    assert "Exceeded maximum native connection limit per ip of 3" in log
     node.stop()

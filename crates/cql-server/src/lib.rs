@@ -13,6 +13,7 @@
 //! Must not know: CQL grammar or semantics (the query crate executes statements), storage.
 
 mod connection;
+mod connection_limits;
 mod errors;
 mod in_flight;
 mod shards;
@@ -47,6 +48,13 @@ pub struct ServerConfig {
     pub max_request_data_in_flight_bytes: u64,
     /// `native_transport_max_request_data_in_flight_per_ip`: the same per client address.
     pub max_request_data_in_flight_per_ip_bytes: u64,
+    /// Connections open at once, node-wide (Cassandra's
+    /// `native_transport_max_concurrent_connections`); one past it is closed as soon as it is
+    /// accepted (`connection_limits`).
+    pub max_concurrent_connections: usize,
+    /// Connections open at once from one client address
+    /// (`native_transport_max_concurrent_connections_per_ip`); `None` for no cap.
+    pub max_concurrent_connections_per_ip: Option<usize>,
 }
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.
@@ -58,6 +66,7 @@ pub struct Server {
     processor: Arc<QueryProcessor>,
     config: Arc<ServerConfig>,
     in_flight: Arc<in_flight::InFlightLimits>,
+    limits: Arc<connection_limits::ConnectionLimits>,
 }
 
 impl Server {
@@ -72,12 +81,17 @@ impl Server {
             config.max_request_data_in_flight_bytes,
             config.max_request_data_in_flight_per_ip_bytes,
         );
+        let limits = Arc::new(connection_limits::ConnectionLimits::new(
+            config.max_concurrent_connections,
+            config.max_concurrent_connections_per_ip,
+        ));
         Ok(Server {
             listener,
             shards,
             processor,
             config: Arc::new(config),
             in_flight,
+            limits,
         })
     }
 
@@ -104,13 +118,23 @@ impl Server {
                 _ = &mut shutdown => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
+                        let admitted = match self.limits.admit(peer.ip()) {
+                            Ok(admitted) => admitted,
+                            Err(refusal) => {
+                                drop(socket); // closed, as Cassandra closes it
+                                self.limits.warn(refusal, peer);
+                                continue;
+                            }
+                        };
                         let _ = socket.set_nodelay(true);
                         let processor = self.processor.clone();
                         let config = self.config.clone();
-                        let limits = self.in_flight.clone();
+                        let in_flight = self.in_flight.clone();
                         let stop = stop_rx.clone();
-                        let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| {
-                            connection::run(socket, peer, processor, config, limits, stop)
+                        let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| async move {
+                            // Its place under the caps is given back when the connection ends.
+                            let _admitted = admitted;
+                            connection::run(socket, peer, processor, config, in_flight, stop).await
                         });
                         if let Err(e) = placed {
                             tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");

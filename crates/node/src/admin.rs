@@ -25,6 +25,10 @@ use storage::{StorageEngine, TableId};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpListener, TcpStream as AsyncTcpStream};
 
+/// Admin connections served at once; more are closed as soon as they are accepted. Each holds
+/// a file descriptor (and a blocking thread while its command runs); the node budgets
+/// descriptors for a few (`descriptors`), and an operator runs one command at a time.
+const MAX_ADMIN_CONNECTIONS: usize = 16;
 /// A command line longer than this is refused (names are at most 48 characters each).
 const MAX_COMMAND_BYTES: u64 = 1024;
 /// How long a connection may take to send its command line.
@@ -38,6 +42,7 @@ pub async fn serve(
     engine: Arc<dyn StorageEngine>,
     processor: Arc<QueryProcessor>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -47,9 +52,14 @@ pub async fn serve(
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "{MAX_ADMIN_CONNECTIONS} admin connections open; closed");
+            continue; // the socket is dropped: closed
+        };
         let engine = engine.clone();
         let processor = processor.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             if let Err(e) = handle(socket, engine, processor).await {
                 tracing::debug!(%peer, error = %e, "admin connection failed");
             }

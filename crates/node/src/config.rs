@@ -67,6 +67,12 @@ pub struct Config {
     pub tombstone_warn_threshold: u64,
     /// `disk_failure_policy`.
     pub disk_failure_policy: DiskFailurePolicy,
+    /// `native_transport_max_concurrent_connections`: `None` (Cassandra's -1, its default: no
+    /// cap) takes the node's share of file descriptors for connections (see `descriptors`).
+    pub native_transport_max_concurrent_connections: Option<usize>,
+    /// `native_transport_max_concurrent_connections_per_ip`: `None` (-1, the default, or 0)
+    /// for no cap, as in Cassandra.
+    pub native_transport_max_concurrent_connections_per_ip: Option<usize>,
     /// Helenus's `commitlog_ignore_replay_errors` (Cassandra's system property
     /// `cassandra.commitlog.ignorereplayerrors`; also `helenus server
     /// --ignore-commitlog-replay-errors`): start even if the commit log is damaged where it holds
@@ -117,6 +123,8 @@ impl Default for Config {
             prepared_statements_cache_size_bytes: query::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES,
             native_transport_max_request_data_in_flight_bytes: cassandra_heap_bytes() / 10,
             native_transport_max_request_data_in_flight_per_ip_bytes: cassandra_heap_bytes() / 40,
+            native_transport_max_concurrent_connections: None,
+            native_transport_max_concurrent_connections_per_ip: None,
         }
     }
 }
@@ -305,6 +313,19 @@ fn ignored_keys_warning(no_effect: &[String], unknown: &[String]) -> Option<Stri
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
     v.as_str()
         .ok_or_else(|| anyhow!("invalid value for '{key}': expected a string, got {v:?}"))
+}
+
+fn as_i64(key: &str, v: &Value) -> Result<i64> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| anyhow!("invalid value for '{key}': expected an integer, got {n}")),
+        Value::String(s) => s
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| anyhow!("invalid value for '{key}': expected an integer, got '{s}'")),
+        other => bail!("invalid value for '{key}': expected an integer, got {other:?}"),
+    }
 }
 
 fn as_bool(key: &str, v: &Value) -> Result<bool> {
@@ -551,6 +572,21 @@ impl Config {
                         "ignore" => DiskFailurePolicy::Ignore,
                         other => bail!("invalid value for 'disk_failure_policy': '{other}' (expected die, stop_paranoid, stop, best_effort or ignore)"),
                     }
+                }
+                "native_transport_max_concurrent_connections" => {
+                    config.native_transport_max_concurrent_connections = match as_i64(key, v)? {
+                        -1 => None,
+                        n if n >= 1 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                        n => bail!("invalid value for '{key}': {n} (expected -1 or at least 1)"),
+                    };
+                }
+                "native_transport_max_concurrent_connections_per_ip" => {
+                    config.native_transport_max_concurrent_connections_per_ip =
+                        match as_i64(key, v)? {
+                            n if n >= 1 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                            n if n >= -1 => None, // Cassandra: -1 and 0 disable the cap
+                            n => bail!("invalid value for '{key}': {n} (expected -1 or at least 1)"),
+                        };
                 }
                 "commitlog_ignore_replay_errors" => {
                     config.commitlog_ignore_replay_errors = as_bool(key, v)?;
@@ -884,6 +920,37 @@ mod tests {
             assert!(w.is_empty(), "{w:?}");
         }
         assert!(Config::parse("disk_failure_policy: panic").is_err());
+    }
+
+    #[test]
+    fn connection_caps_take_cassandras_values() {
+        let (c, _) = Config::parse("").expect("empty");
+        assert_eq!(c.native_transport_max_concurrent_connections, None);
+        assert_eq!(c.native_transport_max_concurrent_connections_per_ip, None);
+        let (c, w) = Config::parse(
+            "native_transport_max_concurrent_connections: 100\nnative_transport_max_concurrent_connections_per_ip: 10",
+        )
+        .expect("valid");
+        assert_eq!(c.native_transport_max_concurrent_connections, Some(100));
+        assert_eq!(
+            c.native_transport_max_concurrent_connections_per_ip,
+            Some(10)
+        );
+        assert!(w.is_empty(), "{w:?}");
+        let (c, _) = Config::parse(
+            "native_transport_max_concurrent_connections: -1\nnative_transport_max_concurrent_connections_per_ip: 0",
+        )
+        .expect("valid");
+        assert_eq!(c.native_transport_max_concurrent_connections, None);
+        assert_eq!(c.native_transport_max_concurrent_connections_per_ip, None);
+        for bad in [
+            "native_transport_max_concurrent_connections: 0",
+            "native_transport_max_concurrent_connections: -2",
+            "native_transport_max_concurrent_connections_per_ip: -5",
+            "native_transport_max_concurrent_connections: many",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod admin;
 mod alloc;
 mod cassandra_keys;
 mod config;
+mod descriptors;
 
 /// mimalloc instead of glibc's malloc: with a request's allocations spread over runtime and
 /// blocking-pool threads, glibc's per-thread arenas and consolidation took about 20% of the
@@ -164,6 +165,7 @@ fn server(config_path: Option<PathBuf>, ignore_replay_errors: bool) -> Result<()
         None => Config::default(),
     };
     config.commitlog_ignore_replay_errors |= ignore_replay_errors;
+    let budget = descriptor_budget()?;
     // The CQL connections run on the server's shards (a thread and runtime per core, see
     // `cql_server`); this runtime only opens storage, accepts connections, serves the admin
     // endpoint and syncs the commit log, so one thread drives it.
@@ -172,7 +174,52 @@ fn server(config_path: Option<PathBuf>, ignore_replay_errors: bool) -> Result<()
         .max_blocking_threads(MAIN_BLOCKING_THREADS)
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, budget))
+}
+
+/// Raises the open file limit and shares it out (see `descriptors`), logging what it did.
+fn descriptor_budget() -> Result<descriptors::Budget> {
+    let raised = descriptors::raise_open_file_limit()
+        .context("cannot read or raise the open file limit (RLIMIT_NOFILE)")?;
+    let budget = descriptors::Budget::new(raised.now).map_err(anyhow::Error::msg)?;
+    tracing::info!(
+        open_files = raised.now,
+        raised_from = raised.before,
+        connections = budget.connections,
+        data_files = budget.data_files,
+        "open file limit"
+    );
+    if raised.now < descriptors::RECOMMENDED_OPEN_FILES {
+        tracing::warn!(
+            open_files = raised.now,
+            "Minimum value for max open files should be >= {}: the node serves at most {} \
+             CQL connections and keeps {} data files open (raise it with ulimit -n or \
+             LimitNOFILE)",
+            descriptors::RECOMMENDED_OPEN_FILES,
+            budget.connections,
+            budget.data_files
+        );
+    }
+    Ok(budget)
+}
+
+/// `native_transport_max_concurrent_connections`, within the connections' share of file
+/// descriptors: past it, connections would take the descriptors storage needs.
+fn max_concurrent_connections(config: &Config, budget: descriptors::Budget) -> usize {
+    match config.native_transport_max_concurrent_connections {
+        None => budget.connections,
+        Some(configured) if configured > budget.connections => {
+            tracing::warn!(
+                configured,
+                open_files = budget.open_files,
+                "native_transport_max_concurrent_connections is more than half the open file \
+                 limit; using {} so that storage keeps the descriptors it needs",
+                budget.connections
+            );
+            budget.connections
+        }
+        Some(configured) => configured,
+    }
 }
 
 /// The main runtime's blocking pool: opening storage, the periodic commit log sync, admin
@@ -193,7 +240,7 @@ fn blocking_threads_per_shard(shards: usize) -> usize {
     total.div_ceil(shards.max(1))
 }
 
-async fn serve(config: Config) -> Result<()> {
+async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     let data_dir = config.data_file_directories[0].clone();
     let durability = match config.commitlog_sync {
         CommitLogSync::Periodic => Durability::Periodic,
@@ -207,6 +254,7 @@ async fn serve(config: Config) -> Result<()> {
         commit_log_total_bytes: config.commitlog_total_space_bytes,
         commit_log_sync: durability,
         ignore_commit_log_replay_errors: config.commitlog_ignore_replay_errors,
+        max_open_data_files: budget.data_files,
     };
     let opened = tokio::task::spawn_blocking(move || RocksEngine::open(engine_config)).await?;
     let engine: Arc<dyn StorageEngine> = Arc::new(match opened {
@@ -271,6 +319,15 @@ async fn serve(config: Config) -> Result<()> {
         "commit log maintenance",
         |engine| engine.maintain_commit_log(),
     );
+    // A background error RocksDB never recovers from (out of file descriptors while switching
+    // commit log files) stopped writes until a restart; the engine reopens itself instead.
+    let recover_task = every(
+        Duration::from_secs(1),
+        timers_stopped.clone(),
+        engine.clone(),
+        "storage recovery",
+        |engine| engine.recover(),
+    );
     // Corrupt data files storage met, and `disk_failure_policy`'s answer to them.
     let (stop_transports, transports_stopped) = tokio::sync::watch::channel(false);
     let faults_task = watch_faults(
@@ -312,6 +369,9 @@ async fn serve(config: Config) -> Result<()> {
                 .native_transport_max_request_data_in_flight_bytes,
             max_request_data_in_flight_per_ip_bytes: config
                 .native_transport_max_request_data_in_flight_per_ip_bytes,
+            max_concurrent_connections: max_concurrent_connections(&config, budget),
+            max_concurrent_connections_per_ip: config
+                .native_transport_max_concurrent_connections_per_ip,
         },
     )
     .await
@@ -347,6 +407,7 @@ async fn serve(config: Config) -> Result<()> {
         let _ = task.await;
     }
     let _ = maintain_task.await;
+    let _ = recover_task.await;
     let _ = faults_task.await;
     let flush_engine = engine.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
@@ -429,7 +490,12 @@ fn watch_faults(
                 match policy {
                     DiskFailurePolicy::Die => {
                         tracing::error!("exiting: disk_failure_policy is die");
-                        std::process::exit(DIE_EXIT_CODE);
+                        // At once, without the exit handlers: RocksDB's static objects must
+                        // not be torn down under its running threads (Cassandra's JVM killer
+                        // also skips its shutdown hook). The commit log's writes are already
+                        // the OS's.
+                        // SAFETY: _exit ends the process; nothing runs after it.
+                        unsafe { libc::_exit(DIE_EXIT_CODE) };
                     }
                     DiskFailurePolicy::StopParanoid => {
                         let _ = stop_transports.send(true);

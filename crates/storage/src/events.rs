@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use librocksdb_sys as ffi;
@@ -77,6 +78,16 @@ pub(crate) fn keeps_writes_running(reason: ErrorReason, message: &str) -> bool {
     reason == ErrorReason::Compaction || message.contains("Writer has previous error")
 }
 
+/// Whether RocksDB resumes writes by itself after this background error (one it records):
+/// it rates a full disk a hard error and resumes once space is free, except while switching
+/// commit log files (a memtable switch), and rates every other error fatal or unrecoverable
+/// (`db/error_handler.cc`, with `paranoid_checks`), which it never resumes from. (It would
+/// also resume after an error its file system marks retryable; the POSIX file system marks
+/// only a full disk.)
+pub(crate) fn resumes_by_itself(reason: ErrorReason, message: &str) -> bool {
+    reason != ErrorReason::MemTable && message.contains("No space left on device")
+}
+
 /// A compaction that failed, as RocksDB reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FailedCompaction {
@@ -92,6 +103,9 @@ pub(crate) struct FailedCompaction {
 #[derive(Default)]
 pub(crate) struct Events {
     state: Mutex<State>,
+    /// A background error RocksDB does not resume from was recorded (`resumes_by_itself`):
+    /// the engine must reopen the database (`RocksEngine::recover`).
+    stopped_for_good: AtomicBool,
 }
 
 #[derive(Default)]
@@ -120,6 +134,15 @@ impl Events {
     pub(crate) fn background_errors(&self) -> (u64, u64) {
         let state = self.state();
         (state.background_errors, state.cleared_background_errors)
+    }
+
+    /// Whether a background error stopped writes for good since `clear_stopped_for_good`.
+    pub(crate) fn stopped_for_good(&self) -> bool {
+        self.stopped_for_good.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn clear_stopped_for_good(&self) {
+        self.stopped_for_good.store(false, Ordering::Release);
     }
 
     /// Failed compactions of the column family since the engine opened.
@@ -160,6 +183,9 @@ impl Events {
     /// Records a background error; true if it must be cleared.
     fn background_error(&self, reason: ErrorReason, message: &str) -> bool {
         let clear = keeps_writes_running(reason, message);
+        if !clear && !resumes_by_itself(reason, message) {
+            self.stopped_for_good.store(true, Ordering::Release);
+        }
         {
             let mut state = self.state();
             state.background_errors += 1;
@@ -175,11 +201,17 @@ impl Events {
                 error = message,
                 "background error; writes continue"
             );
+        } else if resumes_by_itself(reason, message) {
+            tracing::error!(
+                what = reason.describe(),
+                error = message,
+                "background error; writes stop until there is room again"
+            );
         } else {
             tracing::error!(
                 what = reason.describe(),
                 error = message,
-                "background error; RocksDB stops writes until it recovers"
+                "background error; writes stop until storage is reopened"
             );
         }
         clear
@@ -295,9 +327,10 @@ unsafe extern "C" fn background_error(
         return; // an OK status: nothing to do
     };
     let events = unsafe { events(state) };
-    let clear = catch_panic(|| events.background_error(ErrorReason::from_raw(reason), &message))
+    let reason = ErrorReason::from_raw(reason);
+    let clear = catch_panic(|| events.background_error(reason, &message))
         // Whatever failed, the error itself is still rated: the decision needs no logging.
-        .unwrap_or_else(|| keeps_writes_running(ErrorReason::from_raw(reason), &message));
+        .unwrap_or_else(|| keeps_writes_running(reason, &message));
     if clear {
         // SAFETY: as above; RocksDB reads the status after this returns.
         unsafe { ffi::rocksdb_reset_status(status) };
@@ -424,6 +457,27 @@ mod tests {
             );
         }
         assert_eq!(ErrorReason::from_raw(1), ErrorReason::Compaction);
+    }
+
+    #[test]
+    fn only_a_full_disk_outside_a_memtable_switch_resumes_by_itself() {
+        let full = "IO error: No space left on device: While appending to file: 000004.log";
+        let no_descriptors =
+            "IO error: While open a file for appending: 000010.log: Too many open files";
+        assert!(resumes_by_itself(ErrorReason::WriteCallback, full));
+        assert!(resumes_by_itself(ErrorReason::Flush, full));
+        assert!(!resumes_by_itself(ErrorReason::MemTable, full));
+        assert!(!resumes_by_itself(ErrorReason::MemTable, no_descriptors));
+        assert!(!resumes_by_itself(ErrorReason::FlushNoWal, no_descriptors));
+        let events = Events::default();
+        assert!(!events.background_error(ErrorReason::WriteCallback, full));
+        assert!(!events.stopped_for_good(), "a full disk is resumed from");
+        assert!(events.background_error(ErrorReason::Compaction, no_descriptors));
+        assert!(!events.stopped_for_good(), "a cleared error stops nothing");
+        assert!(!events.background_error(ErrorReason::MemTable, no_descriptors));
+        assert!(events.stopped_for_good());
+        events.clear_stopped_for_good();
+        assert!(!events.stopped_for_good());
         assert_eq!(ErrorReason::from_raw(99), ErrorReason::Other(99));
     }
 

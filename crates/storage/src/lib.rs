@@ -314,6 +314,13 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn maintain_commit_log(&self) -> Result<(), StorageError>;
     /// The table's footprint; `UnknownTable` if it has no storage.
     fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError>;
+    /// Reopens the engine if an error stopped its writes for good (one RocksDB never recovers
+    /// from, such as running out of file descriptors while switching commit log files; only a
+    /// restart did), retrying a reopen that failed. The node's timer calls this about once a
+    /// second; an engine that needs no help does nothing.
+    fn recover(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
     /// The faults found since the last call, each reported once (a fault met again later is
     /// reported again). An engine that cannot find any returns none.
     fn take_faults(&self) -> Vec<StorageFault> {

@@ -134,6 +134,9 @@ pub struct RocksConfig {
     /// record and losing the damaged ones (Cassandra's `cassandra.commitlog.ignorereplayerrors`).
     /// Without it, opening fails with `StorageError::CommitLogDamaged` (see `commit_log_check`).
     pub ignore_commit_log_replay_errors: bool,
+    /// RocksDB's table files kept open (`max_open_files`): the node's share of its file
+    /// descriptors for data files. More stay closed and are opened when read.
+    pub max_open_data_files: usize,
     /// The node's commit log mode (`Periodic` or `Batch`). `apply` follows its `durability`
     /// argument, which the caller derives from this; kept here so the engine's mode is
     /// visible in one place (`RocksEngine::commit_log_sync`).
@@ -142,7 +145,8 @@ pub struct RocksConfig {
 
 /// The production engine. See the module documentation for layout and durability.
 pub struct RocksEngine {
-    db: Db,
+    /// The open database; `None` after a reopen failed, until one succeeds (`recover`).
+    db: RwLock<Option<Db>>,
     /// The block cache every table column family shares.
     cache: Cache,
     /// Purge state per table, shared with its column family's compaction filter factory.
@@ -165,10 +169,28 @@ pub struct RocksEngine {
     events: Arc<Events>,
     /// Faults found in the engine's files, and what was done about them.
     faults: Mutex<Faults>,
+    /// Reopens after fatal background errors (`recover`).
+    reopening: Mutex<Reopening>,
     /// `maintain_commit_log`'s memory: the latest sequence number it saw, and the one it last
     /// checked the commit log's size at (u64::MAX: none yet).
     maintained_sequence: AtomicU64,
     checked_sequence: AtomicU64,
+}
+
+/// The least time between two reopens after fatal errors: each replays the commit log.
+const REOPEN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The file `recover` creates and removes to see whether the cause of a fatal error is gone;
+/// RocksDB ignores files it did not name.
+const PROBE_FILE_NAME: &str = "helenus-reopen-probe";
+
+/// `recover`'s memory.
+#[derive(Default)]
+struct Reopening {
+    /// When the last reopen started.
+    last: Option<std::time::Instant>,
+    /// Why the last reopen failed, while the database is closed.
+    failure: Option<String>,
 }
 
 /// Faults not yet taken by `take_faults` beyond this many are dropped (each is also logged): a
@@ -233,6 +255,7 @@ fn db_options(config: &RocksConfig, direct_io: bool, events: &Arc<Events>) -> Op
     opts.set_use_direct_io_for_flush_and_compaction(direct_io);
     opts.set_compaction_readahead_size(COMPACTION_READAHEAD_BYTES);
     opts.set_max_background_jobs(MAX_BACKGROUND_JOBS);
+    opts.set_max_open_files(i32::try_from(config.max_open_data_files).unwrap_or(i32::MAX));
     opts.set_keep_log_file_num(INFO_LOG_FILES_KEPT);
     // A crash can leave a torn last record, a disk garbage after it: replay every complete
     // record up to the first damaged one and start (Cassandra truncates its commit log the same
@@ -631,6 +654,88 @@ fn cf_name_in(table: TableId, buf: &mut [u8; uuid::fmt::Hyphenated::LENGTH]) -> 
     table.hyphenated().encode_lower(buf)
 }
 
+/// Opens RocksDB in `config.data_dir` with every table column family found there, each with
+/// its purge state from `purge_state`, and replays the commit log. Returns it and its tables.
+fn open_db(
+    config: &RocksConfig,
+    opts: &Options,
+    cache: &Cache,
+    mut purge_state: impl FnMut(TableId) -> Arc<TablePurge>,
+) -> Result<(Db, BTreeSet<TableId>), StorageError> {
+    // A missing database has no column families to list; anything else is a real error.
+    let existing = if config.data_dir.join("CURRENT").exists() {
+        Db::list_cf(opts, &config.data_dir).map_err(|e| engine_error("list tables", None, e))?
+    } else {
+        Vec::new()
+    };
+    let mut tables = BTreeSet::new();
+    let mut descriptors = vec![ColumnFamilyDescriptor::new(
+        DEFAULT_COLUMN_FAMILY_NAME,
+        metadata_options(),
+    )];
+    for name in existing {
+        if name == DEFAULT_COLUMN_FAMILY_NAME {
+            continue;
+        }
+        let id = TableId::parse_str(&name).map_err(|_| StorageError::Engine {
+            operation: "open",
+            detail: format!("column family {name:?} is not a table id"),
+        })?;
+        tables.insert(id);
+        let options = table_options(cache, id, purge_state(id), RECOVERY_MEMTABLE_BYTES);
+        descriptors.push(ColumnFamilyDescriptor::new(name, options));
+    }
+    let db = Db::open_cf_descriptors(opts, &config.data_dir, descriptors)
+        .map_err(|e| engine_error("open", None, e))?;
+    relay_commit_log_recovery_warnings(&config.data_dir);
+    // Replay is over: every table's memtable is its usual size again. What replay filled stays
+    // until it fills up or the commit log's bound flushes it.
+    let memtable_bytes = MEMTABLE_BYTES.to_string();
+    for table in &tables {
+        let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
+        if let Some(cf) = db.cf_handle(cf_name_in(*table, &mut name)) {
+            db.set_options_cf(&cf, &[("write_buffer_size", memtable_bytes.as_str())])
+                .map_err(|e| engine_error("open", Some(*table), e))?;
+        }
+    }
+    Ok((db, tables))
+}
+
+/// A read guard on the open database. Calls hold one while they use RocksDB; a reopen
+/// (`RocksEngine::recover`) waits for them.
+struct DbRef<'a>(std::sync::RwLockReadGuard<'a, Option<Db>>);
+
+impl std::ops::Deref for DbRef<'_> {
+    type Target = Db;
+
+    fn deref(&self) -> &Db {
+        self.0
+            .as_ref()
+            .expect("a DbRef is only made for an open database")
+    }
+}
+
+impl DbRef<'_> {
+    fn cf(&self, table: TableId) -> Result<Arc<rocksdb::BoundColumnFamily<'_>>, StorageError> {
+        let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
+        self.cf_handle(cf_name_in(table, &mut name))
+            .ok_or(StorageError::UnknownTable(table))
+    }
+
+    /// An integer property of a table's column family (0 if RocksDB does not report it).
+    fn cf_property(
+        &self,
+        cf: &Arc<rocksdb::BoundColumnFamily<'_>>,
+        table: TableId,
+        name: &str,
+    ) -> Result<u64, StorageError> {
+        Ok(self
+            .property_int_value_cf(cf, name)
+            .map_err(|e| engine_error("read a table property", Some(table), e))?
+            .unwrap_or(0))
+    }
+}
+
 impl RocksEngine {
     /// Opens (creating if needed) the database in `config.data_dir`, with every table column
     /// family found there. Direct I/O is used where the filesystem supports it; otherwise
@@ -676,54 +781,21 @@ impl RocksEngine {
         direct_io: bool,
     ) -> Result<RocksEngine, StorageError> {
         let opts = db_options(config, direct_io, events);
-        // A missing database has no column families to list; anything else is a real error.
-        let existing = if config.data_dir.join("CURRENT").exists() {
-            Db::list_cf(&opts, &config.data_dir)
-                .map_err(|e| engine_error("list tables", None, e))?
-        } else {
-            Vec::new()
-        };
-        let mut tables = BTreeSet::new();
         let mut purge = HashMap::new();
-        let mut descriptors = vec![ColumnFamilyDescriptor::new(
-            DEFAULT_COLUMN_FAMILY_NAME,
-            metadata_options(),
-        )];
-        for name in existing {
-            if name == DEFAULT_COLUMN_FAMILY_NAME {
-                continue;
-            }
-            let id = TableId::parse_str(&name).map_err(|_| StorageError::Engine {
-                operation: "open",
-                detail: format!("column family {name:?} is not a table id"),
-            })?;
-            tables.insert(id);
-            let state = Arc::new(TablePurge::new());
-            let options = table_options(cache, id, state.clone(), RECOVERY_MEMTABLE_BYTES);
-            purge.insert(id, state);
-            descriptors.push(ColumnFamilyDescriptor::new(name, options));
-        }
-        let db = Db::open_cf_descriptors(&opts, &config.data_dir, descriptors)
-            .map_err(|e| engine_error("open", None, e))?;
+        let (db, tables) = open_db(config, &opts, cache, |id| {
+            purge
+                .entry(id)
+                .or_insert_with(|| Arc::new(TablePurge::new()))
+                .clone()
+        })?;
         tracing::info!(
             data_dir = %config.data_dir.display(),
             tables = tables.len(),
             direct_io,
             "storage opened"
         );
-        relay_commit_log_recovery_warnings(&config.data_dir);
-        // Replay is over: every table's memtable is its usual size again. What replay filled
-        // stays until it fills up or the commit log's bound flushes it.
-        let memtable_bytes = MEMTABLE_BYTES.to_string();
-        for table in &tables {
-            let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
-            if let Some(cf) = db.cf_handle(cf_name_in(*table, &mut name)) {
-                db.set_options_cf(&cf, &[("write_buffer_size", memtable_bytes.as_str())])
-                    .map_err(|e| engine_error("open", Some(*table), e))?;
-            }
-        }
         Ok(RocksEngine {
-            db,
+            db: RwLock::new(Some(db)),
             cache: cache.clone(),
             purge: RwLock::new(purge),
             purge_runs: AtomicU64::new(0),
@@ -737,6 +809,7 @@ impl RocksEngine {
             }),
             events: events.clone(),
             faults: Mutex::default(),
+            reopening: Mutex::default(),
             maintained_sequence: AtomicU64::new(u64::MAX),
             checked_sequence: AtomicU64::new(u64::MAX),
         })
@@ -787,28 +860,46 @@ impl RocksEngine {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn cf(
-        &self,
-        table: TableId,
-    ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'_>>, StorageError> {
-        let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
-        self.db
-            .cf_handle(cf_name_in(table, &mut name))
-            .ok_or(StorageError::UnknownTable(table))
+    /// The open database, waiting while a reopen runs; an error if the last reopen failed.
+    fn db(&self) -> Result<DbRef<'_>, StorageError> {
+        let guard = self
+            .db
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.open_or_unavailable(guard)
     }
 
-    /// An integer property of a table's column family (0 if RocksDB does not report it).
-    fn cf_property(
+    /// `db`, but `WouldBlock` instead of waiting for a reopen (for the `try_` calls, which run
+    /// on a runtime's thread).
+    fn try_db(&self) -> Result<DbRef<'_>, StorageError> {
+        let guard = match self.db.try_read() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(StorageError::WouldBlock),
+        };
+        self.open_or_unavailable(guard)
+    }
+
+    fn open_or_unavailable<'a>(
         &self,
-        cf: &std::sync::Arc<rocksdb::BoundColumnFamily<'_>>,
-        table: TableId,
-        name: &str,
-    ) -> Result<u64, StorageError> {
-        Ok(self
-            .db
-            .property_int_value_cf(cf, name)
-            .map_err(|e| engine_error("read a table property", Some(table), e))?
-            .unwrap_or(0))
+        guard: std::sync::RwLockReadGuard<'a, Option<Db>>,
+    ) -> Result<DbRef<'a>, StorageError> {
+        if guard.is_some() {
+            return Ok(DbRef(guard));
+        }
+        let reason = self
+            .reopening
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .failure
+            .clone()
+            .unwrap_or_default();
+        Err(StorageError::Engine {
+            operation: "reopen storage",
+            detail: format!(
+                "storage is closed after a fatal error, and reopening it failed: {reason}"
+            ),
+        })
     }
 
     /// The table's purge state, created on first use.
@@ -867,7 +958,8 @@ impl RocksEngine {
             .compacting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let cf = self.cf(table)?;
+        let db = self.db()?;
+        let cf = db.cf(table)?;
         let mut options = CompactOptions::default();
         // Force: the bottommost level is compacted again after everything reaches it, so the
         // purge filter sees the fully merged values.
@@ -876,9 +968,8 @@ impl RocksEngine {
         let failed_before = self.events.failed_compactions(&name);
         let gc_grace = state.gc_grace_seconds.load(AtomicOrdering::SeqCst);
         if gc_grace == GC_GRACE_UNSET {
-            self.db
-                .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
-            return self.compaction_result(table, &name, failed_before);
+            db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
+            return self.compaction_result(&db, table, &name, failed_before);
         }
         // Track before the flush: a write that misses the flushed memtable is recorded.
         state
@@ -887,24 +978,21 @@ impl RocksEngine {
         state.tracking.store(true, AtomicOrdering::SeqCst);
         self.purge_runs.fetch_add(1, AtomicOrdering::SeqCst);
         let result = (|| {
-            self.db
-                .flush_cf(&cf)
+            db.flush_cf(&cf)
                 .map_err(|e| engine_error("flush", Some(table), e))?;
             let now_seconds = crate::now_seconds();
             let gc_before = now_seconds.saturating_sub(gc_grace.unsigned_abs());
-            let pushed = self.push_down_header_tombstones(table, now_seconds, gc_before)?;
+            let pushed = self.push_down_header_tombstones(&db, table, now_seconds, gc_before)?;
             if pushed > 0 {
-                self.db
-                    .flush_cf(&cf)
+                db.flush_cf(&cf)
                     .map_err(|e| engine_error("flush", Some(table), e))?;
             }
             *state.run() = Some(PurgeRun {
                 now_seconds,
                 gc_before,
             });
-            self.db
-                .compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
-            self.compaction_result(table, &name, failed_before)?;
+            db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &options);
+            self.compaction_result(&db, table, &name, failed_before)?;
             tracing::info!(%table, gc_before, pushed_row_deletions = pushed, "major compaction done");
             Ok(())
         })();
@@ -920,11 +1008,12 @@ impl RocksEngine {
     /// them. Rows it shadows nothing in are skipped. Returns the number of rows written.
     fn push_down_header_tombstones(
         &self,
+        db: &DbRef<'_>,
         table: TableId,
         now_seconds: mutation::LocalTime,
         gc_before: mutation::LocalTime,
     ) -> Result<u64, StorageError> {
-        let cf = self.cf(table)?;
+        let cf = db.cf(table)?;
         let corrupt = |key: &[u8], what: &dyn std::fmt::Display| StorageError::Corruption {
             table,
             detail: format!("key of {} bytes: {what}", key.len()),
@@ -934,17 +1023,16 @@ impl RocksEngine {
             gc_before,
             timestamps_below: i64::MAX,
         };
-        let snapshot = self.db.snapshot();
+        let snapshot = db.snapshot();
         let mut opts = ReadOptions::default();
         opts.set_snapshot(&snapshot);
         opts.set_total_order_seek(true);
         opts.fill_cache(false);
-        let mut it = self.db.raw_iterator_cf_opt(&cf, opts);
+        let mut it = db.raw_iterator_cf_opt(&cf, opts);
         let mut batch = WriteBatch::default();
         let mut pushed = 0;
         let write = |batch: WriteBatch| {
-            self.db
-                .write(batch)
+            db.write(batch)
                 .map_err(|e| engine_error("write", Some(table), e))
         };
         it.seek_to_first();
@@ -1038,7 +1126,7 @@ impl RocksEngine {
     /// Turns the compactions that failed since the last call into faults; one that met corrupt
     /// data suspends its table's compactions (see `Faults::suspended`). Others (a full disk)
     /// are only logged: RocksDB tries again later.
-    fn handle_failed_compactions(&self) {
+    fn handle_failed_compactions(&self, db: &DbRef<'_>) {
         let handled = self.faults().handled_failed_compactions;
         for (number, failure) in self.events.failed_compactions_after(handled) {
             let table = TableId::parse_str(&failure.column_family).ok();
@@ -1051,7 +1139,7 @@ impl RocksEngine {
             );
             if corrupt {
                 if let Some(table) = table {
-                    if self.suspend_compactions(table, &failure.status) {
+                    if self.suspend_compactions(db, table, &failure.status) {
                         detail.push_str("; the table's automatic compactions are suspended");
                     }
                 }
@@ -1065,17 +1153,14 @@ impl RocksEngine {
     }
 
     /// Stops the table's automatic compactions; true if they were running.
-    fn suspend_compactions(&self, table: TableId, why: &str) -> bool {
+    fn suspend_compactions(&self, db: &DbRef<'_>, table: TableId, why: &str) -> bool {
         if self.faults().suspended.contains_key(&table) {
             return false;
         }
-        let Ok(cf) = self.cf(table) else {
+        let Ok(cf) = db.cf(table) else {
             return false; // dropped meanwhile
         };
-        match self
-            .db
-            .set_options_cf(&cf, &[("disable_auto_compactions", "true")])
-        {
+        match db.set_options_cf(&cf, &[("disable_auto_compactions", "true")]) {
             Ok(()) => {
                 tracing::error!(
                     %table,
@@ -1096,6 +1181,7 @@ impl RocksEngine {
     /// (`Events::failed_compactions`): RocksDB's manual compaction does not return its status.
     fn compaction_result(
         &self,
+        db: &DbRef<'_>,
         table: TableId,
         name: &str,
         failed_before: u64,
@@ -1103,7 +1189,7 @@ impl RocksEngine {
         if self.events.failed_compactions(name) == failed_before {
             return Ok(());
         }
-        self.handle_failed_compactions();
+        self.handle_failed_compactions(db);
         let status = self
             .events
             .last_failed_compaction(name)
@@ -1121,10 +1207,122 @@ impl RocksEngine {
         }
     }
 
-    fn selected_tables(&self, table: Option<TableId>) -> Result<Vec<TableId>, StorageError> {
+    /// `flush` with the database in hand.
+    fn flush_with(&self, db: &DbRef<'_>, table: Option<TableId>) -> Result<(), StorageError> {
+        for t in self.selected_tables(db, table)? {
+            // A table dropped meanwhile has nothing left to flush.
+            if let Ok(cf) = db.cf(t) {
+                db.flush_cf(&cf)
+                    .map_err(|e| engine_error("flush", Some(t), e))?;
+            }
+        }
+        if table.is_none() {
+            db.flush()
+                .map_err(|e| engine_error("flush metadata", None, e))?;
+        }
+        Ok(())
+    }
+
+    /// Reopens the database if a background error stopped it for good (`Events`: one RocksDB
+    /// rates fatal, such as running out of file descriptors while switching commit log files),
+    /// or if the last reopen failed; at most once per `REOPEN_INTERVAL`. RocksDB itself never
+    /// recovers from such an error: until this, every write failed until the node restarted.
+    /// The reopen waits for the calls in progress (they fail at once on a stopped database),
+    /// closes the database, checks the commit log and replays it, as a restart does.
+    fn recover(&self) -> Result<(), StorageError> {
+        let closed = self
+            .db
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_none();
+        if !closed && !self.events.stopped_for_good() {
+            return Ok(());
+        }
+        {
+            let mut reopening = self
+                .reopening
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if reopening
+                .last
+                .is_some_and(|at| at.elapsed() < REOPEN_INTERVAL)
+            {
+                return Ok(());
+            }
+            reopening.last = Some(std::time::Instant::now());
+        }
+        // While the cause lasts (no descriptor, no directory) a reopen would fail after closing
+        // the database, which still serves reads: wait until files can be created again.
+        if !closed {
+            self.probe_directories()?;
+        }
+        // Cleared before the reopen: an error of the reopened database sets it again.
+        self.events.clear_stopped_for_good();
+        tracing::warn!("an error stopped storage for good; reopening it");
+        let mut slot = self
+            .db
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        drop(slot.take()); // closes it
+                           // Writes the database applied without the commit log are gone with it, as after a
+                           // crash: nothing cached may outlive them.
+        for table in self.tables().iter() {
+            self.forget_cached(*table);
+        }
+        let reopened = check_commit_log(&self.config).and_then(|()| {
+            open_db(&self.config, &self.db_options, &self.cache, |id| {
+                self.purge_state(id)
+            })
+        });
+        let failure = match reopened {
+            Ok((db, tables)) => {
+                *slot = Some(db);
+                drop(slot);
+                *self.tables() = tables;
+                tracing::info!("storage reopened; writes resume");
+                None
+            }
+            Err(e) => {
+                drop(slot);
+                tracing::error!(error = %e, "reopening storage failed; trying again later");
+                Some(e)
+            }
+        };
+        let mut reopening = self
+            .reopening
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        reopening.failure = failure.as_ref().map(ToString::to_string);
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Creates, writes and removes a file in the data and commit log directories, as opening
+    /// the database will: an error if that is not possible yet.
+    fn probe_directories(&self) -> Result<(), StorageError> {
+        let dirs = [
+            Some(&self.config.data_dir),
+            self.config.commit_log_dir.as_ref(),
+        ];
+        for dir in dirs.into_iter().flatten() {
+            let probe = dir.join(PROBE_FILE_NAME);
+            let written = std::fs::write(&probe, b"probe");
+            let _ = std::fs::remove_file(&probe);
+            written.map_err(|e| StorageError::Engine {
+                operation: "reopen storage",
+                detail: format!("{} cannot be written yet: {e}", dir.display()),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn selected_tables(
+        &self,
+        db: &DbRef<'_>,
+        table: Option<TableId>,
+    ) -> Result<Vec<TableId>, StorageError> {
         match table {
             Some(t) => {
-                self.cf(t)?;
+                db.cf(t)?;
                 Ok(vec![t])
             }
             None => Ok(self.tables().iter().copied().collect()),
@@ -1161,7 +1359,7 @@ fn load_partition(
 
 /// A snapshot view of one table column family for the shared read path.
 struct TableView<'a> {
-    engine: &'a RocksEngine,
+    db: &'a Db,
     table: TableId,
     cf: std::sync::Arc<rocksdb::BoundColumnFamily<'a>>,
     snapshot: rocksdb::SnapshotWithThreadMode<'a, Db>,
@@ -1169,7 +1367,18 @@ struct TableView<'a> {
     cache_only: bool,
 }
 
-impl TableView<'_> {
+impl<'a> TableView<'a> {
+    /// A consistent view of the table as of now.
+    fn new(db: &'a DbRef<'_>, table: TableId, cache_only: bool) -> Result<Self, StorageError> {
+        Ok(TableView {
+            db,
+            table,
+            cf: db.cf(table)?,
+            snapshot: db.snapshot(),
+            cache_only,
+        })
+    }
+
     fn read_options(&self) -> ReadOptions {
         let mut opts = ReadOptions::default();
         opts.set_snapshot(&self.snapshot);
@@ -1182,8 +1391,7 @@ impl TableView<'_> {
 
 impl Source for TableView<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.engine
-            .db
+        self.db
             .get_pinned_cf_opt(&self.cf, key, &self.read_options())
             .map(|v| v.map(|v| v.to_vec()))
             .map_err(|e| engine_error("read", Some(self.table), e))
@@ -1210,7 +1418,7 @@ impl Source for TableView<'_> {
             // Crossing tokens: the prefix extractor must not confine the iterator.
             opts.set_total_order_seek(true);
         }
-        let mut it = self.engine.db.raw_iterator_cf_opt(&self.cf, opts);
+        let mut it = self.db.raw_iterator_cf_opt(&self.cf, opts);
         if reverse {
             it.seek_to_last();
         } else {
@@ -1249,10 +1457,15 @@ impl RocksEngine {
         no_slowdown: bool,
     ) -> Result<(), StorageError> {
         let updates = || group.iter().flat_map(|updates| updates.iter());
+        let db = if no_slowdown {
+            self.try_db()?
+        } else {
+            self.db()?
+        };
         let mut batch = WriteBatch::default();
         let mut all_fragments = Vec::with_capacity(group.iter().map(|u| u.len()).sum());
         for update in updates() {
-            let cf = self.cf(update.table)?;
+            let cf = db.cf(update.table)?;
             let fragments = fragments(update)?;
             for (key, value) in &fragments {
                 batch.merge_cf(&cf, key, value);
@@ -1266,7 +1479,7 @@ impl RocksEngine {
             Durability::None => opts.disable_wal(true),
         }
         opts.set_no_slowdown(no_slowdown);
-        let written = self.db.write_opt(batch, &opts);
+        let written = db.write_opt(batch, &opts);
         // After the write is visible and before it is acknowledged (see `cache`). A failed
         // write forgets the partition: nothing stale survives a write RocksDB half-did.
         if let Some(cache) = &self.partition_cache {
@@ -1284,15 +1497,14 @@ impl RocksEngine {
         Ok(())
     }
 
-    /// A consistent view of the table as of now.
-    fn view(&self, table: TableId, cache_only: bool) -> Result<TableView<'_>, StorageError> {
-        Ok(TableView {
-            engine: self,
-            table,
-            cf: self.cf(table)?,
-            snapshot: self.db.snapshot(),
-            cache_only,
-        })
+    /// The database for a read: without waiting for a reopen if `cache_only` (a `try_`
+    /// call on a runtime's thread).
+    fn db_for(&self, cache_only: bool) -> Result<DbRef<'_>, StorageError> {
+        if cache_only {
+            self.try_db()
+        } else {
+            self.db()
+        }
     }
 
     fn forget_cached(&self, table: TableId) {
@@ -1323,7 +1535,8 @@ impl RocksEngine {
         let page = match cache_lookup {
             Some((_, Lookup::Hit(cached))) => read(&cached)?,
             Some((cache, Lookup::Miss(ticket))) => {
-                let view = self.view(table, cache_only)?;
+                let db = self.db_for(cache_only)?;
+                let view = TableView::new(&db, table, cache_only)?;
                 match load_partition(&view, table, &prefix, cache.max_partition_bytes())? {
                     Some(loaded) => {
                         cache.insert(table, &prefix, ticket, Some(loaded.clone()));
@@ -1335,7 +1548,11 @@ impl RocksEngine {
                     }
                 }
             }
-            _ => read(&self.view(table, cache_only)?)?,
+            _ => {
+                let db = self.db_for(cache_only)?;
+                let view = TableView::new(&db, table, cache_only)?;
+                read(&view)?
+            }
         };
         // Counted once, when the read succeeds (a cache-only attempt that falls back to the
         // blocking read is one read).
@@ -1346,10 +1563,11 @@ impl RocksEngine {
 
 impl StorageEngine for RocksEngine {
     fn create_table(&self, table: TableId) -> Result<(), StorageError> {
+        // The database before the table set, always in that order (see `recover`).
+        let db = self.db()?;
         let mut tables = self.tables();
-        if self.db.cf_handle(&cf_name(table)).is_none() {
-            self.db
-                .create_cf(cf_name(table), &self.options_for(table))
+        if db.cf_handle(&cf_name(table)).is_none() {
+            db.create_cf(cf_name(table), &self.options_for(table))
                 .map_err(|e| engine_error("create table", Some(table), e))?;
         }
         tables.insert(table);
@@ -1357,10 +1575,10 @@ impl StorageEngine for RocksEngine {
     }
 
     fn drop_table(&self, table: TableId) -> Result<(), StorageError> {
+        let db = self.db()?;
         let mut tables = self.tables();
-        if self.db.cf_handle(&cf_name(table)).is_some() {
-            self.db
-                .drop_cf(&cf_name(table))
+        if db.cf_handle(&cf_name(table)).is_some() {
+            db.drop_cf(&cf_name(table))
                 .map_err(|e| engine_error("drop table", Some(table), e))?;
         }
         tables.remove(&table);
@@ -1377,16 +1595,15 @@ impl StorageEngine for RocksEngine {
         // Dropping and recreating the column family releases the space at once, unlike range
         // deletes that leave tombstones for compaction. Writes racing with a truncate may be
         // lost or fail, as with Cassandra's TRUNCATE.
+        let db = self.db()?;
         let _tables = self.tables();
         let name = cf_name(table);
-        if self.db.cf_handle(&name).is_none() {
+        if db.cf_handle(&name).is_none() {
             return Err(StorageError::UnknownTable(table));
         }
-        self.db
-            .drop_cf(&name)
+        db.drop_cf(&name)
             .map_err(|e| engine_error("truncate table", Some(table), e))?;
-        let created = self
-            .db
+        let created = db
             .create_cf(&name, &self.options_for(table))
             .map_err(|e| engine_error("truncate table", Some(table), e));
         self.forget_cached(table);
@@ -1466,7 +1683,8 @@ impl StorageEngine for RocksEngine {
         end_token: Option<i64>,
         max_rows: usize,
     ) -> Result<ScanPage, StorageError> {
-        let view = self.view(table, false)?;
+        let db = self.db()?;
+        let view = TableView::new(&db, table, false)?;
         read::scan(&view, table, start, end_token, max_rows)
             .inspect_err(|e| self.note_read_fault(e))
     }
@@ -1474,7 +1692,7 @@ impl StorageEngine for RocksEngine {
     fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db
+        self.db()?
             .put_opt(key, value, &opts)
             .map_err(|e| engine_error("write metadata", None, e))
     }
@@ -1482,13 +1700,13 @@ impl StorageEngine for RocksEngine {
     fn delete_meta(&self, key: &[u8]) -> Result<(), StorageError> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db
+        self.db()?
             .delete_opt(key, &opts)
             .map_err(|e| engine_error("delete metadata", None, e))
     }
 
     fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.db
+        self.db()?
             .get(key)
             .map_err(|e| engine_error("read metadata", None, e))
     }
@@ -1499,7 +1717,8 @@ impl StorageEngine for RocksEngine {
         if let Some(upper) = crate::keys::prefix_successor(prefix) {
             opts.set_iterate_upper_bound(upper);
         }
-        let mut it = self.db.raw_iterator_opt(opts);
+        let db = self.db()?;
+        let mut it = db.raw_iterator_opt(opts);
         it.seek(prefix);
         let mut out = Vec::new();
         while it.valid() {
@@ -1518,27 +1737,15 @@ impl StorageEngine for RocksEngine {
     }
 
     fn flush(&self, table: Option<TableId>) -> Result<(), StorageError> {
-        for t in self.selected_tables(table)? {
-            // A table dropped meanwhile has nothing left to flush.
-            if let Ok(cf) = self.cf(t) {
-                self.db
-                    .flush_cf(&cf)
-                    .map_err(|e| engine_error("flush", Some(t), e))?;
-            }
-        }
-        if table.is_none() {
-            self.db
-                .flush()
-                .map_err(|e| engine_error("flush metadata", None, e))?;
-        }
-        Ok(())
+        self.flush_with(&self.db()?, table)
     }
 
     fn compact(&self, table: Option<TableId>) -> Result<(), StorageError> {
         // Every table is compacted even if one fails (a corrupt data file); the first failure
         // is the answer.
         let mut first_failure = None;
-        for t in self.selected_tables(table)? {
+        let tables = self.selected_tables(&self.db()?, table)?;
+        for t in tables {
             // The purge leaves what reads return unchanged, but not the stored bytes.
             let compacted = self.compact_table(t);
             self.forget_cached(t);
@@ -1552,18 +1759,24 @@ impl StorageEngine for RocksEngine {
             }
         }
         if table.is_none() {
-            self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+            self.db()?.compact_range(None::<&[u8]>, None::<&[u8]>);
         }
         first_failure.map_or(Ok(()), Err)
     }
 
     fn take_faults(&self) -> Vec<StorageFault> {
-        self.handle_failed_compactions();
+        if let Ok(db) = self.db() {
+            self.handle_failed_compactions(&db);
+        }
         std::mem::take(&mut self.faults().pending)
     }
 
+    fn recover(&self) -> Result<(), StorageError> {
+        RocksEngine::recover(self)
+    }
+
     fn set_gc_grace(&self, table: TableId, gc_grace_seconds: i32) -> Result<(), StorageError> {
-        self.cf(table)?;
+        self.db()?.cf(table)?;
         self.purge_state(table)
             .gc_grace_seconds
             .store(gc_grace_seconds.max(0), AtomicOrdering::SeqCst);
@@ -1571,10 +1784,10 @@ impl StorageEngine for RocksEngine {
     }
 
     fn table_stats(&self, table: TableId) -> Result<TableStats, StorageError> {
-        let cf = self.cf(table)?;
+        let db = self.db()?;
+        let cf = db.cf(table)?;
         let name = cf_name(table);
-        let files = self
-            .db
+        let files = db
             .live_files()
             .map_err(|e| engine_error("list live files", Some(table), e))?;
         let mut stats = TableStats::default();
@@ -1583,7 +1796,7 @@ impl StorageEngine for RocksEngine {
             stats.live_file_bytes += f.size as u64;
             stats.file_entries += f.num_entries;
         }
-        let property = |p: &str| self.cf_property(&cf, table, p);
+        let property = |p: &str| db.cf_property(&cf, table, p);
         stats.memtable_bytes = property("rocksdb.cur-size-all-mem-tables")?;
         stats.memtable_entries = property("rocksdb.num-entries-active-mem-table")?
             + property("rocksdb.num-entries-imm-mem-tables")?;
@@ -1595,15 +1808,15 @@ impl StorageEngine for RocksEngine {
         let ticker = |t: Ticker| self.db_options.get_ticker_count(t);
         let mut pending_compaction_bytes = 0;
         let mut memtable_bytes = 0;
-        for t in self.selected_tables(None)? {
-            if let Ok(cf) = self.cf(t) {
-                let property = |p: &str| self.cf_property(&cf, t, p);
+        let db = self.db()?;
+        for t in self.selected_tables(&db, None)? {
+            if let Ok(cf) = db.cf(t) {
+                let property = |p: &str| db.cf_property(&cf, t, p);
                 pending_compaction_bytes += property("rocksdb.estimate-pending-compaction-bytes")?;
                 memtable_bytes += property("rocksdb.cur-size-all-mem-tables")?;
             }
         }
-        let running_compactions = self
-            .db
+        let running_compactions = db
             .property_int_value("rocksdb.num-running-compactions")
             .map_err(|e| engine_error("read a property", None, e))?
             .unwrap_or(0);
@@ -1684,7 +1897,7 @@ impl StorageEngine for RocksEngine {
     }
 
     fn sync_commit_log(&self) -> Result<(), StorageError> {
-        self.db
+        self.db()?
             .flush_wal(true)
             .map_err(|e| engine_error("sync commit log", None, e))
     }
@@ -1696,15 +1909,17 @@ impl StorageEngine for RocksEngine {
     /// checks the log once, and if it is over the bound with no flush running, flushes every
     /// memtable, which frees every log but the current one.
     fn maintain_commit_log(&self) -> Result<(), StorageError> {
-        let sequence = self.db.latest_sequence_number();
+        let Ok(db) = self.db() else {
+            return Ok(()); // closed after a failed reopen: `recover` reports that
+        };
+        let sequence = db.latest_sequence_number();
         let previous = self
             .maintained_sequence
             .swap(sequence, AtomicOrdering::Relaxed);
         if sequence != previous || self.checked_sequence.load(AtomicOrdering::Relaxed) == sequence {
             return Ok(());
         }
-        let running_flushes = self
-            .db
+        let running_flushes = db
             .property_int_value("rocksdb.num-running-flushes")
             .map_err(|e| engine_error("read a property", None, e))?
             .unwrap_or(0);
@@ -1723,7 +1938,7 @@ impl StorageEngine for RocksEngine {
                 bound = self.config.commit_log_total_bytes,
                 "commit log over its bound with writes stopped; flushing memtables"
             );
-            self.flush(None)?;
+            self.flush_with(&db, None)?;
         }
         Ok(())
     }
@@ -1743,6 +1958,7 @@ mod tests {
             commit_log_total_bytes: DEFAULT_COMMIT_LOG_TOTAL_BYTES,
             commit_log_sync: Durability::Batch,
             ignore_commit_log_replay_errors: false,
+            max_open_data_files: 1000,
         }
     }
 
@@ -1794,13 +2010,12 @@ mod tests {
             let update = one_cell_update(table, k, vec![b'x'; 2048]);
             engine.apply(&[update], Durability::None).expect("write");
         }
-        let cf = engine.cf(table).expect("cf");
         // Raw keys and values over file bytes, per level (0 when the level has no file).
         let ratio = |level: usize| -> f64 {
             let name = format!("rocksdb.compression-ratio-at-level{level}");
-            let value = engine
-                .db
-                .property_value_cf(&cf, name.as_str())
+            let db = engine.db().expect("db");
+            let value = db
+                .property_value_cf(&db.cf(table).expect("cf"), name.as_str())
                 .expect("property");
             value
                 .expect("known property")
@@ -1901,10 +2116,10 @@ mod tests {
                 .apply(&[update], Durability::Periodic)
                 .expect("write");
         }
-        let immutable = engine
-            .db
+        let db = engine.db().expect("db");
+        let immutable = db
             .property_int_value_cf(
-                &engine.cf(table).expect("cf"),
+                &db.cf(table).expect("cf"),
                 "rocksdb.num-immutable-mem-table",
             )
             .expect("property")
@@ -2062,14 +2277,13 @@ mod tests {
             k.push(ck);
             k
         };
-        let cf = engine.cf(table).expect("cf");
+        let db = engine.db().expect("db");
+        let cf = db.cf(table).expect("cf");
         // A plain garbage value: decoding fails in the read path.
-        engine
-            .db
-            .put_cf(&cf, row_key(1), b"\x01\xff garbage")
+        db.put_cf(&cf, row_key(1), b"\x01\xff garbage")
             .expect("put");
         // Garbage under a merge operand: the merge operator fails inside RocksDB.
-        engine.db.put_cf(&cf, row_key(2), b"\x07").expect("put");
+        db.put_cf(&cf, row_key(2), b"\x07").expect("put");
         let row = Row {
             columns: vec![ColumnData::Simple {
                 id: 1,
@@ -2088,8 +2302,9 @@ mod tests {
             .apply(&[update], Durability::Periodic)
             .expect("blind write succeeds");
         // A key outside the layout.
-        engine.db.put_cf(&cf, [0u8; 3], b"").expect("put");
+        db.put_cf(&cf, [0u8; 3], b"").expect("put");
         drop(cf);
+        drop(db);
 
         let slice = ClusteringSlice::all();
         for ck in [1u8, 2] {
@@ -2276,5 +2491,109 @@ mod tests {
         // The log is whole again: no override needed.
         let reopened = engine(dir.path());
         assert_eq!(rows_of(&reopened, table, 255).len(), 1);
+    }
+
+    #[test]
+    fn an_error_rocksdb_never_recovers_from_is_recovered_by_reopening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let wal = dir.path().join("commitlog");
+        let away = dir.path().join("commitlog-away");
+        let engine = RocksEngine::open(RocksConfig {
+            commit_log_dir: Some(wal.clone()),
+            ..config(dir.path())
+        })
+        .expect("open");
+        let table = TableId::from_u128(1);
+        engine.create_table(table).expect("create");
+        engine.set_gc_grace(table, 10).expect("gc grace");
+        let update = |k: u8| one_cell_update(table, k, vec![k]);
+        engine
+            .apply(&[update(1)], Durability::Batch)
+            .expect("write");
+        // The commit log directory goes away, so the next memtable switch cannot create its
+        // new file: RocksDB rates that fatal (as running out of file descriptors there).
+        std::fs::rename(&wal, &away).expect("move the commit log away");
+        assert!(engine.flush(Some(table)).is_err());
+        assert!(engine.apply(&[update(2)], Durability::Batch).is_err());
+        assert!(engine.events.stopped_for_good());
+        // The cause is gone; the engine reopens and writes resume, nothing acknowledged lost.
+        std::fs::rename(&away, &wal).expect("move the commit log back");
+        engine.recover().expect("reopen");
+        assert!(!engine.events.stopped_for_good());
+        engine
+            .apply(&[update(3)], Durability::Batch)
+            .expect("a write after the reopen");
+        assert_eq!(rows_of(&engine, table, 1).len(), 1);
+        assert_eq!(rows_of(&engine, table, 3).len(), 1);
+        // The reopened database kept the table's settings and serves everything.
+        engine.compact(Some(table)).expect("compact");
+        engine.recover().expect("nothing to do");
+        assert_eq!(rows_of(&engine, table, 1).len(), 1);
+    }
+
+    #[test]
+    fn storage_reopens_only_once_its_files_can_be_written_and_replayed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let wal = dir.path().join("commitlog");
+        let away = dir.path().join("commitlog-away");
+        let engine = RocksEngine::open(RocksConfig {
+            commit_log_dir: Some(wal.clone()),
+            ..config(dir.path())
+        })
+        .expect("open");
+        let table = TableId::from_u128(1);
+        engine.create_table(table).expect("create");
+        for k in 0..50 {
+            engine
+                .apply(&[one_cell_update(table, k, vec![k; 40])], Durability::Batch)
+                .expect("write");
+        }
+        std::fs::rename(&wal, &away).expect("move the commit log away");
+        assert!(engine.flush(Some(table)).is_err());
+        assert!(engine.events.stopped_for_good());
+        // While the directory is missing the engine does not reopen: the stopped database
+        // still serves reads.
+        let err = engine.recover().expect_err("the cause lasts");
+        assert!(err.to_string().contains("cannot be written yet"), "{err}");
+        assert_eq!(rows_of(&engine, table, 1).len(), 1);
+
+        // Back, but damaged where it holds writes: the reopen closes the database and refuses
+        // to replay the log, so storage is closed until a reopen succeeds.
+        std::fs::rename(&away, &wal).expect("move the commit log back");
+        let log = crate::commit_log_check::newest_log_for_tests(&wal);
+        let intact = std::fs::read(&log).expect("read");
+        let mut damaged = intact.clone();
+        let middle = damaged.len() / 2;
+        damaged[middle..middle + 16]
+            .iter_mut()
+            .for_each(|b| *b ^= 0x5a);
+        std::fs::write(&log, &damaged).expect("damage");
+        engine.reopening.lock().expect("lock").last = None;
+        assert!(matches!(
+            engine.recover(),
+            Err(StorageError::CommitLogDamaged { .. })
+        ));
+        match engine.read_partition(
+            table,
+            &one_cell_update(table, 1, vec![]).key,
+            &ClusteringSlice::all(),
+            10,
+            None,
+        ) {
+            Err(StorageError::Engine { detail, .. }) => {
+                assert!(detail.contains("reopening it failed"), "{detail}")
+            }
+            other => panic!("expected storage to be closed, got {other:?}"),
+        }
+
+        std::fs::write(&log, &intact).expect("repair");
+        // No sooner than REOPEN_INTERVAL after the last try.
+        engine.recover().expect("waits");
+        assert!(engine
+            .apply(&[one_cell_update(table, 60, vec![60])], Durability::Batch)
+            .is_err());
+        engine.reopening.lock().expect("lock").last = None;
+        engine.recover().expect("reopen");
+        assert_eq!(rows_of(&engine, table, 49).len(), 1);
     }
 }

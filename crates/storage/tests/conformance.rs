@@ -1113,6 +1113,7 @@ fn rocks_config(dir: &std::path::Path) -> RocksConfig {
         commit_log_total_bytes: storage::DEFAULT_COMMIT_LOG_TOTAL_BYTES,
         commit_log_sync: Durability::Periodic,
         ignore_commit_log_replay_errors: false,
+        max_open_data_files: 1000,
     }
 }
 
