@@ -210,14 +210,21 @@ struct Plan {
     partition_key_restricted: bool,
     /// An IN of several values on the partition key.
     partition_key_in: bool,
+    /// The selection reads a static column (`*` of a table with one, or one named).
+    fetches_static: bool,
+    /// `=` or IN restricts every clustering column (and no slice any).
+    clustering_names: bool,
 }
 
 impl Plan {
-    /// Whether the restrictions select no partition or no clustering key (an empty IN,
-    /// bounds that cross), whatever the data.
+    /// Whether Cassandra knows the read selects nothing before it reads (`ReadQuery.empty`):
+    /// no partition (an empty IN), or no clustering key (an empty IN, bounds that cross),
+    /// except when `=`/IN restrict every clustering column (Cassandra's names filter) and a
+    /// static column is fetched: it then still reads the partitions for their static rows.
     fn selects_nothing(&self) -> bool {
         self.partitions.as_ref().is_some_and(Vec::is_empty)
-            || self.slices.as_ref().is_some_and(Vec::is_empty)
+            || (self.slices.as_ref().is_some_and(Vec::is_empty)
+                && !(self.clustering_names && self.fetches_static))
     }
 }
 
@@ -1387,6 +1394,15 @@ fn build_plan(
             post_ordering = Some(columns);
         }
     }
+    let fetches_static = match select.selection {
+        cql_syntax::ast::Selection::Wildcard => {
+            table.columns.iter().any(|c| c.kind == ColumnKind::Static)
+        }
+        cql_syntax::ast::Selection::Columns(_) => selection
+            .columns_read()
+            .iter()
+            .any(|i| table.columns[*i].kind == ColumnKind::Static),
+    };
     let group_by = group_by_prefix(table, select, &selection.group_by_functions)?;
     let aggregate = selection.is_aggregate() && group_by.is_none();
     if aggregate && select.per_partition_limit.is_some() {
@@ -1457,6 +1473,13 @@ fn build_plan(
         post_ordering,
         partition_key_restricted: pk_restricted > 0 || has_token,
         partition_key_in,
+        fetches_static,
+        clustering_names: ck_count > 0
+            && ck_eq_like.iter().all(Option::is_some)
+            && ck_slices.is_empty()
+            && ck_multi
+                .iter()
+                .all(|(_, op, _)| matches!(op, Operator::Eq | Operator::In)),
     })
 }
 
