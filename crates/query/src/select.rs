@@ -210,7 +210,8 @@ struct Plan {
     partition_key_restricted: bool,
     /// An IN of several values on the partition key.
     partition_key_in: bool,
-    /// The selection reads a static column (`*` of a table with one, or one named).
+    /// The read fetches the table's static columns (Cassandra's column filter: `*`, a
+    /// selection naming one, or naming key columns only).
     fetches_static: bool,
     /// `=` or IN restricts every clustering column (and no slice any).
     clustering_names: bool,
@@ -1394,15 +1395,20 @@ fn build_plan(
             post_ordering = Some(columns);
         }
     }
-    let fetches_static = match select.selection {
-        cql_syntax::ast::Selection::Wildcard => {
-            table.columns.iter().any(|c| c.kind == ColumnKind::Static)
-        }
-        cql_syntax::ast::Selection::Columns(_) => selection
-            .columns_read()
-            .iter()
-            .any(|i| table.columns[*i].kind == ColumnKind::Static),
-    };
+    // Cassandra's column filter fetches a table's static columns for `*`, for a selection of
+    // one, and for a selection of key columns only (it then fetches every column).
+    let fetches_static = table.columns.iter().any(|c| c.kind == ColumnKind::Static)
+        && match select.selection {
+            cql_syntax::ast::Selection::Wildcard => true,
+            cql_syntax::ast::Selection::Columns(_) => {
+                let read = selection.columns_read();
+                let kind = |i: &usize| table.columns[*i].kind;
+                read.iter().any(|i| kind(i) == ColumnKind::Static)
+                    || read.iter().all(|i| {
+                        matches!(kind(i), ColumnKind::PartitionKey | ColumnKind::Clustering)
+                    })
+            }
+        };
     let group_by = group_by_prefix(table, select, &selection.group_by_functions)?;
     let aggregate = selection.is_aggregate() && group_by.is_none();
     if aggregate && select.per_partition_limit.is_some() {
