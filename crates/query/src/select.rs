@@ -859,6 +859,9 @@ fn build_plan(
     // Multi-column relations on clustering columns: (first column's position, operator,
     // index into `filters`).
     let mut ck_multi: Vec<(usize, Operator, usize)> = Vec::new();
+    // Filters (by index) of an `IN ?` on clustering columns: an IN whatever its bound values,
+    // as Cassandra decides at PREPARE (`IN (x)` is an `=`).
+    let mut in_markers: Vec<usize> = Vec::new();
     let mut needs_filtering = false;
     let mut token_start = None;
     let mut token_end = None;
@@ -986,6 +989,9 @@ fn build_plan(
                     ColumnKind::Clustering => {
                         has_clustering_restriction = true;
                         if matches!(op, Operator::Eq | Operator::In) {
+                            if matches!(value, RelationValue::Marker(_)) {
+                                in_markers.push(filters.len());
+                            }
                             ck_eq[col.position as usize] = Some(filters.len());
                         } else if !v.is_empty() {
                             ck_slices.push((col.position as usize, *op, filters.len()));
@@ -1034,6 +1040,9 @@ fn build_plan(
                         rest = &rest[len as usize..];
                     }
                     tuples.push(parts);
+                }
+                if *op == Operator::In && matches!(value, RelationValue::Marker(_)) {
+                    in_markers.push(filters.len());
                 }
                 filters.push(Filter::MultiColumn {
                     columns: idxs,
@@ -1207,7 +1216,7 @@ fn build_plan(
     // restricts it, by a single- or a multi-column relation, and to one value (`Some(true)`).
     let mut ck_eq_like: Vec<Option<bool>> = ck_eq
         .iter()
-        .map(|v| v.map(|i| restricted(&filters, i).len() == 1))
+        .map(|v| v.map(|i| restricted(&filters, i).len() == 1 && !in_markers.contains(&i)))
         .collect();
     for (first, op, i) in &ck_multi {
         if let (
@@ -1218,7 +1227,7 @@ fn build_plan(
         ) = (op, &filters[*i])
         {
             for slot in ck_eq_like.iter_mut().skip(*first).take(columns.len()) {
-                *slot = Some(tuples.len() == 1);
+                *slot = Some(tuples.len() == 1 && !in_markers.contains(i));
             }
         }
     }
@@ -1601,18 +1610,35 @@ fn clustering_read(
             sliced,
         };
     }
-    prefixes.sort();
-    prefixes.dedup();
-    let rest: Vec<&schema::ColumnMetadata> = clustering[position..].iter().collect();
-    let mut ranges = Vec::new();
-    for prefix in &prefixes {
-        ranges.extend(crate::slices::ranges(
-            &rest,
-            prefix,
-            lower.as_ref(),
-            upper.as_ref(),
-        ));
+    if prefixes.len() > 1 {
+        prefixes.sort();
+        prefixes.dedup();
     }
+    let ranges = if lower.is_none() && upper.is_none() {
+        // No slice: each prefix whole (a point read allocates no more than this).
+        prefixes
+            .into_iter()
+            .map(|prefix| {
+                let bound = mutation::ClusteringBound {
+                    prefix,
+                    inclusive: true,
+                };
+                (Some(bound.clone()), Some(bound))
+            })
+            .collect()
+    } else {
+        let rest: Vec<&schema::ColumnMetadata> = clustering[position..].iter().collect();
+        let mut ranges = Vec::new();
+        for prefix in &prefixes {
+            ranges.extend(crate::slices::ranges(
+                &rest,
+                prefix,
+                lower.as_ref(),
+                upper.as_ref(),
+            ));
+        }
+        ranges
+    };
     ClusteringRead {
         ranges: Some(ranges),
         prefix_columns: position,
