@@ -182,7 +182,7 @@ struct Plan {
     partitions: Option<Vec<PartitionKey>>,
     slice: ClusteringSlice,
     /// When the clustering restrictions select several ranges of keys (an IN on a clustering
-    /// column, a slice over columns of mixed order: `clustering_ranges`): the ranges, in
+    /// column, a slice over columns of mixed order: `clustering_read`): the ranges, in
     /// clustering order. Each partition is then read as one slice per range (in read order),
     /// as Cassandra reads its `Slices`, not from the lowest key to the highest: rows and
     /// tombstones between the ranges are not read. `slice` then only gives the direction.
