@@ -1205,6 +1205,30 @@ def test_an_empty_in_or_crossed_bounds_select_nothing(cql, test_keyspace, query)
             assert list(cql.execute(prepared, [[]])) == []
 
 
+@pytest.mark.parametrize("selection, refused", [
+    ("*", True), ("k, s, v", True), ("k", True), ("c, d", True), ("JSON k", True),
+    ("v", False), ("k, v", False), ("writetime(v)", False),
+])
+def test_an_empty_in_on_every_clustering_column_reads_static_rows(cql, test_keyspace, selection, refused):
+    """With `=` or IN on every clustering column, Cassandra still reads the partitions of an
+    empty IN for their static rows when it fetches the static columns (for `*`, a selection
+    naming one, or naming key columns only): the read is then paged, and refused with ORDER BY
+    and an IN on the partition key (rows are never returned)."""
+    schema = "k int, c int, d int, s int STATIC, v int, PRIMARY KEY (k, c, d)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, c, d, s, v) VALUES (0, 1, 1, 5, 5)")
+        for where in ("c IN () AND d = 1", "(c, d) IN ()", "c = 1 AND d IN ()"):
+            query = SimpleStatement(f"SELECT {selection} FROM {t} WHERE k IN (0, 1) AND {where} "
+                                    "ORDER BY c DESC", fetch_size=10)
+            if refused:
+                with pytest.raises(InvalidRequest, match="Cannot page queries with both ORDER BY"):
+                    cql.execute(query)
+            else:
+                assert list(cql.execute(query)) == []
+            unordered = f"SELECT {selection} FROM {t} WHERE k IN (0, 1) AND {where}"
+            assert list(cql.execute(SimpleStatement(unordered, fetch_size=10))) == []
+
+
 def test_an_aggregate_over_an_empty_in_with_order_by_is_refused_when_paged(cql, test_keyspace):
     """Unlike rows, an aggregate is always paged by Cassandra: `k IN ()` is an IN, so with
     ORDER BY it is refused as any paged post-query ordering is."""

@@ -129,3 +129,21 @@ def test_order_by_needs_the_partition_key(cql, t):
                        "partition key columns"):
         cql.execute(SimpleStatement(f"SELECT DISTINCT k FROM {t} WHERE k IN (1, 2) ORDER BY c",
                                     fetch_size=None))
+
+
+@pytest.mark.parametrize("where, values", [
+    ("k = ? AND c IN ? ORDER BY d DESC", [0, [1]]),
+    ("k = ? AND (c, d) IN ? ORDER BY e DESC", [0, [(1, 1)]]),
+])
+def test_a_bound_in_on_a_clustering_column_is_an_in_for_order_by(cql, test_keyspace, where, values):
+    """ORDER BY may leave out a clustering column restricted to one value: `=` or a literal
+    `IN (x)`, not `IN ?`, which Cassandra takes for an IN whatever is bound (it decides at
+    PREPARE). Before, Helenus accepted `IN ?` bound to one value."""
+    schema = "k int, c int, d int, e int, PRIMARY KEY (k, c, d, e)"
+    with new_table(cql, test_keyspace, schema) as t:
+        cql.execute(f"INSERT INTO {t} (k, c, d, e) VALUES (0, 1, 1, 1)")
+        message = "Order by currently only supports the ordering of columns following their declared order"
+        with pytest.raises(InvalidRequest, match=message):
+            cql.execute(cql.prepare(f"SELECT * FROM {t} WHERE {where}"), values)
+        literal = where.replace("c IN ?", "c IN (1)").replace("(c, d) IN ?", "(c, d) IN ((1, 1))")
+        assert len(list(cql.execute(cql.prepare(f"SELECT * FROM {t} WHERE {literal}"), [0]))) == 1

@@ -183,7 +183,7 @@ struct Plan {
     partitions: Option<PartitionList>,
     slice: ClusteringSlice,
     /// When the clustering restrictions select several ranges of keys (an IN on a clustering
-    /// column, a slice over columns of mixed order: `clustering_ranges`): the ranges, in
+    /// column, a slice over columns of mixed order: `clustering_read`): the ranges, in
     /// clustering order. Each partition is then read as one slice per range (in read order),
     /// as Cassandra reads its `Slices`, not from the lowest key to the highest: rows and
     /// tombstones between the ranges are not read. `slice` then only gives the direction.
@@ -211,14 +211,22 @@ struct Plan {
     partition_key_restricted: bool,
     /// An IN of several values on the partition key.
     partition_key_in: bool,
+    /// The read fetches the table's static columns (Cassandra's column filter: `*`, a
+    /// selection naming one, or naming key columns only).
+    fetches_static: bool,
+    /// `=` or IN restricts every clustering column (and no slice any).
+    clustering_names: bool,
 }
 
 impl Plan {
-    /// Whether the restrictions select no partition or no clustering key (an empty IN,
-    /// bounds that cross), whatever the data.
+    /// Whether Cassandra knows the read selects nothing before it reads (`ReadQuery.empty`):
+    /// no partition (an empty IN), or no clustering key (an empty IN, bounds that cross),
+    /// except when `=`/IN restrict every clustering column (Cassandra's names filter) and a
+    /// static column is fetched: it then still reads the partitions for their static rows.
     fn selects_nothing(&self) -> bool {
         self.partitions.as_ref().is_some_and(|keys| keys.len() == 0)
-            || self.slices.as_ref().is_some_and(Vec::is_empty)
+            || (self.slices.as_ref().is_some_and(Vec::is_empty)
+                && !(self.clustering_names && self.fetches_static))
     }
 }
 
@@ -986,6 +994,9 @@ fn build_plan(
     // Multi-column relations on clustering columns: (first column's position, operator,
     // index into `filters`).
     let mut ck_multi: Vec<(usize, Operator, usize)> = Vec::new();
+    // Filters (by index) of an `IN ?` on clustering columns: an IN whatever its bound values,
+    // as Cassandra decides at PREPARE (`IN (x)` is an `=`).
+    let mut in_markers: Vec<usize> = Vec::new();
     let mut needs_filtering = false;
     let mut token_start = None;
     let mut token_end = None;
@@ -1113,6 +1124,9 @@ fn build_plan(
                     ColumnKind::Clustering => {
                         has_clustering_restriction = true;
                         if matches!(op, Operator::Eq | Operator::In) {
+                            if matches!(value, RelationValue::Marker(_)) {
+                                in_markers.push(filters.len());
+                            }
                             ck_eq[col.position as usize] = Some(filters.len());
                         } else if !v.is_empty() {
                             ck_slices.push((col.position as usize, *op, filters.len()));
@@ -1161,6 +1175,9 @@ fn build_plan(
                         rest = &rest[len as usize..];
                     }
                     tuples.push(parts);
+                }
+                if *op == Operator::In && matches!(value, RelationValue::Marker(_)) {
+                    in_markers.push(filters.len());
                 }
                 filters.push(Filter::MultiColumn {
                     columns: idxs,
@@ -1333,7 +1350,7 @@ fn build_plan(
     // restricts it, by a single- or a multi-column relation, and to one value (`Some(true)`).
     let mut ck_eq_like: Vec<Option<bool>> = ck_eq
         .iter()
-        .map(|v| v.map(|i| restricted(&filters, i).len() == 1))
+        .map(|v| v.map(|i| restricted(&filters, i).len() == 1 && !in_markers.contains(&i)))
         .collect();
     for (first, op, i) in &ck_multi {
         if let (
@@ -1344,7 +1361,7 @@ fn build_plan(
         ) = (op, &filters[*i])
         {
             for slot in ck_eq_like.iter_mut().skip(*first).take(columns.len()) {
-                *slot = Some(tuples.len() == 1);
+                *slot = Some(tuples.len() == 1 && !in_markers.contains(i));
             }
         }
     }
@@ -1546,6 +1563,20 @@ fn build_plan(
             post_ordering = Some(columns);
         }
     }
+    // Cassandra's column filter fetches a table's static columns for `*`, for a selection of
+    // one, and for a selection of key columns only (it then fetches every column).
+    let fetches_static = table.columns.iter().any(|c| c.kind == ColumnKind::Static)
+        && match select.selection {
+            cql_syntax::ast::Selection::Wildcard => true,
+            cql_syntax::ast::Selection::Columns(_) => {
+                let read = selection.columns_read();
+                let kind = |i: &usize| table.columns[*i].kind;
+                read.iter().any(|i| kind(i) == ColumnKind::Static)
+                    || read.iter().all(|i| {
+                        matches!(kind(i), ColumnKind::PartitionKey | ColumnKind::Clustering)
+                    })
+            }
+        };
     let group_by = group_by_prefix(table, select, &selection.group_by_functions)?;
     let aggregate = selection.is_aggregate() && group_by.is_none();
     if aggregate && select.per_partition_limit.is_some() {
@@ -1616,6 +1647,13 @@ fn build_plan(
         post_ordering,
         partition_key_restricted: pk_restricted > 0 || has_token,
         partition_key_in,
+        fetches_static,
+        clustering_names: ck_count > 0
+            && ck_eq_like.iter().all(Option::is_some)
+            && ck_slices.is_empty()
+            && ck_multi
+                .iter()
+                .all(|(_, op, _)| matches!(op, Operator::Eq | Operator::In)),
     })
 }
 
@@ -1731,18 +1769,35 @@ fn clustering_read(
             sliced,
         };
     }
-    prefixes.sort();
-    prefixes.dedup();
-    let rest: Vec<&schema::ColumnMetadata> = clustering[position..].iter().collect();
-    let mut ranges = Vec::new();
-    for prefix in &prefixes {
-        ranges.extend(crate::slices::ranges(
-            &rest,
-            prefix,
-            lower.as_ref(),
-            upper.as_ref(),
-        ));
+    if prefixes.len() > 1 {
+        prefixes.sort();
+        prefixes.dedup();
     }
+    let ranges = if lower.is_none() && upper.is_none() {
+        // No slice: each prefix whole (a point read allocates no more than this).
+        prefixes
+            .into_iter()
+            .map(|prefix| {
+                let bound = mutation::ClusteringBound {
+                    prefix,
+                    inclusive: true,
+                };
+                (Some(bound.clone()), Some(bound))
+            })
+            .collect()
+    } else {
+        let rest: Vec<&schema::ColumnMetadata> = clustering[position..].iter().collect();
+        let mut ranges = Vec::new();
+        for prefix in &prefixes {
+            ranges.extend(crate::slices::ranges(
+                &rest,
+                prefix,
+                lower.as_ref(),
+                upper.as_ref(),
+            ));
+        }
+        ranges
+    };
     ClusteringRead {
         ranges: Some(ranges),
         prefix_columns: position,

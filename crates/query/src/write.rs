@@ -923,6 +923,10 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
 
 /// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
 /// values (IN gives several), and the clustering restriction.
+/// `(c1, c2) IN ((..), (..))`: the index of its first column, its width (columns), and its
+/// tuples, each one value per column (none for an empty IN).
+type MultiColumnIn = (usize, usize, Vec<Vec<Vec<u8>>>);
+
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
     /// Values for a prefix of the clustering columns; each entry one combination (none for an
@@ -963,9 +967,7 @@ fn key_restrictions(
     let mut slice_col: Option<usize> = None;
     let mut lower: Option<TupleBound> = None;
     let mut upper: Option<TupleBound> = None;
-    // `(c1, c2) IN ((..), (..))` from clustering column index `start`: its width (columns)
-    // and whole tuples (none for an empty IN).
-    let mut multi_in: Option<(usize, usize, Vec<Vec<Vec<u8>>>)> = None;
+    let mut multi_in: Option<MultiColumnIn> = None;
     // The clustering index a multi-column slice starts at.
     let mut multi_slice_start: Option<usize> = None;
     let mut non_key = Vec::new();
