@@ -1132,3 +1132,64 @@ def test_constants_that_do_not_parse_are_refused_in_cassandra_words(cql, test_ke
         with pytest.raises(InvalidRequest) as error:
             cql.execute(f"INSERT INTO {t} (k, {column}) VALUES (1, {literal})")
         assert message in str(error.value)
+
+
+# --- key sizes -----------------------------------------------------------------------------------
+
+
+def _key_length_refused(cql, statement, values, total):
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(statement, values)
+    assert f"Key length of {total} is longer than maximum of 65535" in str(error.value)
+
+
+def test_clustering_values_over_64_kib_are_refused_on_every_write_path(cql, test_keyspace):
+    """Cassandra refuses a row whose clustering values hold more than 65535 bytes together
+    (its format keeps them under a 16-bit length), whichever statement writes it: INSERT
+    (with or without JSON, prepared or not, in a batch or not), UPDATE, DELETE of the row or
+    of a column. A prefix or slice of a range deletion is not limited. Nothing is written."""
+    with new_table(cql, test_keyspace, "p text, c text, c2 text, v text, PRIMARY KEY (p, c, c2)") as t:
+        big = "x" * 70000
+        insert = f"INSERT INTO {t} (p, c, c2, v) VALUES (%s, %s, %s, 'v')"
+        _key_length_refused(cql, insert, ["a", big, "b"], 70001)
+        _key_length_refused(cql, insert, ["a", "b", big], 70001)
+        # Composite: each value fits, not both together.
+        _key_length_refused(cql, insert, ["a", "x" * 40000, "y" * 40000], 80000)
+        _key_length_refused(cql, insert, ["a", "x" * 65535, "b"], 65536)
+        _key_length_refused(cql, f"INSERT INTO {t} (p, c, c2, v) VALUES ('a', '{big}', 'b', 'v')", None, 70001)
+        _key_length_refused(cql, f"INSERT INTO {t} JSON '{{\"p\": \"a\", \"c\": \"{big}\", \"c2\": \"b\"}}'",
+                            None, 70001)
+        prepared = cql.prepare(f"INSERT INTO {t} (p, c, c2, v) VALUES (?, ?, 'b', 'v')")
+        _key_length_refused(cql, prepared, ["a", big], 70001)
+        batch = BatchStatement()
+        batch.add(prepared, ["a", "ok"])
+        batch.add(prepared, ["a", big])
+        _key_length_refused(cql, batch, None, 70001)
+        _key_length_refused(cql, f"UPDATE {t} SET v = 'v' WHERE p = 'a' AND c = %s AND c2 = 'b'", [big], 70001)
+        _key_length_refused(cql, f"DELETE FROM {t} WHERE p = 'a' AND c = %s AND c2 = 'b'", [big], 70001)
+        _key_length_refused(cql, f"DELETE v FROM {t} WHERE p = 'a' AND c = %s AND c2 = 'b'", [big], 70001)
+        # The largest clustering that fits is written and read back.
+        cql.execute(insert, ["a", "x" * 65534, "b"])
+        assert [len(r.c) for r in cql.execute(f"SELECT c FROM {t} WHERE p = 'a'")] == [65534]
+        cql.execute(f"DELETE FROM {t} WHERE p = 'a' AND c = %s", [big])
+        cql.execute(f"DELETE FROM {t} WHERE p = 'a' AND c > %s", [big])
+        assert [len(r.c) for r in cql.execute(f"SELECT c FROM {t} WHERE p = 'a'")] == [65534]
+
+
+def test_partition_keys_over_64_kib_are_refused_as_cassandra_counts_them(cql, test_keyspace):
+    """A single-column key up to 65535 bytes; a composite one as Cassandra checks it, its
+    values together, then its encoding (2 bytes of length and an end byte per value)."""
+    with new_table(cql, test_keyspace, "p text, q text, v text, PRIMARY KEY ((p, q))") as t:
+        insert = f"INSERT INTO {t} (p, q, v) VALUES (%s, %s, 'v')"
+        _key_length_refused(cql, insert, ["x" * 40000, "y" * 40000], 80000)
+        _key_length_refused(cql, insert, ["x" * 65532, "b"], 65539)
+        _key_length_refused(cql, insert, ["x" * 32765, "y" * 32765], 65536)
+        cql.execute(insert, ["x" * 32764, "y" * 32764])
+        _key_length_refused(cql, f"SELECT * FROM {t} WHERE p = %s AND q = 'b'", ["x" * 70000], 70001)
+    with new_table(cql, test_keyspace, "p blob, c int, s int static, PRIMARY KEY (p, c)") as t:
+        _key_length_refused(cql, f"INSERT INTO {t} (p, c) VALUES (%s, 1)", [b"x" * 65536], 65536)
+        _key_length_refused(cql, f"UPDATE {t} SET s = 1 WHERE p = %s", [b"x" * 65536], 65536)
+        _key_length_refused(cql, f"DELETE FROM {t} WHERE p = %s", [b"x" * 65536], 65536)
+        _key_length_refused(cql, f"SELECT * FROM {t} WHERE p = %s", [b"x" * 65536], 65536)
+        cql.execute(f"INSERT INTO {t} (p, c) VALUES (%s, 1)", [b"x" * 65535])
+        assert len(cql.execute(f"SELECT p FROM {t}").one().p) == 65535

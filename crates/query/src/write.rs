@@ -26,6 +26,33 @@ use crate::QueryError;
 pub(crate) const MAX_TTL_SECONDS: i64 = schema::MAX_TTL_SECONDS as i64;
 /// Partition keys are stored with a 16-bit length, as in Cassandra.
 pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 65_535;
+/// The most bytes a row's clustering values may hold together: Cassandra refuses more
+/// (`ClusteringPrefix.validate`), since its format keeps clustering values under a 16-bit
+/// length. Helenus's keys could hold more, but then a table could not move back to Cassandra,
+/// and nothing larger reaches storage.
+pub(crate) const MAX_CLUSTERING_KEY_BYTES: usize = 65_535;
+
+/// Refuses key values that together hold more than `limit` bytes, in Cassandra's words.
+fn check_key_length(values: &[Vec<u8>], limit: usize) -> Result<(), QueryError> {
+    let total: usize = values.iter().map(Vec::len).sum();
+    if total > limit {
+        return Err(QueryError::Invalid(format!(
+            "Key length of {total} is longer than maximum of {limit}"
+        )));
+    }
+    Ok(())
+}
+
+/// The byte-comparable key of a row from all its clustering values, refused as Cassandra
+/// refuses a clustering over `MAX_CLUSTERING_KEY_BYTES`: every write path (INSERT, UPDATE,
+/// DELETE of a row or its columns, in a BATCH or not, JSON or not) addresses rows through it.
+pub(crate) fn row_clustering_key(
+    table: &TableMetadata,
+    values: &[Vec<u8>],
+) -> Result<Vec<u8>, QueryError> {
+    check_key_length(values, MAX_CLUSTERING_KEY_BYTES)?;
+    Ok(clustering_key(table, values))
+}
 
 pub(crate) struct WriteContext<'a> {
     pub schema: &'a Schema,
@@ -354,6 +381,9 @@ pub(crate) fn partition_key(
     table: &TableMetadata,
     parts: &[Vec<u8>],
 ) -> Result<PartitionKey, QueryError> {
+    // Cassandra checks a composite key's values together first (as it checks clustering
+    // values), then the composite.
+    check_key_length(parts, MAX_PARTITION_KEY_BYTES)?;
     let key = if parts.len() == 1 {
         parts[0].clone()
     } else {
@@ -780,7 +810,7 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             timestamp: attrs.timestamp,
             expiry: attrs.expiry,
         });
-        push_row(partition, clustering_key(table, &ck), regular);
+        push_row(partition, row_clustering_key(table, &ck)?, regular);
     }
     if !static_row.columns.is_empty() {
         merge_static(partition, static_row);
@@ -1364,7 +1394,7 @@ fn write_rows(
         }
         if has_regular {
             for prefix in &keys.clustering_prefixes {
-                let clustering = clustering_key(table, prefix);
+                let clustering = row_clustering_key(table, prefix)?;
                 let mut row = regular.clone();
                 for (col, op) in list_ops {
                     if col.kind != ColumnKind::Static {
@@ -1933,11 +1963,10 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             continue;
         }
         for prefix in &keys.clustering_prefixes {
-            let encoded = clustering_key(table, prefix);
             if keys.slice.is_none() && prefix_len == table.clustering_count {
                 push_row(
                     partition,
-                    encoded,
+                    row_clustering_key(table, prefix)?,
                     Row {
                         liveness: None,
                         deletion: Some(deletion),
@@ -1946,6 +1975,8 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                 );
                 continue;
             }
+            // A prefix or a slice bounds a range tombstone: Cassandra does not limit those.
+            let encoded = clustering_key(table, prefix);
             let (start, end) = match &keys.slice {
                 None => (
                     Some(ClusteringBound {
