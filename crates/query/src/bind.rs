@@ -351,6 +351,7 @@ fn walk(
             }
             relations(specs, table, &s.where_clause)?;
             select::check_where(table, s)?;
+            select::check_distinct(schema, table, s)?;
             if let Some(Term::BindMarker(m)) = &s.per_partition_limit {
                 specs.marker(m, spec(table, "[per_partition_limit]", CqlType::Int));
             }
