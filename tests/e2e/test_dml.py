@@ -1193,3 +1193,155 @@ def test_partition_keys_over_64_kib_are_refused_as_cassandra_counts_them(cql, te
         _key_length_refused(cql, f"SELECT * FROM {t} WHERE p = %s", [b"x" * 65536], 65536)
         cql.execute(f"INSERT INTO {t} (p, c) VALUES (%s, 1)", [b"x" * 65535])
         assert len(cql.execute(f"SELECT p FROM {t}").one().p) == 65535
+
+
+# --- refusals of SELECT DISTINCT, filtering and modification WHERE clauses ----------------------
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT DISTINCT p, v FROM {t}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),
+    ("SELECT DISTINCT * FROM {t}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)"),
+    ("SELECT DISTINCT p, writetime(v) FROM {t}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),
+    ("SELECT DISTINCT p, c FROM {t} GROUP BY p, c",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)"),
+    ("SELECT DISTINCT s FROM {t}", "SELECT DISTINCT queries must request all the partition key columns (missing p)"),
+    ("SELECT DISTINCT count(*) FROM {t}",
+     "SELECT DISTINCT queries must request all the partition key columns (missing p)"),
+    ("SELECT DISTINCT p FROM {t} PER PARTITION LIMIT 1", "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries"),
+    ("SELECT DISTINCT p FROM {t} WHERE p = 0 PER PARTITION LIMIT 2",
+     "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries"),
+    ("SELECT DISTINCT p FROM {t} WHERE c = 1 ALLOW FILTERING",
+     "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."),
+    ("SELECT DISTINCT p1 FROM {t2}", "SELECT DISTINCT queries must request all the partition key columns (missing p2)"),
+    ("SELECT DISTINCT p1, p2, v FROM {t2}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),
+])
+def test_select_distinct_refused_as_cassandra_refuses_it(cql, test_keyspace, query, message):
+    """At PREPARE as in Cassandra 5.0: DISTINCT reads partition keys and static columns, all
+    the key's columns when it reads a range of partitions, and takes no PER PARTITION LIMIT."""
+    with new_table(cql, test_keyspace, "p int, c int, v int, s int static, PRIMARY KEY (p, c)") as t, \
+            new_table(cql, test_keyspace, "p1 int, p2 int, c int, v int, PRIMARY KEY ((p1, p2), c)") as t2:
+        statement = query.format(t=t, t2=t2)
+        with pytest.raises(InvalidRequest) as error:
+            cql.prepare(statement)
+        assert message in str(error.value)
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement)
+        assert message in str(error.value)
+
+
+def test_select_distinct_of_given_partitions_need_not_read_their_key(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "p int, c int, s int static, PRIMARY KEY (p, c)") as t:
+        cql.execute(f"INSERT INTO {t} (p, c, s) VALUES (1, 1, 7)")
+        assert [tuple(r) for r in cql.execute(f"SELECT DISTINCT s FROM {t} WHERE p = 1")] == [(7,)]
+        assert [tuple(r) for r in cql.execute(f"SELECT DISTINCT p, token(p) FROM {t}")][0][0] == 1
+
+
+@pytest.mark.parametrize("where, message", [
+    ("d > 1h", "Slice restrictions are not supported on duration columns"),
+    ("d <= 1h", "Slice restrictions are not supported on duration columns"),
+    ("p = 1 AND d >= 1h", "Slice restrictions are not supported on duration columns"),
+    ("l > [1h]", "Slice restrictions are not supported on collections containing durations"),
+    ("fl < [1h]", "Slice restrictions are not supported on collections containing durations"),
+    ("m[1] > 1h", "Slice restrictions are not supported on collections containing durations"),
+    ("t > (1, 1h)", "Slice restrictions are not supported on tuples containing durations"),
+    ("u > {a: 1, d: 1h}", "Slice restrictions are not supported on UDTs containing durations"),
+    ("d != 1h", 'Unsupported "!=" relation: d != 1h'),
+])
+def test_durations_are_not_ordered_so_not_sliced(cql, test_keyspace, where, message):
+    """Durations have no order: Cassandra refuses slices on them and on values holding them
+    (equality and CONTAINS still filter)."""
+    with new_type(cql, test_keyspace, "a int, d duration") as ud:
+        schema = (f"p int, c int, d duration, l list<duration>, fl frozen<list<duration>>, m map<int, duration>, "
+                  f"t tuple<int, duration>, u frozen<{ud}>, PRIMARY KEY (p, c)")
+        with new_table(cql, test_keyspace, schema) as t:
+            cql.execute(f"INSERT INTO {t} (p, c, d, l, t) VALUES (1, 1, 1h, [1h], (1, 1h))")
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(f"SELECT * FROM {t} WHERE {where} ALLOW FILTERING")
+            assert message in str(error.value)
+            assert len(list(cql.execute(f"SELECT * FROM {t} WHERE d = 1h ALLOW FILTERING"))) == 1
+            assert len(list(cql.execute(f"SELECT * FROM {t} WHERE l CONTAINS 1h ALLOW FILTERING"))) == 1
+            assert len(list(cql.execute(f"SELECT * FROM {t} WHERE t = (1, 1h) ALLOW FILTERING"))) == 1
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("SELECT * FROM {t} WHERE p = 1 AND (c) != (1)", 'Unsupported "!=" relation: (c) != (1)'),
+    ("SELECT * FROM {t} WHERE token(p) != 1", 'Unsupported "!=" relation: token(p) != 1'),
+    ("SELECT * FROM {t} WHERE v != 1 ALLOW FILTERING", 'Unsupported "!=" relation: v != 1'),
+    ("DELETE FROM {t} WHERE p = 1 AND c != 1", 'Unsupported "!=" relation: c != 1'),
+    ("DELETE FROM {t} WHERE p != 1", 'Unsupported "!=" relation: p != 1'),
+    ("UPDATE {t} SET v = 1 WHERE p = 1 AND c != 1", 'Unsupported "!=" relation: c != 1'),
+    ("DELETE FROM {t} WHERE p = 1 AND (c) != (1)", 'Unsupported "!=" relation: (c) != (1)'),
+    ("DELETE FROM {t} WHERE token(p) != 1", 'Unsupported "!=" relation: token(p) != 1'),
+    ("SELECT * FROM {t} WHERE p = max(1)", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = system.min(1)", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p IN (avg(1))", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = 1 AND c = abs(sum(1))", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = count(0x01)", "Aggregation function are not supported in the where clause"),
+    ("UPDATE {t} SET v = max(1) WHERE p = 1 AND c = 1", "Aggregation function are not supported in the where clause"),
+    ("INSERT INTO {t} (p, c, v) VALUES (1, 1, min(1))", "Aggregation function are not supported in the where clause"),
+    ("UPDATE {t} SET l = l + [max(1)] WHERE p = 1 AND c = 1", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = max(1, 2)", "Invalid number of arguments for function system.max(any)"),
+    ("SELECT * FROM {t} WHERE p = count(1, 2)",
+     "Invalid number of arguments in call to function system.count: 1 required but 2 provided"),
+    ("SELECT * FROM {t} WHERE p = count('a')",
+     "Type error: 'a' cannot be passed as argument 0 of function system.count of type blob"),
+    ("SELECT * FROM {t} WHERE p = sum(1, 2)",
+     "Invalid call to function sum, none of its type signatures match (known type signatures: system.sum : "
+     "(bigint) -> bigint, system.sum : (varint) -> varint, system.sum : (counter) -> counter, system.sum : "
+     "(tinyint) -> tinyint, system.sum : (smallint) -> smallint, system.sum : (int) -> int, system.sum : "
+     "(decimal) -> decimal, system.sum : (float) -> float, system.sum : (double) -> double)"),
+    ("SELECT * FROM {t} WHERE p = nosuch(1)", "Unknown function nosuch called"),
+    ("SELECT * FROM {t} WHERE p = ks.nosuch(1)", "Unknown function ks.nosuch called"),
+    ("UPDATE {t} SET v = 1 WHERE token(p) = 1 AND c = 1",
+     "The token function cannot be used in WHERE clauses for UPDATE statements"),
+    ("UPDATE {t} SET s = 1 WHERE token(p) > 1", "The token function cannot be used in WHERE clauses for UPDATE statements"),
+    ("DELETE FROM {t} WHERE token(p) = 1", "The token function cannot be used in WHERE clauses for DELETE statements"),
+    ("DELETE v FROM {t} WHERE token(p) = 1 AND c = 1",
+     "The token function cannot be used in WHERE clauses for DELETE statements"),
+    ("UPDATE {t} SET v = 1 WHERE token(p) = 1 AND token(p) = 2 AND p = 1 AND c = 1",
+     "p cannot be restricted by more than one relation if it includes an Equal"),
+    ("UPDATE {t} SET v = 1 WHERE token(c) = 1 AND p = 1 AND c = 1",
+     "The token() function must be applied to all partition key components or none of them"),
+    ("DELETE s FROM {t} WHERE p = 1 AND c = 1",
+     "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns"),
+    ("DELETE s FROM {t} WHERE p = 1 AND c > 1",
+     "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns"),
+    ("DELETE s FROM {t} WHERE p = 1 AND c IN (1, 2)",
+     "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns"),
+    ("UPDATE {t} SET s = 1 WHERE p = 1 AND c > 1",
+     "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"),
+    ("UPDATE {t} SET s = 1 WHERE p = 1 AND (c) = (1)",
+     "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"),
+    ("UPDATE {t} SET v = 1 WHERE p = 1 AND c CONTAINS 1", "Cannot use UPDATE with CONTAINS"),
+    ("DELETE FROM {t} WHERE p = 1 AND c = 1 AND l CONTAINS 1", "Cannot use DELETE with CONTAINS"),
+    ("DELETE FROM {t} WHERE p = 1 AND c CONTAINS KEY 1", "Cannot use DELETE with CONTAINS KEY"),
+    ("DELETE FROM {t} WHERE p = 1 AND m[1] = 1", "Non PRIMARY KEY columns found in where clause: m "),
+    ("DELETE FROM {t} WHERE p = 1 AND c IS NOT NULL", "Unsupported restriction: c IS NOT NULL"),
+])
+def test_where_clauses_refused_in_cassandras_words(cql, test_keyspace, statement, message):
+    with new_table(cql, test_keyspace, "p int, c int, v int, s int static, l list<int>, m map<int, int>, "
+                   "PRIMARY KEY (p, c)") as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement.format(t=t))
+        assert message in str(error.value)
+
+
+def test_token_beside_the_whole_partition_key_filters_updates_and_deletes(cql, test_keyspace):
+    """Cassandra accepts token() in an UPDATE or DELETE only beside the whole partition key,
+    and then writes only the partitions whose token it admits."""
+    with new_table(cql, test_keyspace, "p int, c int, v int, PRIMARY KEY (p, c)") as t:
+        cql.execute(f"INSERT INTO {t} (p, c, v) VALUES (1, 0, 0)")
+        token = cql.execute(f"SELECT token(p) FROM {t} WHERE p = 1").one()[0]
+        cql.execute(f"UPDATE {t} SET v = 1 WHERE p = 1 AND token(p) = {token} AND c = 1")
+        cql.execute(f"UPDATE {t} SET v = 2 WHERE p = 1 AND token(p) > {token} AND c = 2")
+        cql.execute(f"UPDATE {t} SET v = 3 WHERE p IN (1, 2) AND token(p) >= {token} AND token(p) <= {token} AND c = 3")
+        assert sorted(tuple(r) for r in cql.execute(f"SELECT p, c, v FROM {t}")) == \
+            [(1, 0, 0), (1, 1, 1), (1, 3, 3)]
+        cql.execute(f"DELETE FROM {t} WHERE p = 1 AND token(p) < {token}")
+        assert len(list(cql.execute(f"SELECT p FROM {t}"))) == 3
+        cql.execute(f"DELETE FROM {t} WHERE token(p) = {token} AND p = 1 AND c = 3")
+        assert sorted(tuple(r) for r in cql.execute(f"SELECT p, c, v FROM {t}")) == [(1, 0, 0), (1, 1, 1)]

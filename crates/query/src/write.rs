@@ -867,16 +867,115 @@ struct KeyRestrictions {
 /// Cassandra's refusal of a DELETE of named columns over a range of rows.
 const RANGE_DELETION_OF_COLUMNS: &str = "Range deletions are not supported for specific columns";
 
+/// Cassandra's refusals of one relation of an UPDATE's or DELETE's WHERE clause by itself,
+/// raised in the order the relations are written, before any is merged with another
+/// (`StatementRestrictions`): CONTAINS, `!=`, `IS NOT NULL`, and token()'s arguments.
+fn check_modification_relation(
+    table: &TableMetadata,
+    relation: &Relation,
+    statement: &str,
+) -> Result<(), QueryError> {
+    match relation {
+        Relation::Simple {
+            op: op @ (Operator::Contains | Operator::ContainsKey),
+            ..
+        } => Err(QueryError::Invalid(format!(
+            "Cannot use {statement} with {}",
+            op_name(op)
+        ))),
+        Relation::IsNotNull(c) => Err(QueryError::Invalid(format!(
+            "Unsupported restriction: {} IS NOT NULL",
+            column(table, c)?.name
+        ))),
+        Relation::Token { columns, .. } => {
+            crate::select::check_not_equal(table, relation)?;
+            crate::select::check_token_columns(table, columns)
+        }
+        _ => crate::select::check_not_equal(table, relation),
+    }
+}
+
+/// The token bounds of an UPDATE's or DELETE's WHERE clause. Cassandra refuses the token
+/// function there unless the whole partition key is also given, and then keeps only the
+/// partitions whose token is within the bounds.
+#[derive(Default)]
+struct TokenBounds {
+    eq: Option<i64>,
+    start: Option<(i64, bool)>,
+    end: Option<(i64, bool)>,
+}
+
+impl TokenBounds {
+    fn is_empty(&self) -> bool {
+        self.eq.is_none() && self.start.is_none() && self.end.is_none()
+    }
+
+    /// Adds `token(...) op value`, refused as Cassandra refuses a second bound of a kind.
+    fn add(&mut self, table: &TableMetadata, op: &Operator, token: i64) -> Result<(), QueryError> {
+        let names: Vec<&str> = table
+            .partition_key()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let names = names.join(", ");
+        if self.eq.is_some() || (matches!(op, Operator::Eq) && !self.is_empty()) {
+            return Err(QueryError::Invalid(format!(
+                "{names} cannot be restricted by more than one relation if it includes an Equal"
+            )));
+        }
+        let (side, bound) = match op {
+            Operator::Eq => {
+                self.eq = Some(token);
+                return Ok(());
+            }
+            Operator::Gt | Operator::Gte => ("start", &mut self.start),
+            Operator::Lt | Operator::Lte => ("end", &mut self.end),
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operator {} for token() in a modification statement",
+                    op_name(op)
+                )))
+            }
+        };
+        if bound.is_some() {
+            return Err(QueryError::Invalid(format!(
+                "More than one restriction was found for the {side} bound on {names}"
+            )));
+        }
+        *bound = Some((token, matches!(op, Operator::Gte | Operator::Lte)));
+        Ok(())
+    }
+
+    fn admits(&self, token: i64) -> bool {
+        self.eq.is_none_or(|t| t == token)
+            && self
+                .start
+                .is_none_or(|(t, inclusive)| token > t || (inclusive && token == t))
+            && self
+                .end
+                .is_none_or(|(t, inclusive)| token < t || (inclusive && token == t))
+    }
+}
+
 /// What a modification statement's WHERE clause restricts. `statement` names it in errors
 /// (`UPDATE`, `DELETE`); `allow_slice`: a clustering slice is accepted (a DELETE of whole
-/// rows).
+/// rows); `only_static`: the statement writes static columns only, so (as Cassandra) any
+/// restriction of the clustering columns is refused.
 fn key_restrictions(
     table: &TableMetadata,
     relations: &[Relation],
     ctx: &WriteContext<'_>,
     statement: &str,
     allow_slice: bool,
+    only_static: bool,
 ) -> Result<KeyRestrictions, QueryError> {
+    for rel in relations {
+        check_modification_relation(table, rel, statement)?;
+    }
+    let mut tokens = TokenBounds::default();
+    // A clustering column restricted by a slice the statement cannot take, left for the
+    // static-only refusal to name (Cassandra checks that first).
+    let mut refused_slice: Option<QueryError> = None;
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
     let mut slice_col: Option<usize> = None;
     let mut lower: Option<SliceBound> = None;
@@ -955,7 +1054,7 @@ fn key_restrictions(
                     }
                     (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
                         // Cassandra's words for each kind of refused slice.
-                        return Err(QueryError::Invalid(match col.kind {
+                        let refusal = QueryError::Invalid(match col.kind {
                             ColumnKind::PartitionKey => format!(
                                 "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
                             ),
@@ -963,7 +1062,12 @@ fn key_restrictions(
                                 "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
                             }
                             _ => RANGE_DELETION_OF_COLUMNS.to_string(),
-                        }));
+                        });
+                        if col.kind == ColumnKind::PartitionKey || !only_static {
+                            return Err(refusal);
+                        }
+                        refused_slice.get_or_insert(refusal);
+                        continue;
                     }
                     _ => {
                         return Err(QueryError::Invalid(format!(
@@ -1043,13 +1147,33 @@ fn key_restrictions(
                     }
                 }
             }
-            Relation::Token { .. }
-            | Relation::Element { .. }
-            | Relation::IsNotNull(_)
-            | Relation::CustomIndex { .. } => return Err(QueryError::Invalid(
-                "This kind of relation is not supported in a modification statement by Helenus yet"
-                    .to_string(),
-            )),
+            Relation::Token {
+                op,
+                value: RelationValue::Single(t),
+                ..
+            } => {
+                let token = match evaluate(t, &CqlType::Bigint, "partition key token", ctx.values)? {
+                    TermValue::Value(b) if b.len() == 8 => {
+                        i64::from_be_bytes(b.as_slice().try_into().unwrap_or([0; 8]))
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "Invalid null value for partition key token".to_string(),
+                        ))
+                    }
+                };
+                tokens.add(table, op, token)?;
+            }
+            Relation::Element { column: c, .. } => {
+                // A map element is a regular column's: refused with the others below.
+                non_key.push(column(table, c)?.name.clone());
+            }
+            Relation::Token { .. } | Relation::IsNotNull(_) | Relation::CustomIndex { .. } => {
+                return Err(QueryError::Invalid(
+                    "This kind of relation is not supported in a modification statement by Helenus yet"
+                        .to_string(),
+                ))
+            }
         }
     }
     if !non_key.is_empty() {
@@ -1065,15 +1189,40 @@ fn key_restrictions(
         .filter(|(i, _)| !eq.contains_key(i))
         .map(|(_, c)| c.name.clone())
         .collect();
+    if !missing.is_empty() && !tokens.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "The token function cannot be used in WHERE clauses for {statement} statements"
+        )));
+    }
     if !missing.is_empty() {
         return Err(QueryError::Invalid(format!(
             "Some partition key parts are missing: {}",
             missing.join(", ")
         )));
     }
+    let clustering_restricted = refused_slice.is_some()
+        || multi_in.is_some()
+        || multi_slice_start.is_some()
+        || slice_col.is_some()
+        || eq.keys().any(|i| *i >= table.partition_key_count);
+    if only_static && clustering_restricted {
+        return Err(QueryError::Invalid(format!(
+            "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
+        )));
+    }
     let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     for i in 0..table.partition_key_count {
         partitions = cartesian(partitions, &eq[&i]);
+    }
+    if !tokens.is_empty() {
+        // With the whole key given, Cassandra takes token() as a filter on its partitions.
+        let mut kept = Vec::with_capacity(partitions.len());
+        for pk in partitions {
+            if tokens.admits(partition_key(table, &pk)?.token) {
+                kept.push(pk);
+            }
+        }
+        partitions = kept;
     }
     let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     let mut prefix_len = 0;
@@ -1771,7 +1920,14 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         !regular.columns.is_empty() || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
     let has_static = !static_row.columns.is_empty()
         || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-    let keys = key_restrictions(table, &s.where_clause, ctx, "UPDATE", false)?;
+    let keys = key_restrictions(
+        table,
+        &s.where_clause,
+        ctx,
+        "UPDATE",
+        false,
+        has_static && !has_regular,
+    )?;
     let full_clustering = keys
         .clustering_prefixes
         .first()
@@ -1788,11 +1944,6 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Some clustering keys are missing: {}",
             missing.join(", ")
         )));
-    }
-    if full_clustering && table.clustering_count > 0 && !has_regular && has_static {
-        return Err(QueryError::Invalid(
-            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".to_string(),
-        ));
     }
     write_rows(
         table,
@@ -1831,7 +1982,25 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         marked_for_delete_at: attrs.timestamp,
         local_deletion_time: ctx.now_seconds,
     };
-    let keys = key_restrictions(table, &s.where_clause, ctx, "DELETE", s.columns.is_empty())?;
+    // Whether the DELETE names static columns only (known before its WHERE clause is read,
+    // as Cassandra prepares the deleted columns first).
+    let mut only_static = !s.columns.is_empty();
+    for sel in &s.columns {
+        let c = match sel {
+            DeleteSelector::Column(c)
+            | DeleteSelector::Element { column: c, .. }
+            | DeleteSelector::Field { column: c, .. } => c,
+        };
+        only_static &= column(table, c)?.kind == ColumnKind::Static;
+    }
+    let keys = key_restrictions(
+        table,
+        &s.where_clause,
+        ctx,
+        "DELETE",
+        s.columns.is_empty(),
+        only_static,
+    )?;
     let prefix_len = keys.clustering_prefixes.first().map(Vec::len).unwrap_or(0);
 
     if !s.columns.is_empty() {
@@ -1930,11 +2099,6 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
         let has_static = !static_row.columns.is_empty()
             || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-        if !has_regular && has_static && prefix_len > 0 {
-            return Err(QueryError::Invalid(
-                "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns".to_string(),
-            ));
-        }
         if has_regular && prefix_len != table.clustering_count {
             return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
         }
