@@ -1345,3 +1345,120 @@ def test_token_beside_the_whole_partition_key_filters_updates_and_deletes(cql, t
         assert len(list(cql.execute(f"SELECT p FROM {t}"))) == 3
         cql.execute(f"DELETE FROM {t} WHERE token(p) = {token} AND p = 1 AND c = 3")
         assert sorted(tuple(r) for r in cql.execute(f"SELECT p, c, v FROM {t}")) == [(1, 0, 0), (1, 1, 1)]
+
+
+# --- values Cassandra refuses inside literals ----------------------------------------------------
+
+
+@pytest.mark.parametrize("literal, message", [
+    ("1h1h", "Invalid duration. The hours are specified multiple times"),
+    ("-1h1h", "Invalid duration. The hours are specified multiple times"),
+    ("1us1µs", "Invalid duration. The microseconds are specified multiple times"),
+    ("1m1h", "Invalid duration. The minutes should be after hours"),
+    ("1d1y", "Invalid duration. The days should be after years"),
+    ("1d1w", "Invalid duration. The days should be after weeks"),
+    ("1MO1Y", "Invalid duration. The months should be after years"),
+    ("1ms1us1ns1s", "Invalid duration. The nanoseconds should be after seconds"),
+    ("2147483648mo", "Invalid duration. The total number of months must be less or equal to 2147483647"),
+    ("306783379w", "Invalid duration. The total number of days must be less or equal to 2147483647"),
+    ("2562048h", "Invalid duration. The total number of nanoseconds must be less or equal to 2147483647"),
+])
+def test_duration_literals_take_each_unit_once_in_order(cql, test_keyspace, literal, message):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, d duration") as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"INSERT INTO {t} (k, d) VALUES (0, {literal})")
+        assert message in str(error.value)
+        cql.execute(f"INSERT INTO {t} (k, d) VALUES (0, 1y1mo1w1d1h1m1s1ms1us1ns)")
+        assert cql.execute(f"SELECT d FROM {t} WHERE k = 0").one().d == Duration(13, 8, 3661001001001)
+
+
+@pytest.mark.parametrize("statement, values, message", [
+    ("INSERT INTO {t} (k, c, t) VALUES (0, 0, (?, 1))", [UNSET_VALUE], "Invalid unset value for tuple field number 0"),
+    ("INSERT INTO {t} (k, c, ft) VALUES (0, 0, (1, ?))", [UNSET_VALUE], "Invalid unset value for tuple field number 1"),
+    ("INSERT INTO {t} (k, c, u) VALUES (0, 0, {{a: ?, b: 1}})", [UNSET_VALUE],
+     "Invalid unset value for field 'a' of user defined type {u}"),
+    ("UPDATE {t} SET t = (1, ?) WHERE k = 0 AND c = 0", [UNSET_VALUE], "Invalid unset value for tuple field number 1"),
+    ("SELECT * FROM {t} WHERE k = 0 AND t = (?, 1) ALLOW FILTERING", [UNSET_VALUE],
+     "Invalid unset value for tuple field number 0"),
+    ("SELECT * FROM {t} WHERE k = 0 AND u = {{a: ?, b: 1}} ALLOW FILTERING", [UNSET_VALUE],
+     "Invalid unset value for field 'a' of user defined type {u}"),
+    ("SELECT * FROM {t} WHERE k = 0 AND (c) > (?)", [UNSET_VALUE], "Invalid unset value for tuple field number 0"),
+    ("DELETE FROM {t} WHERE k = 0 AND (c) = (?)", [UNSET_VALUE], "Invalid unset value for tuple field number 0"),
+    ("SELECT * FROM {t} WHERE s CONTAINS ? ALLOW FILTERING", [UNSET_VALUE], "Unsupported unset value for column s"),
+    ("SELECT * FROM {t} WHERE s CONTAINS ? ALLOW FILTERING", [None], "Unsupported null value for column s"),
+    ("UPDATE {t} SET l[?] = 1 WHERE k = 0 AND c = 0", [UNSET_VALUE], "Invalid unset value for list index"),
+    ("DELETE m[?] FROM {t} WHERE k = 0 AND c = 0", [UNSET_VALUE], "Invalid unset map key"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, blobAsInt(?))", [UNSET_VALUE],
+     "Invalid unset value for argument in call to function blobasint"),
+    # Bind markers are refused inside list, set and map literals (not vector ones).
+    ("INSERT INTO {t} (k, c, l) VALUES (0, 0, [1, ?])", [1],
+     "Invalid list literal for l: bind variables are not supported inside collection literals"),
+    ("UPDATE {t} SET s = s + {{?}} WHERE k = 0 AND c = 0", [1],
+     "Invalid set literal for s: bind variables are not supported inside collection literals"),
+    ("UPDATE {t} SET m = {{1: ?}} WHERE k = 0 AND c = 0", [1],
+     "Invalid map literal for m: bind variables are not supported inside collection literals"),
+    ("UPDATE {t} SET tl = (1, [?]) WHERE k = 0 AND c = 0", [1],
+     "Invalid list literal for tl[1]: bind variables are not supported inside collection literals"),
+    ("SELECT * FROM {t} WHERE k = 0 AND fl = [?] ALLOW FILTERING", [1],
+     "Invalid list literal for fl: bind variables are not supported inside collection literals"),
+])
+def test_values_refused_inside_literals(cql, test_keyspace, statement, values, message):
+    """A tuple or frozen UDT literal is one value: none of its parts may be unset; and a
+    collection literal must be whole at PREPARE, without bind markers (Cassandra 5.0)."""
+    with new_type(cql, test_keyspace, "a int, b int") as u:
+        schema = (f"k int, c int, v int, t tuple<int, int>, ft frozen<tuple<int, int>>, u frozen<{u}>, "
+                  f"l list<int>, s set<int>, m map<int, int>, fl frozen<list<int>>, tl tuple<int, list<int>>, "
+                  f"PRIMARY KEY (k, c)")
+        with new_table(cql, test_keyspace, schema) as t:
+            text = statement.format(t=t)
+            expected = message.format(u=u.split(".")[1])
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(cql.prepare(text), values)
+            assert expected in str(error.value)
+
+
+def test_unset_fields_of_a_non_frozen_udt_are_left_null(cql, test_keyspace):
+    with new_type(cql, test_keyspace, "a int, b int") as u:
+        with new_table(cql, test_keyspace, f"k int PRIMARY KEY, u {u}") as t:
+            cql.execute(cql.prepare(f"INSERT INTO {t} (k, u) VALUES (0, {{a: ?, b: 1}})"), [UNSET_VALUE])
+            row = cql.execute(f"SELECT u FROM {t} WHERE k = 0").one()
+            assert (row.u.a, row.u.b) == (None, 1)
+
+
+def test_tuple_elements_are_named_as_cassandra_names_them(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, t tuple<int, int>") as t:
+        prepared = cql.prepare(f"INSERT INTO {t} (k, t) VALUES (?, (?, ?))")
+        assert [c.name for c in prepared.column_metadata] == ["k", "t[0]", "t[1]"]
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"INSERT INTO {t} (k, t) VALUES (1, ('a', 1))")
+        assert "Invalid tuple literal for t: component 0 is not of type int" in str(error.value)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO {t} (k) VALUES (0)", "Some clustering keys are missing: c"),
+    ("INSERT INTO {t} (k, s, v) VALUES (0, 1, 1)", "Some clustering keys are missing: c"),
+    ("INSERT INTO {t} JSON '{{\"k\": 0, \"s\": 1}}' DEFAULT UNSET", "Invalid unset value for column c"),
+    ("INSERT INTO {t} JSON '{{\"c\": 0}}' DEFAULT UNSET", "Invalid unset value for column k"),
+    ("INSERT INTO {t} JSON '{{\"k\": 0}}'", "Invalid null value in condition for column c"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (int) 0x00000001)", "Cannot cast value 0x00000001 to type int"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (int) (blob) 0x00000001)",
+     "Cannot cast value (blob)0x00000001 to type int"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (blob) 0x00000001)",
+     "Cannot assign value (blob)0x00000001 to v of type int"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (int) (bigint) 1)", "Cannot cast value (bigint)1 to type int"),
+    ("INSERT INTO {t} (k, c, b) VALUES (0, 0, (blob) 123)", "Cannot cast value 123 to type blob"),
+    ("INSERT INTO {t} (k, c, b) VALUES (0, 0, (int) 1234)", 'Invalid INTEGER constant (1234) for "b" of type blob'),
+    ("SELECT * FROM {t} WHERE k = (int) 0x00000001", "Cannot cast value 0x00000001 to type int"),
+    ("SELECT (int) 0x00000001 FROM {t}", "Cannot assign value (int)0x00000001 to (int)0x00000001 of type int"),
+    ("SELECT (text) 1 FROM {t}", "Cannot assign value (text)1 to (text)1 of type text"),
+])
+def test_inserts_without_their_key_and_casts_of_blobs_refused(cql, test_keyspace, statement, message):
+    """An INSERT names its whole primary key (a partition's static columns alone excepted);
+    a type hint takes only what its type can hold, into a receiver that can hold its type."""
+    with new_table(cql, test_keyspace, "k int, c int, v int, b blob, s int static, PRIMARY KEY (k, c)") as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement.format(t=t))
+        assert message in str(error.value)
+        cql.execute(f"INSERT INTO {t} (k, s) VALUES (0, 1)")
+        cql.execute(f"INSERT INTO {t} (k, c, v, b) VALUES (0, 0, (int) 5, (blob) 0x01)")
+        assert tuple(cql.execute(f"SELECT s, v, b FROM {t} WHERE k = 0").one()) == (1, 5, b"\x01")

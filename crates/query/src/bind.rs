@@ -123,17 +123,31 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
     match t {
         Term::BindMarker(m) => specs.marker(m, spec(table, name, ty.clone())),
         Term::List(items) | Term::Set(items) => {
-            let elem = match ty.unfrozen() {
-                CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
-                CqlType::Vector(e, _) => (**e).clone(),
+            let (elem, kind) = match ty.unfrozen() {
+                CqlType::List(e) => ((**e).clone(), "list"),
+                CqlType::Set(e) => ((**e).clone(), "set"),
+                CqlType::Vector(e, _) => ((**e).clone(), "vector"),
                 _ => return,
             };
+            if kind != "vector" && items.iter().any(contains_bind_marker) {
+                specs
+                    .error
+                    .get_or_insert(markers_in_collection_literal(kind, name));
+            }
             for item in items {
                 term(specs, table, &format!("value({name})"), &elem, item);
             }
         }
         Term::Map(entries) => {
             if let CqlType::Map(k, v) = ty.unfrozen() {
+                if entries
+                    .iter()
+                    .any(|(key, value)| contains_bind_marker(key) || contains_bind_marker(value))
+                {
+                    specs
+                        .error
+                        .get_or_insert(markers_in_collection_literal("map", name));
+                }
                 for (key, value) in entries {
                     term(specs, table, &format!("key({name})"), k, key);
                     term(specs, table, &format!("value({name})"), v, value);
@@ -142,8 +156,8 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
         }
         Term::Tuple(items) => {
             if let CqlType::Tuple(types) = ty.unfrozen() {
-                for (item, ty) in items.iter().zip(types) {
-                    term(specs, table, name, ty, item);
+                for (i, (item, ty)) in items.iter().zip(types).enumerate() {
+                    term(specs, table, &format!("{name}[{i}]"), ty, item);
                 }
             } else if let [item] = &items[..] {
                 // `(x)` for a receiver that is not a tuple is `x` in parentheses.
@@ -190,6 +204,34 @@ fn term(specs: &mut Specs, table: &TableMetadata, name: &str, ty: &CqlType, t: &
             }
         }
         _ => {}
+    }
+}
+
+/// Cassandra's refusal of bind markers inside a list, set or map literal (a vector literal
+/// takes them): the literal must be whole at PREPARE (`Lists.Literal.prepare` and its kin).
+fn markers_in_collection_literal(kind: &str, name: &str) -> QueryError {
+    QueryError::Invalid(format!(
+        "Invalid {kind} literal for {name}: bind variables are not supported inside collection literals"
+    ))
+}
+
+/// Whether a bind marker is anywhere inside `t`.
+fn contains_bind_marker(t: &Term) -> bool {
+    match t {
+        Term::BindMarker(_) => true,
+        Term::Constant(_) | Term::Null => false,
+        Term::List(items) | Term::Set(items) | Term::Tuple(items) => {
+            items.iter().any(contains_bind_marker)
+        }
+        Term::Map(entries) => entries
+            .iter()
+            .any(|(k, v)| contains_bind_marker(k) || contains_bind_marker(v)),
+        Term::UserType(fields) => fields.iter().any(|(_, v)| contains_bind_marker(v)),
+        Term::FunctionCall { args, .. } => args.iter().any(contains_bind_marker),
+        Term::TypeHint { term, .. } | Term::Cast { term, .. } | Term::Negate(term) => {
+            contains_bind_marker(term)
+        }
+        Term::Binary { lhs, rhs, .. } => contains_bind_marker(lhs) || contains_bind_marker(rhs),
     }
 }
 

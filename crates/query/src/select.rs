@@ -279,7 +279,7 @@ fn evaluate_value(
     name: &str,
     values: &[Bound],
 ) -> Result<Vec<u8>, QueryError> {
-    evaluate_value_or(t, ty, name, values, invalid_null)
+    evaluate_value_or(t, ty, name, values, false)
 }
 
 /// Cassandra's refusal of a null in a restriction, and, on a non-key column, its other words.
@@ -291,19 +291,22 @@ fn unsupported_null(name: &str) -> QueryError {
     QueryError::Invalid(format!("Unsupported null value for column {name}"))
 }
 
-/// `evaluate_value`, refusing a null with `null`.
+/// `evaluate_value`, refusing a null or unset value in Cassandra's words for a key column or,
+/// if `non_key`, for a regular or static one.
 fn evaluate_value_or(
     t: &Term,
     ty: &CqlType,
     name: &str,
     values: &[Bound],
-    null: fn(&str) -> QueryError,
+    non_key: bool,
 ) -> Result<Vec<u8>, QueryError> {
     match evaluate(t, ty, name, values)? {
         TermValue::Value(b) => Ok(b),
-        TermValue::Null => Err(null(name)),
+        TermValue::Null if non_key => Err(unsupported_null(name)),
+        TermValue::Null => Err(invalid_null(name)),
         TermValue::Unset => Err(QueryError::Invalid(format!(
-            "Invalid unset value for column {name}"
+            "{} unset value for column {name}",
+            if non_key { "Unsupported" } else { "Invalid" }
         ))),
     }
 }
@@ -314,30 +317,30 @@ fn in_values(
     name: &str,
     values: &[Bound],
 ) -> Result<Vec<Vec<u8>>, QueryError> {
-    in_values_or(value, ty, name, values, invalid_null)
+    in_values_or(value, ty, name, values, false)
 }
 
-/// `in_values`, refusing a null with `null`.
+/// `in_values`, refusing a null or unset value as `evaluate_value_or` does.
 fn in_values_or(
     value: &RelationValue,
     ty: &CqlType,
     name: &str,
     values: &[Bound],
-    null: fn(&str) -> QueryError,
+    non_key: bool,
 ) -> Result<Vec<Vec<u8>>, QueryError> {
     Ok(match value {
-        RelationValue::Single(t) => vec![evaluate_value_or(t, ty, name, values, null)?],
+        RelationValue::Single(t) => vec![evaluate_value_or(t, ty, name, values, non_key)?],
         RelationValue::List(items) => {
             let mut out = Vec::with_capacity(items.len());
             for t in items {
-                out.push(evaluate_value_or(t, ty, name, values, null)?);
+                out.push(evaluate_value_or(t, ty, name, values, non_key)?);
             }
             out
         }
         RelationValue::Marker(m) => {
             let list = CqlType::List(Box::new(ty.clone()));
             let marker = Term::BindMarker(m.clone());
-            let bytes = evaluate_value_or(&marker, &list, name, values, null)?;
+            let bytes = evaluate_value_or(&marker, &list, name, values, non_key)?;
             split_elements(&bytes, 1)?
                 .into_iter()
                 .map(|g| g[0].to_vec())
@@ -988,7 +991,9 @@ fn build_plan(
                                 )))
                             }
                         };
-                        let v = in_values(value, &elem, &col.name, values)?;
+                        // Cassandra words a null or unset searched value as for a non-key
+                        // column (collections never are key columns).
+                        let v = in_values_or(value, &elem, &col.name, values, true)?;
                         needs_filtering = true;
                         filters.push(Filter::Compare {
                             column: idx,
@@ -1045,7 +1050,7 @@ fn build_plan(
                     },
                     // Cassandra words a null compared with a non-key column so.
                     (ColumnKind::Regular | ColumnKind::Static, _, _) => {
-                        in_values_or(value, &col.ty, &col.name, values, unsupported_null)?
+                        in_values_or(value, &col.ty, &col.name, values, true)?
                     }
                     _ => in_values(value, &col.ty, &col.name, values)?,
                 };
@@ -1186,7 +1191,7 @@ fn build_plan(
                             col.name
                         )))
                     }
-                    CqlType::List(_) => {
+                    ty if matches!(ty.unfrozen(), CqlType::List(_)) => {
                         return Err(QueryError::Invalid(format!(
                             "Indexes on list entries ({}[index] = value) are not currently supported.",
                             col.name

@@ -709,6 +709,12 @@ fn json_values(
         cql_syntax::ast::JsonDefault::Null => Some(TermValue::Null),
     };
     let mut given: Vec<Option<TermValue>> = vec![missing; table.columns.len()];
+    // A JSON insert names every primary key column: one it leaves out is unset under DEFAULT
+    // UNSET (Cassandra: "Invalid unset value for column c"), not missing.
+    let key_count = table.partition_key_count + table.clustering_count;
+    for v in given.iter_mut().take(key_count) {
+        v.get_or_insert(TermValue::Unset);
+    }
     for (key, json) in &object {
         let name = types::json_key_to_name(key);
         let idx = table.column_index(&name).ok_or_else(|| {
@@ -776,10 +782,16 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             None => missing.push(col.name.clone()),
         }
     }
-    let static_only = table.non_key_columns().iter().enumerate().all(|(i, c)| {
-        given[table.partition_key_count + table.clustering_count + i].is_none()
-            || c.kind == ColumnKind::Static
-    });
+    // Cassandra's `appliesOnlyToStaticColumns`: at least one static column, and no regular one.
+    let mut sets_static = false;
+    let mut sets_regular = false;
+    for (i, c) in table.non_key_columns().iter().enumerate() {
+        if given[table.partition_key_count + table.clustering_count + i].is_some() {
+            sets_static |= c.kind == ColumnKind::Static;
+            sets_regular |= c.kind != ColumnKind::Static;
+        }
+    }
+    let static_only = sets_static && !sets_regular;
     if !(missing.is_empty() || (ck.is_empty() && static_only)) {
         return Err(QueryError::Invalid(format!(
             "Some clustering keys are missing: {}",
@@ -1450,6 +1462,8 @@ fn refusal(col: &ColumnMetadata, a: &Assignment) -> Option<QueryError> {
                 (_, CqlType::List(_)) if prepend => "frozen list",
                 _ if prepend => "non list",
                 (ty, _) if ty.is_collection() && !ty.is_multi_cell() => "frozen collection",
+                // Cassandra's UserType is a TupleType: an addition names both so.
+                (_, CqlType::Tuple(_) | CqlType::Udt(_)) if !prepend => "tuple",
                 (ty, _) if !ty.is_collection() => "non counter",
                 _ => return None,
             };
@@ -1468,14 +1482,14 @@ fn refusal(col: &ColumnMetadata, a: &Assignment) -> Option<QueryError> {
             };
             (format!("{name} = {name} - {t}"), what)
         }
-        Assignment::SetElement { .. } => {
+        Assignment::SetElement { key, value, .. } => {
             let what = match &col.ty {
                 CqlType::Map(..) | CqlType::List(_) => return None,
                 CqlType::Set(_) => "set",
                 ty if ty.is_collection() => "frozen collection",
                 _ => "non collection",
             };
-            (format!("{name}[?] = ?"), what)
+            (format!("{name}[{key}] = {value}"), what)
         }
         Assignment::Set { .. } | Assignment::SetField { .. } => return None,
     };
@@ -1674,9 +1688,9 @@ fn list_index(term: &Term, column: &str, ctx: &WriteContext<'_>) -> Result<i32, 
         TermValue::Null => Err(QueryError::Invalid(
             "Invalid null value for list index".to_string(),
         )),
-        TermValue::Unset => Err(QueryError::Invalid(format!(
-            "Invalid unset value for list index of {column}"
-        ))),
+        TermValue::Unset => Err(QueryError::Invalid(
+            "Invalid unset value for list index".to_string(),
+        )),
     }
 }
 
@@ -2042,10 +2056,11 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                             return Err(QueryError::Invalid(format!("Invalid null {what}")));
                         }
                         TermValue::Unset => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid unset value for {} element",
-                                col.name
-                            )))
+                            let what = match &col.ty {
+                                CqlType::Set(_) => "set element",
+                                _ => "map key",
+                            };
+                            return Err(QueryError::Invalid(format!("Invalid unset {what}")));
                         }
                     };
                     let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
@@ -2058,6 +2073,12 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     {
                         return Err(QueryError::Invalid(format!(
                             "Frozen UDT column {} does not support field deletions",
+                            col.name
+                        )));
+                    }
+                    if !matches!(col.ty, CqlType::Udt(_)) {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid field deletion operation for non-UDT column {}",
                             col.name
                         )));
                     }
