@@ -1045,3 +1045,38 @@ def test_vector_dimension_beyond_an_int_is_a_syntax_error(cql, test_keyspace):
         cql.execute(statement)
     assert (f'Failed parsing statement: [{statement}] reason: NumberFormatException For input string: '
             '"2147483648"') in str(error.value)
+
+
+@pytest.mark.parametrize("field_type, shown", [
+    ("frozen<{b}>", "frozen<{ks}.{b}>"),
+    ("frozen<list<frozen<{a}>>>", "frozen<list<frozen<{ks}.{a}>>>"),
+    ("list<frozen<{a}>>", "list<frozen<{ks}.{a}>>"),
+    ("tuple<int, frozen<{a}>>", "tuple<int, frozen<{ks}.{a}>>"),
+])
+def test_a_user_type_cannot_come_to_hold_itself(cql, field_type, shown):
+    """ALTER TYPE ADD of a field holding the type itself, directly or through another type,
+    is refused as Cassandra refuses it (before: accepted, making a type that holds itself)."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.a (x int)")
+        cql.execute(f"CREATE TYPE {ks}.b (y frozen<a>)")
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"ALTER TYPE {ks}.a ADD z {field_type.format(a='a', b='b')}")
+        assert (f"Cannot add new field z of type {shown.format(ks=ks, a='a', b='b')} to user type {ks}.a "
+                "as it would create a circular reference") in str(error.value)
+
+
+def test_alter_type_adds_one_field_at_a_time(cql):
+    """Cassandra's grammar adds one field per ALTER TYPE (as Helenus's): several are a syntax
+    error, one at a time is not."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.a (x int)")
+        for statement in (f"ALTER TYPE {ks}.a ADD b int, c text", f"ALTER TYPE {ks}.a ADD (b int, c text)",
+                          f"ALTER TYPE {ks}.a ADD b int AND c text"):
+            with pytest.raises(SyntaxException):
+                cql.execute(statement)
+        cql.execute(f"ALTER TYPE {ks}.a ADD b int")
+        cql.execute(f"ALTER TYPE {ks}.a ADD IF NOT EXISTS b int")
+        cql.execute(f"ALTER TYPE {ks}.a ADD c text")
+        fields = cql.execute(f"SELECT field_names FROM system_schema.types WHERE keyspace_name = '{ks}' "
+                             "AND type_name = 'a'").one().field_names
+        assert fields == ["x", "b", "c"]

@@ -439,6 +439,32 @@ fn uses_type(t: &CqlType, name: &str) -> bool {
     }
 }
 
+/// A type as Cassandra's messages print it (`CQL3Type.toString`): user types named with their
+/// keyspace, tuples without the `frozen<>` they always are.
+fn type_with_keyspaces(t: &CqlType) -> String {
+    let name = |n: &str| cql_syntax::ast::Identifier::new(n).to_cql();
+    match t {
+        CqlType::Udt(u) => format!("{}.{}", name(&u.keyspace), name(&u.name)),
+        CqlType::Frozen(inner) if matches!(**inner, CqlType::Tuple(_)) => {
+            type_with_keyspaces(inner)
+        }
+        CqlType::Frozen(inner) => format!("frozen<{}>", type_with_keyspaces(inner)),
+        CqlType::List(e) => format!("list<{}>", type_with_keyspaces(e)),
+        CqlType::Set(e) => format!("set<{}>", type_with_keyspaces(e)),
+        CqlType::Map(k, v) => format!(
+            "map<{}, {}>",
+            type_with_keyspaces(k),
+            type_with_keyspaces(v)
+        ),
+        CqlType::Tuple(items) => {
+            let items: Vec<String> = items.iter().map(type_with_keyspaces).collect();
+            format!("tuple<{}>", items.join(", "))
+        }
+        CqlType::Vector(e, n) => format!("vector<{}, {n}>", type_with_keyspaces(e)),
+        other => other.to_string(),
+    }
+}
+
 /// The most fields a user type, or components a tuple, may have: the protocol's type option
 /// counts them in a `[short]`.
 const MAX_COMPONENTS: usize = u16::MAX as usize;
@@ -961,6 +987,16 @@ fn plan_change(
                         return Err(QueryError::Invalid(format!(
                             "Cannot add field {} to type {ks_name}.{name}: a field with name {} already exists",
                             f.as_str(), f.as_str()
+                        )));
+                    }
+                    // A type may not hold itself, however deep (Cassandra resolves the field's
+                    // type, then refuses this before anything else).
+                    let resolved = field_type(ty, &ks_name, &ks.types)?;
+                    if uses_type(&resolved, name) {
+                        return Err(QueryError::Invalid(format!(
+                            "Cannot add new field {} of type {} to user type {ks_name}.{name} as it would create a circular reference",
+                            f.as_str(),
+                            type_with_keyspaces(&resolved)
                         )));
                     }
                     // Cassandra refuses a type in a partition key, in these words.
