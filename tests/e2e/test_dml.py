@@ -1215,6 +1215,8 @@ def test_partition_keys_over_64_kib_are_refused_as_cassandra_counts_them(cql, te
      "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries"),
     ("SELECT DISTINCT p FROM {t} WHERE c = 1 ALLOW FILTERING",
      "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."),
+    ("SELECT DISTINCT p FROM {t} WHERE p IN (1, 2) ORDER BY c",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)"),
     ("SELECT DISTINCT p1 FROM {t2}", "SELECT DISTINCT queries must request all the partition key columns (missing p2)"),
     ("SELECT DISTINCT p1, p2, v FROM {t2}",
      "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),

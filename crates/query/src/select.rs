@@ -415,7 +415,21 @@ pub(crate) fn check_distinct(
         }
     }
     let selection = compile_selection(schema, table, select)?;
-    let read = selection.columns_read();
+    let mut read = selection.columns_read();
+    // Ordering rows of several partitions after reading them needs the ORDER BY columns in
+    // the selection: Cassandra adds them, so DISTINCT refuses them too.
+    let key_in = select.where_clause.iter().any(|r| {
+        matches!(r, Relation::Simple { column: c, op: Operator::In, value }
+            if column(table, c).is_ok_and(|col| col.kind == ColumnKind::PartitionKey)
+                && !matches!(value, RelationValue::List(items) if items.len() <= 1))
+    });
+    if key_in {
+        for ordering in &select.order_by {
+            if let Ok(col) = column(table, &ordering.column) {
+                read.extend(table.column_index(&col.name));
+            }
+        }
+    }
     for &i in &read {
         let col = &table.columns[i];
         if !matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Static) {
