@@ -1325,11 +1325,13 @@ def test_durations_are_not_ordered_so_not_sliced(cql, test_keyspace, where, mess
     ("DELETE FROM {t} WHERE p = 1 AND c IS NOT NULL", "Unsupported restriction: c IS NOT NULL"),
 ])
 def test_where_clauses_refused_in_cassandras_words(cql, test_keyspace, statement, message):
+    """Refused at PREPARE, as Cassandra refuses them, and when queried."""
     with new_table(cql, test_keyspace, "p int, c int, v int, s int static, l list<int>, m map<int, int>, "
                    "PRIMARY KEY (p, c)") as t:
-        with pytest.raises(InvalidRequest) as error:
-            cql.execute(statement.format(t=t))
-        assert message in str(error.value)
+        for run in (cql.prepare, cql.execute):
+            with pytest.raises(InvalidRequest) as error:
+                run(statement.format(t=t))
+            assert message in str(error.value)
 
 
 def test_token_beside_the_whole_partition_key_filters_updates_and_deletes(cql, test_keyspace):

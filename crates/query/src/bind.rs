@@ -483,6 +483,8 @@ fn walk(
                 }
             }
             relations(specs, table, &s.where_clause)?;
+            let only_static = crate::write::assigns_only_static(table, &s.assignments)?;
+            crate::write::check_modification_where(table, &s.where_clause, "UPDATE", only_static)?;
             *pk_candidates = Some((table.clone(), Vec::new()));
         }
         Statement::Delete(s) => {
@@ -501,6 +503,8 @@ fn walk(
             }
             using(specs, table, &s.using);
             relations(specs, table, &s.where_clause)?;
+            let only_static = crate::write::deletes_only_static(table, &s.columns)?;
+            crate::write::check_modification_where(table, &s.where_clause, "DELETE", only_static)?;
             *pk_candidates = Some((table.clone(), Vec::new()));
         }
         Statement::Batch(b) => {

@@ -907,6 +907,134 @@ fn check_modification_relation(
     }
 }
 
+/// What Cassandra refuses of an UPDATE's or DELETE's WHERE clause at PREPARE, whatever values
+/// are bound (`bind::analyze` runs it for every such statement; `key_restrictions` checks
+/// the same again with the values): each relation by itself, token() without the whole
+/// partition key, and clustering restrictions when only static columns are written.
+/// `only_static`: the statement writes static columns only.
+pub(crate) fn check_modification_where(
+    table: &TableMetadata,
+    relations: &[Relation],
+    statement: &str,
+    only_static: bool,
+) -> Result<(), QueryError> {
+    for rel in relations {
+        check_modification_relation(table, rel, statement)?;
+    }
+    // Merging token bounds refuses a second of a kind whatever their values.
+    let mut tokens = TokenBounds::default();
+    for rel in relations {
+        if let Relation::Token { op, .. } = rel {
+            tokens.add(table, op, 0)?;
+        }
+    }
+    let mut key_given = vec![false; table.partition_key_count];
+    let mut clustering_restricted = false;
+    for rel in relations {
+        match rel {
+            Relation::Simple {
+                column: c,
+                op: Operator::Eq | Operator::In,
+                ..
+            } => {
+                let col = column(table, c)?;
+                match col.kind {
+                    ColumnKind::PartitionKey => key_given[col.position.max(0) as usize] = true,
+                    ColumnKind::Clustering => clustering_restricted = true,
+                    _ => {}
+                }
+            }
+            Relation::Simple { column: c, op, .. } => {
+                let col = column(table, c)?;
+                if col.kind == ColumnKind::PartitionKey
+                    && matches!(
+                        op,
+                        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte
+                    )
+                {
+                    return Err(QueryError::Invalid(format!(
+                        "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
+                    )));
+                }
+                clustering_restricted |= col.kind == ColumnKind::Clustering;
+            }
+            Relation::MultiColumn { .. } => clustering_restricted = true,
+            _ => {}
+        }
+    }
+    let token = relations
+        .iter()
+        .any(|r| matches!(r, Relation::Token { .. }));
+    if token && !key_given.iter().all(|given| *given) {
+        return Err(QueryError::Invalid(format!(
+            "The token function cannot be used in WHERE clauses for {statement} statements"
+        )));
+    }
+    let missing: Vec<&str> = table
+        .partition_key()
+        .iter()
+        .zip(&key_given)
+        .filter(|(_, given)| !**given)
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    if only_static && clustering_restricted {
+        return Err(QueryError::Invalid(format!(
+            "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
+        )));
+    }
+    let mut non_key = Vec::new();
+    for rel in relations {
+        if let Relation::Simple { column: c, .. } | Relation::Element { column: c, .. } = rel {
+            let col = column(table, c)?;
+            if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
+                non_key.push(col.name.as_str());
+            }
+        }
+    }
+    if !non_key.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Non PRIMARY KEY columns found in where clause: {} ",
+            non_key.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Whether an UPDATE's assignments write static columns only (and at least one).
+pub(crate) fn assigns_only_static(
+    table: &TableMetadata,
+    assignments: &[Assignment],
+) -> Result<bool, QueryError> {
+    let mut only_static = !assignments.is_empty();
+    for a in assignments {
+        only_static &= column(table, assigned(a))?.kind == ColumnKind::Static;
+    }
+    Ok(only_static)
+}
+
+/// Whether a DELETE names static columns only (and at least one).
+pub(crate) fn deletes_only_static(
+    table: &TableMetadata,
+    selectors: &[DeleteSelector],
+) -> Result<bool, QueryError> {
+    let mut only_static = !selectors.is_empty();
+    for sel in selectors {
+        let c = match sel {
+            DeleteSelector::Column(c)
+            | DeleteSelector::Element { column: c, .. }
+            | DeleteSelector::Field { column: c, .. } => c,
+        };
+        only_static &= column(table, c)?.kind == ColumnKind::Static;
+    }
+    Ok(only_static)
+}
+
 /// The token bounds of an UPDATE's or DELETE's WHERE clause. Cassandra refuses the token
 /// function there unless the whole partition key is also given, and then keeps only the
 /// partitions whose token is within the bounds.
@@ -1998,15 +2126,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     };
     // Whether the DELETE names static columns only (known before its WHERE clause is read,
     // as Cassandra prepares the deleted columns first).
-    let mut only_static = !s.columns.is_empty();
-    for sel in &s.columns {
-        let c = match sel {
-            DeleteSelector::Column(c)
-            | DeleteSelector::Element { column: c, .. }
-            | DeleteSelector::Field { column: c, .. } => c,
-        };
-        only_static &= column(table, c)?.kind == ColumnKind::Static;
-    }
+    let only_static = deletes_only_static(table, &s.columns)?;
     let keys = key_restrictions(
         table,
         &s.where_clause,
