@@ -888,6 +888,23 @@ def test_alter_keyspace_to_network_topology_keeps_its_data_centres(cql):
      "Scaling parameter x must match N|L[0-9]+|T[0-9]+|[+-]?[0-9]+"),
     ("compaction = {'class': 'UnifiedCompactionStrategy', 'base_shard_count': 0}",
      "Invalid configuration, base_shard_count should be positive: 0"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'scaling_parameters': 'T4, L1'}",
+     "Fan factor cannot be lower than 2 in L1"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'target_sstable_size': '1 KiB'}",
+     "target_sstable_size 1 KiB is not acceptable, size must be at least 1.000MiB"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'target_sstable_size': '1048576'}",
+     "target_sstable_size 1048576 is not a valid size in bytes: 1048576 does not end in unit B"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'target_sstable_size': '1XB'}",
+     "target_sstable_size 1XB is not a valid size in bytes: Unexpected characters between pos 1 and 2 in 1XB"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'flush_size_override': '100KiB'}",
+     "flush_size_override 100KiB is not acceptable, size must be at least 1.000MiB"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'min_sstable_size': '800MiB'}",
+     "Invalid configuration, min_sstable_size (800.000MiB) should be less than 70% of the targetSSTableSize "
+     "(1.000GiB)"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'sstable_growth': '150%'}",
+     "sstable_growth 150% must be between 0 and 1"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'overlap_inclusion_method': 'x'}",
+     "Invalid overlap inclusion method x. The valid options are [NONE, SINGLE, TRANSITIVE]."),
     ("compaction = {}", "Missing sub-option 'class' for the 'compaction' option"),
     # Compression.
     ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 0}", "Invalid negative or null chunk_length_in_kb"),
@@ -950,8 +967,10 @@ def test_table_options_refused_as_cassandra_refuses_them(cql, test_keyspace, opt
      {"class": "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy", "compaction_window_unit": "HOURS",
       "timestamp_resolution": "SECONDS", "tombstone_threshold": "0", "max_threshold": "32", "min_threshold": "4"},
      None),
-    ("compaction = {'class': 'UnifiedCompactionStrategy', 'scaling_parameters': 'T4, L10'}",
-     {"class": "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy", "scaling_parameters": "T4, L10"},
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'scaling_parameters': 'T4, L10', "
+     "'target_sstable_size': '1.5GiB', 'min_sstable_size': '700MiB', 'sstable_growth': '50%'}",
+     {"class": "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy", "scaling_parameters": "T4, L10",
+      "target_sstable_size": "1.5GiB", "min_sstable_size": "700MiB", "sstable_growth": "50%"},
      None),
     # `compression = {}` (as in Cassandra's own tests) turns compression off, as does an
     # `enabled` that is not true.

@@ -23,8 +23,8 @@ const MAX_THRESHOLD: &str = "max_threshold";
 const DEFAULT_MIN_THRESHOLD: i32 = 4;
 const DEFAULT_MAX_THRESHOLD: i32 = 32;
 
-/// The options a strategy understands beyond the common ones (UCS's `Controller`): any other
-/// is refused.
+/// The options UCS understands beyond the common ones (its `Controller`): any other is
+/// refused.
 const UCS_OPTIONS: [&str; 10] = [
     "scaling_parameters",
     "base_shard_count",
@@ -381,19 +381,18 @@ fn time_window(
     Ok(unchecked)
 }
 
-/// `UnifiedCompactionStrategy.validateOptions` (its `Controller`): the option names, and the
-/// values of its integer and boolean options and scaling parameters. The size options
-/// (`target_sstable_size`, `flush_size_override`, `min_sstable_size`), `sstable_growth` and
-/// `overlap_inclusion_method` are accepted as given: their formats are not checked.
+/// UCS's default `target_sstable_size` (1 GiB), which `min_sstable_size` is checked against.
+const UCS_DEFAULT_TARGET_SSTABLE_BYTES: i64 = 1 << 30;
+/// UCS's smallest `target_sstable_size` and `flush_size_override`.
+const UCS_MIN_SIZE_BYTES: f64 = 1_048_576.0;
+
+/// `UnifiedCompactionStrategy.validateOptions` (its `Controller`), option by option in its
+/// order.
 fn unified(options: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, SchemaError> {
     let mut unchecked = common(options)?;
     if let Some(v) = options.get("scaling_parameters") {
         for parameter in v.split(',').map(str::trim) {
-            if !scaling_parameter_valid(parameter) {
-                return Err(config(format!(
-                    "Scaling parameter {parameter} must match N|L[0-9]+|T[0-9]+|[+-]?[0-9]+"
-                )));
-            }
+            scaling_parameter(parameter)?;
         }
     }
     if let Some(v) = options.get("base_shard_count") {
@@ -405,6 +404,39 @@ fn unified(options: &BTreeMap<String, String>) -> Result<BTreeMap<String, String
         if n <= 0 {
             return Err(config(format!(
                 "Invalid configuration, base_shard_count should be positive: {n}"
+            )));
+        }
+    }
+    let mut target = UCS_DEFAULT_TARGET_SSTABLE_BYTES;
+    if let Some(v) = options.get("target_sstable_size") {
+        let size = java::parse_human_readable_bytes(v).map_err(|e| {
+            config(format!(
+                "target_sstable_size {v} is not a valid size in bytes: {e}"
+            ))
+        })?;
+        if size >= i64::MAX as f64 {
+            return Err(config(format!(
+                "target_sstable_size {v} is out of range of Long."
+            )));
+        }
+        if size < UCS_MIN_SIZE_BYTES {
+            return Err(config(format!(
+                "target_sstable_size {v} is not acceptable, size must be at least {}",
+                java::pretty_print_memory(UCS_MIN_SIZE_BYTES as i64)
+            )));
+        }
+        target = size.ceil() as i64;
+    }
+    if let Some(v) = options.get("flush_size_override") {
+        let size = java::parse_human_readable_bytes(v).map_err(|e| {
+            config(format!(
+                "flush_size_override {v} is not a valid size in bytes: {e}"
+            ))
+        })?;
+        if size.ceil() < UCS_MIN_SIZE_BYTES {
+            return Err(config(format!(
+                "flush_size_override {v} is not acceptable, size must be at least {}",
+                java::pretty_print_memory(UCS_MIN_SIZE_BYTES as i64)
             )));
         }
     }
@@ -434,18 +466,80 @@ fn unified(options: &BTreeMap<String, String>) -> Result<BTreeMap<String, String
             )));
         }
     }
+    if let Some(v) = options.get("overlap_inclusion_method") {
+        if !matches!(v.to_uppercase().as_str(), "NONE" | "SINGLE" | "TRANSITIVE") {
+            return Err(config(format!(
+                "Invalid overlap inclusion method {v}. The valid options are [NONE, SINGLE, TRANSITIVE]."
+            )));
+        }
+    }
+    if let Some(v) = options.get("min_sstable_size") {
+        let size = java::parse_human_readable_bytes(v)
+            .map_err(|_| {
+                config(format!(
+                    "{v} is not a valid size in bytes for min_sstable_size"
+                ))
+            })?
+            .ceil();
+        if size < 0.0 {
+            return Err(config(
+                "Invalid configuration, min_sstable_size should be greater than or equal to 0 (zero)"
+                    .to_string(),
+            ));
+        }
+        if size >= (target as f64 * 0.7).ceil() {
+            return Err(config(format!(
+                "Invalid configuration, min_sstable_size ({}) should be less than 70% of the targetSSTableSize ({})",
+                java::pretty_print_memory(size as i64),
+                java::pretty_print_memory(target)
+            )));
+        }
+    }
+    if let Some(v) = options.get("sstable_growth") {
+        let growth = java::parse_percent(v).map_err(|e| {
+            config(format!(
+                "sstable_growth is not a valid number between 0 and 1: {e}"
+            ))
+        })?;
+        if !(0.0..=1.0).contains(&growth) {
+            return Err(config(format!(
+                "sstable_growth {v} must be between 0 and 1"
+            )));
+        }
+    }
     for key in UCS_OPTIONS {
         unchecked.remove(key);
     }
     Ok(unchecked)
 }
 
-/// UCS's scaling parameter pattern `N|L[0-9]+|T[0-9]+|[+-]?[0-9]+`.
-fn scaling_parameter_valid(p: &str) -> bool {
+/// One of UCS's scaling parameters: `N`, `L<fan>` or `T<fan>` (a fan factor of at least 2),
+/// or a signed number; each a Java int.
+fn scaling_parameter(p: &str) -> Result<(), SchemaError> {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    p == "N"
-        || p.strip_prefix(['L', 'T']).is_some_and(digits)
-        || digits(p.strip_prefix(['+', '-']).unwrap_or(p))
+    let int = |s: &str| {
+        java::parse_int(s).ok_or_else(|| {
+            config(format!(
+                "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy.validateOptions() threw an error: java.lang.NumberFormatException For input string: \"{s}\""
+            ))
+        })
+    };
+    if p == "N" {
+        return Ok(());
+    }
+    if let Some(fan) = p.strip_prefix(['L', 'T']).filter(|f| digits(f)) {
+        if int(fan)? < 2 {
+            return Err(config(format!("Fan factor cannot be lower than 2 in {p}")));
+        }
+        return Ok(());
+    }
+    if digits(p.strip_prefix(['+', '-']).unwrap_or(p)) {
+        int(p)?;
+        return Ok(());
+    }
+    Err(config(format!(
+        "Scaling parameter {p} must match N|L[0-9]+|T[0-9]+|[+-]?[0-9]+"
+    )))
 }
 
 /// An unsigned integer of any size, in base 10^9 limbs (least significant first): enough

@@ -83,6 +83,127 @@ pub(crate) fn double_to_string(v: f64) -> String {
     }
 }
 
+/// Cassandra's `FBUtilities.parseHumanReadable(text, null, "B")`: a number (or `NaN`,
+/// `Infinity`), optionally `*2^n`, optional whitespace, an optional unit prefix (`K`, `M`...,
+/// binary when followed by `i`), then `B`. The error is Java's `NumberFormatException`
+/// message (`null` when none).
+pub(crate) fn parse_human_readable_bytes(text: &str) -> Result<f64, String> {
+    let Some(body) = text.strip_suffix('B') else {
+        return Err(format!("{text} does not end in unit B"));
+    };
+    let end = body.len();
+    let bytes = body.as_bytes();
+    let mut pos;
+    let sign = usize::from(matches!(bytes.first(), Some(b'+' | b'-')));
+    let (mut value, has_fraction) = if body.starts_with("NaN") {
+        pos = 3;
+        (f64::NAN, false)
+    } else if body[sign..].starts_with("Infinity") {
+        pos = sign + 8;
+        let v = if body.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+        (v, false)
+    } else {
+        let digits_from = |from: usize| {
+            bytes[from..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count()
+        };
+        let integer = digits_from(sign);
+        if integer == 0 {
+            return Err("null".to_string());
+        }
+        pos = sign + integer;
+        let mut has_fraction = false;
+        if bytes.get(pos) == Some(&b'.') && digits_from(pos + 1) > 0 {
+            pos += 1 + digits_from(pos + 1);
+            has_fraction = true;
+        }
+        if matches!(bytes.get(pos), Some(b'e' | b'E')) {
+            let exp_sign = usize::from(matches!(bytes.get(pos + 1), Some(b'+' | b'-')));
+            let exp_digits = digits_from(pos + 1 + exp_sign);
+            if exp_digits > 0 {
+                pos += 1 + exp_sign + exp_digits;
+            }
+        }
+        let v = body[..pos].parse::<f64>().map_err(|_| "null".to_string())?;
+        (v, has_fraction)
+    };
+    if !has_fraction {
+        if let Some(rest) = body[pos..].strip_prefix("*2^") {
+            let exp_sign = usize::from(rest.starts_with(['+', '-']));
+            let exp_digits = rest[exp_sign..]
+                .bytes()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            if exp_digits > 0 {
+                let exponent = &rest[..exp_sign + exp_digits];
+                let exponent = parse_int(exponent)
+                    .ok_or_else(|| format!("For input string: \"{exponent}\""))?;
+                value *= 2f64.powi(exponent);
+                pos += 3 + exp_sign + exp_digits;
+            }
+        }
+    }
+    while pos < end && bytes[pos].is_ascii_whitespace() {
+        pos += 1;
+    }
+    const PREFIXES: &str = "qryzafpnum KMGTPEZYRQ";
+    if pos < end {
+        if let Some(index) = PREFIXES.find(char::from(bytes[pos])) {
+            let power = index as i32 - 10;
+            pos += 1;
+            if pos < end && bytes[pos] == b'i' {
+                pos += 1;
+                value *= 2f64.powi(power * 10);
+            } else {
+                value *= (1000f64.ln() * f64::from(power)).exp();
+            }
+        }
+    }
+    if pos != end {
+        return Err(format!(
+            "Unexpected characters between pos {pos} and {end} in {text}"
+        ));
+    }
+    Ok(value)
+}
+
+/// Cassandra's `FBUtilities.parsePercent`: `50%` or `0.5`.
+pub(crate) fn parse_percent(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    parse_double(number)
+        .map(|v| v / scale)
+        .ok_or_else(|| format!("For input string: \"{number}\""))
+}
+
+/// Cassandra's `FBUtilities.prettyPrintMemory`: `1.000MiB`, or bytes as `512B`.
+pub(crate) fn pretty_print_memory(size: i64) -> String {
+    let magnitude = size.unsigned_abs();
+    let prefix_index = if magnitude == 0 {
+        0
+    } else {
+        (63 - magnitude.leading_zeros()) / 10
+    };
+    if prefix_index == 0 {
+        return format!("{size}B");
+    }
+    const PREFIXES: &[u8] = b" KMGTPEZYRQ";
+    let scaled = size as f32 / 2f32.powi(prefix_index as i32 * 10);
+    format!(
+        "{scaled:.3}{}iB",
+        char::from(PREFIXES[prefix_index as usize])
+    )
+}
+
 /// Java's `String.format("%f", x)`: six decimals.
 pub(crate) fn format_fixed6(v: f64) -> String {
     format!("{v:.6}")
@@ -116,6 +237,35 @@ mod tests {
         assert_eq!(parse_double("nan"), None);
         assert_eq!(parse_double("x"), None);
         assert_eq!(parse_double(""), None);
+    }
+
+    #[test]
+    fn sizes_read_and_print_as_cassandra_does() {
+        let size = parse_human_readable_bytes;
+        assert_eq!(size("1MiB"), Ok(1_048_576.0));
+        assert_eq!(size("2 GiB"), Ok(2_147_483_648.0));
+        assert_eq!(size("1.5GiB"), Ok(1_610_612_736.0));
+        assert_eq!(size("1*2^20B"), Ok(1_048_576.0));
+        assert!((size("1GB").unwrap() - 1e9).abs() < 1.0);
+        assert_eq!(size("-1B"), Ok(-1.0));
+        assert_eq!(
+            size("1048576"),
+            Err("1048576 does not end in unit B".to_string())
+        );
+        assert_eq!(size("x B"), Err("null".to_string()));
+        assert_eq!(
+            size("1XB"),
+            Err("Unexpected characters between pos 1 and 2 in 1XB".to_string())
+        );
+        assert_eq!(parse_percent("50%"), Ok(0.5));
+        assert_eq!(
+            parse_percent("x"),
+            Err("For input string: \"x\"".to_string())
+        );
+        assert_eq!(pretty_print_memory(1_048_576), "1.000MiB");
+        assert_eq!(pretty_print_memory(838_860_800), "800.000MiB");
+        assert_eq!(pretty_print_memory(1 << 30), "1.000GiB");
+        assert_eq!(pretty_print_memory(512), "512B");
     }
 
     #[test]
