@@ -191,3 +191,34 @@ def test_static_list_by_index(cql, test_keyspace):
         assert cql.execute(f"SELECT sl FROM {t} WHERE k = 1").one().sl == ["z"]
         # SELECT * lists static columns before regular ones.
         assert cql.execute(f"SELECT * FROM {t}").column_names == ["k", "c", "sl", "v"]
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("UPDATE {t} SET fl[0] = 1 WHERE k = 0", "Invalid operation (fl[0] = 1) for frozen collection column fl"),
+    ("UPDATE {t} SET fm[1] = 1 WHERE k = 0", "Invalid operation (fm[1] = 1) for frozen collection column fm"),
+    ("UPDATE {t} SET fl = fl + [1] WHERE k = 0", "Invalid operation (fl = fl + [1]) for frozen collection column fl"),
+    ("UPDATE {t} SET fl = [1] + fl WHERE k = 0", "Invalid operation (fl = [1] - fl) for frozen list column fl"),
+    ("UPDATE {t} SET fs = fs - {{1}} WHERE k = 0", "Invalid operation (fs = fs - {{1}}) for frozen collection column fs"),
+    ("UPDATE {t} SET fu.a = 1 WHERE k = 0", "Invalid operation (fu.a = 1) for frozen UDT column fu"),
+    ("UPDATE {t} SET fu = fu + {{a: 1}} WHERE k = 0", "Invalid operation (fu = fu + {{a: 1}}) for tuple column fu"),
+    ("UPDATE {t} SET t = t + (1, 1) WHERE k = 0", "Invalid operation (t = t + (1, 1)) for tuple column t"),
+    ("UPDATE {t} SET t = t - (1, 1) WHERE k = 0", "Invalid operation (t = t - (1, 1)) for non counter column t"),
+    ("UPDATE {t} SET s[1] = 1 WHERE k = 0", "Invalid operation (s[1] = 1) for set column s"),
+    ("UPDATE {t} SET v[1] = 1 WHERE k = 0", "Invalid operation (v[1] = 1) for non collection column v"),
+    ("DELETE fl[0] FROM {t} WHERE k = 0", "Invalid deletion operation for frozen collection column fl"),
+    ("DELETE fm[1] FROM {t} WHERE k = 0", "Invalid deletion operation for frozen collection column fm"),
+    ("DELETE fu.a FROM {t} WHERE k = 0", "Frozen UDT column fu does not support field deletions"),
+    ("DELETE v.a FROM {t} WHERE k = 0", "Invalid field deletion operation for non-UDT column v"),
+    ("SELECT * FROM {t} WHERE fl[0] = 1 ALLOW FILTERING",
+     "Indexes on list entries (fl[index] = value) are not currently supported."),
+])
+def test_frozen_collection_operations_refused_in_cassandras_words(cql, test_keyspace, statement, message):
+    """A frozen collection or UDT is one value: no element or field of it is set, appended,
+    removed or deleted alone; Cassandra quotes the operation as written."""
+    with new_type(cql, test_keyspace, "a int, b int") as u:
+        schema = (f"k int PRIMARY KEY, v int, s set<int>, fl frozen<list<int>>, fs frozen<set<int>>, "
+                  f"fm frozen<map<int, int>>, fu frozen<{u}>, t tuple<int, int>")
+        with new_table(cql, test_keyspace, schema) as t:
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(statement.format(t=t))
+            assert message.format() in str(error.value)

@@ -161,6 +161,20 @@ def test_describe_bare_name_and_current_keyspace(server, schema):
         assert describe(s, f"DESCRIBE {schema}")[0][:3] == (schema, "keyspace", schema)
 
 
+def test_listings_after_use_show_the_current_keyspace_only(server, schema):
+    """After USE, DESCRIBE TABLES, TYPES, FUNCTIONS and AGGREGATES list the current keyspace's
+    elements only (Cassandra's `listElements`); DESCRIBE KEYSPACES still lists every one."""
+    with new_session(*server, keyspace=schema) as s:
+        tables = [tuple(r) for r in s.execute("DESCRIBE TABLES")]
+        assert {t[0] for t in tables} == {schema}
+        assert [t[2] for t in tables] == ["t1", "t2", "ta", '"Tb"']
+        types = [tuple(r) for r in s.execute("DESCRIBE TYPES")]
+        assert types == [(schema, "type", "aaa"), (schema, "type", "addr"), (schema, "type", "person")]
+        assert list(s.execute("DESCRIBE FUNCTIONS")) == []
+        assert list(s.execute("DESCRIBE AGGREGATES")) == []
+        assert {r.name for r in s.execute("DESCRIBE KEYSPACES")} > {schema}
+
+
 @pytest.mark.parametrize("statement", [
     "DESCRIBE TABLE {ks}.nope",
     "DESCRIBE TYPE {ks}.nope",

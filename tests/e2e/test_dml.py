@@ -1318,3 +1318,337 @@ def test_clustering_values_read_back_as_written(cql, test_keyspace, order):
         assert cql.execute(f"SELECT JSON c FROM {t} WHERE k = 0").one()[0] == '{"c": 1000}'
         paged = [str(r.c) for r in cql.execute(SimpleStatement(f"SELECT c FROM {t}", fetch_size=1))]
         assert sorted(paged) == ["1.00", "1000", "2.50"]
+
+
+# --- key sizes -----------------------------------------------------------------------------------
+
+
+def _key_length_refused(cql, statement, values, total):
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(statement, values)
+    assert f"Key length of {total} is longer than maximum of 65535" in str(error.value)
+
+
+def test_clustering_values_over_64_kib_are_refused_on_every_write_path(cql, test_keyspace):
+    """Cassandra refuses a row whose clustering values hold more than 65535 bytes together
+    (its format keeps them under a 16-bit length), whichever statement writes it: INSERT
+    (with or without JSON, prepared or not, in a batch or not), UPDATE, DELETE of the row or
+    of a column. A prefix or slice of a range deletion is not limited. Nothing is written."""
+    with new_table(cql, test_keyspace, "p text, c text, c2 text, v text, PRIMARY KEY (p, c, c2)") as t:
+        big = "x" * 70000
+        insert = f"INSERT INTO {t} (p, c, c2, v) VALUES (%s, %s, %s, 'v')"
+        _key_length_refused(cql, insert, ["a", big, "b"], 70001)
+        _key_length_refused(cql, insert, ["a", "b", big], 70001)
+        # Composite: each value fits, not both together.
+        _key_length_refused(cql, insert, ["a", "x" * 40000, "y" * 40000], 80000)
+        _key_length_refused(cql, insert, ["a", "x" * 65535, "b"], 65536)
+        _key_length_refused(cql, f"INSERT INTO {t} (p, c, c2, v) VALUES ('a', '{big}', 'b', 'v')", None, 70001)
+        _key_length_refused(cql, f"INSERT INTO {t} JSON '{{\"p\": \"a\", \"c\": \"{big}\", \"c2\": \"b\"}}'",
+                            None, 70001)
+        prepared = cql.prepare(f"INSERT INTO {t} (p, c, c2, v) VALUES (?, ?, 'b', 'v')")
+        _key_length_refused(cql, prepared, ["a", big], 70001)
+        batch = BatchStatement()
+        batch.add(prepared, ["a", "ok"])
+        batch.add(prepared, ["a", big])
+        _key_length_refused(cql, batch, None, 70001)
+        _key_length_refused(cql, f"UPDATE {t} SET v = 'v' WHERE p = 'a' AND c = %s AND c2 = 'b'", [big], 70001)
+        _key_length_refused(cql, f"DELETE FROM {t} WHERE p = 'a' AND c = %s AND c2 = 'b'", [big], 70001)
+        _key_length_refused(cql, f"DELETE v FROM {t} WHERE p = 'a' AND c = %s AND c2 = 'b'", [big], 70001)
+        # The largest clustering that fits is written and read back.
+        cql.execute(insert, ["a", "x" * 65534, "b"])
+        assert [len(r.c) for r in cql.execute(f"SELECT c FROM {t} WHERE p = 'a'")] == [65534]
+        cql.execute(f"DELETE FROM {t} WHERE p = 'a' AND c = %s", [big])
+        cql.execute(f"DELETE FROM {t} WHERE p = 'a' AND c > %s", [big])
+        assert [len(r.c) for r in cql.execute(f"SELECT c FROM {t} WHERE p = 'a'")] == [65534]
+
+
+def test_partition_keys_over_64_kib_are_refused_as_cassandra_counts_them(cql, test_keyspace):
+    """A single-column key up to 65535 bytes; a composite one as Cassandra checks it, its
+    values together, then its encoding (2 bytes of length and an end byte per value)."""
+    with new_table(cql, test_keyspace, "p text, q text, v text, PRIMARY KEY ((p, q))") as t:
+        insert = f"INSERT INTO {t} (p, q, v) VALUES (%s, %s, 'v')"
+        _key_length_refused(cql, insert, ["x" * 40000, "y" * 40000], 80000)
+        _key_length_refused(cql, insert, ["x" * 65532, "b"], 65539)
+        _key_length_refused(cql, insert, ["x" * 32765, "y" * 32765], 65536)
+        cql.execute(insert, ["x" * 32764, "y" * 32764])
+        _key_length_refused(cql, f"SELECT * FROM {t} WHERE p = %s AND q = 'b'", ["x" * 70000], 70001)
+    with new_table(cql, test_keyspace, "p blob, c int, s int static, PRIMARY KEY (p, c)") as t:
+        _key_length_refused(cql, f"INSERT INTO {t} (p, c) VALUES (%s, 1)", [b"x" * 65536], 65536)
+        _key_length_refused(cql, f"UPDATE {t} SET s = 1 WHERE p = %s", [b"x" * 65536], 65536)
+        _key_length_refused(cql, f"DELETE FROM {t} WHERE p = %s", [b"x" * 65536], 65536)
+        _key_length_refused(cql, f"SELECT * FROM {t} WHERE p = %s", [b"x" * 65536], 65536)
+        cql.execute(f"INSERT INTO {t} (p, c) VALUES (%s, 1)", [b"x" * 65535])
+        assert len(cql.execute(f"SELECT p FROM {t}").one().p) == 65535
+
+
+# --- refusals of SELECT DISTINCT, filtering and modification WHERE clauses ----------------------
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT DISTINCT p, v FROM {t}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),
+    ("SELECT DISTINCT * FROM {t}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)"),
+    ("SELECT DISTINCT p, writetime(v) FROM {t}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),
+    ("SELECT DISTINCT p, c FROM {t} GROUP BY p, c",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)"),
+    ("SELECT DISTINCT s FROM {t}", "SELECT DISTINCT queries must request all the partition key columns (missing p)"),
+    ("SELECT DISTINCT count(*) FROM {t}",
+     "SELECT DISTINCT queries must request all the partition key columns (missing p)"),
+    ("SELECT DISTINCT p FROM {t} PER PARTITION LIMIT 1", "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries"),
+    ("SELECT DISTINCT p FROM {t} WHERE p = 0 PER PARTITION LIMIT 2",
+     "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries"),
+    ("SELECT DISTINCT p FROM {t} WHERE c = 1 ALLOW FILTERING",
+     "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns."),
+    ("SELECT DISTINCT p FROM {t} WHERE p IN (1, 2) ORDER BY c",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)"),
+    ("SELECT DISTINCT p1 FROM {t2}", "SELECT DISTINCT queries must request all the partition key columns (missing p2)"),
+    ("SELECT DISTINCT p1, p2, v FROM {t2}",
+     "SELECT DISTINCT queries must only request partition key columns and/or static columns (not v)"),
+])
+def test_select_distinct_refused_as_cassandra_refuses_it(cql, test_keyspace, query, message):
+    """At PREPARE as in Cassandra 5.0: DISTINCT reads partition keys and static columns, all
+    the key's columns when it reads a range of partitions, and takes no PER PARTITION LIMIT."""
+    with new_table(cql, test_keyspace, "p int, c int, v int, s int static, PRIMARY KEY (p, c)") as t, \
+            new_table(cql, test_keyspace, "p1 int, p2 int, c int, v int, PRIMARY KEY ((p1, p2), c)") as t2:
+        statement = query.format(t=t, t2=t2)
+        with pytest.raises(InvalidRequest) as error:
+            cql.prepare(statement)
+        assert message in str(error.value)
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement)
+        assert message in str(error.value)
+
+
+def test_select_distinct_of_given_partitions_need_not_read_their_key(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "p int, c int, s int static, PRIMARY KEY (p, c)") as t:
+        cql.execute(f"INSERT INTO {t} (p, c, s) VALUES (1, 1, 7)")
+        assert [tuple(r) for r in cql.execute(f"SELECT DISTINCT s FROM {t} WHERE p = 1")] == [(7,)]
+        assert [tuple(r) for r in cql.execute(f"SELECT DISTINCT p, token(p) FROM {t}")][0][0] == 1
+
+
+@pytest.mark.parametrize("where, message", [
+    ("d > 1h", "Slice restrictions are not supported on duration columns"),
+    ("d <= 1h", "Slice restrictions are not supported on duration columns"),
+    ("p = 1 AND d >= 1h", "Slice restrictions are not supported on duration columns"),
+    ("l > [1h]", "Slice restrictions are not supported on collections containing durations"),
+    ("fl < [1h]", "Slice restrictions are not supported on collections containing durations"),
+    ("m[1] > 1h", "Slice restrictions are not supported on collections containing durations"),
+    ("t > (1, 1h)", "Slice restrictions are not supported on tuples containing durations"),
+    ("u > {a: 1, d: 1h}", "Slice restrictions are not supported on UDTs containing durations"),
+    ("d != 1h", 'Unsupported "!=" relation: d != 1h'),
+])
+def test_durations_are_not_ordered_so_not_sliced(cql, test_keyspace, where, message):
+    """Durations have no order: Cassandra refuses slices on them and on values holding them
+    (equality and CONTAINS still filter)."""
+    with new_type(cql, test_keyspace, "a int, d duration") as ud:
+        schema = (f"p int, c int, d duration, l list<duration>, fl frozen<list<duration>>, m map<int, duration>, "
+                  f"t tuple<int, duration>, u frozen<{ud}>, PRIMARY KEY (p, c)")
+        with new_table(cql, test_keyspace, schema) as t:
+            cql.execute(f"INSERT INTO {t} (p, c, d, l, t) VALUES (1, 1, 1h, [1h], (1, 1h))")
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(f"SELECT * FROM {t} WHERE {where} ALLOW FILTERING")
+            assert message in str(error.value)
+            assert len(list(cql.execute(f"SELECT * FROM {t} WHERE d = 1h ALLOW FILTERING"))) == 1
+            assert len(list(cql.execute(f"SELECT * FROM {t} WHERE l CONTAINS 1h ALLOW FILTERING"))) == 1
+            assert len(list(cql.execute(f"SELECT * FROM {t} WHERE t = (1, 1h) ALLOW FILTERING"))) == 1
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("SELECT * FROM {t} WHERE p = 1 AND (c) != (1)", 'Unsupported "!=" relation: (c) != (1)'),
+    ("SELECT * FROM {t} WHERE token(p) != 1", 'Unsupported "!=" relation: token(p) != 1'),
+    ("SELECT * FROM {t} WHERE v != 1 ALLOW FILTERING", 'Unsupported "!=" relation: v != 1'),
+    ("DELETE FROM {t} WHERE p = 1 AND c != 1", 'Unsupported "!=" relation: c != 1'),
+    ("DELETE FROM {t} WHERE p != 1", 'Unsupported "!=" relation: p != 1'),
+    ("UPDATE {t} SET v = 1 WHERE p = 1 AND c != 1", 'Unsupported "!=" relation: c != 1'),
+    ("DELETE FROM {t} WHERE p = 1 AND (c) != (1)", 'Unsupported "!=" relation: (c) != (1)'),
+    ("DELETE FROM {t} WHERE token(p) != 1", 'Unsupported "!=" relation: token(p) != 1'),
+    ("SELECT * FROM {t} WHERE p = max(1)", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = system.min(1)", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p IN (avg(1))", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = 1 AND c = abs(sum(1))", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = count(0x01)", "Aggregation function are not supported in the where clause"),
+    ("UPDATE {t} SET v = max(1) WHERE p = 1 AND c = 1", "Aggregation function are not supported in the where clause"),
+    ("INSERT INTO {t} (p, c, v) VALUES (1, 1, min(1))", "Aggregation function are not supported in the where clause"),
+    ("UPDATE {t} SET l = l + [max(1)] WHERE p = 1 AND c = 1", "Aggregation function are not supported in the where clause"),
+    ("SELECT * FROM {t} WHERE p = max(1, 2)", "Invalid number of arguments for function system.max(any)"),
+    ("SELECT * FROM {t} WHERE p = count(1, 2)",
+     "Invalid number of arguments in call to function system.count: 1 required but 2 provided"),
+    ("SELECT * FROM {t} WHERE p = count('a')",
+     "Type error: 'a' cannot be passed as argument 0 of function system.count of type blob"),
+    ("SELECT * FROM {t} WHERE p = sum(1, 2)",
+     "Invalid call to function sum, none of its type signatures match (known type signatures: system.sum : "
+     "(bigint) -> bigint, system.sum : (varint) -> varint, system.sum : (counter) -> counter, system.sum : "
+     "(tinyint) -> tinyint, system.sum : (smallint) -> smallint, system.sum : (int) -> int, system.sum : "
+     "(decimal) -> decimal, system.sum : (float) -> float, system.sum : (double) -> double)"),
+    ("SELECT * FROM {t} WHERE p = nosuch(1)", "Unknown function nosuch called"),
+    ("SELECT * FROM {t} WHERE p = ks.nosuch(1)", "Unknown function ks.nosuch called"),
+    ("UPDATE {t} SET v = 1 WHERE token(p) = 1 AND c = 1",
+     "The token function cannot be used in WHERE clauses for UPDATE statements"),
+    ("UPDATE {t} SET s = 1 WHERE token(p) > 1", "The token function cannot be used in WHERE clauses for UPDATE statements"),
+    ("DELETE FROM {t} WHERE token(p) = 1", "The token function cannot be used in WHERE clauses for DELETE statements"),
+    ("DELETE v FROM {t} WHERE token(p) = 1 AND c = 1",
+     "The token function cannot be used in WHERE clauses for DELETE statements"),
+    ("UPDATE {t} SET v = 1 WHERE token(p) = 1 AND token(p) = 2 AND p = 1 AND c = 1",
+     "p cannot be restricted by more than one relation if it includes an Equal"),
+    ("UPDATE {t} SET v = 1 WHERE token(c) = 1 AND p = 1 AND c = 1",
+     "The token() function must be applied to all partition key components or none of them"),
+    ("DELETE s FROM {t} WHERE p = 1 AND c = 1",
+     "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns"),
+    ("DELETE s FROM {t} WHERE p = 1 AND c > 1",
+     "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns"),
+    ("DELETE s FROM {t} WHERE p = 1 AND c IN (1, 2)",
+     "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns"),
+    ("UPDATE {t} SET s = 1 WHERE p = 1 AND c > 1",
+     "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"),
+    ("UPDATE {t} SET s = 1 WHERE p = 1 AND (c) = (1)",
+     "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"),
+    ("UPDATE {t} SET v = 1 WHERE p = 1 AND c CONTAINS 1", "Cannot use UPDATE with CONTAINS"),
+    ("DELETE FROM {t} WHERE p = 1 AND c = 1 AND l CONTAINS 1", "Cannot use DELETE with CONTAINS"),
+    ("DELETE FROM {t} WHERE p = 1 AND c CONTAINS KEY 1", "Cannot use DELETE with CONTAINS KEY"),
+    ("DELETE FROM {t} WHERE p = 1 AND m[1] = 1", "Non PRIMARY KEY columns found in where clause: m "),
+    ("DELETE FROM {t} WHERE p = 1 AND c IS NOT NULL", "Unsupported restriction: c IS NOT NULL"),
+])
+def test_where_clauses_refused_in_cassandras_words(cql, test_keyspace, statement, message):
+    """Refused at PREPARE, as Cassandra refuses them, and when queried."""
+    with new_table(cql, test_keyspace, "p int, c int, v int, s int static, l list<int>, m map<int, int>, "
+                   "PRIMARY KEY (p, c)") as t:
+        for run in (cql.prepare, cql.execute):
+            with pytest.raises(InvalidRequest) as error:
+                run(statement.format(t=t))
+            assert message in str(error.value)
+
+
+def test_token_beside_the_whole_partition_key_filters_updates_and_deletes(cql, test_keyspace):
+    """Cassandra accepts token() in an UPDATE or DELETE only beside the whole partition key,
+    and then writes only the partitions whose token it admits."""
+    with new_table(cql, test_keyspace, "p int, c int, v int, PRIMARY KEY (p, c)") as t:
+        cql.execute(f"INSERT INTO {t} (p, c, v) VALUES (1, 0, 0)")
+        token = cql.execute(f"SELECT token(p) FROM {t} WHERE p = 1").one()[0]
+        cql.execute(f"UPDATE {t} SET v = 1 WHERE p = 1 AND token(p) = {token} AND c = 1")
+        cql.execute(f"UPDATE {t} SET v = 2 WHERE p = 1 AND token(p) > {token} AND c = 2")
+        cql.execute(f"UPDATE {t} SET v = 3 WHERE p IN (1, 2) AND token(p) >= {token} AND token(p) <= {token} AND c = 3")
+        assert sorted(tuple(r) for r in cql.execute(f"SELECT p, c, v FROM {t}")) == \
+            [(1, 0, 0), (1, 1, 1), (1, 3, 3)]
+        cql.execute(f"DELETE FROM {t} WHERE p = 1 AND token(p) < {token}")
+        assert len(list(cql.execute(f"SELECT p FROM {t}"))) == 3
+        cql.execute(f"DELETE FROM {t} WHERE token(p) = {token} AND p = 1 AND c = 3")
+        assert sorted(tuple(r) for r in cql.execute(f"SELECT p, c, v FROM {t}")) == [(1, 0, 0), (1, 1, 1)]
+
+
+# --- values Cassandra refuses inside literals ----------------------------------------------------
+
+
+@pytest.mark.parametrize("literal, message", [
+    ("1h1h", "Invalid duration. The hours are specified multiple times"),
+    ("-1h1h", "Invalid duration. The hours are specified multiple times"),
+    ("1us1µs", "Invalid duration. The microseconds are specified multiple times"),
+    ("1m1h", "Invalid duration. The minutes should be after hours"),
+    ("1d1y", "Invalid duration. The days should be after years"),
+    ("1d1w", "Invalid duration. The days should be after weeks"),
+    ("1MO1Y", "Invalid duration. The months should be after years"),
+    ("1ms1us1ns1s", "Invalid duration. The nanoseconds should be after seconds"),
+    ("2147483648mo", "Invalid duration. The total number of months must be less or equal to 2147483647"),
+    ("306783379w", "Invalid duration. The total number of days must be less or equal to 2147483647"),
+    ("2562048h", "Invalid duration. The total number of nanoseconds must be less or equal to 2147483647"),
+])
+def test_duration_literals_take_each_unit_once_in_order(cql, test_keyspace, literal, message):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, d duration") as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"INSERT INTO {t} (k, d) VALUES (0, {literal})")
+        assert message in str(error.value)
+        cql.execute(f"INSERT INTO {t} (k, d) VALUES (0, 1y1mo1w1d1h1m1s1ms1us1ns)")
+        assert cql.execute(f"SELECT d FROM {t} WHERE k = 0").one().d == Duration(13, 8, 3661001001001)
+
+
+@pytest.mark.parametrize("statement, values, message", [
+    ("INSERT INTO {t} (k, c, t) VALUES (0, 0, (?, 1))", [UNSET_VALUE], "Invalid unset value for tuple field number 0"),
+    ("INSERT INTO {t} (k, c, ft) VALUES (0, 0, (1, ?))", [UNSET_VALUE], "Invalid unset value for tuple field number 1"),
+    ("INSERT INTO {t} (k, c, u) VALUES (0, 0, {{a: ?, b: 1}})", [UNSET_VALUE],
+     "Invalid unset value for field 'a' of user defined type {u}"),
+    ("UPDATE {t} SET t = (1, ?) WHERE k = 0 AND c = 0", [UNSET_VALUE], "Invalid unset value for tuple field number 1"),
+    ("SELECT * FROM {t} WHERE k = 0 AND t = (?, 1) ALLOW FILTERING", [UNSET_VALUE],
+     "Invalid unset value for tuple field number 0"),
+    ("SELECT * FROM {t} WHERE k = 0 AND u = {{a: ?, b: 1}} ALLOW FILTERING", [UNSET_VALUE],
+     "Invalid unset value for field 'a' of user defined type {u}"),
+    ("SELECT * FROM {t} WHERE k = 0 AND (c) > (?)", [UNSET_VALUE], "Invalid unset value for tuple field number 0"),
+    ("DELETE FROM {t} WHERE k = 0 AND (c) = (?)", [UNSET_VALUE], "Invalid unset value for tuple field number 0"),
+    ("SELECT * FROM {t} WHERE s CONTAINS ? ALLOW FILTERING", [UNSET_VALUE], "Unsupported unset value for column s"),
+    ("SELECT * FROM {t} WHERE s CONTAINS ? ALLOW FILTERING", [None], "Unsupported null value for column s"),
+    ("UPDATE {t} SET l[?] = 1 WHERE k = 0 AND c = 0", [UNSET_VALUE], "Invalid unset value for list index"),
+    ("DELETE m[?] FROM {t} WHERE k = 0 AND c = 0", [UNSET_VALUE], "Invalid unset map key"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, blobAsInt(?))", [UNSET_VALUE],
+     "Invalid unset value for argument in call to function blobasint"),
+    # Bind markers are refused inside list, set and map literals (not vector ones).
+    ("INSERT INTO {t} (k, c, l) VALUES (0, 0, [1, ?])", [1],
+     "Invalid list literal for l: bind variables are not supported inside collection literals"),
+    ("UPDATE {t} SET s = s + {{?}} WHERE k = 0 AND c = 0", [1],
+     "Invalid set literal for s: bind variables are not supported inside collection literals"),
+    ("UPDATE {t} SET m = {{1: ?}} WHERE k = 0 AND c = 0", [1],
+     "Invalid map literal for m: bind variables are not supported inside collection literals"),
+    ("UPDATE {t} SET tl = (1, [?]) WHERE k = 0 AND c = 0", [1],
+     "Invalid list literal for tl[1]: bind variables are not supported inside collection literals"),
+    ("SELECT * FROM {t} WHERE k = 0 AND fl = [?] ALLOW FILTERING", [1],
+     "Invalid list literal for fl: bind variables are not supported inside collection literals"),
+])
+def test_values_refused_inside_literals(cql, test_keyspace, statement, values, message):
+    """A tuple or frozen UDT literal is one value: none of its parts may be unset; and a
+    collection literal must be whole at PREPARE, without bind markers (Cassandra 5.0)."""
+    with new_type(cql, test_keyspace, "a int, b int") as u:
+        schema = (f"k int, c int, v int, t tuple<int, int>, ft frozen<tuple<int, int>>, u frozen<{u}>, "
+                  f"l list<int>, s set<int>, m map<int, int>, fl frozen<list<int>>, tl tuple<int, list<int>>, "
+                  f"PRIMARY KEY (k, c)")
+        with new_table(cql, test_keyspace, schema) as t:
+            text = statement.format(t=t)
+            expected = message.format(u=u.split(".")[1])
+            with pytest.raises(InvalidRequest) as error:
+                cql.execute(cql.prepare(text), values)
+            assert expected in str(error.value)
+
+
+def test_unset_fields_of_a_non_frozen_udt_are_left_null(cql, test_keyspace):
+    with new_type(cql, test_keyspace, "a int, b int") as u:
+        with new_table(cql, test_keyspace, f"k int PRIMARY KEY, u {u}") as t:
+            cql.execute(cql.prepare(f"INSERT INTO {t} (k, u) VALUES (0, {{a: ?, b: 1}})"), [UNSET_VALUE])
+            row = cql.execute(f"SELECT u FROM {t} WHERE k = 0").one()
+            assert (row.u.a, row.u.b) == (None, 1)
+
+
+def test_tuple_elements_are_named_as_cassandra_names_them(cql, test_keyspace):
+    with new_table(cql, test_keyspace, "k int PRIMARY KEY, t tuple<int, int>") as t:
+        prepared = cql.prepare(f"INSERT INTO {t} (k, t) VALUES (?, (?, ?))")
+        assert [c.name for c in prepared.column_metadata] == ["k", "t[0]", "t[1]"]
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"INSERT INTO {t} (k, t) VALUES (1, ('a', 1))")
+        assert "Invalid tuple literal for t: component 0 is not of type int" in str(error.value)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO {t} (k) VALUES (0)", "Some clustering keys are missing: c"),
+    ("INSERT INTO {t} (k, s, v) VALUES (0, 1, 1)", "Some clustering keys are missing: c"),
+    ("INSERT INTO {t} JSON '{{\"k\": 0, \"s\": 1}}' DEFAULT UNSET", "Invalid unset value for column c"),
+    ("INSERT INTO {t} JSON '{{\"c\": 0}}' DEFAULT UNSET", "Invalid unset value for column k"),
+    ("INSERT INTO {t} JSON '{{\"k\": 0}}'", "Invalid null value in condition for column c"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (int) 0x00000001)", "Cannot cast value 0x00000001 to type int"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (int) (blob) 0x00000001)",
+     "Cannot cast value (blob)0x00000001 to type int"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (blob) 0x00000001)",
+     "Cannot assign value (blob)0x00000001 to v of type int"),
+    ("INSERT INTO {t} (k, c, v) VALUES (0, 0, (int) (bigint) 1)", "Cannot cast value (bigint)1 to type int"),
+    ("INSERT INTO {t} (k, c, b) VALUES (0, 0, (blob) 123)", "Cannot cast value 123 to type blob"),
+    ("INSERT INTO {t} (k, c, b) VALUES (0, 0, (int) 1234)", 'Invalid INTEGER constant (1234) for "b" of type blob'),
+    ("SELECT * FROM {t} WHERE k = (int) 0x00000001", "Cannot cast value 0x00000001 to type int"),
+    ("SELECT (int) 0x00000001 FROM {t}", "Cannot assign value (int)0x00000001 to (int)0x00000001 of type int"),
+    ("SELECT (text) 1 FROM {t}", "Cannot assign value (text)1 to (text)1 of type text"),
+])
+def test_inserts_without_their_key_and_casts_of_blobs_refused(cql, test_keyspace, statement, message):
+    """An INSERT names its whole primary key (a partition's static columns alone excepted);
+    a type hint takes only what its type can hold, into a receiver that can hold its type."""
+    with new_table(cql, test_keyspace, "k int, c int, v int, b blob, s int static, PRIMARY KEY (k, c)") as t:
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(statement.format(t=t))
+        assert message in str(error.value)
+        cql.execute(f"INSERT INTO {t} (k, s) VALUES (0, 1)")
+        cql.execute(f"INSERT INTO {t} (k, c, v, b) VALUES (0, 0, (int) 5, (blob) 0x01)")
+        assert tuple(cql.execute(f"SELECT s, v, b FROM {t} WHERE k = 0").one()) == (1, 5, b"\x01")

@@ -4,7 +4,7 @@ import datetime
 
 import pytest
 from cassandra import AlreadyExists, InvalidRequest
-from cassandra.protocol import ConfigurationException
+from cassandra.protocol import ConfigurationException, SyntaxException
 
 from util import new_keyspace, new_session, new_table, new_type, unique_name
 
@@ -716,9 +716,386 @@ def test_alter_keyspace_keeps_data_centres_as_cassandra_does(cql, create, alter,
     ("{'class': 'NetworkTopologyStrategy', 'dc1': 'x'}", 'For input string: "x"'),
     ("{'class': 'SimpleStrategy', 'replication_factor': 1, 'foo': 'bar'}",
      "Unrecognized strategy option {foo} passed to SimpleStrategy for keyspace {ks}"),
+    # Option names are case-sensitive: another spelling of the shorthand is no shorthand.
+    ("{'class': 'SimpleStrategy', 'Replication_Factor': 1}",
+     "Unrecognized strategy option {Replication_Factor} passed to SimpleStrategy for keyspace {ks}"),
+    ("{'class': 'NetworkTopologyStrategy', 'Replication_Factor': 1}",
+     "replication_factor should not appear as an option at construction time for NetworkTopologyStrategy"),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 1, 'REPLICATION_FACTOR': 3}",
+     "replication_factor should not appear as an option at construction time for NetworkTopologyStrategy"),
+    # A data centre the ring does not know, or one in another case.
+    ("{'class': 'NetworkTopologyStrategy', 'nosuchdc': 1}",
+     "Unrecognized strategy option {nosuchdc} passed to NetworkTopologyStrategy for keyspace {ks}"),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 1, 'nosuchdc': 1}",
+     "Unrecognized strategy option {nosuchdc} passed to NetworkTopologyStrategy for keyspace {ks}"),
+    ("{'class': 'NetworkTopologyStrategy', 'DataCenter1': 1}",
+     "Unrecognized strategy option {DataCenter1} passed to NetworkTopologyStrategy for keyspace {ks}"),
+    ("{'class': 'NetworkTopologyStrategy', 'nosuchdc': 1, 'replication_factor': 1}",
+     "Unrecognized strategy option {nosuchdc} passed to NetworkTopologyStrategy for keyspace {ks}"),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 0}",
+     "Configuration for at least one datacenter must be present"),
+    ("{'class': 'NetworkTopologyStrategy', 'nosuchdc': 0}",
+     "Configuration for at least one datacenter must be present"),
+    ("{'class': 'NetworkTopologyStrategy', 'replication_factor': 'x'}",
+     "Configuration for at least one datacenter must be present"),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': '1/1'}", "Transient replication is not enabled on this node"),
+    ("{'class': 'SimpleStrategy', 'replication_factor': '2/1'}", "Transient replication is not enabled on this node"),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': '1/'}",
+     "Replication factor format is <replicas> or <replicas>/<transient>"),
+    ("{'class': 'SimpleStrategy', 'replication_factor': 99999999999}", 'For input string: "99999999999"'),
+    ("{'class': 'com.example.SimpleStrategy'}", "Unable to find replication strategy class 'com.example.SimpleStrategy'"),
+    ("{'class': 'simplestrategy'}",
+     "Unable to find replication strategy class 'org.apache.cassandra.locator.simplestrategy'"),
+    ("{'Class': 'SimpleStrategy'}", "Missing replication strategy class"),
 ])
 def test_replication_options_refused_in_cassandra_words(cql, replication, message):
+    """As CREATE and ALTER KEYSPACE refuse them in Cassandra 5.0, whose ring (as this node's)
+    has the one data centre `datacenter1`."""
     ks = unique_name("ks")
     with pytest.raises(ConfigurationException) as error:
         cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {replication}")
     assert message.replace("{ks}", ks) in str(error.value)
+    with new_keyspace(cql) as ks:
+        with pytest.raises(ConfigurationException) as error:
+            cql.execute(f"ALTER KEYSPACE {ks} WITH replication = {replication}")
+        assert message.replace("{ks}", ks) in str(error.value)
+
+
+@pytest.mark.parametrize("create, replication", [
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': '01'}", {"datacenter1": "01"}),
+    ("{'class': 'NetworkTopologyStrategy', 'replication_factor': '2/0'}", {"datacenter1": "2"}),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 1, 'nosuchdc': 0}", {"datacenter1": "1"}),
+    ("{'class': 'NetworkTopologyStrategy', 'datacenter1': 1, 'replication_factor': 'x'}", {"datacenter1": "1"}),
+    ("{'class': 'SimpleStrategy', 'replication_factor': '+01'}", {"replication_factor": "+01"}),
+])
+def test_replication_factors_stored_as_cassandra_stores_them(cql, create, replication):
+    """A data centre's factor is stored as written; the shorthand as its number; a data
+    centre at 0 is dropped (and the shorthand's own mistakes are ignored, as Cassandra's
+    `prepareOptions` does)."""
+    with new_keyspace(cql, create) as ks:
+        row = keyspace_row(cql, ks)
+        got = dict(row.replication)
+        got.pop("class")
+        assert got == replication
+
+
+def test_keyspace_properties_checked_before_the_keyspace(cql):
+    """Cassandra checks a keyspace's properties before whether it exists, its replication
+    after; LocalStrategy is refused as an invalid request."""
+    with new_keyspace(cql) as ks:
+        for statement, error_type, message in [
+            (f"CREATE KEYSPACE {ks} WITH replication = {SIMPLE_RF1} AND foo = 1", SyntaxException,
+             "Unknown property 'foo'"),
+            (f"CREATE KEYSPACE {ks} WITH durable_writes = true", InvalidRequest,
+             "Missing mandatory option 'replication'"),
+            (f"CREATE KEYSPACE {ks} WITH replication = {{'replication_factor': 1}}", ConfigurationException,
+             "Missing replication strategy class"),
+            (f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 'x'}}",
+             AlreadyExists, ""),
+            (f"ALTER KEYSPACE {ks} WITH replication = {{'class': 'LocalStrategy'}}", InvalidRequest,
+             "Unable to use given strategy class: LocalStrategy is reserved for internal use."),
+            (f"ALTER KEYSPACE {ks} WITH durable_writes = 2", SyntaxException,
+             "Invalid boolean value 2 for 'durable_writes'. Positive values can be '1', 'true' or 'yes'. "
+             "Negative values can be '0', 'false' or 'no'."),
+            (f"ALTER KEYSPACE {ks} WITH durable_writes = {{'a': 'b'}}", SyntaxException,
+             "Invalid value for property 'durable_writes'. It should be a string"),
+        ]:
+            with pytest.raises(error_type) as error:
+                cql.execute(statement)
+            assert message in str(error.value)
+
+
+@pytest.mark.parametrize("value, durable", [("'yes'", True), ("0", False), ("'NO'", False), ("1", True)])
+def test_boolean_properties_take_cassandras_spellings(cql, value, durable):
+    with new_keyspace(cql, SIMPLE_RF1, f"AND durable_writes = {value}") as ks:
+        assert keyspace_row(cql, ks).durable_writes is durable
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY) WITH incremental_backups = {value}")
+        row = cql.execute(f"SELECT incremental_backups FROM system_schema.tables WHERE keyspace_name = '{ks}' "
+                          "AND table_name = 't'").one()
+        # Written only when not at its default (true).
+        assert row.incremental_backups is (None if durable else False)
+
+
+def test_alter_keyspace_to_network_topology_keeps_its_data_centres(cql):
+    """`{'class': 'NetworkTopologyStrategy'}` alone keeps the data centres a keyspace has
+    (Cassandra 5.0 fills in the shorthand at `default_keyspace_rf`, then keeps what exists)."""
+    with new_keyspace(cql, "{'class': 'NetworkTopologyStrategy', 'datacenter1': 2}") as ks:
+        cql.execute(f"ALTER KEYSPACE {ks} WITH replication = {{'class': 'NetworkTopologyStrategy'}}")
+        assert dict(keyspace_row(cql, ks).replication)["datacenter1"] == "2"
+        cql.execute(f"ALTER KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy'}}")
+        assert dict(keyspace_row(cql, ks).replication)["replication_factor"] == "1"
+
+
+@pytest.mark.parametrize("options, message", [
+    # Leveled compaction: sizes and fan-out at least 1, and a largest level that fits a long.
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'sstable_size_in_mb': 0}",
+     "sstable_size_in_mb must be larger than 0, but was 0"),
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'sstable_size_in_mb': -1}",
+     "sstable_size_in_mb must be larger than 0, but was -1"),
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'sstable_size_in_mb': 'x'}",
+     "x is not a parsable int (base10) for sstable_size_in_mb"),
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'fanout_size': 0}",
+     "fanout_size must be larger than 0, but was 0"),
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'fanout_size': 100, 'sstable_size_in_mb': 2048}",
+     "At most 9223372036854775807 bytes may be in a compaction level; your maxSSTableSize must be absurdly "
+     "high to compute 21474836480000000000000000"),
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'foo': 'x'}",
+     "Properties specified [foo] are not understood by LeveledCompactionStrategy"),
+    # The options every strategy takes.
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'tombstone_threshold': '-1'}",
+     "tombstone_threshold must be greater than 0, but was -1.000000"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'tombstone_threshold': 'x'}",
+     "x is not a parsable int (base10) for tombstone_threshold"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'tombstone_compaction_interval': '-1'}",
+     "tombstone_compaction_interval must be greater than 0, but was -1"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'unchecked_tombstone_compaction': 'x'}",
+     "'unchecked_tombstone_compaction' should be either 'true' or 'false', not 'x'"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'log_all': 'x'}",
+     "'log_all' should either be 'true' or 'false', not x"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'x'}",
+     "enabled should either be 'true' or 'false', not x"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'provide_overlapping_tombstones': 'x'}",
+     "Invalid value X for 'provide_overlapping_tombstones' compaction sub-option - must be one of the "
+     "following [NONE, ROW, CELL]."),
+    # Thresholds.
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'min_threshold': 1}",
+     "Min compaction threshold cannot be less than 2 (got 1)"),
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'max_threshold': 1}",
+     "Min compaction threshold (got 4) cannot be greater than max compaction threshold (got 1)"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'min_threshold': -1}",
+     "Invalid value -1 for 'min_threshold' compaction sub-option - must be an integer"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'max_threshold': 0}",
+     "Disabling compaction by setting compaction thresholds to 0 has been removed, set the compaction "
+     "option 'enabled' to false instead."),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'min_threshold': 4}",
+     "Properties specified [min_threshold] are not understood by UnifiedCompactionStrategy"),
+    # Size-tiered and time-window options.
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'bucket_low': 2}",
+     "bucket_high value (1.5) is less than or equal to the bucket_low value (2.0)"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'min_sstable_size': -1}",
+     "min_sstable_size must be non negative: -1"),
+    ("compaction = {'class': 'SizeTieredCompactionStrategy', 'bucket_low': 'x'}",
+     "x is not a parsable float for bucket_low"),
+    ("compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'SECONDS'}",
+     "SECONDS is not valid for compaction_window_unit"),
+    ("compaction = {'class': 'TimeWindowCompactionStrategy', 'timestamp_resolution': 'DAYS'}",
+     "DAYS is not valid for timestamp_resolution"),
+    ("compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_size': 0}",
+     "0 must be greater than 1 for compaction_window_size"),
+    ("compaction = {'class': 'TimeWindowCompactionStrategy', 'expired_sstable_check_frequency_seconds': -1}",
+     "expired_sstable_check_frequency_seconds must not be negative, but was -1"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'scaling_parameters': 'x'}",
+     "Scaling parameter x must match N|L[0-9]+|T[0-9]+|[+-]?[0-9]+"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'base_shard_count': 0}",
+     "Invalid configuration, base_shard_count should be positive: 0"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'scaling_parameters': 'T4, L1'}",
+     "Fan factor cannot be lower than 2 in L1"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'target_sstable_size': '1 KiB'}",
+     "target_sstable_size 1 KiB is not acceptable, size must be at least 1.000MiB"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'target_sstable_size': '1048576'}",
+     "target_sstable_size 1048576 is not a valid size in bytes: 1048576 does not end in unit B"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'target_sstable_size': '1XB'}",
+     "target_sstable_size 1XB is not a valid size in bytes: Unexpected characters between pos 1 and 2 in 1XB"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'flush_size_override': '100KiB'}",
+     "flush_size_override 100KiB is not acceptable, size must be at least 1.000MiB"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'min_sstable_size': '800MiB'}",
+     "Invalid configuration, min_sstable_size (800.000MiB) should be less than 70% of the targetSSTableSize "
+     "(1.000GiB)"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'sstable_growth': '150%'}",
+     "sstable_growth 150% must be between 0 and 1"),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'overlap_inclusion_method': 'x'}",
+     "Invalid overlap inclusion method x. The valid options are [NONE, SINGLE, TRANSITIVE]."),
+    ("compaction = {}", "Missing sub-option 'class' for the 'compaction' option"),
+    # Compression.
+    ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 0}", "Invalid negative or null chunk_length_in_kb"),
+    ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 'dog'}", "Invalid value for chunk_length_in_kb"),
+    ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 2097152}",
+     "Value of chunk_length_in_kb is too large (2097152)"),
+    ("compression = {'class': 'LZ4Compressor', 'min_compress_ratio': 0.5}",
+     "min_compress_ratio can either be 0 or greater than or equal to 1"),
+    ("compression = {'class': 'LZ4Compressor', 'min_compress_ratio': -1}", "Invalid negative min_compress_ratio"),
+    ("compression = {'class': 'LZ4Compressor', 'crc_check_chance': 0.5}", "Unknown compression options crc_check_chance"),
+    ("compression = {'class': 'DeflateCompressor', 'compression_level': 3}",
+     "Unknown compression options compression_level"),
+    ("compression = {'class': 'LZ4Compressor', 'lz4_compressor_type': 'x'}",
+     "Invalid compressor type 'x' specified for LZ4 parameter 'lz4_compressor_type'. Valid options are [high, fast]."),
+    ("compression = {'class': 'LZ4Compressor', 'lz4_high_compressor_level': 99}",
+     "Invalid value [99] for parameter 'lz4_high_compressor_level'. Value must be between 1 and 17."),
+    ("compression = {'class': 'ZstdCompressor', 'compression_level': 100}",
+     "ZstdCompressor.create() threw an error: java.lang.IllegalArgumentException compression_level=100 is invalid"),
+    ("compression = {'class': ''}",
+     "The 'class' option must not be empty. To disable compression use 'enabled' : false"),
+    ("compression = {'class': 'LZ4Compressor', 'enabled': 'false'}",
+     "If the 'enabled' option is set to false no other options must be specified"),
+    ("compression = {'sstable_compression': 'LZ4Compressor', 'chunk_length_in_kb': 64}",
+     "Missing sub-option 'class' for the 'compression' option."),
+    # The other options' ranges.
+    ("bloom_filter_fp_chance = 0", "bloom_filter_fp_chance must be larger than 6.71E-5 and less than or equal to "
+     "1.0 (got 0.0)"),
+    ("bloom_filter_fp_chance = 0.00001", "bloom_filter_fp_chance must be larger than 6.71E-5 and less than or "
+     "equal to 1.0 (got 1.0E-5)"),
+    ("crc_check_chance = 2", "crc_check_chance must be larger than or equal to 0 and smaller than or equal to 1.0 "
+     "(got 2.0)"),
+    ("min_index_interval = 0", "min_index_interval must be greater than or equal to 1 (got 0)"),
+    ("max_index_interval = 10", "max_index_interval must be greater than or equal to min_index_interval (128) "
+     "(got 10)"),
+    ("memtable_flush_period_in_ms = -1", "memtable_flush_period_in_ms must be greater than or equal to 0 (got -1)"),
+    ("memtable = 'nosuch'", 'Memtable configuration "nosuch" not found.'),
+    # The strategy's options are checked before the other options' ranges.
+    ("crc_check_chance = 2 AND compaction = {'class': 'LeveledCompactionStrategy', 'fanout_size': 0}",
+     "fanout_size must be larger than 0, but was 0"),
+])
+def test_table_options_refused_as_cassandra_refuses_them(cql, test_keyspace, options, message):
+    """Cassandra 5.0's checks of the compaction strategies' options, of compression and of
+    the other options' ranges (a configuration error), at CREATE and at ALTER TABLE."""
+    name = f"{test_keyspace}.{unique_name('tbl')}"
+    with pytest.raises(ConfigurationException) as error:
+        cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, v int) WITH {options}")
+    assert message in str(error.value)
+    cql.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, v int)")
+    with pytest.raises(ConfigurationException) as error:
+        cql.execute(f"ALTER TABLE {name} WITH {options}")
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("options, compaction, compression", [
+    ("compaction = {'class': 'LeveledCompactionStrategy', 'sstable_size_in_mb': '+016', 'fanout_size': 1}",
+     {"class": "org.apache.cassandra.db.compaction.LeveledCompactionStrategy", "sstable_size_in_mb": "+016",
+      "fanout_size": "1", "max_threshold": "32", "min_threshold": "4"}, None),
+    ("compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', "
+     "'timestamp_resolution': 'SECONDS', 'tombstone_threshold': '0'}",
+     {"class": "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy", "compaction_window_unit": "HOURS",
+      "timestamp_resolution": "SECONDS", "tombstone_threshold": "0", "max_threshold": "32", "min_threshold": "4"},
+     None),
+    ("compaction = {'class': 'UnifiedCompactionStrategy', 'scaling_parameters': 'T4, L10', "
+     "'target_sstable_size': '1.5GiB', 'min_sstable_size': '700MiB', 'sstable_growth': '50%'}",
+     {"class": "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy", "scaling_parameters": "T4, L10",
+      "target_sstable_size": "1.5GiB", "min_sstable_size": "700MiB", "sstable_growth": "50%"},
+     None),
+    # `compression = {}` (as in Cassandra's own tests) turns compression off, as does an
+    # `enabled` that is not true.
+    ("compression = {}", None, {"enabled": "false"}),
+    ("compression = {'enabled': 'x'}", None, {"enabled": "false"}),
+    ("compression = {'class': 'LZ4Compressor', 'min_compress_ratio': 2, 'chunk_length_in_kb': '+32', "
+     "'lz4_compressor_type': 'high'}", None,
+     {"class": "org.apache.cassandra.io.compress.LZ4Compressor", "chunk_length_in_kb": "32",
+      "min_compress_ratio": "2.0", "lz4_compressor_type": "high"}),
+    ("compression = {'class': 'ZstdCompressor', 'compression_level': -3}", None,
+     {"class": "org.apache.cassandra.io.compress.ZstdCompressor", "chunk_length_in_kb": "16",
+      "compression_level": "-3"}),
+    ("compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': 1048576}", None,
+     {"class": "org.apache.cassandra.io.compress.LZ4Compressor", "chunk_length_in_kb": "1048576"}),
+])
+def test_compaction_and_compression_stored_as_cassandra_stores_them(cql, test_keyspace, options, compaction,
+                                                                    compression):
+    name = unique_name("tbl")
+    cql.execute(f"CREATE TABLE {test_keyspace}.{name} (k int PRIMARY KEY, v int) WITH {options}")
+    row = cql.execute("SELECT compaction, compression FROM system_schema.tables "
+                      "WHERE keyspace_name = %s AND table_name = %s", [test_keyspace, name]).one()
+    if compaction is not None:
+        assert dict(row.compaction) == compaction
+    if compression is not None:
+        assert dict(row.compression) == compression
+        described = cql.execute(f"DESCRIBE TABLE {test_keyspace}.{name}").one().create_statement
+        shown = ", ".join(f"'{k}': '{v}'" for k, v in sorted(compression.items()))
+        assert f"AND compression = {{{shown}}}" in described
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("CREATE TABLE {ks}.t2 (k int PRIMARY KEY) WITH compression = {'class': 'LZ4Compressor', "
+     "'chunk_length_in_kb': null}", "Invalid property value: NULL for property: 'chunk_length_in_kb'"),
+    ("CREATE TABLE {ks}.t2 (k int PRIMARY KEY) WITH compression = {'class': 'LZ4Compressor', "
+     "'chunk_length_in_kb': [16]}", "Invalid property value: [16] for property: 'chunk_length_in_kb'"),
+    ("CREATE TABLE {ks}.t2 (k int PRIMARY KEY) WITH compression = {null: 'x'}", "Invalid property name: NULL"),
+    ("CREATE TABLE {ks}.t2 (k int PRIMARY KEY) WITH comment = 'a' AND comment = 'b'",
+     "Multiple definitions for property 'comment'"),
+    ("ALTER TABLE {ks}.t WITH compaction = {'class': 'LeveledCompactionStrategy', 'class': 'x'}",
+     "Multiple definition for property class"),
+    ("CREATE KEYSPACE {ks}2 WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 1, "
+     "'datacenter1': 2}", "Multiple definition for property datacenter1"),
+    ("ALTER KEYSPACE {ks} WITH replication = {'class': 'SimpleStrategy'} AND replication = "
+     "{'class': 'SimpleStrategy'}", "Multiple definitions for property 'replication'"),
+    ("USE ?", "Bind variables cannot be used for keyspace names"),
+    ("SELECT * FROM ?.t", "Bind variables cannot be used for keyspace names"),
+    ("SELECT * FROM {ks}.?", "Bind variables cannot be used for table names"),
+    ("TRUNCATE ?", "Bind variables cannot be used for table names"),
+    ("DROP KEYSPACE ?", "Bind variables cannot be used for keyspace names"),
+])
+def test_property_and_name_refusals_are_cassandras_syntax_errors(cql, statement, message):
+    """Refused by Cassandra's parser in its own words (no position): property maps of
+    anything but constants, a key or property given twice, bind markers for names."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY)")
+        with pytest.raises(SyntaxException) as error:
+            cql.execute(statement.replace("{ks}", ks))
+        assert f'message="{message}"' in str(error.value)
+
+
+def test_use_with_a_bind_marker_is_refused_at_prepare(cql):
+    with pytest.raises(SyntaxException) as error:
+        cql.prepare("USE ?")
+    assert "Bind variables cannot be used for keyspace names" in str(error.value)
+
+
+@pytest.mark.parametrize("column_type, message", [
+    ("vector<float, 0>", "vectors may only have positive dimensions; given 0"),
+    ("vector<float, -1>", "vectors may only have positive dimensions; given -1"),
+    ("vector<float, -2147483648>", "vectors may only have positive dimensions; given -2147483648"),
+    ("list<vector<int, 0>>", "vectors may only have positive dimensions; given 0"),
+    ("frozen<vector<text, -0>>", "vectors may only have positive dimensions; given 0"),
+])
+def test_vector_dimensions_below_one_are_invalid_not_syntax_errors(cql, test_keyspace, column_type, message):
+    name = unique_name("tbl")
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(f"CREATE TABLE {test_keyspace}.{name} (k int PRIMARY KEY, v {column_type})")
+    assert message in str(error.value)
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(f"CREATE TYPE {test_keyspace}.{name} (v {column_type})")
+    assert message in str(error.value)
+    cql.execute(f"CREATE TABLE {test_keyspace}.{name} (k int PRIMARY KEY)")
+    with pytest.raises(InvalidRequest) as error:
+        cql.execute(f"ALTER TABLE {test_keyspace}.{name} ADD v {column_type}")
+    assert message in str(error.value)
+
+
+def test_vector_dimension_beyond_an_int_is_a_syntax_error(cql, test_keyspace):
+    statement = f"CREATE TABLE {test_keyspace}.{unique_name('tbl')} (k int PRIMARY KEY, v vector<float, 2147483648>)"
+    with pytest.raises(SyntaxException) as error:
+        cql.execute(statement)
+    assert (f'Failed parsing statement: [{statement}] reason: NumberFormatException For input string: '
+            '"2147483648"') in str(error.value)
+
+
+@pytest.mark.parametrize("field_type, shown", [
+    ("frozen<{b}>", "frozen<{ks}.{b}>"),
+    ("frozen<list<frozen<{a}>>>", "frozen<list<frozen<{ks}.{a}>>>"),
+    ("list<frozen<{a}>>", "list<frozen<{ks}.{a}>>"),
+    ("tuple<int, frozen<{a}>>", "tuple<int, frozen<{ks}.{a}>>"),
+])
+def test_a_user_type_cannot_come_to_hold_itself(cql, field_type, shown):
+    """ALTER TYPE ADD of a field holding the type itself, directly or through another type,
+    is refused as Cassandra refuses it (before: accepted, making a type that holds itself)."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.a (x int)")
+        cql.execute(f"CREATE TYPE {ks}.b (y frozen<a>)")
+        with pytest.raises(InvalidRequest) as error:
+            cql.execute(f"ALTER TYPE {ks}.a ADD z {field_type.format(a='a', b='b')}")
+        assert (f"Cannot add new field z of type {shown.format(ks=ks, a='a', b='b')} to user type {ks}.a "
+                "as it would create a circular reference") in str(error.value)
+
+
+def test_alter_type_adds_one_field_at_a_time(cql):
+    """Cassandra's grammar adds one field per ALTER TYPE (as Helenus's): several are a syntax
+    error, one at a time is not."""
+    with new_keyspace(cql) as ks:
+        cql.execute(f"CREATE TYPE {ks}.a (x int)")
+        for statement in (f"ALTER TYPE {ks}.a ADD b int, c text", f"ALTER TYPE {ks}.a ADD (b int, c text)",
+                          f"ALTER TYPE {ks}.a ADD b int AND c text"):
+            with pytest.raises(SyntaxException):
+                cql.execute(statement)
+        cql.execute(f"ALTER TYPE {ks}.a ADD b int")
+        cql.execute(f"ALTER TYPE {ks}.a ADD IF NOT EXISTS b int")
+        cql.execute(f"ALTER TYPE {ks}.a ADD c text")
+        fields = cql.execute(f"SELECT field_names FROM system_schema.types WHERE keyspace_name = '{ks}' "
+                             "AND type_name = 'a'").one().field_names
+        assert fields == ["x", "b", "c"]

@@ -156,8 +156,10 @@ pub enum TypeExpr {
     Tuple(Vec<TypeExpr>),
     Frozen(Box<TypeExpr>),
     UserType(QualifiedName),
-    /// `vector<element, dimension>`; the dimension is at least 1.
-    Vector(Box<TypeExpr>, u32),
+    /// `vector<element, dimension>`. The dimension is any Java int, as Cassandra's grammar
+    /// takes it: one below 1 is refused when the type is resolved (an invalid request, not a
+    /// syntax error).
+    Vector(Box<TypeExpr>, i32),
     /// `'org.apache.cassandra.db.marshal.SomeType'`.
     Custom(String),
 }

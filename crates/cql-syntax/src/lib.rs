@@ -44,13 +44,36 @@ pub const MAX_STATEMENT_LENGTH_BYTES: usize = 16 * 1024 * 1024;
 /// server's threads that run statements get, says how much they have).
 pub const MAX_NESTING_DEPTH: u32 = 64;
 
-/// A syntax error, positioned like ANTLR does it: 1-based line, 0-based column.
+/// A syntax error, positioned like ANTLR does it: 1-based line, 0-based column. Line 0 marks
+/// an error Cassandra's grammar reports without a position (its `addRecognitionError`, or a
+/// refusal while building the statement, such as a bind marker for a keyspace name): the
+/// message alone, as Cassandra words it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}:{column} {message}")]
 pub struct ParseError {
     pub line: u32,
     pub column: u32,
     pub message: String,
+}
+
+impl ParseError {
+    /// An error without a position (see the type's comment).
+    pub fn unpositioned(message: impl Into<String>) -> ParseError {
+        ParseError {
+            line: 0,
+            column: 0,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "line {}:{} {}", self.line, self.column, self.message)
+        }
+    }
 }
 
 fn check_length(text: &str) -> Result<(), ParseError> {

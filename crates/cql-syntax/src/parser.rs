@@ -318,6 +318,45 @@ impl<'a> Parser<'a> {
         self.ident()
     }
 
+    /// `ksName`: a keyspace's name. A bind marker there is refused in Cassandra's words (its
+    /// grammar accepts `?` only to say so).
+    fn keyspace_ident(&mut self) -> Result<Identifier> {
+        if self.is_punct(Punct::QMark) {
+            return Err(ParseError::unpositioned(
+                "Bind variables cannot be used for keyspace names",
+            ));
+        }
+        self.ident()
+    }
+
+    /// `columnFamilyName`: `(ksName '.')? cfName`, a table's name; bind markers refused as
+    /// Cassandra words it.
+    fn table_name(&mut self) -> Result<QualifiedName> {
+        if self.is_punct_at(1, Punct::Dot) {
+            let keyspace = self.keyspace_ident()?;
+            self.advance();
+            let name = self.table_ident()?;
+            return Ok(QualifiedName {
+                keyspace: Some(keyspace),
+                name,
+            });
+        }
+        Ok(QualifiedName {
+            keyspace: None,
+            name: self.table_ident()?,
+        })
+    }
+
+    /// `cfName`.
+    fn table_ident(&mut self) -> Result<Identifier> {
+        if self.is_punct(Punct::QMark) {
+            return Err(ParseError::unpositioned(
+                "Bind variables cannot be used for table names",
+            ));
+        }
+        self.ident()
+    }
+
     /// `columnFamilyName` and friends: `(ks '.')? name`.
     fn qualified_name(&mut self) -> Result<QualifiedName> {
         let first = self.ident()?;
@@ -722,12 +761,16 @@ impl<'a> Parser<'a> {
                     }
                     _ => {
                         self.expect(Punct::Comma)?;
-                        let dimension = match self.peek() {
-                            Tok::Integer(s) => s.parse::<u32>().ok().filter(|&d| d > 0),
-                            _ => None,
-                        };
-                        let Some(dimension) = dimension else {
+                        let Tok::Integer(text) = self.peek() else {
                             return Err(self.mismatched("INTEGER"));
+                        };
+                        // Cassandra's `Integer.parseInt` of the token: out of range is its
+                        // NumberFormatException, reported with the statement.
+                        let Ok(dimension) = text.parse::<i32>() else {
+                            return Err(ParseError::unpositioned(format!(
+                                "Failed parsing statement: [{}] reason: NumberFormatException For input string: \"{text}\"",
+                                self.src
+                            )));
                         };
                         self.advance();
                         TypeExpr::Vector(Box::new(first), dimension)
@@ -771,13 +814,13 @@ impl<'a> Parser<'a> {
             "begin" => self.batch().map(Statement::Batch),
             "use" => {
                 self.advance();
-                Ok(Statement::Use(self.ident()?))
+                Ok(Statement::Use(self.keyspace_ident()?))
             }
             "truncate" => {
                 self.advance();
                 let _ = self.accept_kw("table") || self.accept_kw("columnfamily");
                 Ok(Statement::Truncate(Truncate {
-                    name: self.qualified_name()?,
+                    name: self.table_name()?,
                 }))
             }
             "create" => self.create(),
@@ -883,7 +926,7 @@ impl<'a> Parser<'a> {
             Selection::Columns(selectors)
         };
         self.expect_kw("from")?;
-        let table = self.qualified_name()?;
+        let table = self.table_name()?;
         let where_clause = self.opt_where()?;
         let mut group_by = Vec::new();
         if self.accept_kw("group") {
@@ -1568,7 +1611,7 @@ impl<'a> Parser<'a> {
     fn insert(&mut self) -> Result<Insert> {
         self.expect_kw("insert")?;
         self.expect_kw("into")?;
-        let table = self.qualified_name()?;
+        let table = self.table_name()?;
         let values = if self.accept(Punct::LParen) {
             let mut columns = Vec::new();
             loop {
@@ -1624,7 +1667,7 @@ impl<'a> Parser<'a> {
     /// `updateStatement`.
     fn update(&mut self) -> Result<Update> {
         self.expect_kw("update")?;
-        let table = self.qualified_name()?;
+        let table = self.table_name()?;
         let using = self.opt_using(true)?;
         self.expect_kw("set")?;
         let mut assignments = Vec::new();
@@ -1752,7 +1795,7 @@ impl<'a> Parser<'a> {
             }
         }
         self.expect_kw("from")?;
-        let table = self.qualified_name()?;
+        let table = self.table_name()?;
         let using = self.opt_using(false)?;
         self.expect_kw("where")?;
         let where_clause = self.where_clause()?;
@@ -1800,33 +1843,56 @@ impl<'a> Parser<'a> {
 
     // ---------------------------------------------------------------- DDL
 
-    /// `properties`: `name = value (AND name = value)*`.
+    /// `properties`: `name = value (AND name = value)*`. A property given twice is refused as
+    /// Cassandra's `PropertyDefinitions.addProperty` words it.
     fn properties(&mut self) -> Result<Properties> {
-        let mut properties = Vec::new();
+        let mut properties: Vec<Property> = Vec::new();
         loop {
-            properties.push(self.property()?);
+            let property = self.property()?;
+            check_new_property(&properties, &property)?;
+            properties.push(property);
             if !self.accept_kw("and") {
                 return Ok(Properties(properties));
             }
         }
     }
 
-    /// `property`.
+    /// `property`. A map value is Cassandra's `fullMapLiteral` of terms, of which only
+    /// constants are accepted, each key once (`PropertyDefinitions.convertPropertyMap`,
+    /// whose words the refusals keep).
     fn property(&mut self) -> Result<Property> {
         let name = self.ident()?;
         self.expect(Punct::Eq)?;
         let value = if self.accept(Punct::LBrace) {
-            let mut entries = Vec::new();
+            let mut entries: Vec<(Constant, Constant)> = Vec::new();
             if !self.accept(Punct::RBrace) {
                 loop {
-                    let Some(k) = self.constant() else {
-                        return Err(self.no_viable());
-                    };
+                    let key = self.term()?;
                     self.expect(Punct::Colon)?;
-                    let Some(v) = self.constant() else {
-                        return Err(self.no_viable());
+                    let value = self.term()?;
+                    let marker_note = |t: &Term| match t {
+                        Term::BindMarker(_) => " (bind variables are not supported in DDL queries)",
+                        _ => "",
                     };
-                    entries.push((k, v));
+                    let Term::Constant(k) = &key else {
+                        return Err(ParseError::unpositioned(format!(
+                            "Invalid property name: {key}{}",
+                            marker_note(&key)
+                        )));
+                    };
+                    let Term::Constant(v) = value else {
+                        return Err(ParseError::unpositioned(format!(
+                            "Invalid property value: {value} for property: {key}{}",
+                            marker_note(&value)
+                        )));
+                    };
+                    let raw = constant_raw_text(k);
+                    if entries.iter().any(|(e, _)| constant_raw_text(e) == raw) {
+                        return Err(ParseError::unpositioned(format!(
+                            "Multiple definition for property {raw}"
+                        )));
+                    }
+                    entries.push((k.clone(), v));
                     if !self.accept(Punct::Comma) {
                         break;
                     }
@@ -1897,7 +1963,7 @@ impl<'a> Parser<'a> {
             "keyspace" | "schema" => {
                 self.advance();
                 let if_not_exists = self.if_not_exists()?;
-                let name = self.ident()?;
+                let name = self.keyspace_ident()?;
                 self.expect_kw("with")?;
                 let properties = self.properties()?;
                 Ok(Statement::CreateKeyspace(CreateKeyspace {
@@ -1958,7 +2024,7 @@ impl<'a> Parser<'a> {
     /// `createTableStatement` after `CREATE TABLE`.
     fn create_table(&mut self) -> Result<Statement> {
         let if_not_exists = self.if_not_exists()?;
-        let name = self.qualified_name()?;
+        let name = self.table_name()?;
         if self.is_kw("like") {
             return self.unsupported("CREATE TABLE LIKE");
         }
@@ -2042,7 +2108,9 @@ impl<'a> Parser<'a> {
                     }
                     self.expect(Punct::RParen)?;
                 } else {
-                    properties.push(self.property()?);
+                    let property = self.property()?;
+                    check_new_property(&properties, &property)?;
+                    properties.push(property);
                 }
                 if !self.accept_kw("and") {
                     break;
@@ -2088,7 +2156,7 @@ impl<'a> Parser<'a> {
             "keyspace" | "schema" => {
                 self.advance();
                 let if_exists = self.if_exists()?;
-                let name = self.ident()?;
+                let name = self.keyspace_ident()?;
                 self.expect_kw("with")?;
                 let properties = self.properties()?;
                 Ok(Statement::AlterKeyspace(AlterKeyspace {
@@ -2147,7 +2215,7 @@ impl<'a> Parser<'a> {
     /// `alterTableStatement` after `ALTER TABLE`.
     fn alter_table(&mut self) -> Result<Statement> {
         let if_exists = self.if_exists()?;
-        let name = self.qualified_name()?;
+        let name = self.table_name()?;
         let action = if self.accept_kw("alter") {
             let column_if_exists = self.if_exists()?;
             let column = self.cident()?;
@@ -2249,7 +2317,7 @@ impl<'a> Parser<'a> {
                 let if_exists = self.if_exists()?;
                 Ok(Statement::DropKeyspace(DropKeyspace {
                     if_exists,
-                    name: self.ident()?,
+                    name: self.keyspace_ident()?,
                 }))
             }
             "table" | "columnfamily" => {
@@ -2257,7 +2325,7 @@ impl<'a> Parser<'a> {
                 let if_exists = self.if_exists()?;
                 Ok(Statement::DropTable(DropTable {
                     if_exists,
-                    name: self.qualified_name()?,
+                    name: self.table_name()?,
                 }))
             }
             "type" => {
@@ -2401,4 +2469,32 @@ impl<'a> Parser<'a> {
             None
         }
     }
+}
+
+/// A constant's text as Cassandra's `Constants.Literal.getRawText` gives it: a string without
+/// its quotes, anything else as written.
+fn constant_raw_text(c: &Constant) -> String {
+    match c {
+        Constant::String(s)
+        | Constant::Integer(s)
+        | Constant::Float(s)
+        | Constant::Uuid(s)
+        | Constant::Duration(s) => s.clone(),
+        Constant::Hex(h) => format!("0x{h}"),
+        Constant::Boolean(b) => b.to_string(),
+        Constant::NaN => "NaN".to_string(),
+        Constant::Infinity => "Infinity".to_string(),
+        Constant::NegInfinity => "-Infinity".to_string(),
+    }
+}
+
+/// Refuses a property given twice, as Cassandra's `PropertyDefinitions.addProperty` words it.
+fn check_new_property(properties: &[Property], property: &Property) -> Result<()> {
+    if properties.iter().any(|p| p.name == property.name) {
+        return Err(ParseError::unpositioned(format!(
+            "Multiple definitions for property '{}'",
+            property.name.as_str()
+        )));
+    }
+    Ok(())
 }

@@ -894,7 +894,18 @@ fn types() {
         parse_type("VARCHAR").unwrap(),
         TypeExpr::Native("varchar".into())
     );
-    assert!(parse_type("vector<float, 0>").is_err());
+    // A dimension below 1 is the type's refusal (an invalid request), not the grammar's.
+    assert_eq!(
+        parse_type("vector<float, -1>").unwrap(),
+        TypeExpr::Vector(Box::new(TypeExpr::Native("float".into())), -1)
+    );
+    assert_eq!(
+        parse_type("vector<float, 2147483648>")
+            .unwrap_err()
+            .to_string(),
+        "Failed parsing statement: [vector<float, 2147483648>] reason: NumberFormatException For input string: \"2147483648\""
+    );
+    assert!(parse_type("vector<float, 1.5>").is_err());
     assert!(parse_type("list<int").is_err());
     assert!(parse_type("int int").is_err());
 }
@@ -1207,4 +1218,41 @@ fn mutated_statements_never_panic() {
         let _ = round;
     }
     assert!(checked > 10_000);
+}
+
+/// Refusals Cassandra's grammar words without a position: bind markers for keyspace and
+/// table names, and property maps holding anything but constants, or a key twice.
+#[test]
+fn unpositioned_refusals_are_worded_like_cassandra() {
+    let error = |text: &str| parse_statement(text).unwrap_err().to_string();
+    let keyspace = "Bind variables cannot be used for keyspace names";
+    let table = "Bind variables cannot be used for table names";
+    assert_eq!(error("USE ?"), keyspace);
+    assert_eq!(error("DROP KEYSPACE ?"), keyspace);
+    assert_eq!(error("SELECT * FROM ?.t"), keyspace);
+    assert_eq!(error("SELECT * FROM ks.?"), table);
+    assert_eq!(error("INSERT INTO ? (a) VALUES (1)"), table);
+    assert_eq!(error("TRUNCATE ?"), table);
+    assert_eq!(
+        error("CREATE TABLE t (p int PRIMARY KEY) WITH compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': null}"),
+        "Invalid property value: NULL for property: 'chunk_length_in_kb'"
+    );
+    assert_eq!(
+        error("CREATE TABLE t (p int PRIMARY KEY) WITH compression = {'class': ?}"),
+        "Invalid property value: ? for property: 'class' (bind variables are not supported in DDL queries)"
+    );
+    assert_eq!(
+        error("CREATE TABLE t (p int PRIMARY KEY) WITH compression = {null: 'x'}"),
+        "Invalid property name: NULL"
+    );
+    assert_eq!(
+        error("CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy', 'class': 'x'}"),
+        "Multiple definition for property class"
+    );
+    assert_eq!(
+        error("CREATE TABLE t (p int PRIMARY KEY) WITH comment = 'a' AND comment = 'b'"),
+        "Multiple definitions for property 'comment'"
+    );
+    // Positioned errors keep ANTLR's `line:column` prefix.
+    assert!(error("USE 1").starts_with("line 1:4 "));
 }

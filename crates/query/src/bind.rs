@@ -143,17 +143,30 @@ impl<'t> TermWalk<'_, 't> {
         match t {
             Term::BindMarker(m) => self.specs.marker(m, spec(table, name, ty.clone())),
             Term::List(items) | Term::Set(items) => {
-                let elem = match ty.unfrozen() {
-                    CqlType::List(e) | CqlType::Set(e) => (**e).clone(),
-                    CqlType::Vector(e, _) => (**e).clone(),
+                let (elem, kind) = match ty.unfrozen() {
+                    CqlType::List(e) => ((**e).clone(), "list"),
+                    CqlType::Set(e) => ((**e).clone(), "set"),
+                    CqlType::Vector(e, _) => ((**e).clone(), "vector"),
                     _ => return,
                 };
+                if kind != "vector" && items.iter().any(contains_bind_marker) {
+                    self.specs
+                        .error
+                        .get_or_insert(markers_in_collection_literal(kind, name));
+                }
                 for item in items {
                     self.term(&format!("value({name})"), &elem, item);
                 }
             }
             Term::Map(entries) => {
                 if let CqlType::Map(k, v) = ty.unfrozen() {
+                    if entries.iter().any(|(key, value)| {
+                        contains_bind_marker(key) || contains_bind_marker(value)
+                    }) {
+                        self.specs
+                            .error
+                            .get_or_insert(markers_in_collection_literal("map", name));
+                    }
                     for (key, value) in entries {
                         self.term(&format!("key({name})"), k, key);
                         self.term(&format!("value({name})"), v, value);
@@ -162,8 +175,8 @@ impl<'t> TermWalk<'_, 't> {
             }
             Term::Tuple(items) => {
                 if let CqlType::Tuple(types) = ty.unfrozen() {
-                    for (item, ty) in items.iter().zip(types) {
-                        self.term(name, ty, item);
+                    for (i, (item, ty)) in items.iter().zip(types).enumerate() {
+                        self.term(&format!("{name}[{i}]"), ty, item);
                     }
                 } else if let [item] = &items[..] {
                     // `(x)` for a receiver that is not a tuple is `x` in parentheses.
@@ -209,6 +222,34 @@ impl<'t> TermWalk<'_, 't> {
             }
             _ => {}
         }
+    }
+}
+
+/// Cassandra's refusal of bind markers inside a list, set or map literal (a vector literal
+/// takes them): the literal must be whole at PREPARE (`Lists.Literal.prepare` and its kin).
+fn markers_in_collection_literal(kind: &str, name: &str) -> QueryError {
+    QueryError::Invalid(format!(
+        "Invalid {kind} literal for {name}: bind variables are not supported inside collection literals"
+    ))
+}
+
+/// Whether a bind marker is anywhere inside `t`.
+fn contains_bind_marker(t: &Term) -> bool {
+    match t {
+        Term::BindMarker(_) => true,
+        Term::Constant(_) | Term::Null => false,
+        Term::List(items) | Term::Set(items) | Term::Tuple(items) => {
+            items.iter().any(contains_bind_marker)
+        }
+        Term::Map(entries) => entries
+            .iter()
+            .any(|(k, v)| contains_bind_marker(k) || contains_bind_marker(v)),
+        Term::UserType(fields) => fields.iter().any(|(_, v)| contains_bind_marker(v)),
+        Term::FunctionCall { args, .. } => args.iter().any(contains_bind_marker),
+        Term::TypeHint { term, .. } | Term::Cast { term, .. } | Term::Negate(term) => {
+            contains_bind_marker(term)
+        }
+        Term::Binary { lhs, rhs, .. } => contains_bind_marker(lhs) || contains_bind_marker(rhs),
     }
 }
 
@@ -370,6 +411,7 @@ fn walk(
             }
             relations(specs, table, &s.where_clause)?;
             select::check_where(table, s)?;
+            select::check_distinct(schema, table, s)?;
             if let Some(Term::BindMarker(m)) = &s.per_partition_limit {
                 specs.marker(m, spec(table, "[per_partition_limit]", CqlType::Int));
             }
@@ -459,6 +501,8 @@ fn walk(
                 }
             }
             relations(specs, table, &s.where_clause)?;
+            let only_static = crate::write::assigns_only_static(table, &s.assignments)?;
+            crate::write::check_modification_where(table, &s.where_clause, "UPDATE", only_static)?;
             *pk_candidates = Some((table.clone(), Vec::new()));
         }
         Statement::Delete(s) => {
@@ -477,6 +521,8 @@ fn walk(
             }
             using(specs, table, &s.using);
             relations(specs, table, &s.where_clause)?;
+            let only_static = crate::write::deletes_only_static(table, &s.columns)?;
+            crate::write::check_modification_where(table, &s.where_clause, "DELETE", only_static)?;
             *pk_candidates = Some((table.clone(), Vec::new()));
         }
         Statement::Batch(b) => {

@@ -61,13 +61,15 @@ fn valid_table_name(keyspace: &str, name: &str) -> Result<(), QueryError> {
     Ok(())
 }
 
+/// A property value's text: Cassandra's `Constants.Literal.getRawText` (a hex constant keeps
+/// its `0x`).
 fn constant_text(c: &Constant) -> String {
     match c {
+        Constant::Hex(h) => format!("0x{h}"),
         Constant::String(s)
         | Constant::Integer(s)
         | Constant::Float(s)
         | Constant::Uuid(s)
-        | Constant::Hex(s)
         | Constant::Duration(s) => s.clone(),
         Constant::Boolean(b) => b.to_string(),
         Constant::NaN => "NaN".to_string(),
@@ -104,6 +106,31 @@ fn replication_warnings(
     )
 }
 
+/// What Cassandra's `KeyspaceAttributes.validate` checks before anything else of a CREATE or
+/// ALTER KEYSPACE (before whether the keyspace exists): every property is known, and a
+/// replication map names its class.
+fn check_keyspace_props(props: &Properties) -> Result<(), QueryError> {
+    for p in &props.0 {
+        match (p.name.as_str(), &p.value) {
+            ("replication", PropertyValue::Map(entries)) => {
+                let has_class = entries.iter().any(|(k, _)| constant_text(k) == "class");
+                if !entries.is_empty() && !has_class {
+                    return Err(QueryError::Config(
+                        "Missing replication strategy class".to_string(),
+                    ));
+                }
+            }
+            ("replication" | "durable_writes", _) => {}
+            (other, _) => {
+                return Err(QueryError::Syntax(format!("Unknown property '{other}'")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A keyspace's replication and durability from its properties, validated as Cassandra does
+/// once it knows whether the keyspace exists (`existing`, for an ALTER).
 fn keyspace_props(
     props: &Properties,
     default_dc: &str,
@@ -121,15 +148,13 @@ fn keyspace_props(
                 )?)
             }
             ("durable_writes", OptionValue::Text(t)) => {
-                durable = match t.to_ascii_lowercase().as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => {
-                        return Err(QueryError::Syntax(format!(
-                            "Invalid boolean value {t} for 'durable_writes'"
-                        )))
-                    }
-                }
+                durable = schema::parse_boolean_property("durable_writes", &t)?;
+            }
+            ("durable_writes", OptionValue::Map(_)) => {
+                return Err(QueryError::Syntax(
+                    "Invalid value for property 'durable_writes'. It should be a string"
+                        .to_string(),
+                ))
             }
             ("replication", _) => {
                 return Err(QueryError::Syntax(
@@ -142,7 +167,7 @@ fn keyspace_props(
         }
     }
     let replication = replication
-        .ok_or_else(|| QueryError::Config("Missing mandatory option 'replication'".to_string()))?;
+        .ok_or_else(|| QueryError::Invalid("Missing mandatory option 'replication'".to_string()))?;
     Ok((replication, durable))
 }
 
@@ -232,13 +257,18 @@ pub(crate) fn resolve_type(
             })
         }
         TypeExpr::Vector(e, n) => {
-            if *n == 0 {
+            let Ok(dimension) = u32::try_from(*n) else {
+                return Err(QueryError::Invalid(format!(
+                    "vectors may only have positive dimensions; given {n}"
+                )));
+            };
+            if dimension == 0 {
                 return Err(QueryError::Invalid(
                     "vectors may only have positive dimensions; given 0".to_string(),
                 ));
             }
             let elem = resolve_type(e, keyspace, types, true, true)?;
-            CqlType::Vector(Box::new(freeze(elem)), *n)
+            CqlType::Vector(Box::new(freeze(elem)), dimension)
         }
         TypeExpr::Custom(class) => {
             return Err(QueryError::Invalid(format!(
@@ -392,6 +422,7 @@ fn table_options(s: &CreateTable) -> Result<TableOptions, QueryError> {
     if leveled && !fp_given {
         options.bloom_filter_fp_chance = 0.1;
     }
+    options.validate()?;
     Ok(options)
 }
 
@@ -405,6 +436,32 @@ fn uses_type(t: &CqlType, name: &str) -> bool {
         CqlType::Map(k, v) => uses_type(k, name) || uses_type(v, name),
         CqlType::Tuple(items) => items.iter().any(|i| uses_type(i, name)),
         _ => false,
+    }
+}
+
+/// A type as Cassandra's messages print it (`CQL3Type.toString`): user types named with their
+/// keyspace, tuples without the `frozen<>` they always are.
+fn type_with_keyspaces(t: &CqlType) -> String {
+    let name = |n: &str| cql_syntax::ast::Identifier::new(n).to_cql();
+    match t {
+        CqlType::Udt(u) => format!("{}.{}", name(&u.keyspace), name(&u.name)),
+        CqlType::Frozen(inner) if matches!(**inner, CqlType::Tuple(_)) => {
+            type_with_keyspaces(inner)
+        }
+        CqlType::Frozen(inner) => format!("frozen<{}>", type_with_keyspaces(inner)),
+        CqlType::List(e) => format!("list<{}>", type_with_keyspaces(e)),
+        CqlType::Set(e) => format!("set<{}>", type_with_keyspaces(e)),
+        CqlType::Map(k, v) => format!(
+            "map<{}, {}>",
+            type_with_keyspaces(k),
+            type_with_keyspaces(v)
+        ),
+        CqlType::Tuple(items) => {
+            let items: Vec<String> = items.iter().map(type_with_keyspaces).collect();
+            format!("tuple<{}>", items.join(", "))
+        }
+        CqlType::Vector(e, n) => format!("vector<{}, {n}>", type_with_keyspaces(e)),
+        other => other.to_string(),
     }
 }
 
@@ -582,6 +639,17 @@ fn plan_change(
         Statement::CreateKeyspace(s) => {
             let name = s.name.as_str();
             valid_keyspace_name(name)?;
+            check_keyspace_props(&s.properties)?;
+            if !s
+                .properties
+                .0
+                .iter()
+                .any(|p| p.name.as_str() == "replication")
+            {
+                return Err(QueryError::Invalid(
+                    "Missing mandatory option 'replication'".to_string(),
+                ));
+            }
             if schema.keyspace(name).is_some() {
                 if s.if_not_exists {
                     return Ok(None);
@@ -617,6 +685,7 @@ fn plan_change(
         }
         Statement::AlterKeyspace(s) => {
             let name = s.name.as_str();
+            check_keyspace_props(&s.properties)?;
             let Some(existing) = schema.keyspace(name).cloned() else {
                 if s.if_exists {
                     return Ok(None);
@@ -774,6 +843,7 @@ fn plan_change(
                             .options
                             .set(p.name.as_str(), property_value(&p.value))?;
                     }
+                    table.options.validate()?;
                 }
                 AlterTableAction::Mask { .. } => {
                     return Err(QueryError::Invalid(
@@ -917,6 +987,16 @@ fn plan_change(
                         return Err(QueryError::Invalid(format!(
                             "Cannot add field {} to type {ks_name}.{name}: a field with name {} already exists",
                             f.as_str(), f.as_str()
+                        )));
+                    }
+                    // A type may not hold itself, however deep (Cassandra resolves the field's
+                    // type, then refuses this before anything else).
+                    let resolved = field_type(ty, &ks_name, &ks.types)?;
+                    if uses_type(&resolved, name) {
+                        return Err(QueryError::Invalid(format!(
+                            "Cannot add new field {} of type {} to user type {ks_name}.{name} as it would create a circular reference",
+                            f.as_str(),
+                            type_with_keyspaces(&resolved)
                         )));
                     }
                     // Cassandra refuses a type in a partition key, in these words.

@@ -384,6 +384,18 @@ fn session_keyspace<'a>(
     })
 }
 
+/// The keyspaces a DESCRIBE TABLES, TYPES, FUNCTIONS or AGGREGATES lists: the session's
+/// keyspace alone if it has one, else all of them.
+fn listed<'a>(
+    schema: &'a Schema,
+    session: Option<&str>,
+) -> Result<Vec<&'a KeyspaceMetadata>, QueryError> {
+    Ok(match session {
+        Some(name) => vec![keyspace(schema, name)?],
+        None => keyspaces_in_order(schema),
+    })
+}
+
 fn qualified<'a>(name: &'a QualifiedName, session: Option<&'a str>) -> Result<&'a str, QueryError> {
     session_keyspace(name.keyspace.as_ref(), session)
 }
@@ -430,19 +442,27 @@ pub(crate) fn execute(
             let ks = keyspace(schema, session_keyspace(name.as_ref(), session)?)?;
             Ok(rows(keyspace_elements(ks, *only), true))
         }
+        // Cassandra lists the current keyspace's elements after USE, every keyspace's before
+        // (`DescribeStatement.listElements`).
         DescribeTarget::Tables => Ok(rows(
-            all()
+            listed(schema, session)?
+                .into_iter()
                 .flat_map(|k| tables_in_order(k).into_iter().map(table_element))
                 .collect(),
             false,
         )),
         DescribeTarget::Types => Ok(rows(
-            all()
+            listed(schema, session)?
+                .into_iter()
                 .flat_map(|k| types_by_name(k).into_iter().map(type_element))
                 .collect(),
             false,
         )),
-        DescribeTarget::Functions | DescribeTarget::Aggregates => Ok(rows(Vec::new(), false)),
+        // Helenus has no user functions or aggregates; the keyspace is still checked.
+        DescribeTarget::Functions | DescribeTarget::Aggregates => {
+            listed(schema, session)?;
+            Ok(rows(Vec::new(), false))
+        }
         DescribeTarget::Table(name) => {
             let ks = keyspace(schema, qualified(name, session)?)?;
             match ks.tables.get(name.name.as_str()) {

@@ -53,6 +53,61 @@ fn constant_kind(c: &Constant) -> &'static str {
     }
 }
 
+/// Cassandra's checks of a type hint `(type)term` given to a receiver of type `receiver`
+/// (`TypeCast.prepare`): the term must be assignable to the hinted type, and the hinted type to
+/// the receiver (equal, or its values valid values of the receiver); the term is then read as
+/// a value of the receiver. A hint of a type other than a native one is only read through.
+fn check_type_hint(
+    whole: &Term,
+    hint: &cql_syntax::ast::TypeExpr,
+    inner: &Term,
+    receiver: &CqlType,
+    name: &str,
+) -> Result<(), QueryError> {
+    let cql_syntax::ast::TypeExpr::Native(native) = hint else {
+        return Ok(());
+    };
+    let Some(hinted) = CqlType::from_native_name(&native.to_ascii_lowercase()) else {
+        return Ok(());
+    };
+    if !assignable_to(inner, &hinted) {
+        return Err(QueryError::Invalid(format!(
+            "Cannot cast value {inner} to type {hint}"
+        )));
+    }
+    let receiver = receiver.unfrozen();
+    if *receiver != hinted && !receiver.is_value_compatible_with(&hinted) {
+        return Err(QueryError::Invalid(format!(
+            "Cannot assign value {whole} to {name} of type {receiver}"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `term` may be given where a value of type `ty` is expected, as far as its own type
+/// tells (Cassandra's `testAssignment`): a literal by its kind, a type hint by its type, a
+/// function call by its return type. Anything else is left for its evaluation to check.
+fn assignable_to(term: &Term, ty: &CqlType) -> bool {
+    let compatible = |given: &CqlType| given == ty || ty.is_value_compatible_with(given);
+    match term {
+        Term::Constant(c) => {
+            functions::literal_assignment(c, ty) != functions::Assignment::NotAssignable
+        }
+        Term::TypeHint {
+            ty: cql_syntax::ast::TypeExpr::Native(native),
+            ..
+        } => CqlType::from_native_name(&native.to_ascii_lowercase())
+            .is_none_or(|given| compatible(&given)),
+        Term::FunctionCall { .. } | Term::Binary { .. } | Term::Negate(_) | Term::Cast { .. } => {
+            match term_functions::Resolver::default().resolve(term, Some(ty)) {
+                Ok(Some(signature)) => compatible(&signature.ret),
+                _ => true,
+            }
+        }
+        _ => true,
+    }
+}
+
 /// A constant as CQL text, for error messages and generated column names.
 pub(crate) fn constant_text(c: &Constant) -> String {
     match c {
@@ -132,16 +187,44 @@ fn evaluate_at<'t>(
                         items.len()
                     )));
                 }
+                // Cassandra's test before evaluating: a constant the component's type cannot
+                // take is refused in the literal's words.
+                for (i, (item, ty)) in items.iter().zip(types).enumerate() {
+                    if let Term::Constant(c) = item {
+                        if functions::literal_assignment(c, ty)
+                            == functions::Assignment::NotAssignable
+                        {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid tuple literal for {name}: component {i} is not of type {ty}"
+                            )));
+                        }
+                    }
+                }
                 let mut out = Vec::new();
-                for (item, ty) in items.iter().zip(types) {
-                    write_optional(&mut out, evaluate_at(item, ty, name, cx, depth + 1)?);
+                for (i, (item, ty)) in items.iter().zip(types).enumerate() {
+                    // Each component is named `t[i]`, as Cassandra names its receiver.
+                    let component = format!("{name}[{i}]");
+                    match evaluate_at(item, ty, &component, cx, depth + 1)? {
+                        TermValue::Unset => {
+                            return Err(QueryError::Invalid(format!(
+                                "Invalid unset value for tuple field number {i}"
+                            )))
+                        }
+                        value => write_optional(&mut out, value),
+                    }
                 }
                 Ok(TermValue::Value(out))
             }
             _ => Err(type_mismatch("tuple literal", name, ty)),
         },
         Term::UserType(fields) => user_type_literal(fields, ty, name, cx, depth),
-        Term::TypeHint { term, .. } => evaluate_at(term, ty, name, cx, depth + 1),
+        Term::TypeHint {
+            ty: hint,
+            term: inner,
+        } => {
+            check_type_hint(term, hint, inner, ty, name)?;
+            evaluate_at(inner, ty, name, cx, depth + 1)
+        }
         Term::FunctionCall { args, .. } if term_functions::is_from_json(term) => {
             from_json(args, ty, name, cx, depth)
         }
@@ -296,12 +379,21 @@ fn user_type_literal<'t>(
                     }
                 }
             }
+            let frozen = matches!(ty, CqlType::Frozen(_));
             let mut out = Vec::new();
             for (fname, fty) in &udt.fields {
                 let value = match fields.iter().find(|(f, _)| f.as_str() == fname) {
                     Some((_, t)) => evaluate_at(t, fty, fname, cx, depth + 1)?,
                     None => TermValue::Null,
                 };
+                // A frozen value is one cell: no field of it can be left unset. A non-frozen
+                // UDT's unset field is written as no value, as Cassandra does.
+                if frozen && value == TermValue::Unset {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid unset value for field '{fname}' of user defined type {}",
+                        udt.name
+                    )));
+                }
                 write_optional(&mut out, value);
             }
             Ok(TermValue::Value(out))
@@ -333,7 +425,7 @@ fn call<'t>(
             TermValue::Null => None,
             TermValue::Unset => {
                 return Err(QueryError::Invalid(format!(
-                    "Invalid unset value for argument in call to function system.{}",
+                    "Invalid unset value for argument in call to function {}",
                     sig.name
                 )))
             }

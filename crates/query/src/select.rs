@@ -298,7 +298,7 @@ fn evaluate_value(
     name: &str,
     values: &[Bound],
 ) -> Result<Vec<u8>, QueryError> {
-    evaluate_value_or(t, ty, name, values, invalid_null)
+    evaluate_value_or(t, ty, name, values, false)
 }
 
 /// Cassandra's refusal of a null in a restriction, and, on a non-key column, its other words.
@@ -310,19 +310,22 @@ fn unsupported_null(name: &str) -> QueryError {
     QueryError::Invalid(format!("Unsupported null value for column {name}"))
 }
 
-/// `evaluate_value`, refusing a null with `null`.
+/// `evaluate_value`, refusing a null or unset value in Cassandra's words for a key column or,
+/// if `non_key`, for a regular or static one.
 fn evaluate_value_or(
     t: &Term,
     ty: &CqlType,
     name: &str,
     values: &[Bound],
-    null: fn(&str) -> QueryError,
+    non_key: bool,
 ) -> Result<Vec<u8>, QueryError> {
     match evaluate(t, ty, name, values)? {
         TermValue::Value(b) => Ok(b),
-        TermValue::Null => Err(null(name)),
+        TermValue::Null if non_key => Err(unsupported_null(name)),
+        TermValue::Null => Err(invalid_null(name)),
         TermValue::Unset => Err(QueryError::Invalid(format!(
-            "Invalid unset value for column {name}"
+            "{} unset value for column {name}",
+            if non_key { "Unsupported" } else { "Invalid" }
         ))),
     }
 }
@@ -333,30 +336,30 @@ fn in_values(
     name: &str,
     values: &[Bound],
 ) -> Result<Vec<Vec<u8>>, QueryError> {
-    in_values_or(value, ty, name, values, invalid_null)
+    in_values_or(value, ty, name, values, false)
 }
 
-/// `in_values`, refusing a null with `null`.
+/// `in_values`, refusing a null or unset value as `evaluate_value_or` does.
 fn in_values_or(
     value: &RelationValue,
     ty: &CqlType,
     name: &str,
     values: &[Bound],
-    null: fn(&str) -> QueryError,
+    non_key: bool,
 ) -> Result<Vec<Vec<u8>>, QueryError> {
     Ok(match value {
-        RelationValue::Single(t) => vec![evaluate_value_or(t, ty, name, values, null)?],
+        RelationValue::Single(t) => vec![evaluate_value_or(t, ty, name, values, non_key)?],
         RelationValue::List(items) => {
             let mut out = Vec::with_capacity(items.len());
             for t in items {
-                out.push(evaluate_value_or(t, ty, name, values, null)?);
+                out.push(evaluate_value_or(t, ty, name, values, non_key)?);
             }
             out
         }
         RelationValue::Marker(m) => {
             let list = CqlType::List(Box::new(ty.clone()));
             let marker = Term::BindMarker(m.clone());
-            let bytes = evaluate_value_or(&marker, &list, name, values, null)?;
+            let bytes = evaluate_value_or(&marker, &list, name, values, non_key)?;
             split_elements(&bytes, 1)?
                 .into_iter()
                 .map(|g| g[0].to_vec())
@@ -383,22 +386,86 @@ pub(crate) fn check_where(table: &TableMetadata, select: &Select) -> Result<(), 
             merging = merge_relation(table, &mut columns, &mut token, relation)?;
         }
     }
-    if select.distinct {
-        for relation in &select.where_clause {
-            let names = match relation {
-                Relation::Simple { column: c, .. } | Relation::Element { column: c, .. } => {
-                    std::slice::from_ref(c)
-                }
-                Relation::MultiColumn { columns, .. } => columns.as_slice(),
-                _ => continue,
-            };
-            for name in names {
-                let kind = column(table, name)?.kind;
-                if !matches!(kind, ColumnKind::PartitionKey | ColumnKind::Static) {
-                    return Err(QueryError::Invalid(DISTINCT_RESTRICTION.to_string()));
-                }
+    Ok(())
+}
+
+/// Cassandra's checks of a SELECT DISTINCT (`validateDistinctSelection`), at PREPARE once the
+/// WHERE clause passed `check_where`: no PER PARTITION LIMIT, restrictions and selected
+/// columns on the partition key and static columns only, and, when the read is not of given
+/// partitions (a key range), every partition key column selected.
+pub(crate) fn check_distinct(
+    schema: &Schema,
+    table: &TableMetadata,
+    select: &Select,
+) -> Result<(), QueryError> {
+    if !select.distinct {
+        return Ok(());
+    }
+    if select.per_partition_limit.is_some() {
+        return Err(QueryError::Invalid(
+            "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries".to_string(),
+        ));
+    }
+    let mut keys_given = vec![false; table.partition_key_count];
+    for relation in &select.where_clause {
+        let names = match relation {
+            Relation::Simple { column: c, .. } | Relation::Element { column: c, .. } => {
+                std::slice::from_ref(c)
+            }
+            Relation::MultiColumn { columns, .. } => columns.as_slice(),
+            _ => continue,
+        };
+        for name in names {
+            let col = column(table, name)?;
+            if !matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+                return Err(QueryError::Invalid(DISTINCT_RESTRICTION.to_string()));
             }
         }
+        if let Relation::Simple {
+            column: c,
+            op: Operator::Eq | Operator::In,
+            ..
+        } = relation
+        {
+            let col = column(table, c)?;
+            if col.kind == ColumnKind::PartitionKey {
+                keys_given[col.position.max(0) as usize] = true;
+            }
+        }
+    }
+    let selection = compile_selection(schema, table, select)?;
+    let mut read = selection.columns_read();
+    // Ordering rows of several partitions after reading them needs the ORDER BY columns in
+    // the selection: Cassandra adds them, so DISTINCT refuses them too.
+    let key_in = select.where_clause.iter().any(|r| {
+        matches!(r, Relation::Simple { column: c, op: Operator::In, value }
+            if column(table, c).is_ok_and(|col| col.kind == ColumnKind::PartitionKey)
+                && !matches!(value, RelationValue::List(items) if items.len() <= 1))
+    });
+    if key_in {
+        for ordering in &select.order_by {
+            if let Ok(col) = column(table, &ordering.column) {
+                read.extend(table.column_index(&col.name));
+            }
+        }
+    }
+    for &i in &read {
+        let col = &table.columns[i];
+        if !matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+            return Err(QueryError::Invalid(format!(
+                "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
+                col.name
+            )));
+        }
+    }
+    if keys_given.iter().all(|given| *given) {
+        return Ok(());
+    }
+    if let Some(missing) = (0..table.partition_key_count).find(|i| !read.contains(i)) {
+        return Err(QueryError::Invalid(format!(
+            "SELECT DISTINCT queries must request all the partition key columns (missing {})",
+            table.columns[missing].name
+        )));
     }
     Ok(())
 }
@@ -419,15 +486,16 @@ const DISTINCT_RESTRICTION: &str =
 /// relation's columns (`check_multi_column`), a token's arguments, and `!=`, which Cassandra
 /// refuses on every column.
 fn check_relation(table: &TableMetadata, relation: &Relation) -> Result<(), QueryError> {
+    check_not_equal(table, relation)?;
     match relation {
         Relation::MultiColumn { columns, op, value } => {
             check_multi_column(table, columns, op, value)
         }
-        Relation::Simple {
-            column: c,
-            op: Operator::Neq,
-            value,
-        } => Err(unsupported_neq(&column(table, c)?.name, value)),
+        Relation::Simple { column: c, op, .. } | Relation::Element { column: c, op, .. }
+            if is_slice(op) && column(table, c)?.ty.references_duration() =>
+        {
+            Err(duration_slice_refused(&column(table, c)?.ty))
+        }
         Relation::Simple { column: c, op, .. } => {
             // A whole non-frozen collection is not compared, only searched.
             let col = column(table, c)?;
@@ -442,34 +510,95 @@ fn check_relation(table: &TableMetadata, relation: &Relation) -> Result<(), Quer
             }
             Ok(())
         }
-        Relation::Token { columns, .. } => {
-            let mut given = Vec::with_capacity(columns.len());
-            for c in columns {
-                given.push(column(table, c)?.name.as_str());
-            }
-            let pk: Vec<&str> = table
-                .partition_key()
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect();
-            let message = if !pk.iter().all(|p| given.contains(p)) {
-                "The token() function must be applied to all partition key components or none of them".to_string()
-            } else if given.iter().any(|g| !pk.contains(g)) {
-                "The token() function must contains only partition key components".to_string()
-            } else if given.len() != pk.len() {
-                "The token() function contains duplicate partition key components".to_string()
-            } else if given != pk {
-                format!(
-                    "The token function arguments must be in the partition key order: {}",
-                    pk.join(", ")
-                )
-            } else {
-                return Ok(());
-            };
-            Err(QueryError::Invalid(message))
-        }
+        Relation::Token { columns, .. } => check_token_columns(table, columns),
         _ => Ok(()),
     }
+}
+
+/// Cassandra's checks of `token(...)`'s arguments: the partition key's columns, each once,
+/// in order (also for UPDATE and DELETE, which then refuse the token function itself).
+pub(crate) fn check_token_columns(
+    table: &TableMetadata,
+    columns: &[Identifier],
+) -> Result<(), QueryError> {
+    let mut given = Vec::with_capacity(columns.len());
+    for c in columns {
+        given.push(column(table, c)?.name.as_str());
+    }
+    let pk: Vec<&str> = table
+        .partition_key()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    let message = if !pk.iter().all(|p| given.contains(p)) {
+        "The token() function must be applied to all partition key components or none of them"
+            .to_string()
+    } else if given.iter().any(|g| !pk.contains(g)) {
+        "The token() function must contains only partition key components".to_string()
+    } else if given.len() != pk.len() {
+        "The token() function contains duplicate partition key components".to_string()
+    } else if given != pk {
+        format!(
+            "The token function arguments must be in the partition key order: {}",
+            pk.join(", ")
+        )
+    } else {
+        return Ok(());
+    };
+    Err(QueryError::Invalid(message))
+}
+
+/// Cassandra's refusal of `!=` in any relation (`Relation.toRestriction`), quoting it.
+pub(crate) fn check_not_equal(
+    table: &TableMetadata,
+    relation: &Relation,
+) -> Result<(), QueryError> {
+    match relation {
+        Relation::MultiColumn {
+            columns,
+            op: op @ Operator::Neq,
+            value,
+        } => Err(QueryError::Invalid(format!(
+            "Unsupported \"!=\" relation: {}",
+            multi_column_text(columns, op, value)
+        ))),
+        Relation::Token {
+            columns,
+            op: Operator::Neq,
+            value,
+        } => {
+            let names: Vec<String> = columns.iter().map(Identifier::to_cql).collect();
+            Err(unsupported_neq(
+                &format!("token({})", names.join(", ")),
+                value,
+            ))
+        }
+        Relation::Simple {
+            column: c,
+            op: Operator::Neq,
+            value,
+        } => Err(unsupported_neq(&column(table, c)?.name, value)),
+        _ => Ok(()),
+    }
+}
+
+fn is_slice(op: &Operator) -> bool {
+    matches!(
+        op,
+        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte
+    )
+}
+
+/// Cassandra's refusal of a slice on values holding durations, which have no order
+/// (`SingleColumnRelation.newSliceRestriction`).
+fn duration_slice_refused(ty: &CqlType) -> QueryError {
+    let holder = match ty.unfrozen() {
+        CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => "collections containing durations",
+        CqlType::Tuple(_) => "tuples containing durations",
+        CqlType::Udt(_) => "UDTs containing durations",
+        _ => "duration columns",
+    };
+    QueryError::Invalid(format!("Slice restrictions are not supported on {holder}"))
 }
 
 /// One column's restrictions so far, for `merge_relation`.
@@ -1035,7 +1164,9 @@ fn build_plan(
                                 )))
                             }
                         };
-                        let v = in_values(value, &elem, &col.name, values)?;
+                        // Cassandra words a null or unset searched value as for a non-key
+                        // column (collections never are key columns).
+                        let v = in_values_or(value, &elem, &col.name, values, true)?;
                         needs_filtering = true;
                         filters.push(Filter::Compare {
                             column: idx,
@@ -1092,7 +1223,7 @@ fn build_plan(
                     },
                     // Cassandra words a null compared with a non-key column so.
                     (ColumnKind::Regular | ColumnKind::Static, _, _) => {
-                        in_values_or(value, &col.ty, &col.name, values, unsupported_null)?
+                        in_values_or(value, &col.ty, &col.name, values, true)?
                     }
                     _ => in_values(value, &col.ty, &col.name, values)?,
                 };
@@ -1244,7 +1375,7 @@ fn build_plan(
                             col.name
                         )))
                     }
-                    CqlType::List(_) => {
+                    ty if matches!(ty.unfrozen(), CqlType::List(_)) => {
                         return Err(QueryError::Invalid(format!(
                             "Indexes on list entries ({}[index] = value) are not currently supported.",
                             col.name
@@ -1584,18 +1715,7 @@ fn build_plan(
             "PER PARTITION LIMIT is not allowed with aggregate queries.".to_string(),
         ));
     }
-    if select.distinct {
-        for i in selection.columns_read() {
-            let kind = table.columns[i].kind;
-            if !matches!(kind, ColumnKind::PartitionKey | ColumnKind::Static) {
-                return Err(QueryError::Invalid(format!(
-                    "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
-                    table.columns[i].name
-                )));
-            }
-        }
-        // `check_where` refused restrictions on clustering and regular columns.
-    }
+    // `check_distinct` refused what SELECT DISTINCT may not read or restrict, at PREPARE.
     // The read enforces the `=` prefix it is bounded by, and a slice right after it if the
     // slice bounds it.
     let eq_prefix = prefix_len.min(read.prefix_columns);

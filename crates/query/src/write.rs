@@ -28,6 +28,33 @@ use crate::QueryError;
 pub(crate) const MAX_TTL_SECONDS: i64 = schema::MAX_TTL_SECONDS as i64;
 /// Partition keys are stored with a 16-bit length, as in Cassandra.
 pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 65_535;
+/// The most bytes a row's clustering values may hold together: Cassandra refuses more
+/// (`ClusteringPrefix.validate`), since its format keeps clustering values under a 16-bit
+/// length. Helenus's keys could hold more, but then a table could not move back to Cassandra,
+/// and nothing larger reaches storage.
+pub(crate) const MAX_CLUSTERING_KEY_BYTES: usize = 65_535;
+
+/// Refuses key values that together hold more than `limit` bytes, in Cassandra's words.
+fn check_key_length(values: &[Vec<u8>], limit: usize) -> Result<(), QueryError> {
+    let total: usize = values.iter().map(Vec::len).sum();
+    if total > limit {
+        return Err(QueryError::Invalid(format!(
+            "Key length of {total} is longer than maximum of {limit}"
+        )));
+    }
+    Ok(())
+}
+
+/// The byte-comparable key of a row from all its clustering values, refused as Cassandra
+/// refuses a clustering over `MAX_CLUSTERING_KEY_BYTES`: every write path (INSERT, UPDATE,
+/// DELETE of a row or its columns, in a BATCH or not, JSON or not) addresses rows through it.
+pub(crate) fn row_clustering_key(
+    table: &TableMetadata,
+    values: &[Vec<u8>],
+) -> Result<Vec<u8>, QueryError> {
+    check_key_length(values, MAX_CLUSTERING_KEY_BYTES)?;
+    Ok(clustering_key(table, values))
+}
 
 pub(crate) struct WriteContext<'a> {
     pub schema: &'a Schema,
@@ -371,6 +398,9 @@ pub(crate) fn partition_key(
     table: &TableMetadata,
     parts: &[Vec<u8>],
 ) -> Result<PartitionKey, QueryError> {
+    // Cassandra checks a composite key's values together first (as it checks clustering
+    // values), then the composite.
+    check_key_length(parts, MAX_PARTITION_KEY_BYTES)?;
     let key = if parts.len() == 1 {
         parts[0].clone()
     } else {
@@ -781,6 +811,12 @@ fn json_values(
         cql_syntax::ast::JsonDefault::Null => Some(TermValue::Null),
     };
     let mut given: Vec<Option<TermValue>> = vec![missing; table.columns.len()];
+    // A JSON insert names every primary key column: one it leaves out is unset under DEFAULT
+    // UNSET (Cassandra: "Invalid unset value for column c"), not missing.
+    let key_count = table.partition_key_count + table.clustering_count;
+    for v in given.iter_mut().take(key_count) {
+        v.get_or_insert(TermValue::Unset);
+    }
     for (key, json) in &object {
         let name = types::json_key_to_name(key);
         let idx = table.column_index(&name).ok_or_else(|| {
@@ -848,10 +884,16 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             None => missing.push(col.name.clone()),
         }
     }
-    let static_only = table.non_key_columns().iter().enumerate().all(|(i, c)| {
-        given[table.partition_key_count + table.clustering_count + i].is_none()
-            || c.kind == ColumnKind::Static
-    });
+    // Cassandra's `appliesOnlyToStaticColumns`: at least one static column, and no regular one.
+    let mut sets_static = false;
+    let mut sets_regular = false;
+    for (i, c) in table.non_key_columns().iter().enumerate() {
+        if given[table.partition_key_count + table.clustering_count + i].is_some() {
+            sets_static |= c.kind == ColumnKind::Static;
+            sets_regular |= c.kind != ColumnKind::Static;
+        }
+    }
+    let static_only = sets_static && !sets_regular;
     if !(missing.is_empty() || (ck.is_empty() && static_only)) {
         return Err(QueryError::Invalid(format!(
             "Some clustering keys are missing: {}",
@@ -883,7 +925,7 @@ fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             expiry: attrs.expiry,
         });
         add_clustering_forms(table, &ck, &attrs, &mut regular);
-        push_row(partition, clustering_key(table, &ck), regular);
+        push_row(partition, row_clustering_key(table, &ck)?, regular);
     }
     if !static_row.columns.is_empty() {
         merge_static(partition, static_row);
@@ -952,9 +994,228 @@ impl KeyRestrictions {
 /// Cassandra's refusal of a DELETE of named columns over a range of rows.
 const RANGE_DELETION_OF_COLUMNS: &str = "Range deletions are not supported for specific columns";
 
+/// Cassandra's refusals of one relation of an UPDATE's or DELETE's WHERE clause by itself,
+/// raised in the order the relations are written, before any is merged with another
+/// (`StatementRestrictions`): CONTAINS, `!=`, `IS NOT NULL`, and token()'s arguments.
+fn check_modification_relation(
+    table: &TableMetadata,
+    relation: &Relation,
+    statement: &str,
+) -> Result<(), QueryError> {
+    match relation {
+        Relation::Simple {
+            op: op @ (Operator::Contains | Operator::ContainsKey),
+            ..
+        } => Err(QueryError::Invalid(format!(
+            "Cannot use {statement} with {}",
+            op_name(op)
+        ))),
+        Relation::IsNotNull(c) => Err(QueryError::Invalid(format!(
+            "Unsupported restriction: {} IS NOT NULL",
+            column(table, c)?.name
+        ))),
+        Relation::Token { columns, .. } => {
+            crate::select::check_not_equal(table, relation)?;
+            crate::select::check_token_columns(table, columns)
+        }
+        _ => crate::select::check_not_equal(table, relation),
+    }
+}
+
+/// What Cassandra refuses of an UPDATE's or DELETE's WHERE clause at PREPARE, whatever values
+/// are bound (`bind::analyze` runs it for every such statement; `key_restrictions` checks
+/// the same again with the values): each relation by itself, token() without the whole
+/// partition key, and clustering restrictions when only static columns are written.
+/// `only_static`: the statement writes static columns only.
+pub(crate) fn check_modification_where(
+    table: &TableMetadata,
+    relations: &[Relation],
+    statement: &str,
+    only_static: bool,
+) -> Result<(), QueryError> {
+    for rel in relations {
+        check_modification_relation(table, rel, statement)?;
+    }
+    // Merging token bounds refuses a second of a kind whatever their values.
+    let mut tokens = TokenBounds::default();
+    for rel in relations {
+        if let Relation::Token { op, .. } = rel {
+            tokens.add(table, op, 0)?;
+        }
+    }
+    let mut key_given = vec![false; table.partition_key_count];
+    let mut clustering_restricted = false;
+    for rel in relations {
+        match rel {
+            Relation::Simple {
+                column: c,
+                op: Operator::Eq | Operator::In,
+                ..
+            } => {
+                let col = column(table, c)?;
+                match col.kind {
+                    ColumnKind::PartitionKey => key_given[col.position.max(0) as usize] = true,
+                    ColumnKind::Clustering => clustering_restricted = true,
+                    _ => {}
+                }
+            }
+            Relation::Simple { column: c, op, .. } => {
+                let col = column(table, c)?;
+                if col.kind == ColumnKind::PartitionKey
+                    && matches!(
+                        op,
+                        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte
+                    )
+                {
+                    return Err(QueryError::Invalid(format!(
+                        "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
+                    )));
+                }
+                clustering_restricted |= col.kind == ColumnKind::Clustering;
+            }
+            Relation::MultiColumn { .. } => clustering_restricted = true,
+            _ => {}
+        }
+    }
+    let token = relations
+        .iter()
+        .any(|r| matches!(r, Relation::Token { .. }));
+    if token && !key_given.iter().all(|given| *given) {
+        return Err(QueryError::Invalid(format!(
+            "The token function cannot be used in WHERE clauses for {statement} statements"
+        )));
+    }
+    let missing: Vec<&str> = table
+        .partition_key()
+        .iter()
+        .zip(&key_given)
+        .filter(|(_, given)| !**given)
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    if only_static && clustering_restricted {
+        return Err(QueryError::Invalid(format!(
+            "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
+        )));
+    }
+    let mut non_key = Vec::new();
+    for rel in relations {
+        if let Relation::Simple { column: c, .. } | Relation::Element { column: c, .. } = rel {
+            let col = column(table, c)?;
+            if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
+                non_key.push(col.name.as_str());
+            }
+        }
+    }
+    if !non_key.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "Non PRIMARY KEY columns found in where clause: {} ",
+            non_key.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Whether an UPDATE's assignments write static columns only (and at least one).
+pub(crate) fn assigns_only_static(
+    table: &TableMetadata,
+    assignments: &[Assignment],
+) -> Result<bool, QueryError> {
+    let mut only_static = !assignments.is_empty();
+    for a in assignments {
+        only_static &= column(table, assigned(a))?.kind == ColumnKind::Static;
+    }
+    Ok(only_static)
+}
+
+/// Whether a DELETE names static columns only (and at least one).
+pub(crate) fn deletes_only_static(
+    table: &TableMetadata,
+    selectors: &[DeleteSelector],
+) -> Result<bool, QueryError> {
+    let mut only_static = !selectors.is_empty();
+    for sel in selectors {
+        let c = match sel {
+            DeleteSelector::Column(c)
+            | DeleteSelector::Element { column: c, .. }
+            | DeleteSelector::Field { column: c, .. } => c,
+        };
+        only_static &= column(table, c)?.kind == ColumnKind::Static;
+    }
+    Ok(only_static)
+}
+
+/// The token bounds of an UPDATE's or DELETE's WHERE clause. Cassandra refuses the token
+/// function there unless the whole partition key is also given, and then keeps only the
+/// partitions whose token is within the bounds.
+#[derive(Default)]
+struct TokenBounds {
+    eq: Option<i64>,
+    start: Option<(i64, bool)>,
+    end: Option<(i64, bool)>,
+}
+
+impl TokenBounds {
+    fn is_empty(&self) -> bool {
+        self.eq.is_none() && self.start.is_none() && self.end.is_none()
+    }
+
+    /// Adds `token(...) op value`, refused as Cassandra refuses a second bound of a kind.
+    fn add(&mut self, table: &TableMetadata, op: &Operator, token: i64) -> Result<(), QueryError> {
+        let names: Vec<&str> = table
+            .partition_key()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let names = names.join(", ");
+        if self.eq.is_some() || (matches!(op, Operator::Eq) && !self.is_empty()) {
+            return Err(QueryError::Invalid(format!(
+                "{names} cannot be restricted by more than one relation if it includes an Equal"
+            )));
+        }
+        let (side, bound) = match op {
+            Operator::Eq => {
+                self.eq = Some(token);
+                return Ok(());
+            }
+            Operator::Gt | Operator::Gte => ("start", &mut self.start),
+            Operator::Lt | Operator::Lte => ("end", &mut self.end),
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operator {} for token() in a modification statement",
+                    op_name(op)
+                )))
+            }
+        };
+        if bound.is_some() {
+            return Err(QueryError::Invalid(format!(
+                "More than one restriction was found for the {side} bound on {names}"
+            )));
+        }
+        *bound = Some((token, matches!(op, Operator::Gte | Operator::Lte)));
+        Ok(())
+    }
+
+    fn admits(&self, token: i64) -> bool {
+        self.eq.is_none_or(|t| t == token)
+            && self
+                .start
+                .is_none_or(|(t, inclusive)| token > t || (inclusive && token == t))
+            && self
+                .end
+                .is_none_or(|(t, inclusive)| token < t || (inclusive && token == t))
+    }
+}
+
 /// What a modification statement's WHERE clause restricts. `statement` names it in errors
 /// (`UPDATE`, `DELETE`); `allow_slice`: a clustering slice is accepted (a DELETE of whole
-/// rows).
+/// rows); `only_static`: the statement writes static columns only, so (as Cassandra) any
+/// restriction of the clustering columns is refused.
 fn key_restrictions(
     table: &TableMetadata,
     relations: &[Relation],
@@ -962,7 +1223,15 @@ fn key_restrictions(
     statement: &str,
     allow_slice: bool,
     warnings: &mut Vec<String>,
+    only_static: bool,
 ) -> Result<KeyRestrictions, QueryError> {
+    for rel in relations {
+        check_modification_relation(table, rel, statement)?;
+    }
+    let mut tokens = TokenBounds::default();
+    // A clustering column restricted by a slice the statement cannot take, left for the
+    // static-only refusal to name (Cassandra checks that first).
+    let mut refused_slice: Option<QueryError> = None;
     let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
     let mut slice_col: Option<usize> = None;
     let mut lower: Option<TupleBound> = None;
@@ -1032,7 +1301,7 @@ fn key_restrictions(
                     }
                     (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
                         // Cassandra's words for each kind of refused slice.
-                        return Err(QueryError::Invalid(match col.kind {
+                        let refusal = QueryError::Invalid(match col.kind {
                             ColumnKind::PartitionKey => format!(
                                 "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
                             ),
@@ -1040,7 +1309,12 @@ fn key_restrictions(
                                 "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
                             }
                             _ => RANGE_DELETION_OF_COLUMNS.to_string(),
-                        }));
+                        });
+                        if col.kind == ColumnKind::PartitionKey || !only_static {
+                            return Err(refusal);
+                        }
+                        refused_slice.get_or_insert(refusal);
+                        continue;
                     }
                     _ => {
                         return Err(QueryError::Invalid(format!(
@@ -1120,13 +1394,33 @@ fn key_restrictions(
                     }
                 }
             }
-            Relation::Token { .. }
-            | Relation::Element { .. }
-            | Relation::IsNotNull(_)
-            | Relation::CustomIndex { .. } => return Err(QueryError::Invalid(
-                "This kind of relation is not supported in a modification statement by Helenus yet"
-                    .to_string(),
-            )),
+            Relation::Token {
+                op,
+                value: RelationValue::Single(t),
+                ..
+            } => {
+                let token = match evaluate(t, &CqlType::Bigint, "partition key token", ctx.values)? {
+                    TermValue::Value(b) if b.len() == 8 => {
+                        i64::from_be_bytes(b.as_slice().try_into().unwrap_or([0; 8]))
+                    }
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "Invalid null value for partition key token".to_string(),
+                        ))
+                    }
+                };
+                tokens.add(table, op, token)?;
+            }
+            Relation::Element { column: c, .. } => {
+                // A map element is a regular column's: refused with the others below.
+                non_key.push(column(table, c)?.name.clone());
+            }
+            Relation::Token { .. } | Relation::IsNotNull(_) | Relation::CustomIndex { .. } => {
+                return Err(QueryError::Invalid(
+                    "This kind of relation is not supported in a modification statement by Helenus yet"
+                        .to_string(),
+                ))
+            }
         }
     }
     if !non_key.is_empty() {
@@ -1142,10 +1436,25 @@ fn key_restrictions(
         .filter(|(i, _)| !eq.contains_key(i))
         .map(|(_, c)| c.name.clone())
         .collect();
+    if !missing.is_empty() && !tokens.is_empty() {
+        return Err(QueryError::Invalid(format!(
+            "The token function cannot be used in WHERE clauses for {statement} statements"
+        )));
+    }
     if !missing.is_empty() {
         return Err(QueryError::Invalid(format!(
             "Some partition key parts are missing: {}",
             missing.join(", ")
+        )));
+    }
+    let clustering_restricted = refused_slice.is_some()
+        || multi_in.is_some()
+        || multi_slice_start.is_some()
+        || slice_col.is_some()
+        || eq.keys().any(|i| *i >= table.partition_key_count);
+    if only_static && clustering_restricted {
+        return Err(QueryError::Invalid(format!(
+            "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
         )));
     }
     // Checked before any combination is built, as Cassandra's guardrail.
@@ -1171,6 +1480,16 @@ fn key_restrictions(
     let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     for i in 0..table.partition_key_count {
         partitions = cartesian(partitions, &eq[&i]);
+    }
+    if !tokens.is_empty() {
+        // With the whole key given, Cassandra takes token() as a filter on its partitions.
+        let mut kept = Vec::with_capacity(partitions.len());
+        for pk in partitions {
+            if tokens.admits(partition_key(table, &pk)?.token) {
+                kept.push(pk);
+            }
+        }
+        partitions = kept;
     }
     let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     let mut prefix_len = 0;
@@ -1445,6 +1764,8 @@ fn refusal(col: &ColumnMetadata, a: &Assignment) -> Option<QueryError> {
                 (_, CqlType::List(_)) if prepend => "frozen list",
                 _ if prepend => "non list",
                 (ty, _) if ty.is_collection() && !ty.is_multi_cell() => "frozen collection",
+                // Cassandra's UserType is a TupleType: an addition names both so.
+                (_, CqlType::Tuple(_) | CqlType::Udt(_)) if !prepend => "tuple",
                 (ty, _) if !ty.is_collection() => "non counter",
                 _ => return None,
             };
@@ -1463,14 +1784,14 @@ fn refusal(col: &ColumnMetadata, a: &Assignment) -> Option<QueryError> {
             };
             (format!("{name} = {name} - {t}"), what)
         }
-        Assignment::SetElement { .. } => {
+        Assignment::SetElement { key, value, .. } => {
             let what = match &col.ty {
                 CqlType::Map(..) | CqlType::List(_) => return None,
                 CqlType::Set(_) => "set",
                 ty if ty.is_collection() => "frozen collection",
                 _ => "non collection",
             };
-            (format!("{name}[?] = ?"), what)
+            (format!("{name}[{key}] = {value}"), what)
         }
         Assignment::Set { .. } | Assignment::SetField { .. } => return None,
     };
@@ -1538,7 +1859,7 @@ fn write_rows(
         }
         if has_regular {
             for prefix in &keys.clustering_prefixes {
-                let clustering = clustering_key(table, prefix);
+                let clustering = row_clustering_key(table, prefix)?;
                 let mut row = regular.clone();
                 for (col, op) in list_ops {
                     if col.kind != ColumnKind::Static {
@@ -1672,9 +1993,9 @@ fn list_index(term: &Term, column: &str, ctx: &WriteContext<'_>) -> Result<i32, 
         TermValue::Null => Err(QueryError::Invalid(
             "Invalid null value for list index".to_string(),
         )),
-        TermValue::Unset => Err(QueryError::Invalid(format!(
-            "Invalid unset value for list index of {column}"
-        ))),
+        TermValue::Unset => Err(QueryError::Invalid(
+            "Invalid unset value for list index".to_string(),
+        )),
     }
 }
 
@@ -1935,6 +2256,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         "UPDATE",
         false,
         &mut out.warnings,
+        has_static && !has_regular,
     )?;
     let full_clustering = keys.prefix_len == table.clustering_count;
     if !full_clustering && has_regular {
@@ -1948,11 +2270,6 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Some clustering keys are missing: {}",
             missing.join(", ")
         )));
-    }
-    if full_clustering && table.clustering_count > 0 && !has_regular && has_static {
-        return Err(QueryError::Invalid(
-            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".to_string(),
-        ));
     }
     if keys.selects_nothing() {
         return Ok(());
@@ -1994,6 +2311,9 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         marked_for_delete_at: attrs.timestamp,
         local_deletion_time: ctx.now_seconds,
     };
+    // Whether the DELETE names static columns only (known before its WHERE clause is read,
+    // as Cassandra prepares the deleted columns first).
+    let only_static = deletes_only_static(table, &s.columns)?;
     let keys = key_restrictions(
         table,
         &s.where_clause,
@@ -2001,6 +2321,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         "DELETE",
         s.columns.is_empty(),
         &mut out.warnings,
+        only_static,
     )?;
     let prefix_len = keys.prefix_len;
 
@@ -2043,10 +2364,11 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                             return Err(QueryError::Invalid(format!("Invalid null {what}")));
                         }
                         TermValue::Unset => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid unset value for {} element",
-                                col.name
-                            )))
+                            let what = match &col.ty {
+                                CqlType::Set(_) => "set element",
+                                _ => "map key",
+                            };
+                            return Err(QueryError::Invalid(format!("Invalid unset {what}")));
                         }
                     };
                     let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
@@ -2059,6 +2381,12 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
                     {
                         return Err(QueryError::Invalid(format!(
                             "Frozen UDT column {} does not support field deletions",
+                            col.name
+                        )));
+                    }
+                    if !matches!(col.ty, CqlType::Udt(_)) {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid field deletion operation for non-UDT column {}",
                             col.name
                         )));
                     }
@@ -2100,11 +2428,6 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
         let has_static = !static_row.columns.is_empty()
             || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-        if !has_regular && has_static && prefix_len > 0 {
-            return Err(QueryError::Invalid(
-                "Invalid restrictions on clustering columns since the DELETE statement modifies only static columns".to_string(),
-            ));
-        }
         if has_regular && prefix_len != table.clustering_count {
             return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
         }
@@ -2145,7 +2468,7 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             for prefix in &keys.clustering_prefixes {
                 push_row(
                     partition,
-                    clustering_key(table, prefix),
+                    row_clustering_key(table, prefix)?,
                     Row {
                         liveness: None,
                         deletion: Some(deletion),

@@ -8,6 +8,9 @@
 //! Must not depend on: storage, the protocol, the CQL parser, or any I/O. A `Schema` is an
 //! immutable value; a change produces a new `Schema` that is swapped in atomically.
 
+mod compaction;
+mod compression;
+mod java;
 mod model;
 mod options;
 
@@ -15,4 +18,7 @@ pub use model::{
     ClusteringOrder, ColumnKind, ColumnMetadata, DroppedColumn, KeyspaceMetadata, Schema,
     SchemaError, TableMetadata, UserType, SYSTEM_KEYSPACES,
 };
-pub use options::{OptionValue, Replication, TableOptions, MAX_TTL_SECONDS};
+pub use options::{
+    parse_boolean_property, OptionValue, Replication, ReplicationFactor, TableOptions,
+    MAX_TTL_SECONDS,
+};

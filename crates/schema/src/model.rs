@@ -591,7 +591,7 @@ mod tests {
             (nts(&[("dc1", "0"), ("dc2", "2")]), true),
             (nts(&[("dc1", "0"), ("dc2", "0")]), false),
             (nts(&[]), false),
-            (nts(&[("dc1", "3/1")]), true),
+            (nts(&[("dc1", "3/0")]), true),
             (Replication::local(), true),
         ] {
             assert_eq!(r.has_replicas(), expected, "{r:?}");

@@ -11,32 +11,6 @@ use crate::SchemaError;
 pub struct Replication(pub BTreeMap<String, String>);
 
 const SIMPLE: &str = "org.apache.cassandra.locator.SimpleStrategy";
-/// The compaction strategies Cassandra 5.0 has (a table names one; RocksDB compacts them all
-/// alike), in `COMPACTION_PACKAGE`.
-const COMPACTION_PACKAGE: &str = "org.apache.cassandra.db.compaction";
-const COMPACTION_STRATEGIES: [&str; 4] = [
-    "SizeTieredCompactionStrategy",
-    "LeveledCompactionStrategy",
-    "TimeWindowCompactionStrategy",
-    "UnifiedCompactionStrategy",
-];
-/// Cassandra 5.0's compressors, in `COMPRESSION_PACKAGE`.
-const COMPRESSION_PACKAGE: &str = "org.apache.cassandra.io.compress";
-const COMPRESSORS: [&str; 5] = [
-    "LZ4Compressor",
-    "SnappyCompressor",
-    "DeflateCompressor",
-    "ZstdCompressor",
-    "NoopCompressor",
-];
-/// Whether `class` is `package.name` for one of `names`.
-fn in_package(class: &str, package: &str, names: &[&str]) -> bool {
-    class
-        .strip_prefix(package)
-        .and_then(|rest| rest.strip_prefix('.'))
-        .is_some_and(|name| names.contains(&name))
-}
-
 /// The replication factor a strategy gets when none is given (Cassandra 5.0's
 /// `default_keyspace_rf`, 1 by default).
 const DEFAULT_KEYSPACE_RF: &str = "1";
@@ -44,95 +18,56 @@ const NETWORK_TOPOLOGY: &str = "org.apache.cassandra.locator.NetworkTopologyStra
 const LOCAL: &str = "org.apache.cassandra.locator.LocalStrategy";
 
 impl Replication {
-    /// Validates `WITH replication = {...}` of keyspace `keyspace` as Cassandra does and
-    /// normalises the class name. `default_dc` expands NetworkTopologyStrategy's
-    /// `replication_factor` shorthand; `previous` is the keyspace's replication before an
-    /// ALTER (Cassandra's `NetworkTopologyStrategy.prepareOptions` keeps its data centres).
+    /// Validates `WITH replication = {...}` of keyspace `keyspace` as Cassandra 5.0 does
+    /// (`ReplicationParams`, the strategy's `prepareOptions`, constructor and
+    /// `validateExpectedOptions`, in that order) and normalises the class name. `local_dc` is
+    /// this node's data centre, the only one the ring knows; `previous` is the keyspace's
+    /// replication before an ALTER.
     pub fn from_options(
         options: &BTreeMap<String, String>,
-        default_dc: &str,
+        local_dc: &str,
         keyspace: &str,
         previous: Option<&Replication>,
     ) -> Result<Replication, SchemaError> {
         let class = options
             .get("class")
             .ok_or_else(|| SchemaError::Config("Missing replication strategy class".to_string()))?;
-        let short = class.rsplit('.').next().unwrap_or(class);
-        let mut out = BTreeMap::new();
-        match short {
-            "SimpleStrategy" => {
-                out.insert("class".to_string(), SIMPLE.to_string());
-                for (k, v) in options {
-                    match k.as_str() {
-                        "class" => {}
-                        "replication_factor" => {
-                            parse_replication_factor(v)?;
-                            out.insert(k.clone(), v.clone());
-                        }
-                        other => {
-                            return Err(SchemaError::Config(format!(
-                                "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace {keyspace}"
-                            )))
-                        }
-                    }
-                }
-                // Cassandra 5.0 fills in its `default_keyspace_rf` (1 by default).
-                out.entry("replication_factor".to_string())
-                    .or_insert_with(|| DEFAULT_KEYSPACE_RF.to_string());
+        // `AbstractReplicationStrategy.getClass`: a name without a dot is in Cassandra's
+        // `locator` package.
+        let full = if class.contains('.') {
+            class.clone()
+        } else {
+            format!("{LOCATOR_PACKAGE}.{class}")
+        };
+        let strategy_options: BTreeMap<String, String> = options
+            .iter()
+            .filter(|(k, _)| k.as_str() != "class")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let previous: BTreeMap<String, String> = previous
+            .map(|p| {
+                p.0.iter()
+                    .filter(|(k, _)| k.as_str() != "class")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut out = match full.as_str() {
+            SIMPLE => simple_strategy(strategy_options, &previous, keyspace)?,
+            NETWORK_TOPOLOGY => {
+                network_topology_strategy(strategy_options, &previous, local_dc, keyspace)?
             }
-            "NetworkTopologyStrategy" => {
-                out.insert("class".to_string(), NETWORK_TOPOLOGY.to_string());
-                let previous = previous.map(|r| &r.0);
-                let previous_dcs = || {
-                    previous.into_iter().flatten().filter(|(k, _)| {
-                        k.as_str() != "class" && k.as_str() != "replication_factor"
-                    })
-                };
-                let shorthand = options.get("replication_factor");
-                for (k, v) in options {
-                    match k.as_str() {
-                        "class" => {}
-                        "replication_factor" => {
-                            parse_replication_factor(v)?;
-                        }
-                        dc => {
-                            parse_replication_factor(v)?;
-                            out.insert(dc.to_string(), v.clone());
-                        }
-                    }
-                }
-                if let Some(rf) = shorthand {
-                    // An ALTER keeps the data centres it does not name.
-                    for (dc, rf) in previous_dcs() {
-                        out.entry(dc.clone()).or_insert_with(|| rf.clone());
-                    }
-                    out.entry(default_dc.to_string())
-                        .or_insert_with(|| rf.clone());
-                } else if out.len() == 1 {
-                    // No data centre named: an ALTER from SimpleStrategy takes its factor, an
-                    // ALTER from NetworkTopologyStrategy keeps its data centres, and a CREATE
-                    // gets the local one at `default_keyspace_rf`.
-                    match previous.and_then(|p| p.get("replication_factor")) {
-                        Some(rf) => {
-                            out.insert(default_dc.to_string(), rf.clone());
-                        }
-                        None if previous_dcs().next().is_some() => {
-                            out.extend(previous_dcs().map(|(k, v)| (k.clone(), v.clone())));
-                        }
-                        None => {
-                            out.insert(default_dc.to_string(), DEFAULT_KEYSPACE_RF.to_string());
-                        }
-                    }
-                }
-                // Cassandra drops the data centres given 0 replicas.
-                out.retain(|k, v| k == "class" || v.as_str() != "0");
-            }
-            other => {
+            LOCAL => return Err(SchemaError::Invalid(
+                "Unable to use given strategy class: LocalStrategy is reserved for internal use."
+                    .to_string(),
+            )),
+            _ => {
                 return Err(SchemaError::Config(format!(
-                "Unable to find replication strategy class 'org.apache.cassandra.locator.{other}'"
-            )))
+                    "Unable to find replication strategy class '{full}'"
+                )))
             }
-        }
+        };
+        out.insert("class".to_string(), full);
         Ok(Replication(out))
     }
 
@@ -149,7 +84,7 @@ impl Replication {
                 .0
                 .iter()
                 .filter(|(k, _)| k.as_str() != "class")
-                .any(|(_, v)| parse_replication_factor(v).is_ok_and(|rf| rf > 0))
+                .any(|(_, v)| full_replicas(v) > 0)
     }
 
     /// How many replicas the strategy asks for in total (over all data centres).
@@ -161,23 +96,183 @@ impl Replication {
         self.0
             .iter()
             .filter(|(k, _)| k.as_str() != "class")
-            .filter_map(|(_, v)| parse_replication_factor(v).ok())
+            .map(|(_, v)| full_replicas(v))
             .sum()
     }
 }
 
-/// Parses `'3'` or the transient form `'3/1'` (full/transient); returns the full count. The
-/// errors are Cassandra's (the first is Java's `NumberFormatException` text).
-fn parse_replication_factor(v: &str) -> Result<usize, SchemaError> {
-    let full = v.split('/').next().unwrap_or(v);
-    match full.parse::<i64>() {
-        Ok(n) if n < 0 => Err(SchemaError::Config(format!(
-            "Replication factor must be non-negative, found {n}"
-        ))),
-        Ok(n) => Ok(n as usize),
-        Err(_) => Err(SchemaError::Config(format!("For input string: \"{full}\""))),
+/// Cassandra's replication strategies are named in this package.
+const LOCATOR_PACKAGE: &str = "org.apache.cassandra.locator";
+const REPLICATION_FACTOR: &str = "replication_factor";
+
+/// SimpleStrategy's options: `prepareOptions` fills in the factor (the previous one, else
+/// `default_keyspace_rf`), the constructor parses it, and any other option is refused.
+fn simple_strategy(
+    mut options: BTreeMap<String, String>,
+    previous: &BTreeMap<String, String>,
+    keyspace: &str,
+) -> Result<BTreeMap<String, String>, SchemaError> {
+    let rf = previous
+        .get(REPLICATION_FACTOR)
+        .cloned()
+        .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
+    let rf = options.entry(REPLICATION_FACTOR.to_string()).or_insert(rf);
+    ReplicationFactor::parse(rf)?;
+    if let Some(other) = java_hash_order(options.keys()).find(|k| *k != REPLICATION_FACTOR) {
+        return Err(SchemaError::Config(format!(
+            "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace {keyspace}"
+        )));
+    }
+    Ok(options)
+}
+
+/// NetworkTopologyStrategy's options, as Cassandra 5.0 prepares and checks them: the
+/// `replication_factor` shorthand expands to every known data centre (an ALTER keeps the data
+/// centres it does not name), data centres at `"0"` are dropped, and then every remaining
+/// option must be a known data centre with a valid factor.
+fn network_topology_strategy(
+    mut options: BTreeMap<String, String>,
+    previous: &BTreeMap<String, String>,
+    local_dc: &str,
+    keyspace: &str,
+) -> Result<BTreeMap<String, String>, SchemaError> {
+    prepare_network_topology(&mut options, previous, local_dc);
+    for (dc, value) in &options {
+        // The shorthand in any other spelling survives `prepareOptions`, to be refused here.
+        if dc.eq_ignore_ascii_case(REPLICATION_FACTOR) {
+            return Err(SchemaError::Config(
+                "replication_factor should not appear as an option at construction time for NetworkTopologyStrategy"
+                    .to_string(),
+            ));
+        }
+        ReplicationFactor::parse(value)?;
+    }
+    if options.is_empty() {
+        return Err(SchemaError::Config(
+            "Configuration for at least one datacenter must be present".to_string(),
+        ));
+    }
+    if let Some(unknown) = java_hash_order(options.keys()).find(|dc| *dc != local_dc) {
+        return Err(SchemaError::Config(format!(
+            "Unrecognized strategy option {{{unknown}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
+        )));
+    }
+    Ok(options)
+}
+
+/// `NetworkTopologyStrategy.prepareOptions`. Cassandra calls it by reflection and ignores
+/// what it throws, so a shorthand it cannot parse leaves the options as they stand then.
+fn prepare_network_topology(
+    options: &mut BTreeMap<String, String>,
+    previous: &BTreeMap<String, String>,
+    local_dc: &str,
+) {
+    if options.is_empty() {
+        let rf = previous
+            .get(REPLICATION_FACTOR)
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
+        options.insert(REPLICATION_FACTOR.to_string(), rf);
+    }
+    let mut replication = options.remove(REPLICATION_FACTOR);
+    if replication.is_none() && options.is_empty() {
+        // An ALTER from SimpleStrategy takes its factor.
+        replication = previous.get(REPLICATION_FACTOR).cloned();
+    } else if replication.is_some() {
+        for (dc, rf) in previous {
+            if dc != REPLICATION_FACTOR {
+                options.entry(dc.clone()).or_insert_with(|| rf.clone());
+            }
+        }
+    }
+    if let Some(replication) = replication {
+        let Ok(rf) = ReplicationFactor::parse(&replication) else {
+            return;
+        };
+        options
+            .entry(local_dc.to_string())
+            .or_insert_with(|| rf.to_parseable_string());
+    }
+    options.retain(|_, v| v != "0");
+}
+
+/// The order Java's `HashMap` iterates a small map of these keys in (a table of 16 buckets,
+/// by `String.hashCode`), which decides which of several refused options Cassandra names.
+pub(crate) fn java_hash_order<'a>(
+    keys: impl Iterator<Item = &'a String>,
+) -> impl Iterator<Item = &'a str> {
+    let bucket = |key: &str| {
+        let hash = key.encode_utf16().fold(0u32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(u32::from(unit))
+        });
+        (hash ^ (hash >> 16)) & 15
+    };
+    let mut keys: Vec<&str> = keys.map(String::as_str).collect();
+    keys.sort_by_key(|k| bucket(k));
+    keys.into_iter()
+}
+
+/// A replication factor as Cassandra's `ReplicationFactor.fromString` reads it: `full` or
+/// `full/transient`, each a Java int. Transient replicas are refused, as on a node without
+/// `transient_replication_enabled` (Cassandra's default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicationFactor {
+    pub full: u32,
+}
+
+impl ReplicationFactor {
+    pub fn parse(text: &str) -> Result<ReplicationFactor, SchemaError> {
+        let config = |m: String| SchemaError::Config(m);
+        let (all, transient) = if text.contains('/') {
+            // Java's `split("/")`, which drops trailing empty parts.
+            let mut parts: Vec<&str> = text.split('/').collect();
+            while parts.last() == Some(&"") {
+                parts.pop();
+            }
+            if parts.len() != 2 {
+                return Err(config(
+                    "Replication factor format is <replicas> or <replicas>/<transient>".to_string(),
+                ));
+            }
+            (java_parse_int(parts[0])?, java_parse_int(parts[1])?)
+        } else {
+            (java_parse_int(text)?, 0)
+        };
+        if transient != 0 {
+            return Err(config(
+                "Transient replication is not enabled on this node".to_string(),
+            ));
+        }
+        let Ok(full) = u32::try_from(all) else {
+            return Err(config(format!(
+                "Replication factor must be non-negative, found {all}"
+            )));
+        };
+        Ok(ReplicationFactor { full })
+    }
+
+    /// `toParseableString`: how an expanded shorthand is stored.
+    pub fn to_parseable_string(self) -> String {
+        self.full.to_string()
     }
 }
+
+/// The full replicas of a stored factor (0 for one that does not parse, which a stored
+/// replication never holds).
+fn full_replicas(value: &str) -> usize {
+    ReplicationFactor::parse(value).map_or(0, |rf| rf.full as usize)
+}
+
+/// Java's `Integer.parseInt`, refused with its `NumberFormatException` message.
+fn java_parse_int(text: &str) -> Result<i32, SchemaError> {
+    crate::java::parse_int(text)
+        .ok_or_else(|| SchemaError::Config(format!("For input string: \"{text}\"")))
+}
+
+/// The smallest false-positive chance a bloom filter can be built for (Cassandra's
+/// `BloomCalculations.minSupportedBloomFilterFpChance`, 20 hashes per key); a table must ask
+/// for more.
+const MIN_BLOOM_FILTER_FP_CHANCE: f64 = 6.71e-5;
 
 /// The longest TTL Cassandra allows, 20 years (`Attributes.MAX_TTL`).
 pub const MAX_TTL_SECONDS: i32 = 20 * 365 * 24 * 60 * 60;
@@ -364,6 +459,18 @@ fn simple_retry(upper: &str, value: &str) -> Result<Retry, SchemaError> {
     Err(invalid())
 }
 
+/// A boolean property (`durable_writes`, `cdc`, ...) as Cassandra's
+/// `PropertyDefinitions.parseBoolean` reads it, case-insensitively, in its words.
+pub fn parse_boolean_property(name: &str, value: &str) -> Result<bool, SchemaError> {
+    match value.to_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(SchemaError::Syntax(format!(
+            "Invalid boolean value {value} for '{name}'. Positive values can be '1', 'true' or 'yes'. Negative values can be '0', 'false' or 'no'."
+        ))),
+    }
+}
+
 /// The value of one `WITH name = value` table property, as the query layer hands it over.
 #[derive(Debug, Clone)]
 pub enum OptionValue {
@@ -372,6 +479,65 @@ pub enum OptionValue {
 }
 
 impl TableOptions {
+    /// Cassandra's `TableParams.validate`, run once every property of a CREATE or ALTER TABLE
+    /// is read (the ones `set` refuses alone are refused first): the compaction strategy's
+    /// options, then each option's range, in Cassandra's order.
+    pub fn validate(&self) -> Result<(), SchemaError> {
+        let fail = |m: String| Err(SchemaError::Config(m));
+        crate::compaction::validate(&self.compaction)?;
+        let fp = self.bloom_filter_fp_chance;
+        if fp <= MIN_BLOOM_FILTER_FP_CHANCE || fp > 1.0 {
+            return fail(format!(
+                "bloom_filter_fp_chance must be larger than {} and less than or equal to 1.0 (got {})",
+                crate::java::double_to_string(MIN_BLOOM_FILTER_FP_CHANCE),
+                crate::java::double_to_string(fp)
+            ));
+        }
+        let crc = self.crc_check_chance;
+        if !(0.0..=1.0).contains(&crc) {
+            return fail(format!(
+                "crc_check_chance must be larger than or equal to 0 and smaller than or equal to 1.0 (got {})",
+                crate::java::double_to_string(crc)
+            ));
+        }
+        let ttl = self.default_time_to_live;
+        if ttl < 0 {
+            return fail(format!(
+                "default_time_to_live must be greater than or equal to 0 (got {ttl})"
+            ));
+        }
+        if ttl > MAX_TTL_SECONDS {
+            return fail(format!(
+                "default_time_to_live must be less than or equal to {MAX_TTL_SECONDS} (got {ttl})"
+            ));
+        }
+        if self.gc_grace_seconds < 0 {
+            return fail(format!(
+                "gc_grace_seconds must be greater than or equal to 0 (got {})",
+                self.gc_grace_seconds
+            ));
+        }
+        if self.min_index_interval < 1 {
+            return fail(format!(
+                "min_index_interval must be greater than or equal to 1 (got {})",
+                self.min_index_interval
+            ));
+        }
+        if self.max_index_interval < self.min_index_interval {
+            return fail(format!(
+                "max_index_interval must be greater than or equal to min_index_interval ({}) (got {})",
+                self.min_index_interval, self.max_index_interval
+            ));
+        }
+        if self.memtable_flush_period_in_ms < 0 {
+            return fail(format!(
+                "memtable_flush_period_in_ms must be greater than or equal to 0 (got {})",
+                self.memtable_flush_period_in_ms
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies one `WITH` property, validating it as Cassandra does.
     pub fn set(&mut self, name: &str, value: OptionValue) -> Result<(), SchemaError> {
         fn text(name: &str, v: OptionValue) -> Result<String, SchemaError> {
@@ -403,124 +569,30 @@ impl TableOptions {
                 .map_err(|_| SchemaError::Syntax(format!("Invalid double value {t} for '{name}'")))
         }
         fn boolean(name: &str, v: OptionValue) -> Result<bool, SchemaError> {
-            let t = text(name, v)?;
-            match t.to_ascii_lowercase().as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(SchemaError::Syntax(format!(
-                    "Invalid boolean value {t} for '{name}'"
-                ))),
-            }
+            parse_boolean_property(name, &text(name, v)?)
         }
         match name {
             "allow_auto_snapshot" => self.allow_auto_snapshot = boolean(name, value)?,
-            "bloom_filter_fp_chance" => {
-                let v = double(name, value)?;
-                if v <= 0.0 || v > 1.0 {
-                    return Err(SchemaError::Config(format!(
-                        "bloom_filter_fp_chance must be larger than 0 and less than or equal to 1.0 (got {v})"
-                    )));
-                }
-                self.bloom_filter_fp_chance = v;
-            }
+            "bloom_filter_fp_chance" => self.bloom_filter_fp_chance = double(name, value)?,
             "caching" => self.caching = caching(map(name, value)?)?,
             "cdc" => self.cdc = boolean(name, value)?,
             "comment" => self.comment = text(name, value)?,
-            "compaction" => {
-                let mut m = map(name, value)?;
-                let class = m.get("class").cloned().ok_or_else(|| {
-                    SchemaError::Config(
-                        "Missing sub-option 'class' for the 'compaction' option.".to_string(),
-                    )
-                })?;
-                let full = if class.contains('.') {
-                    class
-                } else {
-                    format!("{COMPACTION_PACKAGE}.{class}")
-                };
-                if !in_package(&full, COMPACTION_PACKAGE, &COMPACTION_STRATEGIES) {
+            "compaction" => self.compaction = crate::compaction::from_map(map(name, value)?)?,
+            "compression" => self.compression = crate::compression::from_map(map(name, value)?)?,
+            "memtable" => {
+                let v = text(name, value)?;
+                // Cassandra 5.0 knows the memtable configurations of its `cassandra.yaml`:
+                // `default` alone unless more are configured.
+                if v != "default" {
                     return Err(SchemaError::Config(format!(
-                        "Unable to find compaction strategy class '{full}'"
+                        "Memtable configuration \"{v}\" not found."
                     )));
                 }
-                // As Cassandra stores them: the thresholds every strategy but UCS takes.
-                if !full.ends_with(".UnifiedCompactionStrategy") {
-                    m.entry("max_threshold".to_string())
-                        .or_insert_with(|| "32".to_string());
-                    m.entry("min_threshold".to_string())
-                        .or_insert_with(|| "4".to_string());
-                }
-                m.insert("class".to_string(), full);
-                self.compaction = m;
+                self.memtable = v;
             }
-            "compression" => {
-                let mut m = map(name, value)?;
-                let disabled = m
-                    .get("enabled")
-                    .is_some_and(|e| e.eq_ignore_ascii_case("false"));
-                if !disabled {
-                    let class = m.get("class").ok_or_else(|| {
-                        SchemaError::Config(
-                            "Missing sub-option 'class' for the 'compression' option.".to_string(),
-                        )
-                    })?;
-                    let full = if class.contains('.') {
-                        class.clone()
-                    } else {
-                        format!("{COMPRESSION_PACKAGE}.{class}")
-                    };
-                    if !in_package(&full, COMPRESSION_PACKAGE, &COMPRESSORS) {
-                        return Err(SchemaError::Config(format!(
-                            "Could not create Compression for type {full}"
-                        )));
-                    }
-                }
-                if let Some(kb) = m.get("chunk_length_in_kb") {
-                    if !kb.trim().parse::<u32>().is_ok_and(u32::is_power_of_two) {
-                        return Err(SchemaError::Config(
-                            "chunk_length_in_kb must be a power of 2".to_string(),
-                        ));
-                    }
-                }
-                if !disabled {
-                    // As Cassandra stores it: the full class name, the default chunk length,
-                    // no `enabled`.
-                    let class = &m["class"];
-                    if !class.contains('.') {
-                        let full = format!("{COMPRESSION_PACKAGE}.{class}");
-                        m.insert("class".to_string(), full);
-                    }
-                    m.entry("chunk_length_in_kb".to_string())
-                        .or_insert_with(|| "16".to_string());
-                    m.remove("enabled");
-                }
-                self.compression = m;
-            }
-            "memtable" => self.memtable = text(name, value)?,
             "crc_check_chance" => self.crc_check_chance = double(name, value)?,
-            "default_time_to_live" => {
-                let v = int(name, value)?;
-                if v < 0 {
-                    return Err(SchemaError::Config(format!(
-                        "default_time_to_live must be greater than or equal to 0 (got {v})"
-                    )));
-                }
-                if v > MAX_TTL_SECONDS {
-                    return Err(SchemaError::Config(format!(
-                        "default_time_to_live must be less than or equal to {MAX_TTL_SECONDS} (got {v})"
-                    )));
-                }
-                self.default_time_to_live = v;
-            }
-            "gc_grace_seconds" => {
-                let v = int(name, value)?;
-                if v < 0 {
-                    return Err(SchemaError::Config(format!(
-                        "gc_grace_seconds must be greater than or equal to 0 (got {v})"
-                    )));
-                }
-                self.gc_grace_seconds = v;
-            }
+            "default_time_to_live" => self.default_time_to_live = int(name, value)?,
+            "gc_grace_seconds" => self.gc_grace_seconds = int(name, value)?,
             "incremental_backups" => self.incremental_backups = boolean(name, value)?,
             "max_index_interval" => self.max_index_interval = int(name, value)?,
             "memtable_flush_period_in_ms" => self.memtable_flush_period_in_ms = int(name, value)?,

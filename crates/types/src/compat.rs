@@ -53,6 +53,13 @@ impl CqlType {
         }
     }
 
+    /// Cassandra's `isValueCompatibleWith`: whether every serialised value of `old` is a valid
+    /// value of this type, meaning the same (a type hint's value may go where such a type is
+    /// expected).
+    pub fn is_value_compatible_with(&self, old: &CqlType) -> bool {
+        self.reads_values_of(old)
+    }
+
     /// Whether every serialised value of `old` is a valid value of this type, meaning the same
     /// (Cassandra's `isValueCompatibleWith`).
     fn reads_values_of(&self, old: &CqlType) -> bool {

@@ -75,6 +75,21 @@ impl CqlType {
         )
     }
 
+    /// Whether a `duration` is anywhere in the type (Cassandra's `referencesDuration`):
+    /// durations have no order, so neither do values holding them.
+    pub fn references_duration(&self) -> bool {
+        match self {
+            CqlType::Duration => true,
+            CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => {
+                e.references_duration()
+            }
+            CqlType::Map(k, v) => k.references_duration() || v.references_duration(),
+            CqlType::Tuple(items) => items.iter().any(CqlType::references_duration),
+            CqlType::Udt(u) => u.fields.iter().any(|(_, f)| f.references_duration()),
+            _ => false,
+        }
+    }
+
     pub fn is_counter(&self) -> bool {
         matches!(self, CqlType::Counter)
     }

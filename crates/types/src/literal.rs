@@ -412,37 +412,90 @@ struct DurationBuilder {
     months: i64,
     days: i64,
     nanos: i64,
+    /// The last unit added, by its rank in Cassandra's order (`UNITS`), 0 before any.
+    unit_rank: usize,
 }
 
+/// The units of a duration in the order Cassandra requires them, each at most once
+/// (`Duration.Builder.validateOrder`), with the names its messages use.
+const UNITS: [(&str, &str); 10] = [
+    ("y", "years"),
+    ("mo", "months"),
+    ("w", "weeks"),
+    ("d", "days"),
+    ("h", "hours"),
+    ("m", "minutes"),
+    ("s", "seconds"),
+    ("ms", "milliseconds"),
+    ("us", "microseconds"),
+    ("ns", "nanoseconds"),
+];
+
 impl DurationBuilder {
-    fn add(&mut self, amount: i64, unit: &str) -> Option<()> {
-        let add_months = |b: &mut Self, n: i64| {
-            b.months = b.months.checked_add(n)?;
-            (b.months <= i64::from(i32::MAX)).then_some(())
-        };
-        let add_nanos = |b: &mut Self, n: i64, per: i64| {
-            b.nanos = b.nanos.checked_add(n.checked_mul(per)?)?;
-            Some(())
-        };
-        match unit {
-            "y" => add_months(self, amount.checked_mul(12)?),
-            "mo" => add_months(self, amount),
-            "w" | "d" => {
-                self.days = self.days.checked_add(amount.checked_mul(if unit == "w" {
-                    7
-                } else {
-                    1
-                })?)?;
-                (self.days <= i64::from(i32::MAX)).then_some(())
-            }
-            "h" => add_nanos(self, amount, NANOS_PER_HOUR),
-            "m" => add_nanos(self, amount, NANOS_PER_MINUTE),
-            "s" => add_nanos(self, amount, NANOS_PER_SECOND),
-            "ms" => add_nanos(self, amount, 1_000_000),
-            "us" | "µs" => add_nanos(self, amount, 1_000),
-            "ns" => add_nanos(self, amount, 1),
-            _ => None,
+    /// Adds `amount` of `unit`, refused in Cassandra's words if the unit comes again or out of
+    /// order, or if a total leaves its range.
+    fn add(&mut self, amount: i64, unit: &str) -> Result<(), TypeError> {
+        let unit = if unit == "µs" { "us" } else { unit };
+        let rank = UNITS
+            .iter()
+            .position(|(u, _)| *u == unit)
+            .map(|i| i + 1)
+            .ok_or_else(|| invalid(format!("Unknown duration symbol '{unit}'")))?;
+        let name = |rank: usize| UNITS[rank - 1].1;
+        if rank == self.unit_rank {
+            return Err(invalid(format!(
+                "Invalid duration. The {} are specified multiple times",
+                name(rank)
+            )));
         }
+        if rank < self.unit_rank {
+            return Err(invalid(format!(
+                "Invalid duration. The {} should be after {}",
+                name(self.unit_rank),
+                name(rank)
+            )));
+        }
+        self.unit_rank = rank;
+        // Cassandra's `validate`: a total past its range, worded with Integer.MAX_VALUE
+        // whatever the total (its message does so for nanoseconds too).
+        let too_many = |total: &str| {
+            invalid(format!(
+                "Invalid duration. The total number of {total} must be less or equal to {}",
+                i32::MAX
+            ))
+        };
+        let within = |amount: i64, room: i64, per: i64| amount <= room / per;
+        match unit {
+            "y" | "mo" => {
+                let per = if unit == "y" { 12 } else { 1 };
+                if !within(amount, i64::from(i32::MAX) - self.months, per) {
+                    return Err(too_many("months"));
+                }
+                self.months += amount * per;
+            }
+            "w" | "d" => {
+                let per = if unit == "w" { 7 } else { 1 };
+                if !within(amount, i64::from(i32::MAX) - self.days, per) {
+                    return Err(too_many("days"));
+                }
+                self.days += amount * per;
+            }
+            _ => {
+                let per = match unit {
+                    "h" => NANOS_PER_HOUR,
+                    "m" => NANOS_PER_MINUTE,
+                    "s" => NANOS_PER_SECOND,
+                    "ms" => 1_000_000,
+                    "us" => 1_000,
+                    _ => 1,
+                };
+                if !within(amount, i64::MAX - self.nanos, per) {
+                    return Err(too_many("nanoseconds"));
+                }
+                self.nanos += amount * per;
+            }
+        }
+        Ok(())
     }
 
     fn build(self, negative: bool) -> (i32, i32, i64) {
@@ -488,7 +541,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
                 .into_iter()
                 .find(|u| rest.starts_with(u))
                 .ok_or_else(bad)?;
-            b.add(amount, unit).ok_or_else(bad)?;
+            b.add(amount, unit)?;
             rest = &rest[unit.len()..];
         }
     }
@@ -515,7 +568,7 @@ fn parse_iso(iso: &str, b: &mut DurationBuilder) -> Option<()> {
             let offset = units[next_unit..]
                 .iter()
                 .position(|(c, _)| *c == designator)?;
-            b.add(amount, units[next_unit + offset].1)?;
+            b.add(amount, units[next_unit + offset].1).ok()?;
             next_unit += offset + 1;
             rest = &rest[n_end + designator.len_utf8()..];
         }
@@ -548,7 +601,7 @@ fn parse_iso_alternative(iso: &str, b: &mut DurationBuilder) -> Option<()> {
         if text.len() != 2 && unit != "y" {
             return None;
         }
-        b.add(i64::from(digits(text)?), unit)?;
+        b.add(i64::from(digits(text)?), unit).ok()?;
     }
     Some(())
 }
@@ -706,6 +759,33 @@ mod tests {
         assert_eq!(d("1h30m"), (0, 0, 90 * NANOS_PER_MINUTE));
         assert_eq!(d("-2d"), (0, -2, 0));
         assert_eq!(d("3µs"), (0, 0, 3000));
+        // Each unit once, in Cassandra's order, totals in range, in its words.
+        let refused = |t: &str| parse_duration(t).unwrap_err().to_string();
+        assert_eq!(
+            refused("1h1h"),
+            "Invalid duration. The hours are specified multiple times"
+        );
+        assert_eq!(
+            refused("1us1µs"),
+            "Invalid duration. The microseconds are specified multiple times"
+        );
+        assert_eq!(
+            refused("1m1h"),
+            "Invalid duration. The minutes should be after hours"
+        );
+        assert_eq!(
+            refused("1d1w"),
+            "Invalid duration. The days should be after weeks"
+        );
+        assert_eq!(
+            refused("2147483648mo"),
+            "Invalid duration. The total number of months must be less or equal to 2147483647"
+        );
+        assert_eq!(
+            refused("2562048h"),
+            "Invalid duration. The total number of nanoseconds must be less or equal to 2147483647"
+        );
+        assert_eq!(d("1w1d"), (0, 8, 0));
         assert_eq!(d("1MO"), (1, 0, 0));
         assert_eq!(d("P1DT2H"), (0, 1, 2 * NANOS_PER_HOUR));
         assert_eq!(

@@ -160,7 +160,7 @@ impl Value {
 
     /// Whether the value's type is one Cassandra serialises with a fixed length (which decides
     /// the vector layout).
-    fn has_fixed_size(&self) -> bool {
+    pub fn has_fixed_size(&self) -> bool {
         match self {
             Value::Boolean(_)
             | Value::Int(_)

@@ -118,7 +118,7 @@ pub(crate) fn call(
     let first = args.first().cloned().flatten();
     Ok(match function {
         MaskFunction::Null => None,
-        MaskFunction::Default => Some(encode(&default_value(&types[0]))),
+        MaskFunction::Default => Some(default_bytes(name, &types[0])?),
         MaskFunction::Replace => args.get(1).cloned().flatten(),
         MaskFunction::Inner | MaskFunction::Outer => {
             let Some(bytes) = first else {
@@ -213,6 +213,76 @@ fn hash(algorithm: &str, bytes: &[u8]) -> Result<Vec<u8>, QueryError> {
     })
 }
 
+/// The largest value `mask_default` builds: a vector's default has as many elements as its
+/// dimension, which may be up to 2^31 - 1, so a null `vector<float, 2147483647>` would make
+/// 8 GiB. No frame of Cassandra's default size (16 MiB, `native_transport_max_frame_size`)
+/// could carry more, so more is refused as the function's failure (Cassandra fails with a
+/// server error past 2 GiB) rather than built.
+const MAX_MASKED_DEFAULT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// `mask_default`'s value for `ty`, serialised; refused past `MAX_MASKED_DEFAULT_BYTES`.
+fn default_bytes(name: &str, ty: &CqlType) -> Result<Vec<u8>, QueryError> {
+    let size = default_size(ty);
+    if size > MAX_MASKED_DEFAULT_BYTES {
+        return Err(QueryError::function_failure(
+            name,
+            std::slice::from_ref(ty),
+            format!(
+                "the default value of {ty} would take {size} bytes, more than the {MAX_MASKED_DEFAULT_BYTES} a value may"
+            ),
+        ));
+    }
+    Ok(encode(&default_value(ty)))
+}
+
+/// How many bytes `default_value(ty)` serialises to, saturating (computed without building
+/// it).
+fn default_size(ty: &CqlType) -> u64 {
+    use CqlType as T;
+    let one = |t: &CqlType| {
+        let mut out = Vec::new();
+        match t.unfrozen() {
+            T::Vector(..) | T::Tuple(_) | T::Udt(_) => default_size(t),
+            _ => {
+                default_value(t).encode(&mut out);
+                out.len() as u64
+            }
+        }
+    };
+    match ty.unfrozen() {
+        // Each component or field: a 4-byte length, then its value.
+        T::Tuple(items) => items
+            .iter()
+            .map(|t| 4u64.saturating_add(one(t)))
+            .fold(0, u64::saturating_add),
+        T::Udt(udt) => udt
+            .fields
+            .iter()
+            .map(|(_, t)| 4u64.saturating_add(one(t)))
+            .fold(0, u64::saturating_add),
+        // Elements of a fixed size follow each other; others each after a vint length (at
+        // most 9 bytes, counted as such).
+        T::Vector(element, n) => {
+            let each = one(element);
+            let framing = if default_value_has_fixed_size(element) {
+                0
+            } else {
+                9
+            };
+            u64::from(*n).saturating_mul(each.saturating_add(framing))
+        }
+        t => one(t),
+    }
+}
+
+fn default_value_has_fixed_size(ty: &CqlType) -> bool {
+    match ty.unfrozen() {
+        CqlType::Vector(element, _) => default_value_has_fixed_size(element),
+        CqlType::Tuple(_) | CqlType::Udt(_) => false,
+        t => default_value(t).has_fixed_size(),
+    }
+}
+
 /// The value `mask_default` gives for a type: zero, empty, the epoch, `****`, or such values
 /// field by field.
 fn default_value(ty: &CqlType) -> Value {
@@ -268,6 +338,22 @@ fn default_value(ty: &CqlType) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_value_past_the_bound_is_refused_not_built() {
+        let vector = |element: CqlType, n: u32| CqlType::Vector(Box::new(element), n);
+        assert_eq!(
+            default_bytes("mask_default", &vector(CqlType::Float, 3)).unwrap(),
+            vec![0; 12]
+        );
+        assert_eq!(default_size(&vector(CqlType::Text, 2)), 2 * (4 + 9));
+        assert!(default_bytes("mask_default", &vector(CqlType::Float, i32::MAX as u32)).is_err());
+        let nested = CqlType::Tuple(vec![vector(vector(CqlType::Int, 65_536), 65_536)]);
+        assert!(matches!(
+            default_bytes("mask_default", &nested),
+            Err(QueryError::FunctionFailure { .. })
+        ));
+    }
 
     #[test]
     fn inner_and_outer_masks() {

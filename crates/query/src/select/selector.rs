@@ -759,6 +759,15 @@ impl Compiler<'_> {
         let ty = self.resolve_type(ty_expr)?;
         let hint = type_text(&qualify_types(ty_expr, &self.table.keyspace));
         if let Some(t) = as_term(inner) {
+            // Cassandra's words for a literal the hinted type cannot take here.
+            if let Term::Constant(constant) = &t {
+                if functions::literal_assignment(constant, &ty) == Assignment::NotAssignable {
+                    let name = format!("({hint}){}", term_text(&t));
+                    return Err(invalid(format!(
+                        "Cannot assign value {name} to {name} of type {ty}"
+                    )));
+                }
+            }
             let c = self.term(t, ty, "[selection]");
             return Ok(Compiled {
                 name: format!("({hint}){}", c.name),

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
-use cql_syntax::ast::{Term, TypeExpr};
+use cql_syntax::ast::{Constant, Term, TypeExpr};
 use types::CqlType;
 
 use super::collection_functions::CollectionFunction;
@@ -195,7 +195,10 @@ fn resolve_call(
                 None => name.as_str().to_string(),
             };
             if keyspace.as_ref().is_some_and(|k| k.as_str() != "system") {
-                return Err(QueryError::Invalid(format!("Unknown function '{called}'")));
+                return Err(unknown_function(&called));
+            }
+            if let Some(refusal) = aggregate_refusal(&lower, &kinds, &texts) {
+                return Err(refusal);
             }
             let candidates = match lower.as_str() {
                 "token" => {
@@ -227,9 +230,7 @@ fn resolve_call(
                 }
                 _ => match functions::signatures(&lower, &[])? {
                     Some(candidates) => candidates,
-                    None => {
-                        return Err(QueryError::Invalid(format!("Unknown function '{called}'")))
-                    }
+                    None => return Err(unknown_function(&called)),
                 },
             };
             (called, Cow::Owned(candidates), CallKind::Function)
@@ -246,6 +247,88 @@ fn resolve_call(
         has_markers,
     )
     .map(Some)
+}
+
+/// Cassandra's refusal of a function it does not know, in a term (`FunctionCall.Raw`).
+fn unknown_function(called: &str) -> QueryError {
+    QueryError::Invalid(format!("Unknown function {called} called"))
+}
+
+/// Cassandra resolves an aggregate called in a term like any function, then refuses it
+/// (`FunctionCall.Raw.prepare`): a call that matches none of the aggregate's signatures gets
+/// the resolution's error, one that matches gets the refusal. `None` for other functions.
+fn aggregate_refusal(name: &str, kinds: &[ArgKind], texts: &[String]) -> Option<QueryError> {
+    let invalid = |m: String| Some(QueryError::Invalid(m));
+    // The numeric types of `sum` and `avg`, in the order Cassandra 5.0 lists them.
+    let numeric_signatures = |types: &[&str]| {
+        types
+            .iter()
+            .map(|t| format!("system.{name} : ({t}) -> {t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let numeric_literal = |kind: &ArgKind| match kind {
+        ArgKind::Literal(c) => matches!(
+            c,
+            Constant::Integer(_)
+                | Constant::Float(_)
+                | Constant::NaN
+                | Constant::Infinity
+                | Constant::NegInfinity
+        ),
+        ArgKind::Typed(t) => matches!(
+            t,
+            CqlType::Tinyint
+                | CqlType::Smallint
+                | CqlType::Int
+                | CqlType::Bigint
+                | CqlType::Varint
+                | CqlType::Float
+                | CqlType::Double
+                | CqlType::Decimal
+                | CqlType::Counter
+        ),
+        ArgKind::Any => true,
+        ArgKind::Collection(_) => false,
+    };
+    let refused =
+        || invalid("Aggregation function are not supported in the where clause".to_string());
+    match name {
+        "max" | "min" if kinds.len() != 1 => invalid(format!(
+            "Invalid number of arguments for function system.{name}(any)"
+        )),
+        "max" | "min" => refused(),
+        "count" if kinds.len() != 1 => invalid(format!(
+            "Invalid number of arguments in call to function system.count: 1 required but {} provided",
+            kinds.len()
+        )),
+        // Cassandra's count(x) of a term takes a blob.
+        "count" => match &kinds[0] {
+            ArgKind::Literal(Constant::Hex(_)) | ArgKind::Any | ArgKind::Typed(CqlType::Blob) => {
+                refused()
+            }
+            _ => invalid(format!(
+                "Type error: {} cannot be passed as argument 0 of function system.count of type blob",
+                texts[0]
+            )),
+        },
+        "sum" | "avg" if kinds.len() == 1 && numeric_literal(&kinds[0]) => refused(),
+        "sum" => invalid(format!(
+            "Invalid call to function sum, none of its type signatures match (known type signatures: {})",
+            numeric_signatures(&[
+                "bigint", "varint", "counter", "tinyint", "smallint", "int", "decimal", "float",
+                "double"
+            ])
+        )),
+        "avg" => invalid(format!(
+            "Invalid call to function avg, none of its type signatures match (known type signatures: {})",
+            numeric_signatures(&[
+                "float", "double", "bigint", "decimal", "tinyint", "smallint", "varint", "counter",
+                "int"
+            ])
+        )),
+        _ => None,
+    }
 }
 
 /// Cassandra's name for the bind marker (and errors) of argument `i` of a call.
