@@ -110,7 +110,10 @@ pub(crate) enum CheckError {
 }
 
 /// Checks (and repairs, see the module documentation) every `NNNNNN.log` in `wal_dir`, oldest
-/// first. `salvage` allows leaving out damage that holds writes.
+/// first. `salvage` allows leaving out damage that holds writes. A file at a time is read into
+/// memory whole (the check looks ahead of damage): RocksDB starts a new file with every
+/// memtable switch, so a file usually holds a memtable's worth, and at most the commit log's
+/// bound (`RocksConfig::commit_log_total_bytes`), which replay then holds in memtables anyway.
 pub(crate) fn check_commit_log(wal_dir: &Path, salvage: bool) -> Result<Vec<Repair>, CheckError> {
     let files = logs(wal_dir).map_err(|e| CheckError::Io(wal_dir.to_path_buf(), e))?;
     let mut judge = Judge::default();

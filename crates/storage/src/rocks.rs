@@ -1276,6 +1276,18 @@ impl RocksEngine {
         });
         let failure = match reopened {
             Ok((db, tables)) => {
+                // Tables whose compactions a corrupt file stopped stay so.
+                let suspended: Vec<TableId> = self.faults().suspended.keys().copied().collect();
+                for table in suspended {
+                    let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
+                    if let Some(cf) = db.cf_handle(cf_name_in(table, &mut name)) {
+                        if let Err(e) =
+                            db.set_options_cf(&cf, &[("disable_auto_compactions", "true")])
+                        {
+                            tracing::error!(%table, error = %e, "cannot suspend the table's compactions");
+                        }
+                    }
+                }
                 *slot = Some(db);
                 drop(slot);
                 *self.tables() = tables;
