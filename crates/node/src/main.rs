@@ -388,7 +388,8 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         .run(async move {
             tokio::select! {
                 _ = shutdown_signal() => {}
-                _ = policy_stop.wait_for(|stopped| *stopped) => {}
+                // Only a stop the policy sent (not the fault task ending) stops the server.
+                Ok(_) = policy_stop.wait_for(|stopped| *stopped) => {}
             }
         })
         .await;

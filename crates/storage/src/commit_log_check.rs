@@ -110,7 +110,10 @@ pub(crate) enum CheckError {
 }
 
 /// Checks (and repairs, see the module documentation) every `NNNNNN.log` in `wal_dir`, oldest
-/// first. `salvage` allows leaving out damage that holds writes.
+/// first. `salvage` allows leaving out damage that holds writes. A file at a time is read into
+/// memory whole (the check looks ahead of damage): RocksDB starts a new file with every
+/// memtable switch, so a file usually holds a memtable's worth, and at most the commit log's
+/// bound (`RocksConfig::commit_log_total_bytes`), which replay then holds in memtables anyway.
 pub(crate) fn check_commit_log(wal_dir: &Path, salvage: bool) -> Result<Vec<Repair>, CheckError> {
     let files = logs(wal_dir).map_err(|e| CheckError::Io(wal_dir.to_path_buf(), e))?;
     let mut judge = Judge::default();
@@ -679,8 +682,36 @@ fn mask(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
-/// CRC-32C (Castagnoli), continuing from `crc` (0 to start).
+/// CRC-32C (Castagnoli), continuing from `crc` (0 to start): with the SSE4.2 instruction where
+/// the CPU has it (every x86-64-v2 CPU, which the node requires), eight bytes at a time; a start
+/// checks every byte of the commit log.
 fn crc32c(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU has SSE4.2, checked just above.
+        return unsafe { crc32c_sse42(crc, data) };
+    }
+    crc32c_table(crc, data)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+fn crc32c_sse42(crc: u32, data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    let mut c = u64::from(!crc);
+    let mut words = data.chunks_exact(8);
+    for word in &mut words {
+        c = _mm_crc32_u64(c, u64::from_le_bytes(word.try_into().expect("8 bytes")));
+    }
+    let mut c = c as u32;
+    for &b in words.remainder() {
+        c = _mm_crc32_u8(c, b);
+    }
+    !c
+}
+
+/// `crc32c` a byte at a time, from a table.
+fn crc32c_table(crc: u32, data: &[u8]) -> u32 {
     const TABLE: [u32; 256] = {
         let mut table = [0u32; 256];
         let mut i = 0;
@@ -783,6 +814,15 @@ mod tests {
     #[test]
     fn crc32c_matches_the_standard_check_value() {
         assert_eq!(crc32c(0, b"123456789"), 0xe306_9283);
+        assert_eq!(crc32c_table(0, b"123456789"), 0xe306_9283);
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 63, 1000] {
+            assert_eq!(
+                crc32c(5, &data[..len]),
+                crc32c_table(5, &data[..len]),
+                "{len}"
+            );
+        }
         assert_eq!(unmask(mask(0x1234_5678)), 0x1234_5678);
     }
 

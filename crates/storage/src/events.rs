@@ -7,8 +7,9 @@
 //! a fatal or unrecoverable error is never cleared. Two kinds of error are rated that way
 //! although nothing is lost and later writes are safe, and the listener clears them (RocksDB
 //! asks its listeners before it records the error, `OnBackgroundError`):
-//! - A failed compaction. Its inputs stay as they were and its output is discarded; RocksDB
-//!   itself treats every compaction error as harmless when `paranoid_checks` is off. With it
+//! - A failed compaction (other than for a full disk, which RocksDB rates a soft error). Its
+//!   inputs stay as they were and its output is discarded; RocksDB itself treats every
+//!   compaction error as harmless when `paranoid_checks` is off. With it
 //!   on, one corrupt block in one table's data file stopped all writes to all tables. The
 //!   engine instead stops that table's compactions (`RocksEngine::suspend_compactions`), as
 //!   Cassandra marks a corrupt SSTable suspect and leaves it out of compactions.
@@ -73,10 +74,16 @@ impl ErrorReason {
     }
 }
 
-/// Whether a background error must leave writes running (see the module documentation).
+/// Whether a background error must leave writes running (see the module documentation). A
+/// compaction that ran out of space is left to RocksDB: it rates that a soft error, which
+/// stops no write, and holds compactions back until space is free again.
 pub(crate) fn keeps_writes_running(reason: ErrorReason, message: &str) -> bool {
-    reason == ErrorReason::Compaction || message.contains("Writer has previous error")
+    (reason == ErrorReason::Compaction && !message.contains(NO_SPACE))
+        || message.contains("Writer has previous error")
 }
+
+/// How RocksDB words a full disk (`IOStatus::NoSpace`, from ENOSPC).
+const NO_SPACE: &str = "No space left on device";
 
 /// Whether RocksDB resumes writes by itself after this background error (one it records):
 /// it rates a full disk a hard error and resumes once space is free, except while switching
@@ -85,7 +92,7 @@ pub(crate) fn keeps_writes_running(reason: ErrorReason, message: &str) -> bool {
 /// also resume after an error its file system marks retryable; the POSIX file system marks
 /// only a full disk.)
 pub(crate) fn resumes_by_itself(reason: ErrorReason, message: &str) -> bool {
-    reason != ErrorReason::MemTable && message.contains("No space left on device")
+    reason != ErrorReason::MemTable && message.contains(NO_SPACE)
 }
 
 /// A compaction that failed, as RocksDB reported it.
@@ -200,6 +207,12 @@ impl Events {
                 what = reason.describe(),
                 error = message,
                 "background error; writes continue"
+            );
+        } else if reason == ErrorReason::Compaction {
+            tracing::error!(
+                what = reason.describe(),
+                error = message,
+                "background error; compactions wait until there is room again"
             );
         } else if resumes_by_itself(reason, message) {
             tracing::error!(
@@ -429,6 +442,11 @@ mod tests {
         let corrupt = "Corruption: block checksum mismatch: stored = 1, computed = 2  in /d/000012.sst offset 0 size 10";
         assert!(keeps_writes_running(ErrorReason::Compaction, corrupt));
         assert!(keeps_writes_running(
+            ErrorReason::Compaction,
+            "IO error: While open a file for appending: 000012.sst: Too many open files"
+        ));
+        // RocksDB rates it soft: it stops no write, and RocksDB holds compactions back.
+        assert!(!keeps_writes_running(
             ErrorReason::Compaction,
             "IO error: No space left on device"
         ));

@@ -540,24 +540,26 @@ fn relay_commit_log_recovery_warnings(data_dir: &std::path::Path) {
 fn check_commit_log(config: &RocksConfig) -> Result<(), StorageError> {
     use crate::commit_log_check::{CheckError, Repair};
     let wal_dir = config.commit_log_dir.as_ref().unwrap_or(&config.data_dir);
-    let repairs =
-        crate::commit_log_check::check_commit_log(wal_dir, config.ignore_commit_log_replay_errors)
-            .map_err(|e| match e {
-                CheckError::Io(path, e) => StorageError::Engine {
-                    operation: "check the commit log",
-                    detail: format!("{}: {e}", path.display()),
-                },
-                CheckError::Damaged(refusal) => StorageError::CommitLogDamaged {
-                    file: refusal.file,
-                    offset: refusal.offset,
-                    detail: format!(
-                        "{}; {} intact records after it, which replay would drop, and {}",
-                        refusal.reason,
-                        refusal.intact_records_after,
-                        describe_gap(refusal.gap)
-                    ),
-                },
-            })?;
+    let started = std::time::Instant::now();
+    let checked =
+        crate::commit_log_check::check_commit_log(wal_dir, config.ignore_commit_log_replay_errors);
+    tracing::debug!(elapsed = ?started.elapsed(), "commit log checked");
+    let repairs = checked.map_err(|e| match e {
+        CheckError::Io(path, e) => StorageError::Engine {
+            operation: "check the commit log",
+            detail: format!("{}: {e}", path.display()),
+        },
+        CheckError::Damaged(refusal) => StorageError::CommitLogDamaged {
+            file: refusal.file,
+            offset: refusal.offset,
+            detail: format!(
+                "{}; {} intact records after it, which replay would drop, and {}",
+                refusal.reason,
+                refusal.intact_records_after,
+                describe_gap(refusal.gap)
+            ),
+        },
+    })?;
     for repair in repairs {
         match repair {
             Repair::Cut {
@@ -1276,6 +1278,18 @@ impl RocksEngine {
         });
         let failure = match reopened {
             Ok((db, tables)) => {
+                // Tables whose compactions a corrupt file stopped stay so.
+                let suspended: Vec<TableId> = self.faults().suspended.keys().copied().collect();
+                for table in suspended {
+                    let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
+                    if let Some(cf) = db.cf_handle(cf_name_in(table, &mut name)) {
+                        if let Err(e) =
+                            db.set_options_cf(&cf, &[("disable_auto_compactions", "true")])
+                        {
+                            tracing::error!(%table, error = %e, "cannot suspend the table's compactions");
+                        }
+                    }
+                }
                 *slot = Some(db);
                 drop(slot);
                 *self.tables() = tables;
