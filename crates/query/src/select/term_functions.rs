@@ -197,7 +197,7 @@ fn resolve_call(
             if keyspace.as_ref().is_some_and(|k| k.as_str() != "system") {
                 return Err(unknown_function(&called));
             }
-            if let Some(refusal) = aggregate_refusal(&lower, &kinds, &texts) {
+            if let Some(refusal) = aggregate_refusal(&lower, &kinds, texts) {
                 return Err(refusal);
             }
             let candidates = match lower.as_str() {
