@@ -15,7 +15,8 @@ use std::sync::{Mutex, OnceLock};
 /// The stack an input runs on: a quarter of what the node's shard threads have
 /// (`query::STATEMENT_STACK_SIZE_BYTES`, 8 MiB), so a recursion that threatens a shard fails
 /// here first. The deepest statements the parser accepts need about 1.1 MiB in a debug build,
-/// less in the fuzzers' optimised (and instrumented) one.
+/// and run within this budget in the fuzzers' optimised and instrumented build (the seed
+/// corpora hold them: `depth-*`).
 pub const STACK_SIZE_BYTES: usize = 2 * 1024 * 1024;
 
 type Work = Box<dyn FnOnce() + Send>;
