@@ -456,18 +456,37 @@ class Generator:
                     forward = (o == "ASC") == asc
                     items.append(f"{n} {'ASC' if forward else 'DESC'}")
                 order_by = " ORDER BY " + ", ".join(items)
-        simple = t.simple_regular()
+        simple = t.simple_regular() + [(n, ty) for n, ty in t.statics if "<" not in ty]
         if not distinct and simple and rng.random() < 0.15:
             n, ty = rng.choice(simple)
             if ty not in ("duration", "boolean") and not ty.startswith(("frozen", "tuple")):
-                where.append(f"{n} {rng.choice(['=', '>', '<='])} {literal(rng, ty, True)}")
+                if rng.random() < 0.2:
+                    where.append(f"{n} IN ({literal(rng, ty, True)}, {literal(rng, ty, True)})")
+                else:
+                    where.append(f"{n} {rng.choice(['=', '>', '<='])} {literal(rng, ty, True)}")
                 filtering = True
+        # Not static collections: Cassandra 5.0 matches a deleted element of one in a
+        # partition's static row (`s CONTAINS 3` after `s = s - {3}`).
+        collections = [(n, ty) for n, ty in t.regular
+                       if ty.startswith(("set<", "list<", "map<"))]
+        if not distinct and collections and rng.random() < 0.1:
+            n, ty = rng.choice(collections)
+            inner = ty[ty.index("<") + 1:-1].split(",")
+            if ty.startswith("map<") and rng.random() < 0.5:
+                key = literal(rng, inner[0].strip(), True)
+                where.append(rng.choice([f"{n} CONTAINS KEY {key}",
+                                         f"{n}[{key}] = {literal(rng, inner[1].strip(), True)}"]))
+            else:
+                where.append(f"{n} CONTAINS {literal(rng, inner[-1].strip(), True)}")
+            filtering = True
         text = f"SELECT {'DISTINCT ' if distinct else ''}{what} FROM {t.name}"
         if where:
             text += " WHERE " + " AND ".join(where)
         if not aggregate and rng.random() < 0.1 and t.ck and partitions_restricted:
-            text = text.replace(what, f"{t.pk[0][0]}, count(*)", 1)
-            text += " GROUP BY " + ", ".join([n for n, _ in t.pk] + [t.ck[0][0]])
+            depth = rng.randint(0, len(t.ck))
+            keys = [n for n, _ in t.pk] + [n for n, _, _ in t.ck[:depth]]
+            text = text.replace(what, f"{', '.join(keys)}, count(*)", 1)
+            text += " GROUP BY " + ", ".join(keys)
             aggregate = True
         text += order_by
         if not aggregate and not distinct and rng.random() < 0.2:
