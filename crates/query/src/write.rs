@@ -905,12 +905,12 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
     });
 }
 
-/// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
-/// values (IN gives several), and the clustering restriction.
 /// `(c1, c2) IN ((..), (..))`: the index of its first column, its width (columns), and its
 /// tuples, each one value per column (none for an empty IN).
 type MultiColumnIn = (usize, usize, Vec<Vec<Vec<u8>>>);
 
+/// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
+/// values (IN gives several), and the clustering restriction.
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
     /// Values for a prefix of the clustering columns; each entry one combination (none for an
