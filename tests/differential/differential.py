@@ -764,6 +764,7 @@ def compare(args, sessions):
         s.execute(f"CREATE TYPE {keyspace}.udt ({udt})", timeout=120)
     mismatches = 0
     cassandra_errors = 0
+    refused_by_both = 0
     executed = 0
     started = time.monotonic()
     per_table = max(1, args.statements // args.tables)
@@ -795,6 +796,7 @@ def compare(args, sessions):
                     # Refused writes too: a refusal must write nothing, and replays check it.
                     history.append(text)
                 if same(h, c, order_compared(text)):
+                    refused_by_both += h[0] == "error"
                     continue
                 if cassandra_failed(c):
                     cassandra_errors += 1
@@ -832,7 +834,7 @@ def compare(args, sessions):
     elapsed = time.monotonic() - started
     print(f"{executed} statements over {args.tables if args.table is None else 1} tables "
           f"in {elapsed:.0f} s (seed {args.seed}): {mismatches} mismatches, "
-          f"{cassandra_errors} Cassandra server errors skipped"
+          f"{refused_by_both} refused by both, {cassandra_errors} Cassandra server errors skipped"
           + (f", written to {args.report}" if mismatches else ""))
     return 1 if mismatches else 0
 
