@@ -385,9 +385,10 @@ pub(crate) fn partition_key(
 /// clustering a row was written with. Schema column ids count up from 0 and are never reused,
 /// so none reaches this one; reads, liveness and tombstone counts leave it out. Its value: every
 /// clustering value as a 4-byte big-endian length and the bytes. It is written with the row's
-/// other cells (same timestamp and TTL), so the last write's forms win where Cassandra keeps
-/// the first arrival's while the row stays in one memtable; both agree when a row is written
-/// in one form.
+/// other cells (same timestamp and TTL) by writes in a non-canonical form, so of two forms of a
+/// row the last such write's wins; Cassandra keeps the first arrival's while the row is in one
+/// memtable and the newest source's when it merges a memtable with sstables. Both return the
+/// form a row is written in when it is written in one.
 pub(crate) const CLUSTERING_FORMS_COLUMN: u32 = u32::MAX;
 
 /// The `CLUSTERING_FORMS_COLUMN` value for a row's clustering `values`, if any of them is not
