@@ -723,10 +723,13 @@ def main():
                         "tables of int clustering columns of every ASC/DESC mix")
     parser.add_argument("--cassandra", default=os.environ.get("CASSANDRA_HOST", "127.0.0.1:9042"))
     parser.add_argument("--helenus", help="HOST:PORT of a running Helenus (else one is started)")
-    parser.add_argument("--report", default="differential-report.jsonl")
+    parser.add_argument("--report", help="where mismatches go, as JSON lines (default: "
+                        "differential-report-<seed>.jsonl in the system's temporary directory)")
     parser.add_argument("--verbose", action="store_true", help="print every statement")
     args = parser.parse_args()
 
+    if args.report is None:
+        args.report = os.path.join(tempfile.gettempdir(), f"differential-report-{args.seed}.jsonl")
     cassandra_host, cassandra_port = parse_host(args.cassandra)
     if not cql_ready(cassandra_host, cassandra_port, timeout_s=3):
         print(f"Cassandra not reachable at {args.cassandra}: skipped")
