@@ -330,6 +330,72 @@ mod tests {
         }
     }
 
+    /// Text values where one is a prefix of another ('', "a", "ab", "b"), and blobs with a
+    /// zero byte, in both orders: the encoding's terminators keep prefix bounds exact.
+    #[test]
+    fn ranges_are_exact_for_values_that_prefix_each_other() {
+        let values: [&[u8]; 5] = [b"", b"a", b"a\0", b"ab", b"b"];
+        for ty in [CqlType::Text, CqlType::Blob] {
+            for orders in [
+                [ClusteringOrder::Asc, ClusteringOrder::Desc],
+                [ClusteringOrder::Desc, ClusteringOrder::Asc],
+                [ClusteringOrder::Desc, ClusteringOrder::Desc],
+            ] {
+                let cols: Vec<ColumnMetadata> = orders
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| ColumnMetadata {
+                        ty: ty.clone(),
+                        ..column(i as i32, *o)
+                    })
+                    .collect();
+                let refs: Vec<&ColumnMetadata> = cols.iter().collect();
+                let mut keys = Vec::new();
+                for a in values {
+                    for b in values {
+                        let mut key = Vec::new();
+                        encode(refs[0], a, &mut key);
+                        encode(refs[1], b, &mut key);
+                        keys.push((key, (a.to_vec(), b.to_vec())));
+                    }
+                }
+                for low in values {
+                    for high in values {
+                        for inclusive in [false, true] {
+                            let lower = TupleBound {
+                                values: vec![b"a".to_vec(), low.to_vec()],
+                                inclusive,
+                            };
+                            let upper = TupleBound {
+                                values: vec![high.to_vec()],
+                                inclusive: !inclusive,
+                            };
+                            let got = ranges(&refs, &[], Some(&lower), Some(&upper));
+                            for (key, (a, b)) in &keys {
+                                let above =
+                                    match (a.as_slice(), b.as_slice()).cmp(&(&b"a"[..], low)) {
+                                        Ordering::Greater => true,
+                                        Ordering::Equal => inclusive,
+                                        Ordering::Less => false,
+                                    };
+                                let below = match a.as_slice().cmp(high) {
+                                    Ordering::Less => true,
+                                    Ordering::Equal => !inclusive,
+                                    Ordering::Greater => false,
+                                };
+                                assert_eq!(
+                                    in_ranges(&got, key),
+                                    above && below,
+                                    "{a:?} {b:?} {low:?} {high:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_prefix_bounds_every_range() {
         let cols = [

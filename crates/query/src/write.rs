@@ -431,9 +431,10 @@ pub(crate) fn partition_key(
 /// clustering a row was written with. Schema column ids count up from 0 and are never reused,
 /// so none reaches this one; reads, liveness and tombstone counts leave it out. Its value: every
 /// clustering value as a 4-byte big-endian length and the bytes. It is written with the row's
-/// other cells (same timestamp and TTL), so the last write's forms win where Cassandra keeps
-/// the first arrival's while the row stays in one memtable; both agree when a row is written
-/// in one form.
+/// other cells (same timestamp and TTL) by writes in a non-canonical form, so of two forms of a
+/// row the last such write's wins; Cassandra keeps the first arrival's while the row is in one
+/// memtable and the newest source's when it merges a memtable with sstables. Both return the
+/// form a row is written in when it is written in one.
 pub(crate) const CLUSTERING_FORMS_COLUMN: u32 = u32::MAX;
 
 /// The `CLUSTERING_FORMS_COLUMN` value for a row's clustering `values`, if any of them is not
@@ -963,12 +964,12 @@ fn merge_header(partition: &mut PartitionUpdate, header: PartitionHeader) {
     });
 }
 
-/// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
-/// values (IN gives several), and the clustering restriction.
 /// `(c1, c2) IN ((..), (..))`: the index of its first column, its width (columns), and its
 /// tuples, each one value per column (none for an empty IN).
 type MultiColumnIn = (usize, usize, Vec<Vec<Vec<u8>>>);
 
+/// The primary-key restrictions of an UPDATE or DELETE: every combination of partition key
+/// values (IN gives several), and the clustering restriction.
 struct KeyRestrictions {
     partitions: Vec<Vec<Vec<u8>>>,
     /// Values for a prefix of the clustering columns; each entry one combination (none for an
