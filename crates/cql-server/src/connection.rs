@@ -393,10 +393,17 @@ impl Connection {
             return 0;
         }
         let need = pending + READ_CHUNK_BYTES as u64;
-        if self.state == State::Open && !self.held {
-            self.memory_wait = !self.budget.hold(need);
-        }
-        if self.budget.held_bytes() > need + 4 * GRANT_BYTES {
+        // Only a connection that would read waits for room: one that is held (its buffered
+        // frames fill the request bound) or draining must not keep `room_for` armed, or the
+        // select loop would find it ready again and again without awaiting anything.
+        self.memory_wait = self.state == State::Open && !self.held && !self.budget.hold(need);
+        if self.memory_wait {
+            // While it waits it holds only what its requests in flight need, which their
+            // answers give back on their own: holding its half-read frame's grants too, two
+            // connections waiting for room for their next frames could each hold the room the
+            // other needs, for good.
+            self.budget.keep(self.requests_bytes);
+        } else if self.budget.held_bytes() > need + 4 * GRANT_BYTES {
             self.budget.keep(need);
         }
         need

@@ -43,20 +43,20 @@ impl Budget {
     /// nothing else is held (a request larger than the budget must not wait forever, also
     /// not for what its own connection holds), or if `always`.
     fn take(&self, bytes: u64, own: u64, always: bool) -> bool {
-        let before = self.held_bytes.fetch_add(bytes, Ordering::AcqRel);
+        let before = self.held_bytes.fetch_add(bytes, Ordering::SeqCst);
         if always || before <= own || before + bytes <= self.limit_bytes {
             return true;
         }
-        self.held_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.held_bytes.fetch_sub(bytes, Ordering::SeqCst);
         false
     }
 
     fn give_back(&self, bytes: u64) {
-        self.held_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.held_bytes.fetch_sub(bytes, Ordering::SeqCst);
     }
 
     fn has_room(&self, bytes: u64, own: u64) -> bool {
-        let held = self.held_bytes.load(Ordering::Acquire);
+        let held = self.held_bytes.load(Ordering::SeqCst);
         held <= own || held + bytes <= self.limit_bytes
     }
 }
@@ -73,7 +73,10 @@ pub(crate) struct InFlightLimits {
     node: Budget,
     per_address_bytes: u64,
     addresses: Mutex<HashMap<IpAddr, Arc<Address>>>,
-    /// Connections waiting for bytes: only then does giving back wake anyone.
+    /// Connections waiting for bytes: only then does giving back wake anyone. It and the
+    /// budgets' `held_bytes` are read and written sequentially consistent: a waiter counts
+    /// itself and then looks at the bytes held, a giver gives back and then looks at the
+    /// waiters, and only a single total order guarantees one of them sees the other.
     waiting: AtomicUsize,
     given_back: Notify,
 }
@@ -116,7 +119,7 @@ impl InFlightLimits {
     /// The bytes held node-wide (for tests and metrics).
     #[cfg(test)]
     fn held_bytes(&self) -> u64 {
-        self.node.held_bytes.load(Ordering::Acquire)
+        self.node.held_bytes.load(Ordering::SeqCst)
     }
 }
 
@@ -138,7 +141,17 @@ impl ConnectionBudget {
         let more = self.more_for(bytes);
         let first_grant = self.held_bytes == 0 && more == GRANT_BYTES;
         let own = self.held_bytes;
+        // Looked at first, so that a connection that cannot have room takes nothing and
+        // so wakes no one: a take undone below wakes every waiter, and two connections
+        // waiting on one full address budget would otherwise wake each other for as long as
+        // it stays full. Only a race with another taker gets past this and is undone.
+        let room = self.limits.node.has_room(more, own) && self.address.budget.has_room(more, own);
+        if !first_grant && !room {
+            return false;
+        }
         if !self.limits.node.take(more, own, first_grant) {
+            // Its brief overshoot may have turned another taker away.
+            self.wake();
             return false;
         }
         if !self.address.budget.take(more, own, first_grant) {
@@ -173,7 +186,7 @@ impl ConnectionBudget {
     }
 
     fn wake(&self) {
-        if self.limits.waiting.load(Ordering::Acquire) > 0 {
+        if self.limits.waiting.load(Ordering::SeqCst) > 0 {
             self.limits.given_back.notify_waiters();
         }
     }
@@ -184,7 +197,7 @@ impl ConnectionBudget {
         // Exactly what `hold` would take, or a wake-up could find no room and spin.
         let more = self.more_for(bytes);
         let limits = &self.limits;
-        limits.waiting.fetch_add(1, Ordering::AcqRel);
+        limits.waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(&limits.waiting);
         let notified = limits.given_back.notified();
         tokio::pin!(notified);
@@ -203,7 +216,7 @@ struct Waiting<'a>(&'a AtomicUsize);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
