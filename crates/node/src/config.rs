@@ -252,10 +252,17 @@ fn security_refusal(key: &str, v: &Value) -> Option<String> {
     let Value::Mapping(options) = v else {
         return refuse(yaml_text(v), what, "remove the key");
     };
+    // Cassandra reads its YAML as YAML 1.1, where `yes`, `on` and `y` are true too: any value
+    // but an absent one or a spelling of false counts as on, so that a setting written in a
+    // form Helenus does not expect stops the node rather than leaving security off.
     let flag = |name: &str| match options.get(name) {
+        None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
-        _ => false,
+        Some(Value::String(s)) => !matches!(
+            s.to_ascii_lowercase().as_str(),
+            "false" | "no" | "off" | "n"
+        ),
+        Some(_) => true,
     };
     let mut on: Vec<String> = ["enabled", "optional"]
         .into_iter()
@@ -790,6 +797,10 @@ mod tests {
             "internode_authenticator: com.example.Internode",
             "client_encryption_options:\n  enabled: true\n  keystore: conf/.keystore\n  keystore_password: secret",
             "client_encryption_options:\n  enabled: false\n  optional: true",
+            // YAML 1.1's spellings of true, which Cassandra reads as true.
+            "client_encryption_options:\n  enabled: yes",
+            "client_encryption_options:\n  enabled: 'on'",
+            "transparent_data_encryption_options:\n  enabled: 1",
             "server_encryption_options:\n  internode_encryption: all",
             "server_encryption_options:\n  internode_encryption: dc",
             "transparent_data_encryption_options:\n  enabled: true",
@@ -809,7 +820,7 @@ mod tests {
         assert_eq!(e, "'authenticator: PasswordAuthenticator' asks for client authentication, which Helenus does not support yet; the node does not start rather than serve clients without it (remove the key or set it to AllowAllAuthenticator)");
         // Cassandra's defaults, which ask for no security, load without a warning about them.
         let (_, w) = Config::parse(
-            "authenticator: AllowAllAuthenticator\nauthorizer: org.apache.cassandra.auth.AllowAllAuthorizer\nrole_manager: CassandraRoleManager\nnetwork_authorizer: AllowAllNetworkAuthorizer\ncidr_authorizer:\n  class_name: AllowAllCIDRAuthorizer\nclient_encryption_options:\n  enabled: false\n  keystore: conf/.keystore\nserver_encryption_options:\n  internode_encryption: none\ntransparent_data_encryption_options:\n  enabled: false\naudit_logging_options:\n  enabled: false\n",
+            "authenticator: AllowAllAuthenticator\nauthorizer: org.apache.cassandra.auth.AllowAllAuthorizer\nrole_manager: CassandraRoleManager\nnetwork_authorizer: AllowAllNetworkAuthorizer\ncidr_authorizer:\n  class_name: AllowAllCIDRAuthorizer\nclient_encryption_options:\n  enabled: false\n  keystore: conf/.keystore\nserver_encryption_options:\n  internode_encryption: none\ntransparent_data_encryption_options:\n  enabled: 'no'\naudit_logging_options:\n  enabled: false\n",
         )
         .expect("permissive values");
         assert!(w.is_empty(), "{w:?}");
