@@ -79,7 +79,13 @@ impl ErrorReason {
 /// stops no write, and holds compactions back until space is free again.
 pub(crate) fn keeps_writes_running(reason: ErrorReason, message: &str) -> bool {
     (reason == ErrorReason::Compaction && !message.contains(NO_SPACE))
-        || message.contains("Writer has previous error")
+        // The commit log writer's repeat of its earlier failure, met by a write, a memtable
+        // switch or a flush; the manifest's and data files' writers word their repeats alike,
+        // and those keep RocksDB's rating.
+        || (matches!(
+            reason,
+            ErrorReason::WriteCallback | ErrorReason::MemTable | ErrorReason::Flush
+        ) && message.contains("Writer has previous error"))
 }
 
 /// How RocksDB words a full disk (`IOStatus::NoSpace`, from ENOSPC).

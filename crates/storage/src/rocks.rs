@@ -537,12 +537,13 @@ fn relay_commit_log_recovery_warnings(data_dir: &std::path::Path) {
 /// Checks every commit log file before RocksDB replays it and repairs what it may (see
 /// `commit_log_check`), reporting a torn tail the way `relay_commit_log_recovery_warnings`
 /// reports what RocksDB drops itself.
-fn check_commit_log(config: &RocksConfig) -> Result<(), StorageError> {
+/// `salvage`: the operator's override, for the start it was given for only; a reopen of a
+/// running node never salvages without being asked again.
+fn check_commit_log(config: &RocksConfig, salvage: bool) -> Result<(), StorageError> {
     use crate::commit_log_check::{CheckError, Repair};
     let wal_dir = config.commit_log_dir.as_ref().unwrap_or(&config.data_dir);
     let started = std::time::Instant::now();
-    let checked =
-        crate::commit_log_check::check_commit_log(wal_dir, config.ignore_commit_log_replay_errors);
+    let checked = crate::commit_log_check::check_commit_log(wal_dir, salvage);
     tracing::debug!(elapsed = ?started.elapsed(), "commit log checked");
     let repairs = checked.map_err(|e| match e {
         CheckError::Io(path, e) => StorageError::Engine {
@@ -747,7 +748,7 @@ impl RocksEngine {
             operation: "create data directory",
             detail: format!("{}: {e}", config.data_dir.display()),
         })?;
-        check_commit_log(&config)?;
+        check_commit_log(&config, config.ignore_commit_log_replay_errors)?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
         let events = Arc::new(Events::default());
         match Self::open_with(&config, &cache, &events, true) {
@@ -1258,20 +1259,22 @@ impl RocksEngine {
         if !closed {
             self.probe_directories()?;
         }
-        // Cleared before the reopen: an error of the reopened database sets it again.
-        self.events.clear_stopped_for_good();
         tracing::warn!("an error stopped storage for good; reopening it");
         let mut slot = self
             .db
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         drop(slot.take()); // closes it
-                           // Writes the database applied without the commit log are gone with it, as after a
-                           // crash: nothing cached may outlive them.
+                           // Cleared after the close (an error the old database reports while it closes is
+                           // not this reopen's) and before the open: an error of the reopened database sets
+                           // it again.
+        self.events.clear_stopped_for_good();
+        // Writes the database applied without the commit log are gone with it, as after a
+        // crash: nothing cached may outlive them.
         for table in self.tables().iter() {
             self.forget_cached(*table);
         }
-        let reopened = check_commit_log(&self.config).and_then(|()| {
+        let reopened = check_commit_log(&self.config, false).and_then(|()| {
             open_db(&self.config, &self.db_options, &self.cache, |id| {
                 self.purge_state(id)
             })
@@ -1290,9 +1293,11 @@ impl RocksEngine {
                         }
                     }
                 }
+                // The tables first: a table created as soon as the lock is let go must not be
+                // overwritten by this older list.
+                *self.tables() = tables;
                 *slot = Some(db);
                 drop(slot);
-                *self.tables() = tables;
                 tracing::info!("storage reopened; writes resume");
                 None
             }
