@@ -2,6 +2,7 @@
 slices, paging, tokens, static columns, timestamps and TTLs, batches, UNSET values."""
 
 import contextlib
+import re
 import datetime
 import struct
 import time
@@ -1666,3 +1667,27 @@ def test_clustering_values_keep_their_form_through_flush_and_compaction(cql, tes
         cql.execute(f"UPDATE {t} SET v = 3 WHERE k = 0 AND c = 1000 AND d = blobAsVarint(0x0005)")
         rows = [(str(r[0]), r[1], r[2]) for r in cql.execute(f"SELECT c, varintAsBlob(d), v FROM {t} WHERE k = 0")]
         assert rows == [("2.50", b"\x07", 2), ("1000", b"\x00\x05", 3)]
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("UPDATE {t} SET v = 1 WHERE k = 0 AND c = 5 AND (c, d) IN ((1, 2))",
+     "c cannot be restricted by more than one relation if it includes an Equal"),
+    ("UPDATE {t} SET v = 1 WHERE k = 0 AND (c, d) IN ((1, 2)) AND c = 5",
+     "c cannot be restricted by more than one relation if it includes an Equal"),
+    ("UPDATE {t} SET v = 1 WHERE k = 0 AND (c, d) IN ((1, 2)) AND d = 9",
+     "d cannot be restricted by more than one relation if it includes an Equal"),
+    ("UPDATE {t} SET v = 1 WHERE k = 0 AND c IN (1, 5) AND (c, d) IN ((1, 2))",
+     "c cannot be restricted by more than one relation if it includes a IN"),
+    ("DELETE FROM {t} WHERE k = 0 AND c = 5 AND (c, d) IN ((1, 2))",
+     "c cannot be restricted by more than one relation if it includes an Equal"),
+    ("DELETE FROM {t} WHERE k = 0 AND (c, d) IN ((1, 2)) AND (c, d) = (1, 2)",
+     "c ,d cannot be restricted by more than one relation if it includes an Equal"),
+])
+def test_a_column_restricted_twice_beside_a_multi_column_in_is_refused(cql, test_keyspace, statement, message):
+    """A single-column relation on a column a multi-column IN also restricts is refused, as
+    SELECT refuses it; Helenus once dropped it and wrote the IN's rows (`c = 5 AND (c, d) IN
+    ((1, 2))` updated row (1, 2)). An IN of one tuple counts as an `=` in Cassandra's words."""
+    with new_table(cql, test_keyspace, "k int, c int, d int, v int, PRIMARY KEY (k, c, d)") as t:
+        with pytest.raises(InvalidRequest, match=re.escape(message)):
+            cql.execute(statement.format(t=t))
+        assert list(cql.execute(f"SELECT * FROM {t} WHERE k = 0")) == []

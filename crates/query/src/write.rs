@@ -1240,6 +1240,25 @@ fn key_restrictions(
     let mut multi_in: Option<MultiColumnIn> = None;
     // The clustering index a multi-column slice starts at.
     let mut multi_slice_start: Option<usize> = None;
+    // Columns a single-column IN restricts, and the refusal of a second relation on a column
+    // that an `=` or IN restricts, in Cassandra's words: the earlier relation names its kind.
+    // (A relation the multi-column IN's tuples cover was silently dropped before.)
+    let mut in_columns: Vec<usize> = Vec::new();
+    let restricted_twice = |name: &str, by_in: bool| {
+        QueryError::Invalid(format!(
+            "{name} cannot be restricted by more than one relation if it includes {}",
+            if by_in { "a IN" } else { "an Equal" }
+        ))
+    };
+    // Whether the multi-column IN covers column `idx`, and if so whether it counts as an IN
+    // (Cassandra takes an IN of one tuple for an `=`).
+    let in_multi_in = |multi_in: &Option<MultiColumnIn>, idx: usize| {
+        multi_in.as_ref().and_then(|(start, width, tuples)| {
+            (*start..*start + *width)
+                .contains(&idx)
+                .then_some(tuples.len() != 1)
+        })
+    };
     let mut non_key = Vec::new();
     for rel in relations {
         match rel {
@@ -1325,6 +1344,15 @@ fn key_restrictions(
                     )))
                     }
                 };
+                if let Some(by_in) = in_multi_in(&multi_in, idx) {
+                    return Err(restricted_twice(&col.name, by_in));
+                }
+                if eq.contains_key(&idx) {
+                    return Err(restricted_twice(&col.name, in_columns.contains(&idx)));
+                }
+                if matches!(op, Operator::In) {
+                    in_columns.push(idx);
+                }
                 if eq.insert(idx, values).is_some() {
                     return Err(QueryError::Invalid(format!(
                         "{} cannot be restricted by more than one relation if it includes an Equal",
@@ -1356,6 +1384,23 @@ fn key_restrictions(
                 let tuples = multi_column_values(&cols, value, ctx)?;
                 match op {
                     Operator::Eq | Operator::In => {
+                        // Against an earlier multi-column IN, Cassandra names every column
+                        // the two share.
+                        let shared: Vec<&str> = (0..cols.len())
+                            .filter(|i| in_multi_in(&multi_in, first + i).is_some())
+                            .map(|i| cols[i].name.as_str())
+                            .collect();
+                        if let Some(by_in) =
+                            (0..cols.len()).find_map(|i| in_multi_in(&multi_in, first + i))
+                        {
+                            return Err(restricted_twice(&shared.join(" ,"), by_in));
+                        }
+                        for (i, col) in cols.iter().enumerate() {
+                            if eq.contains_key(&(first + i)) {
+                                let by_in = in_columns.contains(&(first + i));
+                                return Err(restricted_twice(&col.name, by_in));
+                            }
+                        }
                         if matches!(op, Operator::Eq) && tuples.len() == 1 {
                             for (i, v) in tuples[0].iter().enumerate() {
                                 if eq.insert(first + i, vec![v.clone()]).is_some() {
