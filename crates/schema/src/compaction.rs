@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use crate::java;
-use crate::options::java_hash_order;
 use crate::SchemaError;
 
 /// The compaction strategies Cassandra 5.0 has, in `COMPACTION_PACKAGE`.
@@ -107,7 +106,7 @@ pub(crate) fn validate(stored: &BTreeMap<String, String>) -> Result<(), SchemaEr
         _ => unified(&options)?,
     };
     if !unchecked.is_empty() {
-        let keys: Vec<&str> = java_hash_order(unchecked.keys()).collect();
+        let keys: Vec<&str> = java::hash_order(unchecked.keys()).collect();
         return Err(config(format!(
             "Properties specified [{}] are not understood by {strategy}",
             keys.join(", ")

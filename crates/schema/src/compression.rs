@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use crate::java;
-use crate::options::java_hash_order;
 use crate::SchemaError;
 
 /// Cassandra 5.0's compressors, in `COMPRESSION_PACKAGE`, with the options each takes.
@@ -104,7 +103,7 @@ pub(crate) fn from_map(
         .copied()
         .ok_or_else(|| config(format!("Could not create Compression for type {full}")))?;
     compressor_options(name, &options)?;
-    if let Some(unknown) = java_hash_order(options.keys()).find(|k| !supported.contains(k)) {
+    if let Some(unknown) = java::hash_order(options.keys()).find(|k| !supported.contains(k)) {
         return Err(config(format!("Unknown compression options {unknown}")));
     }
     check_lengths(chunk_length_kb, min_compress_ratio)?;

@@ -209,6 +209,22 @@ pub(crate) fn format_fixed6(v: f64) -> String {
     format!("{v:.6}")
 }
 
+/// The order Java's `HashMap` iterates a small map of these keys in (a table of 16 buckets,
+/// by `String.hashCode`), which decides which of several refused options Cassandra names.
+pub(crate) fn hash_order<'a>(
+    keys: impl Iterator<Item = &'a String>,
+) -> impl Iterator<Item = &'a str> {
+    let bucket = |key: &str| {
+        let hash = key.encode_utf16().fold(0u32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(u32::from(unit))
+        });
+        (hash ^ (hash >> 16)) & 15
+    };
+    let mut keys: Vec<&str> = keys.map(String::as_str).collect();
+    keys.sort_by_key(|k| bucket(k));
+    keys.into_iter()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

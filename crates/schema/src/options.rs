@@ -118,7 +118,8 @@ fn simple_strategy(
         .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
     let rf = options.entry(REPLICATION_FACTOR.to_string()).or_insert(rf);
     ReplicationFactor::parse(rf)?;
-    if let Some(other) = java_hash_order(options.keys()).find(|k| *k != REPLICATION_FACTOR) {
+    if let Some(other) = crate::java::hash_order(options.keys()).find(|k| *k != REPLICATION_FACTOR)
+    {
         return Err(SchemaError::Config(format!(
             "Unrecognized strategy option {{{other}}} passed to SimpleStrategy for keyspace {keyspace}"
         )));
@@ -152,7 +153,7 @@ fn network_topology_strategy(
             "Configuration for at least one datacenter must be present".to_string(),
         ));
     }
-    if let Some(unknown) = java_hash_order(options.keys()).find(|dc| *dc != local_dc) {
+    if let Some(unknown) = crate::java::hash_order(options.keys()).find(|dc| *dc != local_dc) {
         return Err(SchemaError::Config(format!(
             "Unrecognized strategy option {{{unknown}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
         )));
@@ -194,22 +195,6 @@ fn prepare_network_topology(
             .or_insert_with(|| rf.to_parseable_string());
     }
     options.retain(|_, v| v != "0");
-}
-
-/// The order Java's `HashMap` iterates a small map of these keys in (a table of 16 buckets,
-/// by `String.hashCode`), which decides which of several refused options Cassandra names.
-pub(crate) fn java_hash_order<'a>(
-    keys: impl Iterator<Item = &'a String>,
-) -> impl Iterator<Item = &'a str> {
-    let bucket = |key: &str| {
-        let hash = key.encode_utf16().fold(0u32, |h, unit| {
-            h.wrapping_mul(31).wrapping_add(u32::from(unit))
-        });
-        (hash ^ (hash >> 16)) & 15
-    };
-    let mut keys: Vec<&str> = keys.map(String::as_str).collect();
-    keys.sort_by_key(|k| bucket(k));
-    keys.into_iter()
 }
 
 /// A replication factor as Cassandra's `ReplicationFactor.fromString` reads it: `full` or
