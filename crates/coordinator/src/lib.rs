@@ -280,7 +280,8 @@ mod tests {
             e.to_string(),
             "Operation timed out - received only 0 responses."
         );
-        // A deadline already passed: not even sent.
+        // A deadline already passed: still a read timeout (the read is sent, as a point read
+        // does not look at the clock first, and the stalled replica never answers it).
         let e = coordinator
             .read(
                 &keyspace(),
