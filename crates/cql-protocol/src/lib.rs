@@ -30,6 +30,7 @@
 mod consistency;
 mod error;
 pub mod frame;
+mod header;
 mod request;
 mod response;
 pub mod segment;

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::consistency::Consistency;
 use crate::error::ProtocolError;
-use crate::frame::{opcode, Version};
+use crate::header::{opcode, Version};
 use crate::wire::{RawValue, Reader};
 
 /// A decoded request.

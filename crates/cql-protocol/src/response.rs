@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::consistency::Consistency;
-use crate::frame::{opcode, Version};
+use crate::header::{opcode, Version};
 use crate::type_option::put_type_option;
 use crate::wire::{
     put_bytes, put_inet, put_inetaddr, put_short_bytes, put_string, put_string_list,

@@ -18,7 +18,7 @@
 use bytes::{BufMut, BytesMut};
 use types::CqlType;
 
-use crate::frame::Version;
+use crate::header::Version;
 use crate::wire::put_string;
 
 const MARSHAL: &str = "org.apache.cassandra.db.marshal.";
