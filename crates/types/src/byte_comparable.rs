@@ -54,7 +54,7 @@ use crate::compare::{
     decimal_key, double_key, float_key, timeuuid_key, unreorder_timestamp, uuid_key,
 };
 use crate::error::TypeError;
-use crate::value::{fixed_size, split_collection, split_fields, split_vector, MAX_TYPE_DEPTH};
+use crate::layout::{fixed_size, split_collection, split_fields, split_vector, MAX_TYPE_DEPTH};
 use crate::{vint, CqlType};
 use num_bigint::BigInt;
 use std::cmp::Ordering;
@@ -294,7 +294,7 @@ pub fn decode(ty: &CqlType, input: &mut &[u8], descending: bool) -> Result<Vec<u
         pos: 0,
         mask: if descending { 0xff } else { 0 },
     };
-    let mut out = Vec::with_capacity(crate::value::fixed_size(ty).unwrap_or(0));
+    let mut out = Vec::with_capacity(fixed_size(ty).unwrap_or(0));
     decode_component(ty, &mut reader, &mut out, 0)?;
     *input = &input[reader.pos..];
     Ok(out)

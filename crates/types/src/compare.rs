@@ -19,7 +19,7 @@ use std::cmp::Ordering;
 
 use num_bigint::BigInt;
 
-use crate::value::{split_collection, split_fields, split_vector, MAX_TYPE_DEPTH};
+use crate::layout::{split_collection, split_fields, split_vector, MAX_TYPE_DEPTH};
 use crate::CqlType;
 
 /// Compares two serialised values of type `ty` as Cassandra does.

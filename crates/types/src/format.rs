@@ -5,19 +5,10 @@ use std::fmt::Write;
 
 use num_bigint::{BigInt, Sign};
 
+use crate::hex::hex;
 use crate::temporal::{civil_from_days, MILLIS_PER_DAY, NANOS_PER_DAY, NANOS_PER_SECOND};
 use crate::value::DATE_EPOCH;
 use crate::{CqlType, Value};
-
-/// `0x` followed by lowercase hex digits.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + bytes.len() * 2);
-    s.push_str("0x");
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))

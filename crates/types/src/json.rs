@@ -17,7 +17,8 @@ use num_bigint::{BigInt, Sign};
 use serde_json::Value as Json;
 
 use crate::error::TypeError;
-use crate::format::{duration_text, hex};
+use crate::format::duration_text;
+use crate::hex::hex;
 use crate::temporal::{civil_from_days, MILLIS_PER_DAY, NANOS_PER_SECOND};
 use crate::value::DATE_EPOCH;
 use crate::{CqlType, Literal, Value};

@@ -8,19 +8,23 @@
 //! Must not depend on: schema, storage, the protocol frame codec, or any I/O. Pure and fuzzable.
 
 pub mod byte_comparable;
+mod canonical;
 mod column_spec;
 mod compare;
 mod compat;
 mod cql_type;
 mod error;
 mod format;
+mod hex;
 mod json;
+mod layout;
 mod literal;
 /// Calendar arithmetic (proleptic Gregorian, UTC), shared with the query layer's functions.
 pub mod temporal;
 mod value;
 mod vint;
 
+pub use canonical::canonicalize;
 pub use column_spec::ColumnSpec;
 pub use compare::compare;
 pub use cql_type::{CqlType, UdtType};
@@ -28,5 +32,6 @@ pub use error::TypeError;
 pub use json::{
     java_decimal_text, java_double_text, java_float_text, json_key_to_name, name_to_json_key,
 };
+pub use layout::MAX_TYPE_DEPTH;
 pub use literal::Literal;
-pub use value::{canonicalize, validate, Value, DATE_EPOCH, MAX_TYPE_DEPTH};
+pub use value::{validate, Value, DATE_EPOCH};

@@ -25,7 +25,7 @@
 //!
 //! Decoding never trusts a count: every element needs at least its length prefix, so counts are
 //! checked against the remaining bytes before anything is allocated, and recursion follows the
-//! type tree (bounded by [`MAX_TYPE_DEPTH`]), never the bytes.
+//! type tree (bounded by [`MAX_TYPE_DEPTH`](crate::MAX_TYPE_DEPTH)), never the bytes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -33,12 +33,8 @@ use num_bigint::BigInt;
 use uuid::Uuid;
 
 use crate::error::{marshal, TypeError};
+use crate::layout::{split_collection, split_fields, split_vector, MAX_TYPE_DEPTH};
 use crate::{vint, CqlType};
-
-/// Deepest type tree accepted. Schema types are far shallower; the bound only matters for types
-/// that arrive from the wire (e.g. a hostile `custom`/nested type option) so that recursion over
-/// the type cannot exhaust the stack.
-pub const MAX_TYPE_DEPTH: usize = 64;
 
 /// A decoded CQL value. `Udt` fields are in the type's declaration order; `Tuple`/`Udt` fields
 /// are `None` when null (or absent from the bytes).
@@ -198,103 +194,6 @@ fn utf8(bytes: &[u8]) -> Result<&str, TypeError> {
     std::str::from_utf8(bytes).map_err(|_| marshal("String didn't validate."))
 }
 
-/// The canonical serialisation of a value of type `ty`: sets sorted by element and maps by key,
-/// without duplicates (the last entry for a key wins), at every nesting level. Cassandra keeps
-/// collections in this form, and a client may bind them in any order (a Python `dict` keeps
-/// insertion order). `None` when the bytes are already canonical or `ty` has no set or map.
-pub fn canonicalize(ty: &CqlType, bytes: &[u8]) -> Result<Option<Vec<u8>>, TypeError> {
-    if !has_unordered_collection(ty) {
-        return Ok(None);
-    }
-    let value = canonical_value(ty, Value::decode(ty, bytes)?);
-    let mut out = Vec::with_capacity(bytes.len());
-    value.encode(&mut out);
-    Ok((out != bytes).then_some(out))
-}
-
-fn has_unordered_collection(ty: &CqlType) -> bool {
-    match ty {
-        CqlType::Set(_) | CqlType::Map(_, _) => true,
-        CqlType::Frozen(inner) | CqlType::List(inner) | CqlType::Vector(inner, _) => {
-            has_unordered_collection(inner)
-        }
-        CqlType::Tuple(fields) => fields.iter().any(has_unordered_collection),
-        CqlType::Udt(udt) => udt.fields.iter().any(|(_, t)| has_unordered_collection(t)),
-        _ => false,
-    }
-}
-
-fn canonical_value(ty: &CqlType, value: Value) -> Value {
-    let encoded = |v: &Value| {
-        let mut out = Vec::new();
-        v.encode(&mut out);
-        out
-    };
-    match (ty, value) {
-        (CqlType::Frozen(inner), v) => canonical_value(inner, v),
-        (CqlType::List(elem), Value::List(items)) => Value::List(
-            items
-                .into_iter()
-                .map(|v| canonical_value(elem, v))
-                .collect(),
-        ),
-        (CqlType::Vector(elem, _), Value::Vector(items)) => Value::Vector(
-            items
-                .into_iter()
-                .map(|v| canonical_value(elem, v))
-                .collect(),
-        ),
-        (CqlType::Set(elem), Value::Set(items)) => {
-            let mut keyed: Vec<(Vec<u8>, Value)> = items
-                .into_iter()
-                .map(|v| {
-                    let v = canonical_value(elem, v);
-                    (encoded(&v), v)
-                })
-                .collect();
-            keyed.sort_by(|a, b| crate::compare(elem, &a.0, &b.0));
-            keyed.dedup_by(|a, b| crate::compare(elem, &a.0, &b.0).is_eq());
-            Value::Set(keyed.into_iter().map(|(_, v)| v).collect())
-        }
-        (CqlType::Map(key_ty, value_ty), Value::Map(pairs)) => {
-            let mut keyed: Vec<(Vec<u8>, (Value, Value))> = pairs
-                .into_iter()
-                .map(|(k, v)| {
-                    let k = canonical_value(key_ty, k);
-                    (encoded(&k), (k, canonical_value(value_ty, v)))
-                })
-                .collect();
-            // Stable, so equal keys keep their order and the last one can win.
-            keyed.sort_by(|a, b| crate::compare(key_ty, &a.0, &b.0));
-            let mut out: Vec<(Vec<u8>, (Value, Value))> = Vec::with_capacity(keyed.len());
-            for entry in keyed {
-                match out.last_mut() {
-                    Some(last) if crate::compare(key_ty, &last.0, &entry.0).is_eq() => {
-                        *last = entry
-                    }
-                    _ => out.push(entry),
-                }
-            }
-            Value::Map(out.into_iter().map(|(_, kv)| kv).collect())
-        }
-        (CqlType::Tuple(types), Value::Tuple(fields)) => Value::Tuple(
-            fields
-                .into_iter()
-                .zip(types)
-                .map(|(f, t)| f.map(|v| canonical_value(t, v)))
-                .collect(),
-        ),
-        (CqlType::Udt(udt), Value::Udt(fields)) => Value::Udt(
-            fields
-                .into_iter()
-                .zip(&udt.fields)
-                .map(|(f, (_, t))| f.map(|v| canonical_value(t, v)))
-                .collect(),
-        ),
-        (_, v) => v,
-    }
-}
-
 fn write_count(n: usize, out: &mut Vec<u8>) {
     // A collection with more than i32::MAX elements cannot exist in a frame or cell (both are
     // bounded far below 2 GiB), so saturating is unreachable in practice.
@@ -307,26 +206,6 @@ fn write_with_length(v: &Value, out: &mut Vec<u8>) {
     v.encode(out);
     let len = i32::try_from(out.len() - start - 4).unwrap_or(i32::MAX);
     out[start..start + 4].copy_from_slice(&len.to_be_bytes());
-}
-
-/// The serialised size of a type whose values all have the same size (Cassandra's
-/// `valueLengthIfFixed`), `None` for variable-size types.
-pub(crate) fn fixed_size(ty: &CqlType) -> Option<usize> {
-    fixed_size_at(ty, 0)
-}
-
-fn fixed_size_at(ty: &CqlType, depth: usize) -> Option<usize> {
-    if depth > MAX_TYPE_DEPTH {
-        return None;
-    }
-    match ty.unfrozen() {
-        CqlType::Boolean => Some(1),
-        CqlType::Int | CqlType::Float => Some(4),
-        CqlType::Bigint | CqlType::Double | CqlType::Timestamp => Some(8),
-        CqlType::Uuid | CqlType::Timeuuid => Some(16),
-        CqlType::Vector(e, n) => fixed_size_at(e, depth + 1)?.checked_mul(*n as usize),
-        _ => None,
-    }
 }
 
 fn exact<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
@@ -445,7 +324,7 @@ fn decode_at(ty: &CqlType, bytes: &[u8], depth: usize) -> Result<Value, TypeErro
             } else {
                 return Err(marshal(format!(
                     "Expected 4 or 16 byte inetaddress; got {}",
-                    crate::format::hex(bytes)
+                    crate::hex::hex(bytes)
                 )));
             }
         }
@@ -530,52 +409,6 @@ fn decode_duration(bytes: &[u8]) -> Result<Value, TypeError> {
     })
 }
 
-/// Splits a v3+ collection (`[int n]` then n × `per_element` length-prefixed values) into its
-/// element bodies. Rejects negative counts, null elements, truncation and trailing bytes.
-pub(crate) fn split_collection<'a>(
-    bytes: &'a [u8],
-    per_element: usize,
-    kind: &str,
-) -> Result<Vec<&'a [u8]>, TypeError> {
-    let not_enough = || marshal(format!("Not enough bytes to read a {kind}"));
-    let Some((count, mut rest)) = bytes.split_first_chunk::<4>() else {
-        return Err(not_enough());
-    };
-    let count = i32::from_be_bytes(*count);
-    let Ok(count) = usize::try_from(count) else {
-        return Err(marshal(format!(
-            "The data cannot be deserialized as a {kind}"
-        )));
-    };
-    let values = count.saturating_mul(per_element);
-    // Each element needs at least its 4-byte length: never allocate for a count the remaining
-    // bytes cannot hold.
-    if values > rest.len() / 4 {
-        return Err(not_enough());
-    }
-    let mut out = Vec::with_capacity(values);
-    for _ in 0..values {
-        let Some((len, after)) = rest.split_first_chunk::<4>() else {
-            return Err(not_enough());
-        };
-        let len = i32::from_be_bytes(*len);
-        let Ok(len) = usize::try_from(len) else {
-            return Err(marshal("Null value read when not allowed"));
-        };
-        if after.len() < len {
-            return Err(not_enough());
-        }
-        out.push(&after[..len]);
-        rest = &after[len..];
-    }
-    if !rest.is_empty() {
-        return Err(marshal(format!(
-            "Unexpected extraneous bytes after {kind} value"
-        )));
-    }
-    Ok(out)
-}
-
 fn decode_elements(
     elem: &CqlType,
     bytes: &[u8],
@@ -586,47 +419,6 @@ fn decode_elements(
         .into_iter()
         .map(|b| decode_at(elem, b, depth + 1))
         .collect()
-}
-
-/// Splits tuple/UDT bytes into at most `count` fields (`None` = null). Missing trailing fields
-/// are not added here.
-pub(crate) fn split_fields(
-    bytes: &[u8],
-    count: usize,
-    is_udt: bool,
-) -> Result<Vec<Option<&[u8]>>, TypeError> {
-    let mut rest = bytes;
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let i = out.len();
-        if i >= count {
-            return Err(marshal(if is_udt {
-                "Invalid remaining data after end of UDT value"
-            } else {
-                "Invalid remaining data after end of tuple value"
-            }));
-        }
-        let Some((len, after)) = rest.split_first_chunk::<4>() else {
-            return Err(marshal(format!(
-                "Not enough bytes to read size of {i}th component"
-            )));
-        };
-        let len = i32::from_be_bytes(*len);
-        match usize::try_from(len) {
-            Err(_) => {
-                out.push(None);
-                rest = after;
-            }
-            Ok(len) if after.len() < len => {
-                return Err(marshal(format!("Not enough bytes to read {i}th component")))
-            }
-            Ok(len) => {
-                out.push(Some(&after[..len]));
-                rest = &after[len..];
-            }
-        }
-    }
-    Ok(out)
 }
 
 fn decode_fields<'t>(
@@ -649,58 +441,6 @@ fn decode_fields<'t>(
                 }
             })?)),
         }
-    }
-    Ok(out)
-}
-
-/// Splits a vector's bytes into its `dimension` element bodies.
-pub(crate) fn split_vector<'a>(
-    ty: &CqlType,
-    elem: &CqlType,
-    dimension: u32,
-    bytes: &'a [u8],
-) -> Result<Vec<&'a [u8]>, TypeError> {
-    let dimension = dimension as usize;
-    if bytes.is_empty() {
-        return Err(marshal(format!("Invalid empty vector value for {ty}")));
-    }
-    if let Some(size) = fixed_size(elem) {
-        let expected = size.saturating_mul(dimension);
-        if bytes.len() < expected {
-            return Err(marshal(format!("Not enough bytes to read a {ty}")));
-        }
-        if bytes.len() > expected {
-            return Err(marshal(format!(
-                "Unexpected {} extraneous bytes after {ty} value",
-                bytes.len() - expected
-            )));
-        }
-        if size == 0 {
-            // Only a zero-dimension vector has zero-size values, and its (empty) bytes were
-            // rejected above; `chunks_exact(0)` would panic.
-            return Ok(Vec::new());
-        }
-        return Ok(bytes.chunks_exact(size).collect());
-    }
-    // Every variable-size element needs at least a 1-byte length.
-    if dimension > bytes.len() {
-        return Err(marshal(format!("Not enough bytes to read a {ty}")));
-    }
-    let mut rest = bytes;
-    let mut out = Vec::with_capacity(dimension);
-    for _ in 0..dimension {
-        let len = vint::read_unsigned(&mut rest)
-            .and_then(|l| usize::try_from(l).ok())
-            .filter(|&l| l <= rest.len())
-            .ok_or_else(|| marshal(format!("Not enough bytes to read a {ty}")))?;
-        out.push(&rest[..len]);
-        rest = &rest[len..];
-    }
-    if !rest.is_empty() {
-        return Err(marshal(format!(
-            "Unexpected {} extraneous bytes after {ty} value",
-            rest.len()
-        )));
     }
     Ok(out)
 }
@@ -750,45 +490,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn canonicalize_sorts_sets_and_maps_at_every_level() {
-        let enc = |v: &Value| {
-            let mut out = Vec::new();
-            v.encode(&mut out);
-            out
-        };
-        let text = |s: &str| Value::Text(s.to_string());
-        let map_ty = CqlType::Map(Box::new(CqlType::Text), Box::new(CqlType::Int));
-        let unordered = Value::Map(vec![
-            (text("z"), Value::Int(1)),
-            (text("a"), Value::Int(2)),
-            (text("z"), Value::Int(3)),
-        ]);
-        let sorted = Value::Map(vec![(text("a"), Value::Int(2)), (text("z"), Value::Int(3))]);
-        assert_eq!(
-            canonicalize(&map_ty, &enc(&unordered)).unwrap(),
-            Some(enc(&sorted))
-        );
-        assert_eq!(canonicalize(&map_ty, &enc(&sorted)).unwrap(), None);
-
-        let nested = CqlType::List(Box::new(CqlType::Frozen(Box::new(CqlType::Set(Box::new(
-            CqlType::Int,
-        ))))));
-        let value = Value::List(vec![Value::Set(vec![
-            Value::Int(3),
-            Value::Int(-1),
-            Value::Int(3),
-        ])]);
-        let expected = Value::List(vec![Value::Set(vec![Value::Int(-1), Value::Int(3)])]);
-        assert_eq!(
-            canonicalize(&nested, &enc(&value)).unwrap(),
-            Some(enc(&expected))
-        );
-
-        assert_eq!(canonicalize(&CqlType::Int, &[0, 0, 0, 1]).unwrap(), None);
-        assert!(canonicalize(&map_ty, &[0, 0, 0, 1]).is_err());
     }
 
     fn round_trip(ty: &CqlType, v: Value) {

@@ -247,7 +247,7 @@ fn random_value(rng: &mut Rng, ty: &CqlType, depth: usize) -> Vec<u8> {
             }
         }
         CqlType::Vector(e, n) => {
-            let fixed = crate::value::fixed_size(e).is_some();
+            let fixed = crate::layout::fixed_size(e).is_some();
             for _ in 0..*n {
                 // Fixed-size vector elements have no length, so they cannot be empty.
                 let v = loop {
