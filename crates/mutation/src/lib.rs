@@ -9,7 +9,8 @@
 //! storage, the coordinator and messaging share it without any of them depending on another:
 //! a partition's identity and update (`partition`: `PartitionKey`, `PartitionUpdate`,
 //! `PartitionData`, `TableId`), the clustering slice a read asks for (`ClusteringSlice`), and a
-//! replica's read command and its pages (`read`).
+//! replica's read command and its pages (`read`), with their versioned binary encoding
+//! (`wire`: a mutation, a read command, a read response).
 //!
 //! Architecture invariant: pure and synchronous. No I/O, no clock (every time-dependent function
 //! takes `now_seconds`), no knowledge of CQL types, schema, RocksDB or the network. Column ids and
@@ -26,6 +27,9 @@ mod partition;
 mod read;
 #[cfg(test)]
 mod tests;
+mod wire;
+#[cfg(test)]
+mod wire_tests;
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -38,6 +42,11 @@ pub use partition::{
     PartitionData, PartitionKey, PartitionUpdate, TableId, MAX_PARTITION_KEY_BYTES,
 };
 pub use read::{PartitionPage, ReadCommand, ReadResponse, ScanPage, ScanStart};
+pub use wire::{
+    decode_mutation, decode_read_command, decode_read_response, encode_mutation,
+    encode_read_command, encode_read_response, MUTATION_FORMAT_VERSION,
+    READ_COMMAND_FORMAT_VERSION, READ_RESPONSE_FORMAT_VERSION,
+};
 
 /// A server time in seconds since the epoch, as local deletion and expiration times are kept:
 /// unsigned 32 bits, so it reaches 2106 (Cassandra 5.0's format; 4.x's signed one ended in 2038,
