@@ -16,7 +16,10 @@ mod replica;
 
 pub use consistency::{ConsistencyLevel, ReadOrWrite};
 pub use deadline::{Deadline, WriteType};
-pub use replica::{LocalReplica, ReadCommand, ReadResponse, Replica, ReplicaFuture};
+// Transitional: the read vocabulary moved to `mutation` (issue 34); `query` still names it
+// `coordinator::ReadCommand` until its imports are switched.
+pub use mutation::{ReadCommand, ReadResponse};
+pub use replica::{LocalReplica, Replica, ReplicaFuture};
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -24,8 +27,9 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
+use mutation::PartitionUpdate;
 use schema::KeyspaceMetadata;
-use storage::{Durability, PartitionUpdate};
+use storage::Durability;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -201,8 +205,8 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::{Duration, Instant};
 
+    use mutation::{ClusteringSlice, PartitionKey, TableId};
     use schema::Replication;
-    use storage::{ClusteringSlice, PartitionKey, TableId};
 
     use super::*;
 
@@ -330,7 +334,7 @@ mod tests {
         // An unknown table would be an error if the read ran; past the deadline it does not.
         let command = ReadCommand::Range {
             table: TableId::from_u128(9),
-            start: storage::ScanStart::Beginning,
+            start: mutation::ScanStart::Beginning,
             end_token: None,
             max_rows: 1,
         };

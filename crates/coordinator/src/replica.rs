@@ -4,42 +4,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use storage::{
-    ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, TableId,
-};
+use mutation::{PartitionUpdate, ReadCommand, ReadResponse};
+use storage::{Durability, StorageEngine, StorageError};
 
 use tokio::sync::oneshot;
 
 use crate::{CoordinatorError, Deadline};
 
 pub type ReplicaFuture<T> = Pin<Box<dyn Future<Output = Result<T, CoordinatorError>> + Send>>;
-
-/// A read as a replica executes it.
-#[derive(Debug, Clone)]
-pub enum ReadCommand {
-    /// One partition, a clustering slice of it, resumable.
-    Partition {
-        table: TableId,
-        key: PartitionKey,
-        slice: ClusteringSlice,
-        max_rows: usize,
-        resume: Option<Vec<u8>>,
-    },
-    /// Partitions in token order from `start` up to `end_token` (inclusive).
-    Range {
-        table: TableId,
-        start: ScanStart,
-        end_token: Option<i64>,
-        max_rows: usize,
-    },
-}
-
-#[derive(Debug)]
-pub enum ReadResponse {
-    Partition(PartitionPage),
-    Range(ScanPage),
-}
 
 /// Something that stores a share of the ring's data: this node, or (later) a peer over the
 /// network. Requests are owned values so they can be serialised for a remote replica.
@@ -255,8 +227,8 @@ impl Replica for LocalReplica {
 mod tests {
     use std::task::Poll;
 
-    use mutation::{LivenessInfo, Row};
-    use storage::{ClusteringSlice, MemoryEngine, PartitionKey, TableId};
+    use mutation::{ClusteringSlice, LivenessInfo, PartitionKey, Row, TableId};
+    use storage::MemoryEngine;
 
     use super::*;
 

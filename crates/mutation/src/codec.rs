@@ -78,7 +78,7 @@ const RT_START_INCLUSIVE: u8 = 0x02;
 const RT_HAS_END: u8 = 0x04;
 const RT_END_INCLUSIVE: u8 = 0x08;
 
-fn put_varint(out: &mut Vec<u8>, v: u32) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, v: u32) {
     let (bytes, len) = varint_bytes(v);
     out.extend_from_slice(&bytes[..len]);
 }
@@ -96,7 +96,7 @@ fn varint_bytes(mut v: u32) -> ([u8; 5], usize) {
     (bytes, len + 1)
 }
 
-fn put_len(out: &mut Vec<u8>, len: usize) {
+pub(crate) fn put_len(out: &mut Vec<u8>, len: usize) {
     // Values and keys are bounded far below 4 GiB by the protocol (frames are at most 256 MiB),
     // so this cannot fail for data that reached storage.
     put_varint(
@@ -279,15 +279,25 @@ pub fn encode_partition_header(header: &PartitionHeader, out: &mut Vec<u8>) {
 }
 
 /// A bounds-checked cursor over encoded bytes; every error names the structure and offset.
-struct Reader<'a> {
+/// `wire` reads messages with it too.
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     offset: usize,
     structure: &'static str,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `bytes`, naming `structure` in its errors.
+    pub(crate) fn new(bytes: &'a [u8], structure: &'static str) -> Reader<'a> {
+        Reader {
+            bytes,
+            offset: 0,
+            structure,
+        }
+    }
+
     #[cold]
-    fn corrupt(&self, detail: impl Into<String>) -> MutationError {
+    pub(crate) fn corrupt(&self, detail: impl Into<String>) -> MutationError {
         MutationError::Corrupt {
             structure: self.structure,
             offset: self.offset,
@@ -298,7 +308,7 @@ impl<'a> Reader<'a> {
     // The readers below run for every field of every stored value read or merged: inlined,
     // with their errors built out of line (they were most of a row merge's time).
     #[inline]
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], MutationError> {
+    pub(crate) fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], MutationError> {
         match self.bytes.get(self.offset..self.offset.saturating_add(n)) {
             Some(slice) => {
                 self.offset += n;
@@ -318,7 +328,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn u8(&mut self, what: &str) -> Result<u8, MutationError> {
+    pub(crate) fn u8(&mut self, what: &str) -> Result<u8, MutationError> {
         Ok(self.take(1, what)?[0])
     }
 
@@ -335,15 +345,19 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn i64(&mut self, what: &str) -> Result<i64, MutationError> {
+    pub(crate) fn i64(&mut self, what: &str) -> Result<i64, MutationError> {
         let b = self.take(8, what)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(i64::from_be_bytes(a))
     }
 
+    pub(crate) fn u64(&mut self, what: &str) -> Result<u64, MutationError> {
+        self.i64(what).map(|v| v as u64)
+    }
+
     #[inline]
-    fn varint(&mut self, what: &str) -> Result<u32, MutationError> {
+    pub(crate) fn varint(&mut self, what: &str) -> Result<u32, MutationError> {
         // Ids, counts and most lengths fit in one byte.
         if let Some(&byte) = self.bytes.get(self.offset) {
             if byte < 0x80 {
@@ -378,7 +392,11 @@ impl<'a> Reader<'a> {
 
     /// A count of items each taking at least `min_item_bytes`, checked against the bytes left so
     /// a corrupt count cannot trigger a huge allocation.
-    fn count(&mut self, what: &str, min_item_bytes: usize) -> Result<usize, MutationError> {
+    pub(crate) fn count(
+        &mut self,
+        what: &str,
+        min_item_bytes: usize,
+    ) -> Result<usize, MutationError> {
         let n = self.varint(what)? as usize;
         let remaining = self.bytes.len() - self.offset;
         if n.saturating_mul(min_item_bytes) > remaining {
@@ -389,12 +407,12 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
-    fn bytes_with_len(&mut self, what: &str) -> Result<Vec<u8>, MutationError> {
+    pub(crate) fn bytes_with_len(&mut self, what: &str) -> Result<Vec<u8>, MutationError> {
         Ok(self.slice_with_len(what)?.to_vec())
     }
 
     #[inline]
-    fn slice_with_len(&mut self, what: &str) -> Result<&'a [u8], MutationError> {
+    pub(crate) fn slice_with_len(&mut self, what: &str) -> Result<&'a [u8], MutationError> {
         let len = self.varint(what)? as usize;
         self.take(len, what)
     }
@@ -406,7 +424,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn version(&mut self, supported: u8) -> Result<(), MutationError> {
+    pub(crate) fn version(&mut self, supported: u8) -> Result<(), MutationError> {
         if self.bytes.is_empty() {
             return Err(self.corrupt("empty value"));
         }
@@ -421,7 +439,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn finish(&self) -> Result<(), MutationError> {
+    pub(crate) fn finish(&self) -> Result<(), MutationError> {
         if self.offset != self.bytes.len() {
             return Err(self.corrupt(format!(
                 "{} trailing bytes after the last field",

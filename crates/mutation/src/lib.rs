@@ -5,7 +5,12 @@
 //! range tombstones), how two versions of either are merged (exactly Cassandra 5.0's
 //! `Cells.reconcile`, `LivenessInfo.supersedes`, `DeletionTime.supersedes`, `Rows.merge`), how
 //! liveness is decided at read time for a given `now`, and the binary encoding storage keeps as
-//! its values (see `codec`).
+//! its values (see `codec`). Also the vocabulary a request between nodes carries, so that
+//! storage, the coordinator and messaging share it without any of them depending on another:
+//! a partition's identity and update (`partition`: `PartitionKey`, `PartitionUpdate`,
+//! `PartitionData`, `TableId`), the clustering slice a read asks for (`ClusteringSlice`), and a
+//! replica's read command and its pages (`read`), with their versioned binary encoding
+//! (`wire`: a mutation, a read command, a read response).
 //!
 //! Architecture invariant: pure and synchronous. No I/O, no clock (every time-dependent function
 //! takes `now_seconds`), no knowledge of CQL types, schema, RocksDB or the network. Column ids and
@@ -18,8 +23,13 @@
 //! cells equal in everything but TTL), a final tie-break on TTL keeps it order-independent.
 
 mod codec;
+mod partition;
+mod read;
 #[cfg(test)]
 mod tests;
+mod wire;
+#[cfg(test)]
+mod wire_tests;
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -27,6 +37,15 @@ use std::collections::BTreeMap;
 pub use codec::{
     decode_partition_header, decode_row, encode_partition_header, encode_row, merge_encoded_rows,
     PARTITION_HEADER_FORMAT_VERSION, ROW_FORMAT_VERSION,
+};
+pub use partition::{
+    PartitionData, PartitionKey, PartitionUpdate, TableId, MAX_PARTITION_KEY_BYTES,
+};
+pub use read::{PartitionPage, ReadCommand, ReadResponse, ScanPage, ScanStart};
+pub use wire::{
+    decode_mutation, decode_read_command, decode_read_response, encode_mutation,
+    encode_read_command, encode_read_response, MUTATION_FORMAT_VERSION,
+    READ_COMMAND_FORMAT_VERSION, READ_RESPONSE_FORMAT_VERSION,
 };
 
 /// A server time in seconds since the epoch, as local deletion and expiration times are kept:
@@ -744,6 +763,23 @@ pub fn clustering_range_contains(
     key: &[u8],
 ) -> bool {
     start.is_none_or(|s| s.start_admits(key)) && end.is_none_or(|e| e.end_admits(key))
+}
+
+/// Which clustering rows of a partition to read: the rows whose keys are admitted by `start`
+/// and `end` (`ClusteringBound::start_admits` / `end_admits`; `None` = unbounded), in
+/// clustering order or, if `reversed`, the reverse.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusteringSlice {
+    pub start: Option<ClusteringBound>,
+    pub end: Option<ClusteringBound>,
+    pub reversed: bool,
+}
+
+impl ClusteringSlice {
+    /// Every row, in clustering order.
+    pub fn all() -> ClusteringSlice {
+        ClusteringSlice::default()
+    }
 }
 
 /// A deletion of a range of rows within a partition (DELETE with a clustering prefix or range).

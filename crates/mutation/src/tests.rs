@@ -1,23 +1,24 @@
 //! Rule tests for reconciliation and liveness, property tests (a small deterministic generator,
 //! so failures reproduce from the printed seed) for merge laws and codec round trips, and a
-//! corruption sweep showing decoders return errors rather than panic.
+//! corruption sweep showing decoders return errors rather than panic. `wire_tests` reuses the
+//! generators.
 
 use crate::*;
 
 /// xorshift64*: deterministic, dependency-free, good enough to explore small domains.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    fn chance(&mut self, one_in: u64) -> bool {
+    pub(crate) fn chance(&mut self, one_in: u64) -> bool {
         self.below(one_in) == 0
     }
 }
@@ -68,14 +69,14 @@ fn gen_liveness(r: &mut Rng) -> Option<LivenessInfo> {
     })
 }
 
-fn gen_row(r: &mut Rng) -> Row {
+pub(crate) fn gen_row(r: &mut Rng) -> Row {
     let mut row = gen_raw_row(r);
     row.normalize();
     row
 }
 
 /// A row as a writer might build it: columns in any order, duplicates, shadowed data.
-fn gen_raw_row(r: &mut Rng) -> Row {
+pub(crate) fn gen_raw_row(r: &mut Rng) -> Row {
     let mut row = Row {
         liveness: gen_liveness(r),
         deletion: r.chance(3).then(|| gen_deletion(r)),
@@ -104,7 +105,7 @@ fn gen_raw_row(r: &mut Rng) -> Row {
     row
 }
 
-fn gen_bound(r: &mut Rng) -> Option<ClusteringBound> {
+pub(crate) fn gen_bound(r: &mut Rng) -> Option<ClusteringBound> {
     if r.chance(3) {
         return None;
     }
@@ -114,7 +115,7 @@ fn gen_bound(r: &mut Rng) -> Option<ClusteringBound> {
     })
 }
 
-fn gen_header(r: &mut Rng) -> PartitionHeader {
+pub(crate) fn gen_header(r: &mut Rng) -> PartitionHeader {
     let mut header = PartitionHeader {
         deletion: r.chance(3).then(|| gen_deletion(r)),
         range_tombstones: (0..r.below(4))

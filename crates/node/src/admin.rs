@@ -20,8 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use mutation::TableId;
 use query::QueryProcessor;
-use storage::{StorageEngine, TableId};
+use storage::StorageEngine;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpListener, TcpStream as AsyncTcpStream};
 

@@ -30,9 +30,11 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use mutation::TableId;
+
 use crate::read::{Source, Visit, Visitor};
 use crate::write::{merge_values, Fragment};
-use crate::{StorageError, TableId};
+use crate::StorageError;
 
 const SHARDS: usize = 64;
 /// Bookkeeping per cached partition (its slot at the table's lowest load, the buffer's
@@ -1002,7 +1004,7 @@ mod tests {
     }
 
     /// The stored fragments of writing `value` at `ts` to clustering row `[ck]` of partition `p`.
-    fn write_of(p: &crate::PartitionKey, ck: u8, ts: i64, value: &[u8]) -> Vec<Fragment> {
+    fn write_of(p: &mutation::PartitionKey, ck: u8, ts: i64, value: &[u8]) -> Vec<Fragment> {
         let row = mutation::Row {
             columns: vec![mutation::ColumnData::Simple {
                 id: 1,
@@ -1010,7 +1012,7 @@ mod tests {
             }],
             ..mutation::Row::default()
         };
-        crate::write::fragments(&crate::PartitionUpdate {
+        crate::write::fragments(&mutation::PartitionUpdate {
             table: table(),
             key: p.clone(),
             header: None,
@@ -1033,7 +1035,7 @@ mod tests {
     #[test]
     fn writes_merge_into_the_cached_partition_and_never_into_a_readers_copy() {
         let cache = PartitionCache::new(1 << 20, 1 << 16);
-        let key = crate::PartitionKey {
+        let key = mutation::PartitionKey {
             token: 5,
             key: b"w".to_vec(),
         };
@@ -1073,7 +1075,7 @@ mod tests {
         // Entries whose keys and values fit the limit, as `load_partition` counts them, though
         // the buffer's index and bookkeeping take it over: a write must keep it cached, or
         // every write would make the next read load the whole partition again.
-        let key = crate::PartitionKey {
+        let key = mutation::PartitionKey {
             token: 3,
             key: b"near".to_vec(),
         };
@@ -1227,7 +1229,7 @@ mod tests {
         }
         assert!(spliced > 1000 && declined > 100, "{spliced} {declined}");
         // Rows written again: their values merge with the stored ones.
-        let key = crate::PartitionKey {
+        let key = mutation::PartitionKey {
             token: 9,
             key: b"s".to_vec(),
         };

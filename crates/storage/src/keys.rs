@@ -23,7 +23,9 @@
 //! scan:            0x02 | full storage key of the next entry to read
 //! ```
 
-use crate::{PartitionKey, StorageError, MAX_PARTITION_KEY_BYTES};
+use mutation::{PartitionKey, MAX_PARTITION_KEY_BYTES};
+
+use crate::StorageError;
 
 pub(crate) const KIND_HEADER: u8 = 0x00;
 pub(crate) const KIND_STATIC: u8 = 0x01;

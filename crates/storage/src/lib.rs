@@ -36,8 +36,6 @@ pub use memory::MemoryEngine;
 #[cfg(feature = "rocksdb")]
 pub use rocks::{RocksConfig, RocksEngine, DEFAULT_COMMIT_LOG_TOTAL_BYTES};
 
-use mutation::{ClusteringBound, PartitionHeader, Row};
-
 /// The server clock in seconds since the epoch, as `mutation` stores local deletion times.
 /// Storage reads the clock for one thing only: deciding, in compaction, what gc_grace allows
 /// to purge.
@@ -48,93 +46,13 @@ pub(crate) fn now_seconds() -> mutation::LocalTime {
     mutation::LocalTime::try_from(secs).unwrap_or(mutation::LocalTime::MAX)
 }
 
-/// A table's id (`system_schema.tables.id`). RocksDB keeps each table in its own column family
-/// named by this id.
-pub type TableId = uuid::Uuid;
-
-/// A partition's identity: its Murmur3 token and the serialised partition key (CQL's
-/// `serializeValue` for single-column keys, the composite encoding otherwise). Two different
-/// keys can share a token; storage orders them by token, then key length, then key bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PartitionKey {
-    pub token: i64,
-    pub key: Vec<u8>,
-}
-
-/// The largest partition key storage accepts, as in Cassandra (the key length is a u16).
-pub const MAX_PARTITION_KEY_BYTES: usize = u16::MAX as usize;
-
-/// Everything one statement (or one batch) writes to one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionUpdate {
-    pub table: TableId,
-    pub key: PartitionKey,
-    /// Partition deletion and/or range tombstones.
-    pub header: Option<PartitionHeader>,
-    pub static_row: Option<Row>,
-    /// Clustering rows by byte-comparable clustering key. Order and duplicates do not matter:
-    /// storage normalizes each row and merges duplicates.
-    pub rows: Vec<(Vec<u8>, Row)>,
-}
-
-/// Which clustering rows of a partition to read: the rows whose keys are admitted by `start`
-/// and `end` (`ClusteringBound::start_admits` / `end_admits`; `None` = unbounded), in
-/// clustering order or, if `reversed`, the reverse.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ClusteringSlice {
-    pub start: Option<ClusteringBound>,
-    pub end: Option<ClusteringBound>,
-    pub reversed: bool,
-}
-
-impl ClusteringSlice {
-    /// Every row, in clustering order.
-    pub fn all() -> ClusteringSlice {
-        ClusteringSlice::default()
-    }
-}
-
-/// One partition (or a page of it) as stored: fragments merged, nothing filtered for liveness.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionData {
-    pub key: PartitionKey,
-    /// `PartitionHeader::default()` if none is stored.
-    pub header: PartitionHeader,
-    pub static_row: Option<Row>,
-    /// In clustering order (reverse order if the slice is reversed). Rows that are tombstones
-    /// or expired are included: the caller applies deletions and TTL with its `now`.
-    pub rows: Vec<(Vec<u8>, Row)>,
-}
-
-/// Where a `scan` starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScanStart {
-    Beginning,
-    /// Partitions with token >= this.
-    Token(i64),
-    /// Opaque, from a previous `ScanPage::resume`.
-    Resume(Vec<u8>),
-}
-
-/// A page of a token-ordered scan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScanPage {
-    pub partitions: Vec<PartitionData>,
-    /// Pass back as `ScanStart::Resume` for the next page; `None` = the scan is complete.
-    pub resume: Option<Vec<u8>>,
-    /// The page ended inside its last partition: the next page starts with the rest of its
-    /// rows. (Otherwise the last partition is whole, and one with no live rows can be shown
-    /// as its static row.)
-    pub last_partition_continues: bool,
-}
-
-/// A page of one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionPage {
-    pub data: PartitionData,
-    /// Pass back as `resume` (with the same slice) for the next page; `None` = complete.
-    pub resume: Option<Vec<u8>>,
-}
+// Transitional: the partition and read vocabulary moved to `mutation` (issue 34), so that
+// messaging never depends on the engine. Crates not yet switched to `mutation::` still import
+// them from here; the re-export goes once every import names `mutation`.
+pub use mutation::{
+    ClusteringSlice, PartitionData, PartitionKey, PartitionPage, PartitionUpdate, ScanPage,
+    ScanStart, TableId, MAX_PARTITION_KEY_BYTES,
+};
 
 /// How durable a write is when `apply` returns (Cassandra's `commitlog_sync` and keyspace
 /// `durable_writes`).

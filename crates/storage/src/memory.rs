@@ -9,13 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use mutation::{
+    ClusteringSlice, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart, TableId,
+};
+
 use crate::keys::{parse_key, partition_prefix, KIND_HEADER, KIND_STATIC};
 use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values, purge_value, Purged};
-use crate::{
-    ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, TableId, TableStats,
-};
+use crate::{Durability, StorageEngine, StorageError, TableStats};
 
 type Table = BTreeMap<Vec<u8>, Vec<u8>>;
 

@@ -2,16 +2,16 @@
 //! written once against `Source`, a minimal ordered key-value view, so that engines differ only
 //! in how they fetch bytes and the conformance suite tests one page-assembly implementation.
 
-use mutation::{decode_partition_header, decode_row, PartitionHeader, Row};
+use mutation::{
+    decode_partition_header, decode_row, ClusteringSlice, PartitionData, PartitionHeader,
+    PartitionKey, PartitionPage, Row, ScanPage, ScanStart, TableId,
+};
 
 use crate::keys::{
     decode_partition_resume, decode_scan_resume, encode_partition_resume, encode_scan_resume,
     parse_key, prefix_successor, token_bytes, KIND_HEADER, KIND_ROW, KIND_STATIC,
 };
-use crate::{
-    ClusteringSlice, PartitionData, PartitionKey, PartitionPage, ScanPage, ScanStart, StorageError,
-    TableId,
-};
+use crate::StorageError;
 
 /// Whether to keep iterating after an entry.
 pub(crate) enum Visit {

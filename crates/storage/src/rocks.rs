@@ -38,7 +38,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use mutation::{decode_partition_header, decode_row, encode_row, PartitionHeader, Purger, Row};
+use mutation::{
+    decode_partition_header, decode_row, encode_row, ClusteringSlice, PartitionHeader,
+    PartitionKey, PartitionPage, PartitionUpdate, Purger, Row, ScanPage, ScanStart, TableId,
+};
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::{
@@ -55,10 +58,7 @@ use crate::keys::{
 };
 use crate::read::{self, Source, Visit, Visitor};
 use crate::write::{fragments, merge_values, purge_value, Purged};
-use crate::{
-    ClusteringSlice, Durability, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
-    StorageEngine, StorageError, StorageFault, TableId, TableStats,
-};
+use crate::{Durability, StorageEngine, StorageError, StorageFault, TableStats};
 
 type Db = DBWithThreadMode<MultiThreaded>;
 

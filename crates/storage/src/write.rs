@@ -6,11 +6,11 @@ use std::borrow::Cow;
 
 use mutation::{
     decode_partition_header, decode_row, encode_partition_header, encode_row, merge_encoded_rows,
-    MutationError, Purger,
+    MutationError, PartitionUpdate, Purger,
 };
 
 use crate::keys::{parse_key, partition_prefix, KIND_HEADER, KIND_ROW, KIND_STATIC};
-use crate::{PartitionUpdate, StorageError};
+use crate::StorageError;
 
 /// A storage key and its encoded value.
 pub(crate) type Fragment = (Vec<u8>, Vec<u8>);

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use mutation::{
-    clustering_range_contains, Cell, ClusteringBound, ColumnData, DeletionTime, LivenessInfo,
-    PartitionHeader, RangeTombstone, Row,
+    clustering_range_contains, Cell, ClusteringBound, ClusteringSlice, ColumnData, DeletionTime,
+    LivenessInfo, PartitionData, PartitionHeader, PartitionKey, PartitionUpdate, RangeTombstone,
+    Row, ScanStart, TableId,
 };
 use storage::{
-    ClusteringSlice, Durability, MemoryEngine, PartitionData, PartitionKey, PartitionUpdate,
-    RocksConfig, RocksEngine, ScanStart, StorageEngine, StorageError, TableId, TableStats,
+    Durability, MemoryEngine, RocksConfig, RocksEngine, StorageEngine, StorageError, TableStats,
 };
 
 fn table(n: u128) -> TableId {
