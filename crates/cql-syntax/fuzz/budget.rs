@@ -1,5 +1,5 @@
-//! The stack budget of a fuzz input, shared by the fuzz targets of `cql-syntax`, `cql-protocol`
-//! and `query` (each includes this file by path).
+//! The stack budget of a fuzz input, shared by the fuzz targets of `cql-syntax`, `cql-protocol`,
+//! `query` and `mutation` (each includes this file by path).
 //!
 //! libFuzzer runs each input on its main thread, whose stack (8 MiB, or `ulimit -s`) is larger
 //! than the threads of the node that run requests get, so a recursion too deep for a shard

@@ -305,6 +305,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The offset of the next byte to read.
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// What the bytes are, as errors name it.
+    pub(crate) fn structure(&self) -> &'static str {
+        self.structure
+    }
+
     // The readers below run for every field of every stored value read or merged: inlined,
     // with their errors built out of line (they were most of a row merge's time).
     #[inline]

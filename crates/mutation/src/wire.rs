@@ -333,13 +333,27 @@ impl Reader<'_> {
         })
     }
 
-    /// A nested `codec` encoding, its errors as `codec` words them (their offsets within it).
+    /// A nested `codec` encoding. Its corruption is reported as the message's, at the offset
+    /// in the message, saying what held it; an unknown version of it as `codec` words it.
     fn nested<T>(
         &mut self,
         what: &str,
         decode: fn(&[u8]) -> Result<T, MutationError>,
     ) -> Result<T, MutationError> {
-        decode(self.slice_with_len(what)?)
+        let bytes = self.slice_with_len(what)?;
+        let start = self.offset() - bytes.len();
+        decode(bytes).map_err(|e| match e {
+            MutationError::Corrupt {
+                structure,
+                offset,
+                detail,
+            } => MutationError::Corrupt {
+                structure: self.structure(),
+                offset: start + offset,
+                detail: format!("{what} ({structure}): {detail}"),
+            },
+            other => other,
+        })
     }
 
     fn row(&mut self, what: &str) -> Result<Row, MutationError> {

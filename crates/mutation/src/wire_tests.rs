@@ -360,6 +360,28 @@ fn garbage_is_refused_saying_why() {
 
     let response = [1, 7];
     assert!(corrupt(decode_read_response(&response)).contains("response kind"));
+
+    // A corrupt row inside a message: the message's error, at the offset in the message.
+    let mut mutation = mutation_bytes(&[PartitionUpdate {
+        table: TableId::from_u128(1),
+        key: PartitionKey {
+            token: 0,
+            key: vec![],
+        },
+        header: None,
+        static_row: Some(Row::default()),
+        rows: vec![],
+    }]);
+    let row_flags_at = flags_at + 1 + 1 + 1; // update flags, row length, row version
+    mutation[row_flags_at] = 0x80;
+    assert_eq!(
+        decode_mutation(&mutation),
+        Err(MutationError::Corrupt {
+            structure: "mutation",
+            offset: row_flags_at + 1,
+            detail: "static row (row): invalid row flags 0x80".to_string(),
+        })
+    );
 }
 
 /// Slice flags with "start inclusive" but no start.
