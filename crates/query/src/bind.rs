@@ -8,7 +8,7 @@ use cql_syntax::ast::{
 use schema::{ColumnKind, Schema, TableMetadata};
 use types::CqlType;
 
-use crate::processor::{BoundValue, BoundValues, ColumnSpec};
+use crate::interface::{BoundValue, BoundValues, ColumnSpec};
 use crate::select::term_functions::Resolver;
 use crate::{select, QueryError};
 

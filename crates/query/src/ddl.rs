@@ -13,9 +13,9 @@ use schema::{
 };
 use types::{CqlType, UdtType};
 
+use crate::interface::QueryResult;
 use crate::processor::{
-    QueryProcessor, QueryResult, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget,
-    SCHEMA_META_KEY,
+    QueryProcessor, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, SCHEMA_META_KEY,
 };
 use crate::QueryError;
 

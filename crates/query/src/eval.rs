@@ -8,7 +8,7 @@ use cql_syntax::ast::{Constant, Identifier, Term};
 use types::{CqlType, Literal, Value};
 
 use crate::bind::{marker_value, Bound};
-use crate::processor::BoundValue;
+use crate::interface::BoundValue;
 use crate::select::functions;
 use crate::select::term_functions::{self, Resolver};
 use crate::QueryError;

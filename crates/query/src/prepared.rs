@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use crate::processor::{ColumnSpec, PreparedInfo};
+use crate::interface::{ColumnSpec, PreparedInfo};
 use crate::QueryError;
 
 /// Helenus's default `prepared_statements_cache_size`. Cassandra's is max(10 MiB, heap/256):

@@ -19,8 +19,9 @@ use uuid::Uuid;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
+use crate::interface::{ColumnSpec, QueryOptions, QueryResult, ResultSet};
 use crate::limits::{InSelectGuardrails, KeyKind, Pacer, RequestStart};
-use crate::processor::{ColumnSpec, QueryOptions, QueryProcessor, QueryResult, ResultSet};
+use crate::processor::QueryProcessor;
 use crate::slices::{ClusteringRange, TupleBound};
 use crate::write::{clustering_key, partition_key, split_elements};
 use crate::{system_tables, warnings, QueryError};

@@ -24,7 +24,7 @@ use super::operations;
 use super::{CellTime, RowValues};
 use crate::bind::{column, Bound};
 use crate::eval::{constant_text, evaluate, TermValue};
-use crate::processor::ColumnSpec;
+use crate::interface::ColumnSpec;
 use crate::write::split_elements;
 use crate::QueryError;
 
