@@ -2,8 +2,10 @@
 //! options, results, prepared statements, sessions and the node's own facts. Depends on nothing
 //! else in this crate, so every stage can use it without reaching back into the processor.
 
+use std::any::Any;
+use std::fmt;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use coordinator::ConsistencyLevel;
@@ -11,7 +13,6 @@ use cql_syntax::ast::Statement;
 use uuid::Uuid;
 
 use crate::processor::SchemaChangeEvent;
-use crate::{select, write};
 
 /// Facts about this node that system tables report.
 #[derive(Debug, Clone)]
@@ -115,10 +116,50 @@ pub struct PreparedInfo {
     pub result_columns: Vec<ColumnSpec>,
     pub(crate) statement: Statement,
     pub(crate) keyspace: Option<String>,
-    /// A SELECT's compiled selection, filled by its first execution.
-    pub(crate) selection: select::SelectionCache,
-    /// An INSERT's plan, filled by its first execution.
-    pub(crate) insert: write::InsertCache,
+    /// A SELECT's compiled selection or an INSERT's plan, filled by its first execution.
+    pub(crate) plan: PlanCache,
+}
+
+/// What a prepared statement's executions compile once and share (a SELECT's selection, an
+/// INSERT's column positions), kept with the schema version it was compiled against: a
+/// statement's plan depends only on its text, its keyspace and the schema, and every schema
+/// change gets a new version. The plan's type is the stage's own (`select`, `write`), which
+/// this module does not know: a statement only ever stores one type, and a plan of another
+/// type is compiled again as if it were stale. A failed compilation is not kept: the error is
+/// the statement's until the schema changes, and is found again on each execution.
+#[derive(Default)]
+pub(crate) struct PlanCache {
+    planned: Mutex<Option<(Uuid, Arc<dyn Any + Send + Sync>)>>,
+}
+
+impl PlanCache {
+    /// The plan compiled for `version`, compiling it with `compile` if there is none.
+    pub(crate) fn get_or_compile<T: Any + Send + Sync, E>(
+        &self,
+        version: Uuid,
+        compile: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((planned_version, plan)) = planned.as_ref() {
+            if *planned_version == version {
+                if let Ok(plan) = Arc::clone(plan).downcast::<T>() {
+                    return Ok(plan);
+                }
+            }
+        }
+        let plan = Arc::new(compile()?);
+        *planned = Some((version, plan.clone()));
+        Ok(plan)
+    }
+}
+
+impl fmt::Debug for PlanCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("PlanCache")
+            .field("version", &planned.as_ref().map(|(version, _)| *version))
+            .finish()
+    }
 }
 
 /// What a prepared statement does, for a front end that answers reads and writes of user data
@@ -194,4 +235,42 @@ pub enum BatchItem {
 #[derive(Debug, Clone, Default)]
 pub struct Session {
     pub keyspace: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_is_kept_for_its_schema_version_and_type() {
+        let cache = PlanCache::default();
+        let (v1, v2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let first = cache.get_or_compile(v1, || Ok::<_, ()>(1u32)).unwrap();
+        let again = cache.get_or_compile(v1, || Ok::<_, ()>(2u32)).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same version shares the plan"
+        );
+        let other_type = cache.get_or_compile(v1, || Ok::<_, ()>("text")).unwrap();
+        assert_eq!(
+            *other_type, "text",
+            "a plan of another type is compiled again"
+        );
+        let newer = cache.get_or_compile(v2, || Ok::<_, ()>(3u32)).unwrap();
+        assert_eq!(*newer, 3, "a new schema version compiles again");
+    }
+
+    #[test]
+    fn a_failed_compilation_is_not_kept() {
+        let cache = PlanCache::default();
+        let version = Uuid::from_u128(1);
+        assert_eq!(
+            cache.get_or_compile(version, || Err::<u32, _>("bad")),
+            Err("bad")
+        );
+        let plan = cache
+            .get_or_compile(version, || Ok::<_, &str>(7u32))
+            .unwrap();
+        assert_eq!(*plan, 7);
+    }
 }

@@ -13,7 +13,8 @@ use uuid::Uuid;
 
 use crate::bind::{self, Bound};
 use crate::interface::{
-    BatchItem, BatchKind, NodeInfo, Outcome, PreparedInfo, QueryOptions, QueryResult, Session,
+    BatchItem, BatchKind, NodeInfo, Outcome, PlanCache, PreparedInfo, QueryOptions, QueryResult,
+    Session,
 };
 use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
@@ -47,10 +48,9 @@ pub struct SchemaChangeEvent {
 #[derive(Clone, Copy)]
 struct Executable<'a> {
     statement: &'a Statement,
-    /// A prepared SELECT's compiled selection; `None` for a statement that was not prepared.
-    selection: Option<&'a select::SelectionCache>,
-    /// A prepared INSERT's plan; `None` for a statement that was not prepared.
-    insert: Option<&'a write::InsertCache>,
+    /// A prepared SELECT's compiled selection or INSERT's plan; `None` for a statement that
+    /// was not prepared.
+    plan: Option<&'a PlanCache>,
 }
 
 /// A statement of a BATCH request: parsed from its text, or prepared (shared with the cache,
@@ -228,8 +228,7 @@ impl QueryProcessor {
         let values = bind::resolve_values(&info.specs, std::mem::take(&mut options.values))?;
         let run = Executable {
             statement: &statement,
-            selection: None,
-            insert: None,
+            plan: None,
         };
         self.outcome(run, keyspace, &values, &options, session, start)
             .await
@@ -261,8 +260,7 @@ impl QueryProcessor {
             result_columns: info.result_columns,
             statement,
             keyspace,
-            selection: select::SelectionCache::default(),
-            insert: write::InsertCache::default(),
+            plan: PlanCache::default(),
         };
         Ok(self.prepared.insert(prepared, text))
     }
@@ -298,8 +296,7 @@ impl QueryProcessor {
         let keyspace = prepared.keyspace.clone();
         let run = Executable {
             statement: &prepared.statement,
-            selection: Some(&prepared.selection),
-            insert: Some(&prepared.insert),
+            plan: Some(&prepared.plan),
         };
         self.outcome(run, keyspace, &values, &options, session, start)
             .await
@@ -382,7 +379,7 @@ impl QueryProcessor {
                 let (statement, ks, insert_cache) = match statement {
                     BatchStatement::Text(s) => (&**s, keyspace.as_deref(), None),
                     BatchStatement::Prepared(p) => {
-                        (&p.statement, p.keyspace.as_deref(), Some(&p.insert))
+                        (&p.statement, p.keyspace.as_deref(), Some(&p.plan))
                     }
                 };
                 let ctx = write::WriteContext {
@@ -463,7 +460,7 @@ impl QueryProcessor {
             Statement::Select(select) => {
                 let select = select::SelectStatement {
                     select,
-                    cache: run.selection,
+                    cache: run.plan,
                 };
                 select::execute(
                     self,
@@ -495,7 +492,7 @@ impl QueryProcessor {
                         now_seconds,
                         in_batch: false,
                         lists,
-                        insert_cache: run.insert,
+                        insert_cache: run.plan,
                         in_select_guardrails: &self.in_select_guardrails,
                     };
                     let mut collected = write::MutationSet::default();

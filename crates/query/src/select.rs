@@ -4,7 +4,7 @@
 //! the answer.
 
 use std::cmp::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use coordinator::{ReadCommand, ReadResponse};
@@ -15,11 +15,10 @@ use mutation::{Cell, CellValue, ColumnData, DeletionTime, RangeTombstone, Row};
 use schema::{ClusteringOrder, ColumnKind, Schema, TableMetadata};
 use storage::{ClusteringSlice, PartitionData, PartitionKey, ScanStart};
 use types::CqlType;
-use uuid::Uuid;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
-use crate::interface::{ColumnSpec, QueryOptions, QueryResult, ResultSet};
+use crate::interface::{ColumnSpec, PlanCache, QueryOptions, QueryResult, ResultSet};
 use crate::limits::{InSelectGuardrails, KeyKind, Pacer, RequestStart};
 use crate::processor::QueryProcessor;
 use crate::slices::{ClusteringRange, TupleBound};
@@ -59,42 +58,13 @@ fn compile_selection(
     selector::compile(table, types, select)
 }
 
-/// A prepared SELECT's compiled (unbound) selection, kept with the schema version it was
-/// compiled against, so an EXECUTE shares it instead of compiling it again (and copies it only
-/// to bind terms into it). A statement's selection depends only on its text, its keyspace and
-/// the schema, and every schema change gets a new version.
-#[derive(Debug, Default)]
-pub(crate) struct SelectionCache {
-    compiled: Mutex<Option<(Uuid, Arc<Selection>)>>,
-}
-
-impl SelectionCache {
-    fn get_or_compile(
-        &self,
-        schema: &Schema,
-        table: &TableMetadata,
-        select: &Select,
-    ) -> Result<Arc<Selection>, QueryError> {
-        let mut compiled = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((version, selection)) = compiled.as_ref() {
-            if *version == schema.version {
-                return Ok(selection.clone());
-            }
-        }
-        let selection = Arc::new(compile_selection(schema, table, select)?);
-        *compiled = Some((schema.version, selection.clone()));
-        Ok(selection)
-    }
-}
-
 /// A SELECT to execute and, when it was prepared, its statement's compiled selection.
 #[derive(Clone, Copy)]
 pub(crate) struct SelectStatement<'a> {
     pub select: &'a Select,
-    pub cache: Option<&'a SelectionCache>,
+    /// A prepared SELECT's compiled (unbound) selection, shared by its executions (which copy
+    /// it only to bind terms into it).
+    pub cache: Option<&'a PlanCache>,
 }
 
 pub(crate) fn analyze_selection(
@@ -1099,12 +1069,14 @@ fn build_plan(
     table: &Arc<TableMetadata>,
     select: &Select,
     values: &[Bound],
-    cache: Option<&SelectionCache>,
+    cache: Option<&PlanCache>,
     guardrails: &InSelectGuardrails,
     warnings: &mut Vec<String>,
 ) -> Result<Plan, QueryError> {
     let mut selection = match cache {
-        Some(cache) => cache.get_or_compile(schema, table, select)?,
+        Some(cache) => {
+            cache.get_or_compile(schema.version, || compile_selection(schema, table, select))?
+        }
         None => Arc::new(compile_selection(schema, table, select)?),
     };
     // A prepared statement's selection is shared; it is copied only to bind terms into it.

@@ -2,7 +2,7 @@
 //! is read before writing).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use coordinator::ConsistencyLevel;
 use cql_syntax::ast::{
@@ -19,6 +19,7 @@ use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
+use crate::interface::PlanCache;
 use crate::limits::{InSelectGuardrails, KeyKind};
 use crate::processor::QueryProcessor;
 use crate::slices::TupleBound;
@@ -69,14 +70,14 @@ pub(crate) struct WriteContext<'a> {
     pub lists: Option<&'a ListState>,
     /// A prepared INSERT's plan, kept between executions; `None` for a statement that was not
     /// prepared (and for the statements inside a BATCH statement's text).
-    pub insert_cache: Option<&'a InsertCache>,
+    pub insert_cache: Option<&'a PlanCache>,
     /// The guardrail on the products of IN restrictions, which Cassandra applies to the keys of
     /// UPDATE and DELETE too.
     pub in_select_guardrails: &'a InSelectGuardrails,
 }
 
 /// What an `INSERT` resolves by name, once: its table, and where each column it lists sits in
-/// the table's columns. A prepared INSERT keeps its plan ([`InsertCache`]) for the schema
+/// the table's columns. A prepared INSERT keeps its plan (in its `PlanCache`) for the schema
 /// version it was made against, so an execution does not look the table and its columns up
 /// again (a linear search by name per column).
 #[derive(Debug)]
@@ -85,32 +86,6 @@ pub(crate) struct InsertPlan {
     /// For `INSERT ... VALUES`, the index in `table.columns` of each listed column, in the
     /// statement's order; empty for `INSERT ... JSON`, whose columns come with each value.
     indexes: Vec<usize>,
-}
-
-/// A prepared INSERT's plan for the schema version it was made against (compare
-/// `select::SelectionCache`). A failed plan is not kept: the error is the statement's until
-/// the schema changes, and is found again on each execution.
-#[derive(Debug, Default)]
-pub(crate) struct InsertCache {
-    planned: Mutex<Option<(uuid::Uuid, Arc<InsertPlan>)>>,
-}
-
-impl InsertCache {
-    fn get_or_plan(
-        &self,
-        s: &Insert,
-        ctx: &WriteContext<'_>,
-    ) -> Result<Arc<InsertPlan>, QueryError> {
-        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((version, plan)) = planned.as_ref() {
-            if *version == ctx.schema.version {
-                return Ok(plan.clone());
-            }
-        }
-        let plan = Arc::new(plan_insert(s, ctx)?);
-        *planned = Some((ctx.schema.version, plan.clone()));
-        Ok(plan)
-    }
 }
 
 fn plan_insert(s: &Insert, ctx: &WriteContext<'_>) -> Result<InsertPlan, QueryError> {
@@ -848,7 +823,7 @@ fn json_values(
 
 fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let plan = match ctx.insert_cache {
-        Some(cache) => cache.get_or_plan(s, ctx)?,
+        Some(cache) => cache.get_or_compile(ctx.schema.version, || plan_insert(s, ctx))?,
         None => Arc::new(plan_insert(s, ctx)?),
     };
     let table = &*plan.table;
