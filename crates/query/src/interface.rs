@@ -6,6 +6,7 @@ use std::any::Any;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use coordinator::ConsistencyLevel;
@@ -57,6 +58,18 @@ pub struct QueryOptions {
     /// Protocol v5 per-request keyspace.
     pub keyspace: Option<String>,
     pub now_in_seconds: Option<i32>,
+}
+
+impl QueryOptions {
+    /// The request's `now`: the client's `now_in_seconds` (protocol v5) or the server clock.
+    pub(crate) fn now_seconds(&self) -> mutation::LocalTime {
+        match self.now_in_seconds {
+            Some(now) => now.max(0).unsigned_abs(),
+            None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+                mutation::LocalTime::try_from(d.as_secs()).unwrap_or(mutation::LocalTime::MAX)
+            }),
+        }
+    }
 }
 
 impl Default for QueryOptions {

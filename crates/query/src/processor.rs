@@ -199,13 +199,15 @@ impl QueryProcessor {
         }
     }
 
-    /// The request's `now`: the client's `now_in_seconds` (protocol v5) or the server clock.
-    pub(crate) fn now_seconds(options: &QueryOptions) -> mutation::LocalTime {
-        match options.now_in_seconds {
-            Some(now) => now.max(0).unsigned_abs(),
-            None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-                mutation::LocalTime::try_from(d.as_secs()).unwrap_or(mutation::LocalTime::MAX)
-            }),
+    /// What a SELECT needs of this processor, against the schema snapshot `schema`.
+    fn read_context<'a>(&'a self, schema: &'a Schema) -> select::ReadContext<'a> {
+        select::ReadContext {
+            schema,
+            coordinator: &self.coordinator,
+            node: &self.node,
+            timeouts: &self.timeouts,
+            in_select_guardrails: &self.in_select_guardrails,
+            tombstone_warn_threshold: self.tombstone_warn_threshold,
         }
     }
 
@@ -372,7 +374,7 @@ impl QueryProcessor {
             };
             resolved.push((statement, values));
         }
-        let now_seconds = Self::now_seconds(&options);
+        let now_seconds = options.now_seconds();
         let collect = |lists: Option<&write::ListState>| {
             let mut collected = write::MutationSet::default();
             for (statement, values) in &resolved {
@@ -398,7 +400,7 @@ impl QueryProcessor {
             Ok::<_, QueryError>(collected)
         };
         let mut collected = write::collect_reading_lists(
-            self,
+            &self.coordinator,
             &schema,
             options.consistency,
             now_seconds,
@@ -463,8 +465,7 @@ impl QueryProcessor {
                     cache: run.plan,
                 };
                 select::execute(
-                    self,
-                    &schema,
+                    self.read_context(&schema),
                     select,
                     keyspace.as_deref(),
                     values,
@@ -482,7 +483,7 @@ impl QueryProcessor {
                     Some(t) => t,
                     None => self.next_timestamp(),
                 };
-                let now_seconds = Self::now_seconds(options);
+                let now_seconds = options.now_seconds();
                 let collect = |lists: Option<&write::ListState>| {
                     let ctx = write::WriteContext {
                         schema: &schema,
@@ -500,7 +501,7 @@ impl QueryProcessor {
                     Ok::<_, QueryError>(collected)
                 };
                 let mut collected = write::collect_reading_lists(
-                    self,
+                    &self.coordinator,
                     &schema,
                     options.consistency,
                     now_seconds,

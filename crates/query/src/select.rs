@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use coordinator::{ReadCommand, ReadResponse};
+use coordinator::{Coordinator, ReadCommand, ReadResponse};
 use cql_syntax::ast::{
     Identifier, Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term,
 };
@@ -18,9 +18,8 @@ use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
 use crate::eval::{evaluate, TermValue};
-use crate::interface::{ColumnSpec, PlanCache, QueryOptions, QueryResult, ResultSet};
-use crate::limits::{InSelectGuardrails, KeyKind, Pacer, RequestStart};
-use crate::processor::QueryProcessor;
+use crate::interface::{ColumnSpec, NodeInfo, PlanCache, QueryOptions, QueryResult, ResultSet};
+use crate::limits::{InSelectGuardrails, KeyKind, Pacer, RequestStart, RequestTimeouts};
 use crate::slices::{ClusteringRange, TupleBound};
 use crate::write::{clustering_key, partition_key, split_elements};
 use crate::{system_tables, warnings, QueryError};
@@ -2289,10 +2288,23 @@ impl Sink {
     }
 }
 
-#[allow(clippy::too_many_arguments)] // the request's parts
+/// What a SELECT needs besides its statement and the request: the schema snapshot it was
+/// analysed against, the coordinator its reads go through, and the node's facts and limits.
+#[derive(Clone, Copy)]
+pub(crate) struct ReadContext<'a> {
+    pub schema: &'a Schema,
+    pub coordinator: &'a Coordinator,
+    /// This node's facts, which the system tables serve.
+    pub node: &'a NodeInfo,
+    /// `read_request_timeout` for partition reads, `range_request_timeout` for scans.
+    pub timeouts: &'a RequestTimeouts,
+    pub in_select_guardrails: &'a InSelectGuardrails,
+    /// `tombstone_warn_threshold`: a read command meeting more tombstones gets a warning.
+    pub tombstone_warn_threshold: u64,
+}
+
 pub(crate) async fn execute(
-    processor: &QueryProcessor,
-    schema: &Schema,
+    ctx: ReadContext<'_>,
     statement: SelectStatement<'_>,
     keyspace: Option<&str>,
     values: &[Bound],
@@ -2302,10 +2314,7 @@ pub(crate) async fn execute(
 ) -> Result<QueryResult, QueryError> {
     let select = statement.select;
     if !select.json {
-        return execute_rows(
-            processor, schema, statement, keyspace, values, options, start, warnings,
-        )
-        .await;
+        return execute_rows(ctx, statement, keyspace, values, options, start, warnings).await;
     }
     // SELECT JSON: the same query, each result row turned into one JSON object.
     let plain = Select {
@@ -2313,8 +2322,7 @@ pub(crate) async fn execute(
         ..select.clone()
     };
     match execute_rows(
-        processor,
-        schema,
+        ctx,
         SelectStatement {
             select: &plain,
             ..statement
@@ -2387,10 +2395,8 @@ fn rows_to_json(rs: ResultSet) -> Result<ResultSet, QueryError> {
     })
 }
 
-#[allow(clippy::too_many_arguments)] // the request's parts
 async fn execute_rows(
-    processor: &QueryProcessor,
-    schema: &Schema,
+    ctx: ReadContext<'_>,
     statement: SelectStatement<'_>,
     keyspace: Option<&str>,
     values: &[Bound],
@@ -2399,6 +2405,7 @@ async fn execute_rows(
     warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
     let select = statement.select;
+    let schema = ctx.schema;
     let table = resolve_table(
         schema,
         select.table.keyspace.as_ref(),
@@ -2411,7 +2418,7 @@ async fn execute_rows(
         select,
         values,
         statement.cache,
-        &processor.in_select_guardrails,
+        ctx.in_select_guardrails,
         warnings,
     )?;
     // Cassandra warns of aggregates and GROUP BY over many partitions (SelectStatement).
@@ -2434,7 +2441,7 @@ async fn execute_rows(
         Some(_) => plan.limit.take(),
         None => None,
     };
-    let now = QueryProcessor::now_seconds(options);
+    let now = options.now_seconds();
     // An aggregate without GROUP BY is one row computed over every page read internally.
     let page_size = match options.page_size {
         Some(n) if n > 0 && !plan.aggregate => Some(n as usize),
@@ -2446,7 +2453,7 @@ async fn execute_rows(
     };
 
     if table.virtual_table {
-        let rows = system_tables::rows(processor, schema, table)?;
+        let rows = system_tables::rows(ctx.node, schema, table)?;
         return Ok(QueryResult::Rows(finish_virtual(
             &plan, rows, page_size, state, now,
         )?));
@@ -2458,8 +2465,8 @@ async fn execute_rows(
     // Reads of named partitions run under `read_request_timeout`, scans under
     // `range_request_timeout`, as Cassandra's single-partition and range commands.
     let timeout = match plan.partitions {
-        Some(_) => processor.timeouts.read,
-        None => processor.timeouts.range,
+        Some(_) => ctx.timeouts.read,
+        None => ctx.timeouts.range,
     };
     let block_for = options
         .consistency
@@ -2486,7 +2493,7 @@ async fn execute_rows(
         (Some(n), _) => Some(n as usize),
         (None, limit) => limit,
     };
-    let threshold = processor.tombstone_warn_threshold;
+    let threshold = ctx.tombstone_warn_threshold;
     let mut tally = TombstoneTally::default();
     loop {
         if let Some(keys) = &plan.partitions {
@@ -2513,7 +2520,7 @@ async fn execute_rows(
                 let key = keys.key(table, idx / slices)?;
                 let key = key.as_ref();
                 let page = if keys.admits(key) {
-                    let response = processor
+                    let response = ctx
                         .coordinator
                         .read(
                             keyspace_meta,
@@ -2568,7 +2575,7 @@ async fn execute_rows(
                     (None, Some(t)) => ScanStart::Token(t),
                     (None, None) => ScanStart::Beginning,
                 };
-                let response = processor
+                let response = ctx
                     .coordinator
                     .read(
                         keyspace_meta,

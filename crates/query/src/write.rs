@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use coordinator::ConsistencyLevel;
+use coordinator::{ConsistencyLevel, Coordinator};
 use cql_syntax::ast::{
     Assignment, Delete, DeleteSelector, Insert, InsertValues, Operator, Relation, RelationValue,
     Statement, Term, Update, Using,
@@ -2024,7 +2024,7 @@ fn list_index(term: &Term, column: &str, ctx: &WriteContext<'_>) -> Result<i32, 
 /// or value need the list: the first pass names the lists, they are read, and a second pass
 /// writes with them.
 pub(crate) async fn collect_reading_lists(
-    processor: &QueryProcessor,
+    coordinator: &Coordinator,
     schema: &Schema,
     consistency: ConsistencyLevel,
     now: mutation::LocalTime,
@@ -2036,7 +2036,7 @@ pub(crate) async fn collect_reading_lists(
         return Ok(collected);
     }
     let lists = read_lists(
-        processor,
+        coordinator,
         schema,
         &collected.list_reads,
         consistency,
@@ -2050,7 +2050,7 @@ pub(crate) async fn collect_reading_lists(
 /// Reads the lists `reads` names at `consistency`: each list's live elements in order, after
 /// the row's and partition's deletions.
 async fn read_lists(
-    processor: &QueryProcessor,
+    coordinator: &Coordinator,
     schema: &Schema,
     reads: &std::collections::BTreeSet<ListRead>,
     consistency: ConsistencyLevel,
@@ -2087,8 +2087,7 @@ async fn read_lists(
             max_rows: 1,
             resume: None,
         };
-        let ReadResponse::Partition(page) = processor
-            .coordinator
+        let ReadResponse::Partition(page) = coordinator
             .read(keyspace, command, consistency, deadline)
             .await?
         else {
