@@ -21,7 +21,7 @@ use super::aggregates::{self, Accumulator, AggregateFunction};
 use super::collection_functions::CollectionFunction;
 use super::functions::{self, ArgKind, Assignment, CollectionShape, Scalar, Signature};
 use super::operations;
-use super::{CellTime, RowValues};
+use super::row::{CellTime, RowValues};
 use crate::bind::{column, Bound};
 use crate::eval::{constant_text, evaluate, TermValue};
 use crate::interface::ColumnSpec;
