@@ -18,15 +18,18 @@ mod paging;
 mod partition_rows;
 mod partitions;
 mod plan;
+mod planner;
 mod restrictions;
 mod row;
+mod selection;
 mod selector;
 pub(crate) mod term_functions;
 mod tombstones;
 mod vector_functions;
 
 pub(crate) use execution::{execute, ReadContext, SelectStatement};
-pub(crate) use plan::{analyze_selection, exact_key_type};
+pub(crate) use planner::exact_key_type;
 pub(crate) use restrictions::{
     check_distinct, check_not_equal, check_token_columns, check_where, is_token_call,
 };
+pub(crate) use selection::analyze_selection;

@@ -16,11 +16,11 @@ use crate::limits::{InSelectGuardrails, Pacer, RequestStart, RequestTimeouts};
 use crate::write::partition_key;
 use crate::{system_tables, warnings, QueryError};
 
-use super::filter::passes;
-use super::grouping::Grouper;
+use super::grouping::{Flow, Grouper};
 use super::paging::PagingState;
 use super::partition_rows::{partition_rows, PartitionPosition};
-use super::plan::{build_plan, read_slice, reads_per_partition, Plan};
+use super::plan::{passes, read_slice, reads_per_partition, Plan};
+use super::planner::build_plan;
 use super::row::RowValues;
 use super::selector::GroupState;
 use super::tombstones::TombstoneTally;
@@ -46,16 +46,6 @@ pub(super) enum Sink {
     Rows(Rows),
     Aggregate(Box<GroupState>),
     Grouped(Grouper),
-}
-
-/// What a grouped read does after a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Flow {
-    Continue,
-    /// The page is full; the row was not consumed and starts a later page.
-    PageFull,
-    /// LIMIT groups were returned.
-    Done,
 }
 
 impl Sink {

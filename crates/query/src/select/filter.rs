@@ -3,11 +3,11 @@
 use std::cmp::Ordering;
 
 use cql_syntax::ast::Operator;
+use schema::TableMetadata;
 use types::CqlType;
 
 use crate::write::split_elements;
 
-use super::plan::{Filter, Plan};
 use super::row::RowValues;
 
 pub(super) fn op_matches(op: &Operator, ord: Ordering) -> bool {
@@ -22,21 +22,12 @@ pub(super) fn op_matches(op: &Operator, ord: Ordering) -> bool {
     }
 }
 
-/// Whether a row read from storage passes the restrictions its read did not enforce.
-pub(super) fn passes(plan: &Plan, row: &RowValues) -> bool {
-    plan.filters
-        .iter()
-        .enumerate()
-        .all(|(i, f)| enforced_bit(plan.enforced, i) || filter_passes(plan, f, row))
-}
-
 /// Whether filter `i` is in a mask of `enforced_by_read`.
 pub(super) fn enforced_bit(mask: u64, i: usize) -> bool {
     i < 64 && mask & (1 << i) != 0
 }
 
-pub(super) fn filter_passes(plan: &Plan, f: &Filter, row: &RowValues) -> bool {
-    let table = &plan.table;
+pub(super) fn filter_passes(table: &TableMetadata, f: &Filter, row: &RowValues) -> bool {
     match f {
         Filter::Compare { column, op, values } => {
             let ty = &table.columns[*column].ty;
@@ -123,4 +114,29 @@ pub(super) fn contains(ty: &CqlType, collection: &[u8], needle: &[u8], key: bool
             .unwrap_or(false),
         _ => false,
     }
+}
+
+/// One WHERE relation as a row predicate.
+pub(super) enum Filter {
+    Compare {
+        column: usize,
+        op: Operator,
+        values: Vec<Vec<u8>>,
+    },
+    MultiColumn {
+        columns: Vec<usize>,
+        op: Operator,
+        tuples: Vec<Vec<Vec<u8>>>,
+    },
+    Token {
+        op: Operator,
+        value: i64,
+    },
+    IsNotNull(usize),
+    /// `m[key] = value` on a non-frozen map column.
+    MapEntry {
+        column: usize,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
 }

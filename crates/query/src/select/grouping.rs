@@ -8,7 +8,6 @@ use storage::PartitionKey;
 use crate::write::clustering_key;
 use crate::QueryError;
 
-use super::execution::Flow;
 use super::paging::{GroupKey, GroupResume, PagingState};
 use super::plan::Plan;
 use super::row::RowValues;
@@ -209,4 +208,14 @@ impl Grouper {
                 partition_groups: *ordinal as u32,
             })
     }
+}
+
+/// What a grouped read does after a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flow {
+    Continue,
+    /// The page is full; the row was not consumed and starts a later page.
+    PageFull,
+    /// LIMIT groups were returned.
+    Done,
 }

@@ -8,8 +8,7 @@ use storage::PartitionKey;
 use crate::write::partition_key;
 use crate::QueryError;
 
-use super::filter::op_matches;
-use super::plan::Filter;
+use super::filter::{op_matches, Filter};
 
 /// The number of combinations of lists of these lengths, saturated (it is checked against a
 /// guardrail before any combination is built).

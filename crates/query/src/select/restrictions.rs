@@ -8,7 +8,8 @@ use types::CqlType;
 use crate::bind::column;
 use crate::QueryError;
 
-use super::plan::{compile_selection, Filter};
+use super::filter::Filter;
+use super::selection::compile_selection;
 
 /// Whether a term is a call of `token(...)`.
 pub(crate) fn is_token_call(t: &Term) -> bool {

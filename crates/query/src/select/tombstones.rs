@@ -8,8 +8,9 @@ use types::CqlType;
 
 use crate::warnings;
 
+use super::filter::Filter;
 use super::partition_rows::{covering_deletion, live_cell, newer};
-use super::plan::{Filter, Plan};
+use super::plan::Plan;
 
 /// What Cassandra's read metrics count in a partition as read (`ReadCommand`'s
 /// `MetricRecording`): live rows (static row included), and tombstones: each dead cell (a
