@@ -22,6 +22,7 @@ mod processor;
 mod select;
 mod slices;
 mod system_tables;
+mod timeuuid;
 mod warnings;
 mod write;
 

@@ -24,6 +24,7 @@ mod row;
 mod selection;
 mod selector;
 pub(crate) mod term_functions;
+pub(crate) mod term_text;
 mod tombstones;
 mod vector_functions;
 

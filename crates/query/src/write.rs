@@ -653,7 +653,7 @@ fn prepended_list_elements(
     attrs: &WriteAttributes,
 ) -> Result<Vec<(Vec<u8>, Cell)>, QueryError> {
     let elements = split_elements(bytes, 1)?;
-    let paths = crate::eval::prepend_timeuuids(elements.len());
+    let paths = crate::timeuuid::prepend_timeuuids(elements.len());
     let mut cells: Vec<_> = paths
         .into_iter()
         .zip(elements)
@@ -673,7 +673,7 @@ fn multi_cell_elements(
     match ty {
         CqlType::List(_) => {
             for element in split_elements(bytes, 1)? {
-                let path = crate::eval::new_timeuuid().as_bytes().to_vec();
+                let path = crate::timeuuid::new_timeuuid().as_bytes().to_vec();
                 cells.push((path, cell(attrs, element[0].to_vec())));
             }
         }

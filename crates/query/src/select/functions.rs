@@ -766,9 +766,9 @@ pub(crate) fn call(
         v.encode(&mut out);
         Some(out)
     };
-    let now_ms = crate::eval::now_millis;
+    let now_ms = crate::timeuuid::now_millis;
     match &sig.function {
-        Scalar::Now => return Ok(encode(Value::Timeuuid(crate::eval::new_timeuuid()))),
+        Scalar::Now => return Ok(encode(Value::Timeuuid(crate::timeuuid::new_timeuuid()))),
         Scalar::Uuid => return Ok(encode(Value::Uuid(uuid::Uuid::new_v4()))),
         Scalar::CurrentTimestamp => return Ok(encode(Value::Timestamp(now_ms()))),
         Scalar::CurrentDate => return Ok(encode(Value::Date(date_of_millis(now_ms())))),

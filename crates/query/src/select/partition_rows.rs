@@ -324,8 +324,8 @@ mod tests {
         // Ticks 2^32 - 1 and 2^32: the later one has the smaller first bytes (time_low wraps
         // every ~7 minutes), so byte order would put it first.
         let node = 0x0000_0100_0000_0000;
-        let early = crate::eval::timeuuid_from_ticks(0xFFFF_FFFF, node);
-        let late = crate::eval::timeuuid_from_ticks(0x1_0000_0000, node);
+        let early = crate::timeuuid::timeuuid_from_ticks(0xFFFF_FFFF, node);
+        let late = crate::timeuuid::timeuuid_from_ticks(0x1_0000_0000, node);
         assert!(late.as_bytes() < early.as_bytes());
         let cells: Vec<(&[u8], &[u8])> = vec![(late.as_bytes(), b"2"), (early.as_bytes(), b"1")];
         let list = assemble_multi_cell(&CqlType::List(Box::new(CqlType::Text)), &cells);

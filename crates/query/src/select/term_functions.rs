@@ -16,7 +16,7 @@ use super::functions::{
     self, generic_signature_for, ArgKind, CallKind, CollectionShape, Signature,
 };
 use super::operations;
-use super::selector::term_text;
+use super::term_text::term_text;
 use crate::QueryError;
 
 /// The arguments of a call term (a function call, an operation or a negation), or `None` for
