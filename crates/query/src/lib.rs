@@ -10,6 +10,7 @@
 //! Must not depend on: the protocol frame codec, sockets, or RocksDB. Results are returned as
 //! plain column specs and serialised cell values; the server crate encodes them.
 
+mod analyze;
 mod bind;
 mod ddl;
 mod describe;

@@ -19,7 +19,7 @@ use crate::interface::{
 use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
 use crate::warnings::BatchThresholds;
-use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
+use crate::{analyze, ddl, describe, select, system_tables, warnings, write, QueryError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaChangeKind {
@@ -226,7 +226,7 @@ impl QueryProcessor {
             .clone()
             .or_else(|| session.keyspace.clone());
         let schema = self.schema();
-        let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+        let info = analyze::analyze(&statement, &schema, keyspace.as_deref())?;
         let values = bind::resolve_values(&info.specs, std::mem::take(&mut options.values))?;
         let run = Executable {
             statement: &statement,
@@ -253,7 +253,7 @@ impl QueryProcessor {
         let statement =
             cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let schema = self.schema();
-        let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+        let info = analyze::analyze(&statement, &schema, keyspace.as_deref())?;
         let prepared = PreparedInfo {
             id: crate::prepared::statement_id(text, keyspace.as_deref()),
             result_metadata_id: crate::prepared::metadata_id(&info.result_columns),
@@ -359,7 +359,7 @@ impl QueryProcessor {
                 BatchItem::Query(text, values) => {
                     let statement = cql_syntax::parse_statement(&text)
                         .map_err(|e| QueryError::Syntax(e.to_string()))?;
-                    let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+                    let info = analyze::analyze(&statement, &schema, keyspace.as_deref())?;
                     let values = bind::resolve_values(&info.specs, values)?;
                     (BatchStatement::Text(Box::new(statement)), values)
                 }
