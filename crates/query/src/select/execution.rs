@@ -4,9 +4,9 @@
 use std::cmp::Ordering;
 
 use bytes::Bytes;
-use coordinator::{Coordinator, ReadCommand, ReadResponse};
+use coordinator::{ConsistencyLevel, Coordinator, ReadCommand, ReadResponse};
 use cql_syntax::ast::Select;
-use schema::Schema;
+use schema::{KeyspaceMetadata, Schema};
 use storage::{PartitionData, ScanStart};
 use types::CqlType;
 
@@ -19,6 +19,7 @@ use crate::{system_tables, warnings, QueryError};
 use super::grouping::{Flow, Grouper};
 use super::paging::PagingState;
 use super::partition_rows::{partition_rows, PartitionPosition};
+use super::partitions::PartitionList;
 use super::plan::{passes, read_slice, reads_per_partition, Plan};
 use super::planner::build_plan;
 use super::row::RowValues;
@@ -208,18 +209,7 @@ pub(super) async fn execute_rows(
             warnings.push(warnings::AGGREGATION_ON_MULTIPLE_PARTITION_KEYS.to_string());
         }
     }
-    // Rows sorted after they are read are all read first: no paging, and LIMIT after the sort.
-    // Cassandra answers a read that selects nothing by construction (an empty IN, crossed
-    // clustering bounds) before it would page, except an aggregate or GROUP BY, which it always
-    // pages.
-    let answered_unpaged = !plan.aggregate && plan.group_by.is_none() && plan.selects_nothing();
-    let post_limit = match plan.post_ordering {
-        Some(_) if options.page_size.is_some_and(|n| n > 0) && !answered_unpaged => {
-            return Err(QueryError::Invalid(POST_ORDERING_PAGING.to_string()))
-        }
-        Some(_) => plan.limit.take(),
-        None => None,
-    };
+    let post_limit = post_ordering_limit(&mut plan, options)?;
     let now = options.now_seconds();
     // An aggregate without GROUP BY is one row computed over every page read internally.
     let page_size = match options.page_size {
@@ -250,265 +240,415 @@ pub(super) async fn execute_rows(
     let block_for = options
         .consistency
         .block_for(keyspace_meta, coordinator::ReadOrWrite::Read)?;
-    let mut pacer = Pacer::new(
+    let pacer = Pacer::new(
         start.deadline(timeout),
         options.consistency,
         i32::try_from(block_for).unwrap_or(i32::MAX),
     );
-    let mut sink = match plan.group_by {
+    let sink = match plan.group_by {
         _ if plan.aggregate => Sink::Aggregate(Box::new(plan.selection.new_group())),
         Some(prefix) => Sink::Grouped(Grouper::new(&plan, prefix, page_size, &state)),
         None => Sink::Rows(Rows::new(&plan, page_size, state.returned as usize)),
     };
-    let mut state = PagingState {
+    let state = PagingState {
         group: None,
         ..state
     };
-    let grouped = plan.group_by.is_some();
-    let mut group_paging_state = None;
     // Tombstones met, counted per read command as Cassandra does for its tombstone warning.
     let command_limit = match (options.page_size.filter(|n| *n > 0), plan.limit) {
         (Some(n), Some(limit)) if !plan.aggregate => Some((n as usize).min(limit)),
         (Some(n), _) => Some(n as usize),
         (None, limit) => limit,
     };
-    let threshold = ctx.tombstone_warn_threshold;
-    let mut tally = TombstoneTally::default();
-    loop {
-        if let Some(keys) = &plan.partitions {
-            if state.partition_index as usize
-                >= keys.len().saturating_mul(reads_per_partition(&plan))
-            {
-                break;
-            }
+    let mut reads = Reads {
+        coordinator: ctx.coordinator,
+        plan: &plan,
+        keyspace: keyspace_meta,
+        consistency: options.consistency,
+        pacer,
+        now,
+        sink,
+        state,
+        tally: TombstoneTally::default(),
+        command_limit,
+        threshold: ctx.tombstone_warn_threshold,
+    };
+    let group_paging_state = reads.run(warnings).await?;
+    warnings.extend(
+        reads
+            .tally
+            .warning(&plan, reads.command_limit, reads.threshold),
+    );
+    let sink = reads.sink;
+    finish_rows(&plan, sink, group_paging_state, post_limit)
+}
+
+/// The LIMIT that applies after rows are sorted post-query (`None` without post-query
+/// ordering, or without LIMIT), taken out of the plan so the reads do not apply it.
+fn post_ordering_limit(
+    plan: &mut Plan,
+    options: &QueryOptions,
+) -> Result<Option<usize>, QueryError> {
+    // Rows sorted after they are read are all read first: no paging, and LIMIT after the sort.
+    // Cassandra answers a read that selects nothing by construction (an empty IN, crossed
+    // clustering bounds) before it would page, except an aggregate or GROUP BY, which it always
+    // pages.
+    let answered_unpaged = !plan.aggregate && plan.group_by.is_none() && plan.selects_nothing();
+    Ok(match plan.post_ordering {
+        Some(_) if options.page_size.is_some_and(|n| n > 0) && !answered_unpaged => {
+            return Err(QueryError::Invalid(POST_ORDERING_PAGING.to_string()))
         }
-        // Every storage read: the deadline, and a yield of the shard now and then (a read of
-        // many partitions, or a scan that filters out most rows, may take seconds).
-        pacer.pace().await?;
-        let want = sink.wanted().clamp(1, INTERNAL_PAGE_ROWS);
-        let page_start = state.clone();
-        let (mut pages, next): (Vec<PartitionData>, Option<PagingState>) = match &plan.partitions {
-            Some(keys) => {
-                // With several ranges, the index runs over each partition's ranges in turn.
-                let idx = state.partition_index as usize;
-                let slices = reads_per_partition(&plan);
-                let reads = keys.len().saturating_mul(slices);
-                if idx >= reads {
-                    break;
-                }
-                let key = keys.key(table, idx / slices)?;
-                let key = key.as_ref();
-                let page = if keys.admits(key) {
-                    let response = ctx
-                        .coordinator
-                        .read(
-                            keyspace_meta,
-                            ReadCommand::Partition {
-                                table: table.id,
-                                key: key.clone(),
-                                slice: read_slice(&plan, idx % slices),
-                                max_rows: if plan.distinct { 1 } else { want },
-                                resume: state.resume.clone(),
-                            },
-                            options.consistency,
-                            pacer.deadline(),
-                        )
-                        .await?;
-                    let ReadResponse::Partition(page) = response else {
-                        return Err(QueryError::Server("unexpected read response".to_string()));
-                    };
-                    page
-                } else {
-                    // A token() restriction beside the key leaves this one out.
-                    storage::PartitionPage {
-                        data: PartitionData {
-                            key: key.clone(),
-                            header: Default::default(),
-                            static_row: None,
-                            rows: Vec::new(),
-                        },
-                        resume: None,
-                    }
-                };
-                let next = match (page.resume, plan.distinct) {
-                    (Some(r), false) => PagingState {
-                        partition_index: state.partition_index,
-                        resume: Some(r),
-                        last_partition: Some(key.key.clone()),
-                        ..Default::default()
-                    },
-                    _ => PagingState {
-                        partition_index: state.partition_index + 1,
-                        // The partition's next slice continues its rows (PER PARTITION LIMIT).
-                        last_partition: (!(idx + 1).is_multiple_of(slices))
-                            .then(|| key.key.clone()),
-                        ..Default::default()
-                    },
-                };
-                let more = (next.partition_index as usize) < reads || next.resume.is_some();
-                (vec![page.data], more.then_some(next))
-            }
-            None => {
-                let start = match (&state.resume, plan.token_start) {
-                    (Some(r), _) => ScanStart::Resume(r.clone()),
-                    (None, Some(t)) => ScanStart::Token(t),
-                    (None, None) => ScanStart::Beginning,
-                };
-                let response = ctx
-                    .coordinator
-                    .read(
-                        keyspace_meta,
-                        ReadCommand::Range {
-                            table: table.id,
-                            start,
-                            end_token: plan.token_end,
-                            max_rows: want,
-                        },
-                        options.consistency,
-                        pacer.deadline(),
-                    )
-                    .await?;
-                let ReadResponse::Range(page) = response else {
-                    return Err(QueryError::Server("unexpected read response".to_string()));
-                };
-                // A partition the page ended inside goes on in the next page; one it ended
-                // after is complete (a partition with only a static row shows it now).
-                let last = page
-                    .partitions
-                    .last()
-                    .filter(|_| page.last_partition_continues)
-                    .map(|p| p.key.key.clone());
-                let next = page.resume.map(|r| PagingState {
-                    resume: Some(r),
-                    last_partition: last,
-                    ..Default::default()
-                });
-                (page.partitions, next)
-            }
-        };
-        let partition = plan
-            .partitions
-            .is_some()
-            .then(|| page_start.partition_index as usize / reads_per_partition(&plan).max(1));
-        // A partition read returns only rows in the slice; a scan returns whole partitions.
-        let slice_to_check = plan.partitions.is_none().then_some(&plan.slice);
-        for data in &pages {
-            if let Some(closed) = tally.add(partition, data, slice_to_check, now) {
-                warnings.extend(closed.warning(&plan, command_limit, threshold));
-            }
-        }
-        let mut flow = Flow::Continue;
-        'partitions: for data in &mut pages {
-            let continuing = state.last_partition.as_deref() == Some(data.key.key.as_slice());
-            let mut partition_returned = if continuing {
-                state.partition_returned as usize
-            } else {
-                0
-            };
-            // Whether the partition ends in this storage page (it goes on when the page stopped
-            // inside it), and whether earlier pages returned rows of it.
-            let complete = !next.as_ref().is_some_and(|n| {
-                n.resume.is_some() && n.last_partition.as_deref() == Some(data.key.key.as_slice())
-            });
-            let resumed = state.resume.is_some() && continuing;
-            let rows = partition_rows(
-                &plan,
-                data,
-                now,
-                PartitionPosition {
-                    rows_before: resumed && partition_returned > 0,
-                    complete,
-                },
-            );
-            for row in rows {
-                pacer.pace_row().await?;
-                if plan.distinct && partition_returned > 0 {
-                    break;
-                }
-                // With GROUP BY, PER PARTITION LIMIT counts groups (the grouper applies it).
-                if !grouped
-                    && plan
-                        .per_partition_limit
-                        .is_some_and(|l| partition_returned >= l)
+        Some(_) => plan.limit.take(),
+        None => None,
+    })
+}
+
+/// The storage reads of one SELECT, page by page, and where their rows go.
+struct Reads<'a> {
+    coordinator: &'a Coordinator,
+    plan: &'a Plan,
+    keyspace: &'a KeyspaceMetadata,
+    consistency: ConsistencyLevel,
+    pacer: Pacer,
+    now: mutation::LocalTime,
+    sink: Sink,
+    /// Where the next storage read starts.
+    state: PagingState,
+    tally: TombstoneTally,
+    /// The rows a read command asks for, which the tombstone warning prints.
+    command_limit: Option<usize>,
+    /// `tombstone_warn_threshold`.
+    threshold: u64,
+}
+
+impl Reads<'_> {
+    /// Reads until the sink is full, the limit is reached or nothing is left; returns the
+    /// paging state of a page of groups that ended inside a storage page.
+    async fn run(&mut self, warnings: &mut Vec<String>) -> Result<Option<PagingState>, QueryError> {
+        let plan = self.plan;
+        let state = &mut self.state;
+        let mut group_paging_state = None;
+        loop {
+            if let Some(keys) = &plan.partitions {
+                if state.partition_index as usize
+                    >= keys.len().saturating_mul(reads_per_partition(plan))
                 {
                     break;
                 }
-                if !passes(&plan, &row) {
-                    continue;
+            }
+            // Every storage read: the deadline, and a yield of the shard now and then (a read of
+            // many partitions, or a scan that filters out most rows, may take seconds).
+            self.pacer.pace().await?;
+            let want = self.sink.wanted().clamp(1, INTERNAL_PAGE_ROWS);
+            let page_start = state.clone();
+            let read = match &plan.partitions {
+                Some(keys) => {
+                    read_partition(
+                        self.coordinator,
+                        plan,
+                        keys,
+                        self.keyspace,
+                        self.consistency,
+                        self.pacer.deadline(),
+                        state,
+                        want,
+                    )
+                    .await?
                 }
-                partition_returned += 1;
-                match &mut sink {
-                    Sink::Rows(out) => out.push(&plan, row)?,
-                    Sink::Aggregate(group) => plan.selection.add_row(group, &row)?,
-                    Sink::Grouped(g) => {
-                        flow = g.accept(&plan, &data.key, &row)?;
-                        if flow != Flow::Continue {
-                            break 'partitions;
-                        }
+                None => Some(
+                    read_range(
+                        self.coordinator,
+                        plan,
+                        self.keyspace,
+                        self.consistency,
+                        self.pacer.deadline(),
+                        state,
+                        want,
+                    )
+                    .await?,
+                ),
+            };
+            let Some((mut pages, next)) = read else {
+                break;
+            };
+            let partition = plan
+                .partitions
+                .is_some()
+                .then(|| page_start.partition_index as usize / reads_per_partition(plan).max(1));
+            // A partition read returns only rows in the slice; a scan returns whole partitions.
+            let slice_to_check = plan.partitions.is_none().then_some(&plan.slice);
+            for data in &pages {
+                if let Some(closed) = self.tally.add(partition, data, slice_to_check, self.now) {
+                    warnings.extend(closed.warning(plan, self.command_limit, self.threshold));
+                }
+            }
+            let flow = consume_pages(
+                plan,
+                &mut pages,
+                next.as_ref(),
+                state,
+                &mut self.sink,
+                &mut self.pacer,
+                self.now,
+            )
+            .await?;
+            match flow {
+                Flow::Continue => {}
+                Flow::Done => break,
+                Flow::PageFull => {
+                    // The next page re-reads this storage page and skips the groups returned.
+                    if let Sink::Grouped(g) = &self.sink {
+                        group_paging_state = Some(PagingState {
+                            returned: g.returned as u32,
+                            group: g.resume(),
+                            ..page_start
+                        });
+                    }
+                    break;
+                }
+            }
+            match next {
+                Some(n) => {
+                    let carried = n.last_partition.clone();
+                    let same = carried.is_some() && carried == state.last_partition;
+                    state.partition_index = n.partition_index;
+                    state.resume = n.resume;
+                    if !same {
+                        state.partition_returned = 0;
+                        state.last_partition = carried;
+                    }
+                }
+                None => {
+                    state.resume = None;
+                    state.partition_index = u32::MAX;
+                    break;
+                }
+            }
+            if self.sink.limit_reached() {
+                break;
+            }
+            if let Sink::Rows(out) = &mut self.sink {
+                if out.page_full() {
+                    out.paging_state = Some(PagingState {
+                        returned: out.total_returned as u32,
+                        ..state.clone()
+                    });
+                    break;
+                }
+            }
+        }
+        Ok(group_paging_state)
+    }
+}
+
+/// The next storage read of a partition list: the partitions read (one) and where the read
+/// after it starts (`None` after the last); `None` when every partition was read.
+#[allow(clippy::too_many_arguments)] // the read's parts
+async fn read_partition(
+    coordinator: &Coordinator,
+    plan: &Plan,
+    keys: &PartitionList,
+    keyspace: &KeyspaceMetadata,
+    consistency: ConsistencyLevel,
+    deadline: coordinator::Deadline,
+    state: &PagingState,
+    want: usize,
+) -> Result<Option<(Vec<PartitionData>, Option<PagingState>)>, QueryError> {
+    let table = &plan.table;
+    // With several ranges, the index runs over each partition's ranges in turn.
+    let idx = state.partition_index as usize;
+    let slices = reads_per_partition(plan);
+    let reads = keys.len().saturating_mul(slices);
+    if idx >= reads {
+        return Ok(None);
+    }
+    let key = keys.key(table, idx / slices)?;
+    let key = key.as_ref();
+    let page = if keys.admits(key) {
+        let response = coordinator
+            .read(
+                keyspace,
+                ReadCommand::Partition {
+                    table: table.id,
+                    key: key.clone(),
+                    slice: read_slice(plan, idx % slices),
+                    max_rows: if plan.distinct { 1 } else { want },
+                    resume: state.resume.clone(),
+                },
+                consistency,
+                deadline,
+            )
+            .await?;
+        let ReadResponse::Partition(page) = response else {
+            return Err(QueryError::Server("unexpected read response".to_string()));
+        };
+        page
+    } else {
+        // A token() restriction beside the key leaves this one out.
+        storage::PartitionPage {
+            data: PartitionData {
+                key: key.clone(),
+                header: Default::default(),
+                static_row: None,
+                rows: Vec::new(),
+            },
+            resume: None,
+        }
+    };
+    let next = match (page.resume, plan.distinct) {
+        (Some(r), false) => PagingState {
+            partition_index: state.partition_index,
+            resume: Some(r),
+            last_partition: Some(key.key.clone()),
+            ..Default::default()
+        },
+        _ => PagingState {
+            partition_index: state.partition_index + 1,
+            // The partition's next slice continues its rows (PER PARTITION LIMIT).
+            last_partition: (!(idx + 1).is_multiple_of(slices)).then(|| key.key.clone()),
+            ..Default::default()
+        },
+    };
+    let more = (next.partition_index as usize) < reads || next.resume.is_some();
+    Ok(Some((vec![page.data], more.then_some(next))))
+}
+
+/// The next storage read of a token-range scan: the partitions read and where the read after
+/// it starts (`None` at the end of the range).
+async fn read_range(
+    coordinator: &Coordinator,
+    plan: &Plan,
+    keyspace: &KeyspaceMetadata,
+    consistency: ConsistencyLevel,
+    deadline: coordinator::Deadline,
+    state: &PagingState,
+    want: usize,
+) -> Result<(Vec<PartitionData>, Option<PagingState>), QueryError> {
+    let start = match (&state.resume, plan.token_start) {
+        (Some(r), _) => ScanStart::Resume(r.clone()),
+        (None, Some(t)) => ScanStart::Token(t),
+        (None, None) => ScanStart::Beginning,
+    };
+    let response = coordinator
+        .read(
+            keyspace,
+            ReadCommand::Range {
+                table: plan.table.id,
+                start,
+                end_token: plan.token_end,
+                max_rows: want,
+            },
+            consistency,
+            deadline,
+        )
+        .await?;
+    let ReadResponse::Range(page) = response else {
+        return Err(QueryError::Server("unexpected read response".to_string()));
+    };
+    // A partition the page ended inside goes on in the next page; one it ended
+    // after is complete (a partition with only a static row shows it now).
+    let last = page
+        .partitions
+        .last()
+        .filter(|_| page.last_partition_continues)
+        .map(|p| p.key.key.clone());
+    let next = page.resume.map(|r| PagingState {
+        resume: Some(r),
+        last_partition: last,
+        ..Default::default()
+    });
+    Ok((page.partitions, next))
+}
+
+/// Passes the rows of one storage read's partitions that the plan admits to the sink, keeping
+/// in `state` how many rows of the last partition were returned.
+async fn consume_pages(
+    plan: &Plan,
+    pages: &mut [PartitionData],
+    next: Option<&PagingState>,
+    state: &mut PagingState,
+    sink: &mut Sink,
+    pacer: &mut Pacer,
+    now: mutation::LocalTime,
+) -> Result<Flow, QueryError> {
+    let grouped = plan.group_by.is_some();
+    let mut flow = Flow::Continue;
+    'partitions: for data in pages {
+        let continuing = state.last_partition.as_deref() == Some(data.key.key.as_slice());
+        let mut partition_returned = if continuing {
+            state.partition_returned as usize
+        } else {
+            0
+        };
+        // Whether the partition ends in this storage page (it goes on when the page stopped
+        // inside it), and whether earlier pages returned rows of it.
+        let complete = !next.is_some_and(|n| {
+            n.resume.is_some() && n.last_partition.as_deref() == Some(data.key.key.as_slice())
+        });
+        let resumed = state.resume.is_some() && continuing;
+        let rows = partition_rows(
+            plan,
+            data,
+            now,
+            PartitionPosition {
+                rows_before: resumed && partition_returned > 0,
+                complete,
+            },
+        );
+        for row in rows {
+            pacer.pace_row().await?;
+            if plan.distinct && partition_returned > 0 {
+                break;
+            }
+            // With GROUP BY, PER PARTITION LIMIT counts groups (the grouper applies it).
+            if !grouped
+                && plan
+                    .per_partition_limit
+                    .is_some_and(|l| partition_returned >= l)
+            {
+                break;
+            }
+            if !passes(plan, &row) {
+                continue;
+            }
+            partition_returned += 1;
+            match sink {
+                Sink::Rows(out) => out.push(plan, row)?,
+                Sink::Aggregate(group) => plan.selection.add_row(group, &row)?,
+                Sink::Grouped(g) => {
+                    flow = g.accept(plan, &data.key, &row)?;
+                    if flow != Flow::Continue {
+                        break 'partitions;
                     }
                 }
             }
-            state.last_partition = Some(data.key.key.clone());
-            state.partition_returned = partition_returned as u32;
         }
-        match flow {
-            Flow::Continue => {}
-            Flow::Done => break,
-            Flow::PageFull => {
-                // The next page re-reads this storage page and skips the groups returned.
-                if let Sink::Grouped(g) = &sink {
-                    group_paging_state = Some(PagingState {
-                        returned: g.returned as u32,
-                        group: g.resume(),
-                        ..page_start
-                    });
-                }
-                break;
-            }
-        }
-        match next {
-            Some(n) => {
-                let carried = n.last_partition.clone();
-                let same = carried.is_some() && carried == state.last_partition;
-                state.partition_index = n.partition_index;
-                state.resume = n.resume;
-                if !same {
-                    state.partition_returned = 0;
-                    state.last_partition = carried;
-                }
-            }
-            None => {
-                state.resume = None;
-                state.partition_index = u32::MAX;
-                break;
-            }
-        }
-        if sink.limit_reached() {
-            break;
-        }
-        if let Sink::Rows(out) = &mut sink {
-            if out.page_full() {
-                out.paging_state = Some(PagingState {
-                    returned: out.total_returned as u32,
-                    ..state.clone()
-                });
-                break;
-            }
-        }
+        state.last_partition = Some(data.key.key.clone());
+        state.partition_returned = partition_returned as u32;
     }
-    warnings.extend(tally.warning(&plan, command_limit, threshold));
+    Ok(flow)
+}
+
+/// The result of the rows read: the sink's rows (sorted post-query when the plan asks) and the
+/// paging state of the next page.
+fn finish_rows(
+    plan: &Plan,
+    sink: Sink,
+    group_paging_state: Option<PagingState>,
+    post_limit: Option<usize>,
+) -> Result<QueryResult, QueryError> {
     let (rows, paging_state) = match sink {
         Sink::Rows(out) => (out.rows, out.paging_state.map(|s| s.encode())),
         Sink::Aggregate(group) => (vec![plan.selection.finish(&group)?], None),
         Sink::Grouped(mut g) => {
             if group_paging_state.is_none() {
-                g.flush(&plan)?;
+                g.flush(plan)?;
             }
             (g.rows, group_paging_state.map(|s| s.encode()))
         }
     };
     let rows = match &plan.post_ordering {
-        Some(columns) => post_order(&plan, rows, columns, post_limit),
+        Some(columns) => post_order(plan, rows, columns, post_limit),
         None => rows,
     };
     Ok(QueryResult::Rows(ResultSet {
