@@ -2,6 +2,23 @@
 //! scan), the clustering slices of each, the row filters the read does not enforce, and the
 //! limits, grouping and ordering the rows read go through.
 
+use std::sync::Arc;
+
+use cql_syntax::ast::{
+    Identifier, Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term,
+};
+use schema::{ClusteringOrder, ColumnKind, ColumnMetadata, Schema, TableMetadata};
+use storage::ClusteringSlice;
+use types::CqlType;
+
+use crate::bind::{column, Bound};
+use crate::eval::{evaluate, TermValue};
+use crate::interface::PlanCache;
+use crate::limits::{InSelectGuardrails, KeyKind};
+use crate::slices::{ClusteringRange, TupleBound};
+use crate::write::{partition_key, split_elements};
+use crate::QueryError;
+
 use super::filter::{enforced_bit, Filter};
 use super::partitions::{product_len, PartitionList};
 use super::plan::Plan;
@@ -10,19 +27,7 @@ use super::restrictions::{
     unsupported_neq,
 };
 use super::selection::compile_selection;
-use super::selector;
-use crate::bind::{column, Bound};
-use crate::eval::{evaluate, TermValue};
-use crate::interface::PlanCache;
-use crate::limits::{InSelectGuardrails, KeyKind};
-use crate::slices::{ClusteringRange, TupleBound};
-use crate::write::{partition_key, split_elements};
-use crate::QueryError;
-use cql_syntax::ast::{Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term};
-use schema::{ClusteringOrder, ColumnKind, Schema, TableMetadata};
-use std::sync::Arc;
-use storage::ClusteringSlice;
-use types::CqlType;
+use super::selector::{self, Selection};
 
 /// `token(v1, ...)` on the right of a token relation (`token(k) > token(1)`): the token of the
 /// partition key those values make; `None` when the term is not a `token()` call.
@@ -177,6 +182,123 @@ pub(super) fn build_plan(
     guardrails: &InSelectGuardrails,
     warnings: &mut Vec<String>,
 ) -> Result<Plan, QueryError> {
+    let mut selection = bound_selection(schema, table, select, values, cache)?;
+    // `bind::analyze` ran `check_where` on the WHERE clause: at PREPARE for a prepared
+    // statement (and ALTER and DROP TABLE forget prepared statements), else for this QUERY.
+    let pk_count = table.partition_key_count;
+    let ck_count = table.clustering_count;
+    let mut r = Restrictions::read(table, select, values)?;
+    let pk_restricted = r.pk_values.iter().filter(|v| v.is_some()).count();
+    let partitions = partition_list(table, &r, guardrails, warnings)?;
+    if partitions.is_none() && (pk_restricted > 0 || r.has_clustering_restriction) {
+        r.needs_filtering = true;
+    }
+    let shape = clustering_shape(&r, ck_count, guardrails, warnings)?;
+    if shape.needs_filtering {
+        r.needs_filtering = true;
+    }
+    check_filtering(table, select, r.needs_filtering)?;
+
+    // The clustering ranges the read covers (a superset of the rows selected: every row is
+    // still checked against the restrictions the read does not enforce, `enforced_by_read`).
+    let read = clustering_read(table, &r.filters, &r.ck_eq, &r.ck_slices, &r.ck_multi);
+    let (start, end, slices) = match read.ranges {
+        None => (None, None, None),
+        Some(mut one) if one.len() == 1 => {
+            let (start, end) = one.remove(0);
+            (start, end, None)
+        }
+        Some(several) => (None, None, Some(several)),
+    };
+    check_static_selection(table, select, &selection, r.has_clustering_restriction)?;
+    let (reversed, post_ordering) = ordering(
+        table,
+        select,
+        &mut selection,
+        partitions.is_some(),
+        r.partition_key_in,
+        &shape.eq_like,
+    )?;
+    let fetches_static = fetches_static(table, select, &selection);
+    let group_by = group_by_prefix(table, select, &selection.group_by_functions)?;
+    let aggregate = selection.is_aggregate() && group_by.is_none();
+    if aggregate && select.per_partition_limit.is_some() {
+        return Err(QueryError::Invalid(
+            "PER PARTITION LIMIT is not allowed with aggregate queries.".to_string(),
+        ));
+    }
+    // `check_distinct` refused what SELECT DISTINCT may not read or restrict, at PREPARE.
+    // The read enforces the `=` prefix it is bounded by, and a slice right after it if the
+    // slice bounds it.
+    let eq_prefix = shape.prefix_len.min(read.prefix_columns);
+    let enforced = enforced_by_read(
+        table,
+        &r.filters,
+        partitions.is_some(),
+        eq_prefix,
+        if read.sliced && read.prefix_columns == shape.prefix_len {
+            r.ck_slices.len()
+        } else {
+            usize::MAX
+        },
+        shape.in_on_clustering,
+    );
+    let needs_partition_key = group_by.is_some()
+        || select.distinct
+        || selection.reads_column_below(pk_count)
+        || r.filters.iter().enumerate().any(|(i, f)| match f {
+            _ if enforced_bit(enforced, i) => false,
+            Filter::Compare { column, .. } | Filter::IsNotNull(column) => *column < pk_count,
+            Filter::MultiColumn { .. } | Filter::Token { .. } | Filter::MapEntry { .. } => false,
+        });
+    let clustering_names = ck_count > 0
+        && shape.eq_like.iter().all(Option::is_some)
+        && r.ck_slices.is_empty()
+        && r.ck_multi
+            .iter()
+            .all(|(_, op, _)| matches!(op, Operator::Eq | Operator::In));
+    Ok(Plan {
+        table: table.clone(),
+        selection,
+        filters: r.filters,
+        enforced,
+        needs_partition_key,
+        partitions,
+        slice: ClusteringSlice {
+            start,
+            end,
+            reversed,
+        },
+        slices,
+        limit: limit_value(&select.limit, "[limit]", values)?,
+        per_partition_limit: limit_value(
+            &select.per_partition_limit,
+            "[per_partition_limit]",
+            values,
+        )?,
+        distinct: select.distinct,
+        aggregate,
+        group_by,
+        token_start: r.token_start,
+        token_end: r.token_end,
+        static_only_rows: !r.has_clustering_restriction,
+        post_ordering,
+        partition_key_restricted: pk_restricted > 0 || r.has_token,
+        partition_key_in: r.partition_key_in,
+        fetches_static,
+        clustering_names,
+    })
+}
+
+/// The statement's selection, compiled (or shared from its prepared statement's cache) and
+/// with its bind markers bound.
+fn bound_selection(
+    schema: &Schema,
+    table: &Arc<TableMetadata>,
+    select: &Select,
+    values: &[Bound],
+    cache: Option<&PlanCache>,
+) -> Result<Arc<Selection>, QueryError> {
     let mut selection = match cache {
         Some(cache) => {
             cache.get_or_compile(schema.version, || compile_selection(schema, table, select))?
@@ -187,380 +309,503 @@ pub(super) fn build_plan(
     if selection.needs_binding() {
         Arc::make_mut(&mut selection).bind(values)?;
     }
-    // `bind::analyze` ran `check_where` on the WHERE clause: at PREPARE for a prepared
-    // statement (and ALTER and DROP TABLE forget prepared statements), else for this QUERY.
-    let pk_count = table.partition_key_count;
-    let ck_count = table.clustering_count;
-    let mut filters = Vec::with_capacity(select.where_clause.len());
+    Ok(selection)
+}
+
+/// The WHERE clause read relation by relation: each relation as a row filter, and what it
+/// restricts of the primary key and the token.
+struct Restrictions {
+    filters: Vec<Filter>,
     // Restrictions on key columns, as indexes into `filters` (whose values they read through
     // `restricted`), not copies of their values.
-    let mut pk_values: Vec<Option<usize>> = vec![None; pk_count];
-    let mut ck_eq: Vec<Option<usize>> = vec![None; ck_count];
-    let mut ck_slices: Vec<(usize, Operator, usize)> = Vec::new();
-    // Multi-column relations on clustering columns: (first column's position, operator,
-    // index into `filters`).
-    let mut ck_multi: Vec<(usize, Operator, usize)> = Vec::new();
-    // Filters (by index) of an `IN ?` on clustering columns: an IN whatever its bound values,
-    // as Cassandra decides at PREPARE (`IN (x)` is an `=`).
-    let mut in_markers: Vec<usize> = Vec::new();
-    let mut needs_filtering = false;
-    let mut token_start = None;
-    let mut token_end = None;
-    let mut has_token = false;
-    let mut has_clustering_restriction = false;
-    // An IN of more than one value (or a marker) on the partition key; `IN (x)` is an `=`.
-    let mut partition_key_in = false;
+    pk_values: Vec<Option<usize>>,
+    ck_eq: Vec<Option<usize>>,
+    ck_slices: Vec<(usize, Operator, usize)>,
+    /// Multi-column relations on clustering columns: (first column's position, operator,
+    /// index into `filters`).
+    ck_multi: Vec<(usize, Operator, usize)>,
+    /// Filters (by index) of an `IN ?` on clustering columns: an IN whatever its bound values,
+    /// as Cassandra decides at PREPARE (`IN (x)` is an `=`).
+    in_markers: Vec<usize>,
+    needs_filtering: bool,
+    token_start: Option<i64>,
+    token_end: Option<i64>,
+    has_token: bool,
+    has_clustering_restriction: bool,
+    /// An IN of more than one value (or a marker) on the partition key; `IN (x)` is an `=`.
+    partition_key_in: bool,
+}
 
-    for rel in &select.where_clause {
-        match rel {
-            Relation::Simple {
-                column: c,
-                op,
-                value,
-            } => {
-                let col = column(table, c)?;
-                let idx = table.column_index(&col.name).unwrap_or(0);
-                match op {
-                    Operator::Contains | Operator::ContainsKey => {
-                        let elem = match (op, col.ty.unfrozen()) {
-                            (Operator::ContainsKey, CqlType::Map(k, _)) => (**k).clone(),
-                            (Operator::Contains, CqlType::Map(_, v)) => (**v).clone(),
-                            (Operator::Contains, CqlType::List(e) | CqlType::Set(e)) => {
-                                (**e).clone()
-                            }
-                            (Operator::ContainsKey, _) => {
-                                return Err(QueryError::Invalid(format!(
-                                    "Cannot use CONTAINS KEY on non-map column {}",
-                                    col.name
-                                )))
-                            }
-                            _ => {
-                                return Err(QueryError::Invalid(format!(
-                                    "Cannot use CONTAINS on non-collection column {}",
-                                    col.name
-                                )))
-                            }
-                        };
-                        // Cassandra words a null or unset searched value as for a non-key
-                        // column (collections never are key columns).
-                        let v = in_values_or(value, &elem, &col.name, values, true)?;
-                        needs_filtering = true;
-                        filters.push(Filter::Compare {
-                            column: idx,
-                            op: *op,
-                            values: v,
-                        });
-                        continue;
-                    }
-                    Operator::Like => {
-                        // Cassandra's words: LIKE needs an index (SASI or SAI), which neither
-                        // this table nor Helenus has.
-                        let RelationValue::Single(term) = value else {
-                            return Err(QueryError::Invalid(
-                                "LIKE takes a single pattern".to_string(),
-                            ));
-                        };
-                        return Err(QueryError::Invalid(format!(
-                            "LIKE restriction is only supported on properly indexed columns. {} LIKE {term} is not valid.",
-                            col.name
-                        )));
-                    }
-                    Operator::NotIn
-                    | Operator::NotContains
-                    | Operator::NotContainsKey
-                    | Operator::Between => {
-                        return Err(QueryError::Invalid(format!(
-                            "Operator {op:?} is not supported yet by Helenus"
-                        )))
-                    }
-                    _ => {}
-                }
-                if matches!(op, Operator::Neq) {
-                    return Err(unsupported_neq(&col.name, value));
-                }
-                let v = match (col.kind, op, value) {
-                    (
-                        ColumnKind::Clustering,
-                        Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte,
-                        RelationValue::Single(t),
-                    ) => match evaluate(t, &col.ty, &col.name, values)? {
-                        TermValue::Value(b) => vec![b],
-                        // Cassandra bounds a clustering slice at null with the empty value,
-                        // which sorts before every other: `c > null` is every row, `c < null`
-                        // none. (On a descending column it reads the bound in stored order,
-                        // which a row filter would not: refused there.)
-                        TermValue::Null if col.order != ClusteringOrder::Desc => vec![Vec::new()],
-                        TermValue::Null => return Err(invalid_null(&col.name)),
-                        TermValue::Unset => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid unset value for column {}",
-                                col.name
-                            )))
-                        }
-                    },
-                    // Cassandra words a null compared with a non-key column so.
-                    (ColumnKind::Regular | ColumnKind::Static, _, _) => {
-                        in_values_or(value, &col.ty, &col.name, values, true)?
-                    }
-                    _ => in_values(value, &col.ty, &col.name, values)?,
-                };
-                match col.kind {
-                    ColumnKind::PartitionKey if matches!(op, Operator::Eq | Operator::In) => {
-                        // `IN (x)` is an `=`; `IN ()` is an IN, as in Cassandra.
-                        if *op == Operator::In
-                            && !matches!(value, RelationValue::List(items) if items.len() == 1)
-                        {
-                            partition_key_in = true;
-                        }
-                        pk_values[col.position as usize] = Some(filters.len());
-                    }
-                    // A slice on a partition key column filters a scan, as Cassandra does with
-                    // ALLOW FILTERING (comparing values, not tokens).
-                    ColumnKind::PartitionKey
-                        if matches!(
-                            op,
-                            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
-                        ) =>
-                    {
-                        needs_filtering = true;
-                    }
-                    ColumnKind::PartitionKey => {
-                        return Err(QueryError::Invalid(
-                            "Only EQ and IN relation are supported on the partition key (unless you use the token() function)".to_string(),
-                        ));
-                    }
-                    ColumnKind::Clustering => {
-                        has_clustering_restriction = true;
-                        if matches!(op, Operator::Eq | Operator::In) {
-                            if matches!(value, RelationValue::Marker(_)) {
-                                in_markers.push(filters.len());
-                            }
-                            ck_eq[col.position as usize] = Some(filters.len());
-                        } else if !v.is_empty() {
-                            ck_slices.push((col.position as usize, *op, filters.len()));
-                        }
-                    }
-                    _ => needs_filtering = true,
-                }
-                filters.push(Filter::Compare {
-                    column: idx,
-                    op: *op,
-                    values: v,
-                });
-            }
-            Relation::MultiColumn { columns, op, value } => {
-                let mut idxs = Vec::new();
-                let mut types = Vec::new();
-                for (i, c) in columns.iter().enumerate() {
-                    let col = column(table, c)?;
-                    idxs.push(table.column_index(&col.name).unwrap_or(0));
-                    types.push(col.ty.clone());
-                    // `check_where` made them consecutive clustering columns.
-                    if i == 0 && col.kind == ColumnKind::Clustering {
-                        ck_multi.push((col.position as usize, *op, filters.len()));
-                    }
-                }
-                has_clustering_restriction = true;
-                let tuple = CqlType::Tuple(types.clone());
-                let raw = in_values(value, &tuple, "tuple", values)?;
-                let mut tuples = Vec::new();
-                for t in raw {
-                    let mut parts = Vec::new();
-                    let mut rest = t.as_slice();
-                    for &idx in &idxs {
-                        if rest.len() < 4 {
-                            return Err(QueryError::Invalid("Invalid tuple value".to_string()));
-                        }
-                        let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
-                        rest = &rest[4..];
-                        if len < 0 {
-                            return Err(invalid_null(&table.columns[idx].name));
-                        }
-                        if rest.len() < len as usize {
-                            return Err(QueryError::Invalid("Invalid tuple value".to_string()));
-                        }
-                        parts.push(rest[..len as usize].to_vec());
-                        rest = &rest[len as usize..];
-                    }
-                    tuples.push(parts);
-                }
-                if *op == Operator::In && matches!(value, RelationValue::Marker(_)) {
-                    in_markers.push(filters.len());
-                }
-                filters.push(Filter::MultiColumn {
-                    columns: idxs,
-                    op: *op,
-                    tuples,
-                });
-            }
-            // `check_where` refused every argument list but the partition key in order.
-            Relation::Token { op, value, .. } => {
-                let RelationValue::Single(t) = value else {
-                    return Err(QueryError::Invalid(
-                        "IN is not supported on token()".to_string(),
-                    ));
-                };
-                let v = match token_of_values(table, t, values)? {
-                    Some(v) => v,
-                    None => {
-                        let b = evaluate_value(t, &CqlType::Bigint, "partition key token", values)?;
-                        let mut a = [0u8; 8];
-                        if b.len() != 8 {
-                            return Err(QueryError::Invalid("Invalid token value".to_string()));
-                        }
-                        a.copy_from_slice(&b);
-                        i64::from_be_bytes(a)
-                    }
-                };
-                has_token = true;
-                match op {
-                    Operator::Gt | Operator::Gte => {
-                        token_start = Some(token_start.map_or(v, |s: i64| s.max(v)))
-                    }
-                    Operator::Lt | Operator::Lte => {
-                        token_end = Some(token_end.map_or(v, |e: i64| e.min(v)))
-                    }
-                    Operator::Eq => {
-                        token_start = Some(v);
-                        token_end = Some(v);
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(
-                            "Unsupported operator on token()".to_string(),
-                        ))
-                    }
-                }
-                filters.push(Filter::Token { op: *op, value: v });
-            }
-            Relation::CustomIndex { .. } => {
-                return Err(QueryError::Invalid(
-                    "Custom index expressions are not supported yet by Helenus".to_string(),
-                ))
-            }
-            Relation::Element {
-                column: c,
-                key,
-                op,
-                value,
-            } => {
-                let col = column(table, c)?;
-                let (key_type, value_type) = match &col.ty {
-                    CqlType::Map(k, v) => (&**k, &**v),
-                    CqlType::Frozen(inner) if matches!(**inner, CqlType::Map(..)) => {
-                        return Err(QueryError::Invalid(format!(
-                            "Map-entry equality predicates on frozen map column {} are not supported",
-                            col.name
-                        )))
-                    }
-                    ty if matches!(ty.unfrozen(), CqlType::List(_)) => {
-                        return Err(QueryError::Invalid(format!(
-                            "Indexes on list entries ({}[index] = value) are not currently supported.",
-                            col.name
-                        )))
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(
-                            "Restrictions on elements of sets and user types are not supported yet by Helenus"
-                                .to_string(),
-                        ))
-                    }
-                };
-                if *op != Operator::Eq {
-                    return Err(QueryError::Invalid(
-                        "Only EQ relations are supported on map entries".to_string(),
-                    ));
-                }
-                let entry = |term: &Term, ty: &CqlType, part: &str| match evaluate(
-                    term,
-                    ty,
-                    &format!("{part}({})", col.name),
-                    values,
-                )? {
-                    TermValue::Value(b) => Ok(b),
-                    _ => Err(QueryError::Invalid(format!(
-                        "Unsupported null map {part} for column {}",
-                        col.name
-                    ))),
-                };
-                let key = entry(key, key_type, "key")?;
-                let value = entry(value, value_type, "value")?;
-                needs_filtering = true;
-                filters.push(Filter::MapEntry {
-                    column: table.column_index(&col.name).unwrap_or(0),
-                    key,
+impl Restrictions {
+    fn read(
+        table: &TableMetadata,
+        select: &Select,
+        values: &[Bound],
+    ) -> Result<Restrictions, QueryError> {
+        let mut r = Restrictions {
+            filters: Vec::with_capacity(select.where_clause.len()),
+            pk_values: vec![None; table.partition_key_count],
+            ck_eq: vec![None; table.clustering_count],
+            ck_slices: Vec::new(),
+            ck_multi: Vec::new(),
+            in_markers: Vec::new(),
+            needs_filtering: false,
+            token_start: None,
+            token_end: None,
+            has_token: false,
+            has_clustering_restriction: false,
+            partition_key_in: false,
+        };
+        for rel in &select.where_clause {
+            match rel {
+                Relation::Simple {
+                    column: c,
+                    op,
                     value,
-                });
-            }
-            Relation::IsNotNull(c) => {
-                let col = column(table, c)?;
-                filters.push(Filter::IsNotNull(
-                    table.column_index(&col.name).unwrap_or(0),
-                ));
+                } => r.simple(table, c, op, value, values)?,
+                Relation::MultiColumn { columns, op, value } => {
+                    r.multi_column(table, columns, op, value, values)?
+                }
+                // `check_where` refused every argument list but the partition key in order.
+                Relation::Token { op, value, .. } => r.token(table, op, value, values)?,
+                Relation::CustomIndex { .. } => {
+                    return Err(QueryError::Invalid(
+                        "Custom index expressions are not supported yet by Helenus".to_string(),
+                    ))
+                }
+                Relation::Element {
+                    column: c,
+                    key,
+                    op,
+                    value,
+                } => r.map_entry(table, c, key, op, value, values)?,
+                Relation::IsNotNull(c) => {
+                    let col = column(table, c)?;
+                    r.filters.push(Filter::IsNotNull(
+                        table.column_index(&col.name).unwrap_or(0),
+                    ));
+                }
             }
         }
+        Ok(r)
     }
 
+    /// `c op value`.
+    fn simple(
+        &mut self,
+        table: &TableMetadata,
+        c: &Identifier,
+        op: &Operator,
+        value: &RelationValue,
+        values: &[Bound],
+    ) -> Result<(), QueryError> {
+        let col = column(table, c)?;
+        let idx = table.column_index(&col.name).unwrap_or(0);
+        match op {
+            Operator::Contains | Operator::ContainsKey => {
+                return self.contains(col, idx, op, value, values);
+            }
+            Operator::Like => {
+                // Cassandra's words: LIKE needs an index (SASI or SAI), which neither
+                // this table nor Helenus has.
+                let RelationValue::Single(term) = value else {
+                    return Err(QueryError::Invalid(
+                        "LIKE takes a single pattern".to_string(),
+                    ));
+                };
+                return Err(QueryError::Invalid(format!(
+                    "LIKE restriction is only supported on properly indexed columns. {} LIKE {term} is not valid.",
+                    col.name
+                )));
+            }
+            Operator::NotIn
+            | Operator::NotContains
+            | Operator::NotContainsKey
+            | Operator::Between => {
+                return Err(QueryError::Invalid(format!(
+                    "Operator {op:?} is not supported yet by Helenus"
+                )))
+            }
+            _ => {}
+        }
+        if matches!(op, Operator::Neq) {
+            return Err(unsupported_neq(&col.name, value));
+        }
+        let v = simple_values(col, op, value, values)?;
+        match col.kind {
+            ColumnKind::PartitionKey if matches!(op, Operator::Eq | Operator::In) => {
+                // `IN (x)` is an `=`; `IN ()` is an IN, as in Cassandra.
+                if *op == Operator::In
+                    && !matches!(value, RelationValue::List(items) if items.len() == 1)
+                {
+                    self.partition_key_in = true;
+                }
+                self.pk_values[col.position as usize] = Some(self.filters.len());
+            }
+            // A slice on a partition key column filters a scan, as Cassandra does with
+            // ALLOW FILTERING (comparing values, not tokens).
+            ColumnKind::PartitionKey
+                if matches!(
+                    op,
+                    Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+                ) =>
+            {
+                self.needs_filtering = true;
+            }
+            ColumnKind::PartitionKey => {
+                return Err(QueryError::Invalid(
+                    "Only EQ and IN relation are supported on the partition key (unless you use the token() function)".to_string(),
+                ));
+            }
+            ColumnKind::Clustering => {
+                self.has_clustering_restriction = true;
+                if matches!(op, Operator::Eq | Operator::In) {
+                    if matches!(value, RelationValue::Marker(_)) {
+                        self.in_markers.push(self.filters.len());
+                    }
+                    self.ck_eq[col.position as usize] = Some(self.filters.len());
+                } else if !v.is_empty() {
+                    self.ck_slices
+                        .push((col.position as usize, *op, self.filters.len()));
+                }
+            }
+            _ => self.needs_filtering = true,
+        }
+        self.filters.push(Filter::Compare {
+            column: idx,
+            op: *op,
+            values: v,
+        });
+        Ok(())
+    }
+
+    /// `c CONTAINS value`, `c CONTAINS KEY value`: a filter on a collection column.
+    fn contains(
+        &mut self,
+        col: &ColumnMetadata,
+        idx: usize,
+        op: &Operator,
+        value: &RelationValue,
+        values: &[Bound],
+    ) -> Result<(), QueryError> {
+        let elem = match (op, col.ty.unfrozen()) {
+            (Operator::ContainsKey, CqlType::Map(k, _)) => (**k).clone(),
+            (Operator::Contains, CqlType::Map(_, v)) => (**v).clone(),
+            (Operator::Contains, CqlType::List(e) | CqlType::Set(e)) => (**e).clone(),
+            (Operator::ContainsKey, _) => {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot use CONTAINS KEY on non-map column {}",
+                    col.name
+                )))
+            }
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "Cannot use CONTAINS on non-collection column {}",
+                    col.name
+                )))
+            }
+        };
+        // Cassandra words a null or unset searched value as for a non-key
+        // column (collections never are key columns).
+        let v = in_values_or(value, &elem, &col.name, values, true)?;
+        self.needs_filtering = true;
+        self.filters.push(Filter::Compare {
+            column: idx,
+            op: *op,
+            values: v,
+        });
+        Ok(())
+    }
+
+    /// `(a, b) op value`.
+    fn multi_column(
+        &mut self,
+        table: &TableMetadata,
+        columns: &[Identifier],
+        op: &Operator,
+        value: &RelationValue,
+        values: &[Bound],
+    ) -> Result<(), QueryError> {
+        let mut idxs = Vec::new();
+        let mut types = Vec::new();
+        for (i, c) in columns.iter().enumerate() {
+            let col = column(table, c)?;
+            idxs.push(table.column_index(&col.name).unwrap_or(0));
+            types.push(col.ty.clone());
+            // `check_where` made them consecutive clustering columns.
+            if i == 0 && col.kind == ColumnKind::Clustering {
+                self.ck_multi
+                    .push((col.position as usize, *op, self.filters.len()));
+            }
+        }
+        self.has_clustering_restriction = true;
+        let tuple = CqlType::Tuple(types.clone());
+        let raw = in_values(value, &tuple, "tuple", values)?;
+        let mut tuples = Vec::new();
+        for t in raw {
+            let mut parts = Vec::new();
+            let mut rest = t.as_slice();
+            for &idx in &idxs {
+                if rest.len() < 4 {
+                    return Err(QueryError::Invalid("Invalid tuple value".to_string()));
+                }
+                let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
+                rest = &rest[4..];
+                if len < 0 {
+                    return Err(invalid_null(&table.columns[idx].name));
+                }
+                if rest.len() < len as usize {
+                    return Err(QueryError::Invalid("Invalid tuple value".to_string()));
+                }
+                parts.push(rest[..len as usize].to_vec());
+                rest = &rest[len as usize..];
+            }
+            tuples.push(parts);
+        }
+        if *op == Operator::In && matches!(value, RelationValue::Marker(_)) {
+            self.in_markers.push(self.filters.len());
+        }
+        self.filters.push(Filter::MultiColumn {
+            columns: idxs,
+            op: *op,
+            tuples,
+        });
+        Ok(())
+    }
+
+    /// `token(...) op value`.
+    fn token(
+        &mut self,
+        table: &TableMetadata,
+        op: &Operator,
+        value: &RelationValue,
+        values: &[Bound],
+    ) -> Result<(), QueryError> {
+        let RelationValue::Single(t) = value else {
+            return Err(QueryError::Invalid(
+                "IN is not supported on token()".to_string(),
+            ));
+        };
+        let v = match token_of_values(table, t, values)? {
+            Some(v) => v,
+            None => {
+                let b = evaluate_value(t, &CqlType::Bigint, "partition key token", values)?;
+                let mut a = [0u8; 8];
+                if b.len() != 8 {
+                    return Err(QueryError::Invalid("Invalid token value".to_string()));
+                }
+                a.copy_from_slice(&b);
+                i64::from_be_bytes(a)
+            }
+        };
+        self.has_token = true;
+        match op {
+            Operator::Gt | Operator::Gte => {
+                self.token_start = Some(self.token_start.map_or(v, |s: i64| s.max(v)))
+            }
+            Operator::Lt | Operator::Lte => {
+                self.token_end = Some(self.token_end.map_or(v, |e: i64| e.min(v)))
+            }
+            Operator::Eq => {
+                self.token_start = Some(v);
+                self.token_end = Some(v);
+            }
+            _ => {
+                return Err(QueryError::Invalid(
+                    "Unsupported operator on token()".to_string(),
+                ))
+            }
+        }
+        self.filters.push(Filter::Token { op: *op, value: v });
+        Ok(())
+    }
+
+    /// `m[key] = value` on a map column.
+    fn map_entry(
+        &mut self,
+        table: &TableMetadata,
+        c: &Identifier,
+        key: &Term,
+        op: &Operator,
+        value: &Term,
+        values: &[Bound],
+    ) -> Result<(), QueryError> {
+        let col = column(table, c)?;
+        let (key_type, value_type) = match &col.ty {
+            CqlType::Map(k, v) => (&**k, &**v),
+            CqlType::Frozen(inner) if matches!(**inner, CqlType::Map(..)) => {
+                return Err(QueryError::Invalid(format!(
+                    "Map-entry equality predicates on frozen map column {} are not supported",
+                    col.name
+                )))
+            }
+            ty if matches!(ty.unfrozen(), CqlType::List(_)) => {
+                return Err(QueryError::Invalid(format!(
+                    "Indexes on list entries ({}[index] = value) are not currently supported.",
+                    col.name
+                )))
+            }
+            _ => return Err(QueryError::Invalid(
+                "Restrictions on elements of sets and user types are not supported yet by Helenus"
+                    .to_string(),
+            )),
+        };
+        if *op != Operator::Eq {
+            return Err(QueryError::Invalid(
+                "Only EQ relations are supported on map entries".to_string(),
+            ));
+        }
+        let entry = |term: &Term, ty: &CqlType, part: &str| match evaluate(
+            term,
+            ty,
+            &format!("{part}({})", col.name),
+            values,
+        )? {
+            TermValue::Value(b) => Ok(b),
+            _ => Err(QueryError::Invalid(format!(
+                "Unsupported null map {part} for column {}",
+                col.name
+            ))),
+        };
+        let key = entry(key, key_type, "key")?;
+        let value = entry(value, value_type, "value")?;
+        self.needs_filtering = true;
+        self.filters.push(Filter::MapEntry {
+            column: table.column_index(&col.name).unwrap_or(0),
+            key,
+            value,
+        });
+        Ok(())
+    }
+}
+
+/// The values of `c op value` (not CONTAINS), with Cassandra's words for a null or unset one.
+fn simple_values(
+    col: &ColumnMetadata,
+    op: &Operator,
+    value: &RelationValue,
+    values: &[Bound],
+) -> Result<Vec<Vec<u8>>, QueryError> {
+    Ok(match (col.kind, op, value) {
+        (
+            ColumnKind::Clustering,
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte,
+            RelationValue::Single(t),
+        ) => match evaluate(t, &col.ty, &col.name, values)? {
+            TermValue::Value(b) => vec![b],
+            // Cassandra bounds a clustering slice at null with the empty value,
+            // which sorts before every other: `c > null` is every row, `c < null`
+            // none. (On a descending column it reads the bound in stored order,
+            // which a row filter would not: refused there.)
+            TermValue::Null if col.order != ClusteringOrder::Desc => vec![Vec::new()],
+            TermValue::Null => return Err(invalid_null(&col.name)),
+            TermValue::Unset => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid unset value for column {}",
+                    col.name
+                )))
+            }
+        },
+        // Cassandra words a null compared with a non-key column so.
+        (ColumnKind::Regular | ColumnKind::Static, _, _) => {
+            in_values_or(value, &col.ty, &col.name, values, true)?
+        }
+        _ => in_values(value, &col.ty, &col.name, values)?,
+    })
+}
+
+/// The partitions the read names when `=`/IN restricts every partition key column (`None`
+/// otherwise: the read scans a token range), under the guardrails on IN restrictions.
+fn partition_list(
+    table: &TableMetadata,
+    r: &Restrictions,
+    guardrails: &InSelectGuardrails,
+    warnings: &mut Vec<String>,
+) -> Result<Option<PartitionList>, QueryError> {
+    let (filters, pk_values) = (&r.filters, &r.pk_values);
     let pk_restricted = pk_values.iter().filter(|v| v.is_some()).count();
     let single_key = match pk_values.as_slice() {
-        [Some(i)] if !has_token => match restricted(&filters, *i) {
+        [Some(i)] if !r.has_token => match restricted(filters, *i) {
             [only] => Some(only),
             _ => None,
         },
         _ => None,
     };
-    let partitions = if let Some(only) = single_key {
+    if let Some(only) = single_key {
         // One partition of a one-column key (a point read): no combinations to make or sort.
-        Some(PartitionList::Keys(vec![partition_key(
+        return Ok(Some(PartitionList::Keys(vec![partition_key(
             table,
             std::slice::from_ref(only),
-        )?]))
-    } else if pk_restricted == pk_count {
-        let columns: Vec<&[Vec<u8>]> = pk_values
-            .iter()
-            .flatten()
-            .map(|i| restricted(&filters, *i))
-            .collect();
-        let has_in = pk_values.iter().flatten().any(|i| {
-            matches!(
-                filters[*i],
-                Filter::Compare {
-                    op: Operator::In,
-                    ..
-                }
-            )
-        });
-        if has_in {
-            guardrails.check_cartesian_product(
-                KeyKind::Partition,
-                product_len(columns.iter().map(|c| c.len())),
-                warnings,
-            )?;
-        }
-        let keys = PartitionList::product(table, &columns, &filters)?;
-        if has_in {
-            // The distinct keys (Cassandra counts them after a token() restriction beside
-            // them left some out; Helenus leaves them out as it reads).
-            guardrails.check_partition_keys(&table.name, keys.len() as u64, warnings)?;
-        }
-        Some(keys)
-    } else {
-        if pk_restricted > 0 {
-            needs_filtering = true;
-        }
-        if has_clustering_restriction {
-            needs_filtering = true;
-        }
-        None
-    };
+        )?])));
+    }
+    if pk_restricted != table.partition_key_count {
+        return Ok(None);
+    }
+    let columns: Vec<&[Vec<u8>]> = pk_values
+        .iter()
+        .flatten()
+        .map(|i| restricted(filters, *i))
+        .collect();
+    let has_in = pk_values.iter().flatten().any(|i| {
+        matches!(
+            filters[*i],
+            Filter::Compare {
+                op: Operator::In,
+                ..
+            }
+        )
+    });
+    if has_in {
+        guardrails.check_cartesian_product(
+            KeyKind::Partition,
+            product_len(columns.iter().map(|c| c.len())),
+            warnings,
+        )?;
+    }
+    let keys = PartitionList::product(table, &columns, filters)?;
+    if has_in {
+        // The distinct keys (Cassandra counts them after a token() restriction beside
+        // them left some out; Helenus leaves them out as it reads).
+        guardrails.check_partition_keys(&table.name, keys.len() as u64, warnings)?;
+    }
+    Ok(Some(keys))
+}
 
-    // Clustering: a prefix of = restrictions, then at most one slice, reads a slice; anything
-    // else is filtered (and needs ALLOW FILTERING). Per clustering column, whether `=` or IN
-    // restricts it, by a single- or a multi-column relation, and to one value (`Some(true)`).
+/// How `=`/IN restrictions cover the clustering columns.
+struct ClusteringShape {
+    /// Per clustering column, whether `=` or IN restricts it, by a single- or a multi-column
+    /// relation, and to one value (`Some(true)`).
+    eq_like: Vec<Option<bool>>,
+    /// The leading clustering columns restricted to one value each.
+    prefix_len: usize,
+    /// An IN among the leading `=`/`IN` columns.
+    in_on_clustering: bool,
+    /// The clustering restrictions need filtering: not a prefix of `=` then at most one slice.
+    needs_filtering: bool,
+}
+
+/// Clustering: a prefix of = restrictions, then at most one slice, reads a slice; anything
+/// else is filtered (and needs ALLOW FILTERING). The combinations of an IN are checked
+/// against the guardrails.
+fn clustering_shape(
+    r: &Restrictions,
+    ck_count: usize,
+    guardrails: &InSelectGuardrails,
+    warnings: &mut Vec<String>,
+) -> Result<ClusteringShape, QueryError> {
+    let (filters, ck_eq, ck_slices, ck_multi, in_markers) = (
+        &r.filters,
+        &r.ck_eq,
+        &r.ck_slices,
+        &r.ck_multi,
+        &r.in_markers,
+    );
+    let mut needs_filtering = false;
     let mut ck_eq_like: Vec<Option<bool>> = ck_eq
         .iter()
-        .map(|v| v.map(|i| restricted(&filters, i).len() == 1 && !in_markers.contains(&i)))
+        .map(|v| v.map(|i| restricted(filters, i).len() == 1 && !in_markers.contains(&i)))
         .collect();
-    for (first, op, i) in &ck_multi {
+    for (first, op, i) in ck_multi {
         if let (
             Operator::Eq | Operator::In,
             Filter::MultiColumn {
@@ -596,9 +841,9 @@ pub(super) fn build_plan(
         let mut lengths: Vec<usize> = ck_eq[..eq_in_len]
             .iter()
             .flatten()
-            .map(|i| restricted(&filters, *i).len())
+            .map(|i| restricted(filters, *i).len())
             .collect();
-        for (first, op, i) in &ck_multi {
+        for (first, op, i) in ck_multi {
             if let (Operator::Eq | Operator::In, Filter::MultiColumn { tuples, .. }) =
                 (op, &filters[*i])
             {
@@ -630,6 +875,21 @@ pub(super) fn build_plan(
             needs_filtering = true;
         }
     }
+    Ok(ClusteringShape {
+        eq_like: ck_eq_like,
+        prefix_len,
+        in_on_clustering,
+        needs_filtering,
+    })
+}
+
+/// Refuses, in Cassandra's words, restrictions that would filter without ALLOW FILTERING and
+/// multi-column restrictions that could only filter.
+fn check_filtering(
+    table: &TableMetadata,
+    select: &Select,
+    needs_filtering: bool,
+) -> Result<(), QueryError> {
     // A multi-column relation the read cannot serve as a slice (after a gap or a slice) could
     // only filter: without ALLOW FILTERING Cassandra names the clustering column as for any
     // such restriction, and with it still refuses a multi-column slice or IN (an `=` filters).
@@ -676,21 +936,17 @@ pub(super) fn build_plan(
             return Err(filtering_error());
         }
     }
+    Ok(())
+}
 
-    // The clustering ranges the read covers (a superset of the rows selected: every row is
-    // still checked against the restrictions the read does not enforce, `enforced_by_read`).
-    let read = clustering_read(table, &filters, &ck_eq, &ck_slices, &ck_multi);
-    let (start, end, slices) = match read.ranges {
-        None => (None, None, None),
-        Some(mut one) if one.len() == 1 => {
-            let (start, end) = one.remove(0);
-            (start, end, None)
-        }
-        Some(several) => (None, None, Some(several)),
-    };
-
-    // Cassandra's `StatementRestrictions`: a selection of static (and partition key) columns
-    // only reads no clustering row, so it cannot restrict one.
+/// Cassandra's `StatementRestrictions`: a selection of static (and partition key) columns
+/// only reads no clustering row, so it cannot restrict one.
+fn check_static_selection(
+    table: &TableMetadata,
+    select: &Select,
+    selection: &Selection,
+    has_clustering_restriction: bool,
+) -> Result<(), QueryError> {
     if has_clustering_restriction
         && !matches!(select.selection, cql_syntax::ast::Selection::Wildcard)
     {
@@ -706,11 +962,27 @@ pub(super) fn build_plan(
             ));
         }
     }
-    // ORDER BY: only on clustering columns, in their declared order or its exact reverse.
+    Ok(())
+}
+
+/// The columns rows are sorted on after they are read: (index, descending).
+type PostOrdering = Vec<(usize, bool)>;
+
+/// ORDER BY: only on clustering columns, in their declared order or its exact reverse.
+/// Returns whether the read is reversed, and the columns of a post-query ordering (ORDER BY
+/// with an IN on the partition key), which the selection then carries as hidden outputs.
+fn ordering(
+    table: &TableMetadata,
+    select: &Select,
+    selection: &mut Arc<Selection>,
+    partitions_named: bool,
+    partition_key_in: bool,
+    ck_eq_like: &[Option<bool>],
+) -> Result<(bool, Option<PostOrdering>), QueryError> {
     let mut reversed = false;
     let mut post_ordering = None;
     if !select.order_by.is_empty() {
-        if partitions.is_none() {
+        if !partitions_named {
             return Err(QueryError::Invalid(
                 "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.".to_string(),
             ));
@@ -766,14 +1038,17 @@ pub(super) fn build_plan(
                     "ORDER BY with an IN restriction on the partition key of a virtual table is not supported yet by Helenus".to_string(),
                 ));
             }
-            Arc::make_mut(&mut selection)
-                .add_hidden_columns(columns.iter().map(|(index, _)| *index));
+            Arc::make_mut(selection).add_hidden_columns(columns.iter().map(|(index, _)| *index));
             post_ordering = Some(columns);
         }
     }
-    // Cassandra's column filter fetches a table's static columns for `*`, for a selection of
-    // one, and for a selection of key columns only (it then fetches every column).
-    let fetches_static = table.columns.iter().any(|c| c.kind == ColumnKind::Static)
+    Ok((reversed, post_ordering))
+}
+
+/// Cassandra's column filter fetches a table's static columns for `*`, for a selection of
+/// one, and for a selection of key columns only (it then fetches every column).
+fn fetches_static(table: &TableMetadata, select: &Select, selection: &Selection) -> bool {
+    table.columns.iter().any(|c| c.kind == ColumnKind::Static)
         && match select.selection {
             cql_syntax::ast::Selection::Wildcard => true,
             cql_syntax::ast::Selection::Columns(_) => {
@@ -784,74 +1059,7 @@ pub(super) fn build_plan(
                         matches!(kind(i), ColumnKind::PartitionKey | ColumnKind::Clustering)
                     })
             }
-        };
-    let group_by = group_by_prefix(table, select, &selection.group_by_functions)?;
-    let aggregate = selection.is_aggregate() && group_by.is_none();
-    if aggregate && select.per_partition_limit.is_some() {
-        return Err(QueryError::Invalid(
-            "PER PARTITION LIMIT is not allowed with aggregate queries.".to_string(),
-        ));
-    }
-    // `check_distinct` refused what SELECT DISTINCT may not read or restrict, at PREPARE.
-    // The read enforces the `=` prefix it is bounded by, and a slice right after it if the
-    // slice bounds it.
-    let eq_prefix = prefix_len.min(read.prefix_columns);
-    let enforced = enforced_by_read(
-        table,
-        &filters,
-        partitions.is_some(),
-        eq_prefix,
-        if read.sliced && read.prefix_columns == prefix_len {
-            ck_slices.len()
-        } else {
-            usize::MAX
-        },
-        in_on_clustering,
-    );
-    let needs_partition_key = group_by.is_some()
-        || select.distinct
-        || selection.reads_column_below(pk_count)
-        || filters.iter().enumerate().any(|(i, f)| match f {
-            _ if enforced_bit(enforced, i) => false,
-            Filter::Compare { column, .. } | Filter::IsNotNull(column) => *column < pk_count,
-            Filter::MultiColumn { .. } | Filter::Token { .. } | Filter::MapEntry { .. } => false,
-        });
-    Ok(Plan {
-        table: table.clone(),
-        selection,
-        filters,
-        enforced,
-        needs_partition_key,
-        partitions,
-        slice: ClusteringSlice {
-            start,
-            end,
-            reversed,
-        },
-        slices,
-        limit: limit_value(&select.limit, "[limit]", values)?,
-        per_partition_limit: limit_value(
-            &select.per_partition_limit,
-            "[per_partition_limit]",
-            values,
-        )?,
-        distinct: select.distinct,
-        aggregate,
-        group_by,
-        token_start,
-        token_end,
-        static_only_rows: !has_clustering_restriction,
-        post_ordering,
-        partition_key_restricted: pk_restricted > 0 || has_token,
-        partition_key_in,
-        fetches_static,
-        clustering_names: ck_count > 0
-            && ck_eq_like.iter().all(Option::is_some)
-            && ck_slices.is_empty()
-            && ck_multi
-                .iter()
-                .all(|(_, op, _)| matches!(op, Operator::Eq | Operator::In)),
-    })
+        }
 }
 
 /// What a partition read covers of the clustering keys (`clustering_read`).
