@@ -1204,216 +1204,32 @@ fn key_restrictions(
     for rel in relations {
         check_modification_relation(table, rel, statement)?;
     }
-    let mut tokens = TokenBounds::default();
-    // A clustering column restricted by a slice the statement cannot take, left for the
-    // static-only refusal to name (Cassandra checks that first).
-    let mut refused_slice: Option<QueryError> = None;
-    let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
-    let mut slice_col: Option<usize> = None;
-    let mut lower: Option<TupleBound> = None;
-    let mut upper: Option<TupleBound> = None;
-    let mut multi_in: Option<MultiColumnIn> = None;
-    // The clustering index a multi-column slice starts at.
-    let mut multi_slice_start: Option<usize> = None;
-    // Columns a single-column IN restricts, and the refusal of a second relation on a column
-    // that an `=` or IN restricts, in Cassandra's words: the earlier relation names its kind.
-    // (A relation the multi-column IN's tuples cover was silently dropped before.)
-    let mut in_columns: Vec<usize> = Vec::new();
-    let restricted_twice = |name: &str, by_in: bool| {
-        QueryError::Invalid(format!(
-            "{name} cannot be restricted by more than one relation if it includes {}",
-            if by_in { "a IN" } else { "an Equal" }
-        ))
+    let mut keys = KeyRelations {
+        table,
+        ctx,
+        statement,
+        allow_slice,
+        only_static,
+        tokens: TokenBounds::default(),
+        refused_slice: None,
+        eq: BTreeMap::new(),
+        slice_col: None,
+        lower: None,
+        upper: None,
+        multi_in: None,
+        multi_slice_start: None,
+        in_columns: Vec::new(),
+        non_key: Vec::new(),
     };
-    // Whether the multi-column IN covers column `idx`, and if so whether it counts as an IN
-    // (Cassandra takes an IN of one tuple for an `=`).
-    let in_multi_in = |multi_in: &Option<MultiColumnIn>, idx: usize| {
-        multi_in.as_ref().and_then(|(start, width, tuples)| {
-            (*start..*start + *width)
-                .contains(&idx)
-                .then_some(tuples.len() != 1)
-        })
-    };
-    let mut non_key = Vec::new();
     for rel in relations {
         match rel {
             Relation::Simple {
                 column: c,
                 op,
                 value,
-            } => {
-                let col = column(table, c)?;
-                let idx = table.column_index(&col.name).unwrap_or(0);
-                if idx >= table.partition_key_count + table.clustering_count {
-                    non_key.push(col.name.clone());
-                    continue;
-                }
-                let values = match (op, value) {
-                    (Operator::Eq, RelationValue::Single(t)) => {
-                        vec![key_value(
-                            col,
-                            evaluate(t, &col.ty, &col.name, ctx.values)?,
-                        )?]
-                    }
-                    (Operator::In, RelationValue::List(items)) => {
-                        let mut vs = Vec::new();
-                        for t in items {
-                            vs.push(key_value(
-                                col,
-                                evaluate(t, &col.ty, &col.name, ctx.values)?,
-                            )?);
-                        }
-                        vs
-                    }
-                    (Operator::In, RelationValue::Marker(m)) => {
-                        let list = CqlType::List(Box::new(col.ty.clone()));
-                        let bytes = key_value(
-                            col,
-                            evaluate(&Term::BindMarker(m.clone()), &list, &col.name, ctx.values)?,
-                        )?;
-                        split_elements(&bytes, 1)?
-                            .into_iter()
-                            .map(|g| g[0].to_vec())
-                            .collect()
-                    }
-                    (
-                        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte,
-                        RelationValue::Single(t),
-                    ) if allow_slice && col.kind == ColumnKind::Clustering => {
-                        let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
-                        if slice_col.or(multi_slice_start).is_some_and(|s| s != idx) {
-                            return Err(QueryError::Invalid(
-                                "Only one clustering column may be restricted by a slice in a DELETE".to_string(),
-                            ));
-                        }
-                        slice_col = Some(idx);
-                        let bound = TupleBound {
-                            values: vec![v],
-                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
-                        };
-                        set_slice_bound(&mut lower, &mut upper, op, bound, &col.name)?;
-                        continue;
-                    }
-                    (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
-                        // Cassandra's words for each kind of refused slice.
-                        let refusal = QueryError::Invalid(match col.kind {
-                            ColumnKind::PartitionKey => format!(
-                                "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
-                            ),
-                            _ if statement == "UPDATE" => {
-                                "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
-                            }
-                            _ => RANGE_DELETION_OF_COLUMNS.to_string(),
-                        });
-                        if col.kind == ColumnKind::PartitionKey || !only_static {
-                            return Err(refusal);
-                        }
-                        refused_slice.get_or_insert(refusal);
-                        continue;
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                        "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
-                        op_name(op),
-                        col.name
-                    )))
-                    }
-                };
-                if let Some(by_in) = in_multi_in(&multi_in, idx) {
-                    return Err(restricted_twice(&col.name, by_in));
-                }
-                if eq.contains_key(&idx) {
-                    return Err(restricted_twice(&col.name, in_columns.contains(&idx)));
-                }
-                if matches!(op, Operator::In) {
-                    in_columns.push(idx);
-                }
-                if eq.insert(idx, values).is_some() {
-                    return Err(QueryError::Invalid(format!(
-                        "{} cannot be restricted by more than one relation if it includes an Equal",
-                        col.name
-                    )));
-                }
-            }
+            } => keys.simple(c, op, value)?,
             Relation::MultiColumn { columns, op, value } => {
-                let mut cols = Vec::with_capacity(columns.len());
-                for c in columns {
-                    let col = column(table, c)?;
-                    if col.kind != ColumnKind::Clustering {
-                        return Err(QueryError::Invalid(format!(
-                            "Multi-column relations can only be applied to clustering columns but was applied to: {}",
-                            col.name
-                        )));
-                    }
-                    cols.push(col);
-                }
-                let first = table.column_index(&cols[0].name).unwrap_or(0);
-                for (i, col) in cols.iter().enumerate() {
-                    if table.column_index(&col.name) != Some(first + i) {
-                        return Err(QueryError::Invalid(format!(
-                            "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
-                            relation_columns(&cols)
-                        )));
-                    }
-                }
-                let tuples = multi_column_values(&cols, value, ctx)?;
-                match op {
-                    Operator::Eq | Operator::In => {
-                        // Against an earlier multi-column IN, Cassandra names every column
-                        // the two share.
-                        let shared: Vec<&str> = (0..cols.len())
-                            .filter(|i| in_multi_in(&multi_in, first + i).is_some())
-                            .map(|i| cols[i].name.as_str())
-                            .collect();
-                        if let Some(by_in) =
-                            (0..cols.len()).find_map(|i| in_multi_in(&multi_in, first + i))
-                        {
-                            return Err(restricted_twice(&shared.join(" ,"), by_in));
-                        }
-                        for (i, col) in cols.iter().enumerate() {
-                            if eq.contains_key(&(first + i)) {
-                                let by_in = in_columns.contains(&(first + i));
-                                return Err(restricted_twice(&col.name, by_in));
-                            }
-                        }
-                        if matches!(op, Operator::Eq) && tuples.len() == 1 {
-                            for (i, v) in tuples[0].iter().enumerate() {
-                                if eq.insert(first + i, vec![v.clone()]).is_some() {
-                                    return Err(QueryError::Invalid(format!(
-                                        "{} cannot be restricted by more than one relation if it includes an Equal",
-                                        cols[i].name
-                                    )));
-                                }
-                            }
-                        } else if multi_in.replace((first, cols.len(), tuples)).is_some() {
-                            return Err(QueryError::Invalid(
-                                "Only one multi-column IN relation is allowed".to_string(),
-                            ));
-                        }
-                    }
-                    Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if allow_slice => {
-                        // A single-column bound may share the slice's first column
-                        // (`c > 1 AND (c, d) < (3, 0)`), as in Cassandra 5.0.
-                        if slice_col.or(multi_slice_start).is_some_and(|s| s != first) {
-                            return Err(QueryError::Invalid(
-                                "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
-                            ));
-                        }
-                        multi_slice_start = Some(first);
-                        let bound = TupleBound {
-                            values: tuples.into_iter().next().unwrap_or_default(),
-                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
-                        };
-                        set_slice_bound(&mut lower, &mut upper, op, bound, &cols[0].name)?;
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operator {} for multi-column relation on {} in a modification statement",
-                            op_name(op),
-                            relation_columns(&cols)
-                        )))
-                    }
-                }
+                keys.multi_column(columns, op, value)?
             }
             Relation::Token {
                 op,
@@ -1430,11 +1246,11 @@ fn key_restrictions(
                         ))
                     }
                 };
-                tokens.add(table, op, token)?;
+                keys.tokens.add(table, op, token)?;
             }
             Relation::Element { column: c, .. } => {
                 // A map element is a regular column's: refused with the others below.
-                non_key.push(column(table, c)?.name.clone());
+                keys.non_key.push(column(table, c)?.name.clone());
             }
             Relation::Token { .. } | Relation::IsNotNull(_) | Relation::CustomIndex { .. } => {
                 return Err(QueryError::Invalid(
@@ -1444,125 +1260,10 @@ fn key_restrictions(
             }
         }
     }
-    if !non_key.is_empty() {
-        return Err(QueryError::Invalid(format!(
-            "Non PRIMARY KEY columns found in where clause: {} ",
-            non_key.join(", ")
-        )));
-    }
-    let missing: Vec<String> = table
-        .partition_key()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !eq.contains_key(i))
-        .map(|(_, c)| c.name.clone())
-        .collect();
-    if !missing.is_empty() && !tokens.is_empty() {
-        return Err(QueryError::Invalid(format!(
-            "The token function cannot be used in WHERE clauses for {statement} statements"
-        )));
-    }
-    if !missing.is_empty() {
-        return Err(QueryError::Invalid(format!(
-            "Some partition key parts are missing: {}",
-            missing.join(", ")
-        )));
-    }
-    let clustering_restricted = refused_slice.is_some()
-        || multi_in.is_some()
-        || multi_slice_start.is_some()
-        || slice_col.is_some()
-        || eq.keys().any(|i| *i >= table.partition_key_count);
-    if only_static && clustering_restricted {
-        return Err(QueryError::Invalid(format!(
-            "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
-        )));
-    }
-    // Checked before any combination is built, as Cassandra's guardrail.
-    let partition_product = (0..table.partition_key_count).fold(1u64, |product, i| {
-        product.saturating_mul(eq[&i].len() as u64)
-    });
-    ctx.in_select_guardrails.check_cartesian_product(
-        KeyKind::Partition,
-        partition_product,
-        warnings,
-    )?;
-    let clustering_product = (0..table.clustering_count)
-        .map(|i| match &multi_in {
-            Some((start, _, tuples)) if *start == table.partition_key_count + i => tuples.len(),
-            _ => eq.get(&(table.partition_key_count + i)).map_or(1, Vec::len),
-        })
-        .fold(1u64, |product, n| product.saturating_mul(n as u64));
-    ctx.in_select_guardrails.check_cartesian_product(
-        KeyKind::Clustering,
-        clustering_product,
-        warnings,
-    )?;
-    let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-    for i in 0..table.partition_key_count {
-        partitions = cartesian(partitions, &eq[&i]);
-    }
-    if !tokens.is_empty() {
-        // With the whole key given, Cassandra takes token() as a filter on its partitions.
-        let mut kept = Vec::with_capacity(partitions.len());
-        for pk in partitions {
-            if tokens.admits(partition_key(table, &pk)?.token) {
-                kept.push(pk);
-            }
-        }
-        partitions = kept;
-    }
-    let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-    let mut prefix_len = 0;
-    for i in 0..table.clustering_count {
-        if let Some((start, width, tuples)) = &multi_in {
-            if *start == table.partition_key_count + i {
-                if prefix_len != i {
-                    return Err(QueryError::Invalid(format!(
-                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                        table.clustering()[i].name,
-                        table.clustering()[prefix_len].name
-                    )));
-                }
-                let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
-                for p in &prefixes {
-                    for t in tuples {
-                        let mut q = p.clone();
-                        q.extend(t.iter().cloned());
-                        next.push(q);
-                    }
-                }
-                prefixes = next;
-                prefix_len += *width;
-                continue;
-            }
-            if *start < table.partition_key_count + i && i < prefix_len {
-                continue; // covered by the tuples
-            }
-        }
-        if i < prefix_len {
-            continue;
-        }
-        if let Some(values) = eq.get(&(table.partition_key_count + i)) {
-            if prefix_len != i {
-                return Err(QueryError::Invalid(format!(
-                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                    table.clustering()[i].name,
-                    table.clustering()[prefix_len].name
-                )));
-            }
-            prefixes = cartesian(prefixes, values);
-            prefix_len += 1;
-        }
-    }
-    if let Some(s) = slice_col.or(multi_slice_start) {
-        if s != table.partition_key_count + prefix_len {
-            return Err(QueryError::Invalid(format!(
-                "PRIMARY KEY column \"{}\" cannot be restricted as preceding column is not restricted",
-                table.columns[s].name
-            )));
-        }
-    }
+    keys.check_key_columns()?;
+    keys.check_guardrails(warnings)?;
+    let mut partitions = keys.partitions()?;
+    let (mut prefixes, prefix_len) = keys.clustering_prefixes()?;
     let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
     sort_distinct(&mut partitions, &key_types);
     let prefix_types: Vec<&CqlType> = table.clustering()[..prefix_len]
@@ -1574,8 +1275,407 @@ fn key_restrictions(
         partitions,
         clustering_prefixes: prefixes,
         prefix_len,
-        slice: slice_col.or(multi_slice_start).map(|_| (lower, upper)),
+        slice: keys
+            .slice_col
+            .or(keys.multi_slice_start)
+            .map(|_| (keys.lower, keys.upper)),
     })
+}
+
+/// One value per column of a key or a prefix of it.
+type KeyValues = Vec<Vec<u8>>;
+
+/// An UPDATE's or DELETE's WHERE clause read relation by relation: the values of the key
+/// columns `=` and IN restrict, the clustering slice, the token bounds, and what is refused.
+struct KeyRelations<'a> {
+    table: &'a TableMetadata,
+    ctx: &'a WriteContext<'a>,
+    /// `UPDATE` or `DELETE`, for errors.
+    statement: &'a str,
+    /// A clustering slice is accepted (a DELETE of whole rows).
+    allow_slice: bool,
+    /// The statement writes static columns only, so (as Cassandra) any restriction of the
+    /// clustering columns is refused.
+    only_static: bool,
+    tokens: TokenBounds,
+    /// A clustering column restricted by a slice the statement cannot take, left for the
+    /// static-only refusal to name (Cassandra checks that first).
+    refused_slice: Option<QueryError>,
+    eq: BTreeMap<usize, Vec<Vec<u8>>>,
+    slice_col: Option<usize>,
+    lower: Option<TupleBound>,
+    upper: Option<TupleBound>,
+    multi_in: Option<MultiColumnIn>,
+    /// The clustering index a multi-column slice starts at.
+    multi_slice_start: Option<usize>,
+    /// Columns a single-column IN restricts, for the refusal of a second relation on a column
+    /// that an `=` or IN restricts, in Cassandra's words: the earlier relation names its kind.
+    /// (A relation the multi-column IN's tuples cover was silently dropped before.)
+    in_columns: Vec<usize>,
+    non_key: Vec<String>,
+}
+
+/// Cassandra's refusal of a second relation on a column an `=` (or an IN, `by_in`) restricts.
+fn restricted_twice(name: &str, by_in: bool) -> QueryError {
+    QueryError::Invalid(format!(
+        "{name} cannot be restricted by more than one relation if it includes {}",
+        if by_in { "a IN" } else { "an Equal" }
+    ))
+}
+
+impl KeyRelations<'_> {
+    /// Whether the multi-column IN covers column `idx`, and if so whether it counts as an IN
+    /// (Cassandra takes an IN of one tuple for an `=`).
+    fn in_multi_in(&self, idx: usize) -> Option<bool> {
+        self.multi_in.as_ref().and_then(|(start, width, tuples)| {
+            (*start..*start + *width)
+                .contains(&idx)
+                .then_some(tuples.len() != 1)
+        })
+    }
+
+    /// `c op value`.
+    fn simple(
+        &mut self,
+        c: &cql_syntax::ast::Identifier,
+        op: &Operator,
+        value: &RelationValue,
+    ) -> Result<(), QueryError> {
+        let (table, ctx, statement) = (self.table, self.ctx, self.statement);
+        let col = column(table, c)?;
+        let idx = table.column_index(&col.name).unwrap_or(0);
+        if idx >= table.partition_key_count + table.clustering_count {
+            self.non_key.push(col.name.clone());
+            return Ok(());
+        }
+        let values = match (op, value) {
+            (Operator::Eq, RelationValue::Single(t)) => {
+                vec![key_value(
+                    col,
+                    evaluate(t, &col.ty, &col.name, ctx.values)?,
+                )?]
+            }
+            (Operator::In, RelationValue::List(items)) => {
+                let mut vs = Vec::new();
+                for t in items {
+                    vs.push(key_value(
+                        col,
+                        evaluate(t, &col.ty, &col.name, ctx.values)?,
+                    )?);
+                }
+                vs
+            }
+            (Operator::In, RelationValue::Marker(m)) => {
+                let list = CqlType::List(Box::new(col.ty.clone()));
+                let bytes = key_value(
+                    col,
+                    evaluate(&Term::BindMarker(m.clone()), &list, &col.name, ctx.values)?,
+                )?;
+                split_elements(&bytes, 1)?
+                    .into_iter()
+                    .map(|g| g[0].to_vec())
+                    .collect()
+            }
+            (
+                Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte,
+                RelationValue::Single(t),
+            ) if self.allow_slice && col.kind == ColumnKind::Clustering => {
+                let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
+                if self
+                    .slice_col
+                    .or(self.multi_slice_start)
+                    .is_some_and(|s| s != idx)
+                {
+                    return Err(QueryError::Invalid(
+                        "Only one clustering column may be restricted by a slice in a DELETE"
+                            .to_string(),
+                    ));
+                }
+                self.slice_col = Some(idx);
+                let bound = TupleBound {
+                    values: vec![v],
+                    inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                };
+                return set_slice_bound(&mut self.lower, &mut self.upper, op, bound, &col.name);
+            }
+            (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
+                // Cassandra's words for each kind of refused slice.
+                let refusal = QueryError::Invalid(match col.kind {
+                    ColumnKind::PartitionKey => format!(
+                        "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
+                    ),
+                    _ if statement == "UPDATE" => {
+                        "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
+                    }
+                    _ => RANGE_DELETION_OF_COLUMNS.to_string(),
+                });
+                if col.kind == ColumnKind::PartitionKey || !self.only_static {
+                    return Err(refusal);
+                }
+                self.refused_slice.get_or_insert(refusal);
+                return Ok(());
+            }
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
+                    op_name(op),
+                    col.name
+                )))
+            }
+        };
+        if let Some(by_in) = self.in_multi_in(idx) {
+            return Err(restricted_twice(&col.name, by_in));
+        }
+        if self.eq.contains_key(&idx) {
+            return Err(restricted_twice(&col.name, self.in_columns.contains(&idx)));
+        }
+        if matches!(op, Operator::In) {
+            self.in_columns.push(idx);
+        }
+        if self.eq.insert(idx, values).is_some() {
+            return Err(QueryError::Invalid(format!(
+                "{} cannot be restricted by more than one relation if it includes an Equal",
+                col.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// `(c1, c2) op value`.
+    fn multi_column(
+        &mut self,
+        columns: &[cql_syntax::ast::Identifier],
+        op: &Operator,
+        value: &RelationValue,
+    ) -> Result<(), QueryError> {
+        let table = self.table;
+        let mut cols = Vec::with_capacity(columns.len());
+        for c in columns {
+            let col = column(table, c)?;
+            if col.kind != ColumnKind::Clustering {
+                return Err(QueryError::Invalid(format!(
+                    "Multi-column relations can only be applied to clustering columns but was applied to: {}",
+                    col.name
+                )));
+            }
+            cols.push(col);
+        }
+        let first = table.column_index(&cols[0].name).unwrap_or(0);
+        for (i, col) in cols.iter().enumerate() {
+            if table.column_index(&col.name) != Some(first + i) {
+                return Err(QueryError::Invalid(format!(
+                    "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                    relation_columns(&cols)
+                )));
+            }
+        }
+        let tuples = multi_column_values(&cols, value, self.ctx)?;
+        match op {
+            Operator::Eq | Operator::In => {
+                // Against an earlier multi-column IN, Cassandra names every column
+                // the two share.
+                let shared: Vec<&str> = (0..cols.len())
+                    .filter(|i| self.in_multi_in(first + i).is_some())
+                    .map(|i| cols[i].name.as_str())
+                    .collect();
+                if let Some(by_in) = (0..cols.len()).find_map(|i| self.in_multi_in(first + i)) {
+                    return Err(restricted_twice(&shared.join(" ,"), by_in));
+                }
+                for (i, col) in cols.iter().enumerate() {
+                    if self.eq.contains_key(&(first + i)) {
+                        let by_in = self.in_columns.contains(&(first + i));
+                        return Err(restricted_twice(&col.name, by_in));
+                    }
+                }
+                if matches!(op, Operator::Eq) && tuples.len() == 1 {
+                    for (i, v) in tuples[0].iter().enumerate() {
+                        if self.eq.insert(first + i, vec![v.clone()]).is_some() {
+                            return Err(QueryError::Invalid(format!(
+                                "{} cannot be restricted by more than one relation if it includes an Equal",
+                                cols[i].name
+                            )));
+                        }
+                    }
+                } else if self.multi_in.replace((first, cols.len(), tuples)).is_some() {
+                    return Err(QueryError::Invalid(
+                        "Only one multi-column IN relation is allowed".to_string(),
+                    ));
+                }
+            }
+            Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if self.allow_slice => {
+                // A single-column bound may share the slice's first column
+                // (`c > 1 AND (c, d) < (3, 0)`), as in Cassandra 5.0.
+                if self
+                    .slice_col
+                    .or(self.multi_slice_start)
+                    .is_some_and(|s| s != first)
+                {
+                    return Err(QueryError::Invalid(
+                        "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
+                    ));
+                }
+                self.multi_slice_start = Some(first);
+                let bound = TupleBound {
+                    values: tuples.into_iter().next().unwrap_or_default(),
+                    inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                };
+                set_slice_bound(&mut self.lower, &mut self.upper, op, bound, &cols[0].name)?;
+            }
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                "Invalid operator {} for multi-column relation on {} in a modification statement",
+                op_name(op),
+                relation_columns(&cols)
+            )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses non-key columns, a partition key not given whole (with token() or without),
+    /// and clustering restrictions of a statement that writes static columns only.
+    fn check_key_columns(&self) -> Result<(), QueryError> {
+        let (table, statement) = (self.table, self.statement);
+        if !self.non_key.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Non PRIMARY KEY columns found in where clause: {} ",
+                self.non_key.join(", ")
+            )));
+        }
+        let missing: Vec<String> = table
+            .partition_key()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.eq.contains_key(i))
+            .map(|(_, c)| c.name.clone())
+            .collect();
+        if !missing.is_empty() && !self.tokens.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "The token function cannot be used in WHERE clauses for {statement} statements"
+            )));
+        }
+        if !missing.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Some partition key parts are missing: {}",
+                missing.join(", ")
+            )));
+        }
+        let clustering_restricted = self.refused_slice.is_some()
+            || self.multi_in.is_some()
+            || self.multi_slice_start.is_some()
+            || self.slice_col.is_some()
+            || self.eq.keys().any(|i| *i >= table.partition_key_count);
+        if self.only_static && clustering_restricted {
+            return Err(QueryError::Invalid(format!(
+                "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The guardrails on the products of IN restrictions, checked before any combination is
+    /// built, as Cassandra's.
+    fn check_guardrails(&self, warnings: &mut Vec<String>) -> Result<(), QueryError> {
+        let (table, eq) = (self.table, &self.eq);
+        let partition_product = (0..table.partition_key_count).fold(1u64, |product, i| {
+            product.saturating_mul(eq[&i].len() as u64)
+        });
+        self.ctx.in_select_guardrails.check_cartesian_product(
+            KeyKind::Partition,
+            partition_product,
+            warnings,
+        )?;
+        let clustering_product = (0..table.clustering_count)
+            .map(|i| match &self.multi_in {
+                Some((start, _, tuples)) if *start == table.partition_key_count + i => tuples.len(),
+                _ => eq.get(&(table.partition_key_count + i)).map_or(1, Vec::len),
+            })
+            .fold(1u64, |product, n| product.saturating_mul(n as u64));
+        self.ctx.in_select_guardrails.check_cartesian_product(
+            KeyKind::Clustering,
+            clustering_product,
+            warnings,
+        )
+    }
+
+    /// Every combination of the partition key values, less those a token() restriction
+    /// leaves out.
+    fn partitions(&self) -> Result<Vec<KeyValues>, QueryError> {
+        let table = self.table;
+        let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        for i in 0..table.partition_key_count {
+            partitions = cartesian(partitions, &self.eq[&i]);
+        }
+        if !self.tokens.is_empty() {
+            // With the whole key given, Cassandra takes token() as a filter on its partitions.
+            let mut kept = Vec::with_capacity(partitions.len());
+            for pk in partitions {
+                if self.tokens.admits(partition_key(table, &pk)?.token) {
+                    kept.push(pk);
+                }
+            }
+            partitions = kept;
+        }
+        Ok(partitions)
+    }
+
+    /// Every combination of the values of the restricted prefix of clustering columns, and
+    /// the prefix's length; refuses a restriction after an unrestricted column.
+    fn clustering_prefixes(&self) -> Result<(Vec<KeyValues>, usize), QueryError> {
+        let table = self.table;
+        let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        let mut prefix_len = 0;
+        for i in 0..table.clustering_count {
+            if let Some((start, width, tuples)) = &self.multi_in {
+                if *start == table.partition_key_count + i {
+                    if prefix_len != i {
+                        return Err(QueryError::Invalid(format!(
+                            "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                            table.clustering()[i].name,
+                            table.clustering()[prefix_len].name
+                        )));
+                    }
+                    let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
+                    for p in &prefixes {
+                        for t in tuples {
+                            let mut q = p.clone();
+                            q.extend(t.iter().cloned());
+                            next.push(q);
+                        }
+                    }
+                    prefixes = next;
+                    prefix_len += *width;
+                    continue;
+                }
+                if *start < table.partition_key_count + i && i < prefix_len {
+                    continue; // covered by the tuples
+                }
+            }
+            if i < prefix_len {
+                continue;
+            }
+            if let Some(values) = self.eq.get(&(table.partition_key_count + i)) {
+                if prefix_len != i {
+                    return Err(QueryError::Invalid(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[i].name,
+                        table.clustering()[prefix_len].name
+                    )));
+                }
+                prefixes = cartesian(prefixes, values);
+                prefix_len += 1;
+            }
+        }
+        if let Some(s) = self.slice_col.or(self.multi_slice_start) {
+            if s != table.partition_key_count + prefix_len {
+                return Err(QueryError::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column is not restricted",
+                    table.columns[s].name
+                )));
+            }
+        }
+        Ok((prefixes, prefix_len))
+    }
 }
 
 /// Records a slice bound on its side (`>`/`>=` lower, `<`/`<=` upper), refusing a second one
