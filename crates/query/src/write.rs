@@ -2229,140 +2229,15 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     // The assignments were checked by `bind::analyze` (`check_assignments`), at PREPARE or
     // for this QUERY; schema changes forget prepared statements.
     let attrs = attributes(&s.using, table, ctx)?;
-    let mut regular = Row::default();
-    let mut static_row = Row::default();
-    let mut list_ops: Vec<(&ColumnMetadata, ListOp)> = Vec::new();
+    let mut writes = ColumnWrites::default();
     for a in &s.assignments {
-        let (data, col) = match a {
-            Assignment::Set {
-                column: c,
-                value: t,
-            } => {
-                let col = settable(table, c)?;
-                let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
-                (set_column(col, v, &attrs, ctx.now_seconds)?, col)
-            }
-            Assignment::Add {
-                column: c,
-                value: t,
-            }
-            | Assignment::Prepend {
-                column: c,
-                value: t,
-            } => {
-                let col = settable(table, c)?;
-                let prepend = matches!(a, Assignment::Prepend { .. });
-                if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
-                    return Err(QueryError::Invalid(format!(
-                        "Value for a map addition has to be a map, but was: '{t}'"
-                    )));
-                }
-                let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
-                let data = match v {
-                    TermValue::Value(b) => Some(ColumnData::Complex {
-                        id: col.id,
-                        deletion: None,
-                        cells: if prepend {
-                            prepended_list_elements(&b, &attrs)?
-                        } else {
-                            multi_cell_elements(&col.ty, &b, &attrs)?
-                        },
-                    }),
-                    _ => None,
-                };
-                (data, col)
-            }
-            Assignment::Subtract {
-                column: c,
-                value: t,
-            } => {
-                let col = settable(table, c)?;
-                if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
-                    // Cassandra's words (and spelling).
-                    return Err(QueryError::Invalid(format!(
-                        "Value for a map substraction has to be a set, but was: '{t}'"
-                    )));
-                }
-                let elements = match &col.ty {
-                    CqlType::Set(e) => CqlType::Set(e.clone()),
-                    CqlType::Map(k, _) => CqlType::Set(k.clone()),
-                    CqlType::List(_) => {
-                        if let TermValue::Value(b) = evaluate(t, &col.ty, &col.name, ctx.values)? {
-                            let values = split_elements(&b, 1)?
-                                .into_iter()
-                                .map(|e| e[0].to_vec())
-                                .collect();
-                            list_ops.push((col, ListOp::Remove(values)));
-                        }
-                        continue;
-                    }
-                    _ => return Err(refused(col, a)),
-                };
-                let data = match evaluate(t, &elements, &col.name, ctx.values)? {
-                    TermValue::Value(b) => {
-                        let cells = split_elements(&b, 1)?
-                            .into_iter()
-                            .map(|e| (e[0].to_vec(), tombstone(attrs.timestamp, ctx.now_seconds)))
-                            .collect();
-                        Some(ColumnData::Complex {
-                            id: col.id,
-                            deletion: None,
-                            cells,
-                        })
-                    }
-                    // `m = m - null` removes nothing, as in Cassandra.
-                    TermValue::Null | TermValue::Unset => None,
-                };
-                (data, col)
-            }
-            Assignment::SetElement {
-                column: c,
-                key,
-                value,
-            } => {
-                let col = settable(table, c)?;
-                let (key_ty, value_ty) = match &col.ty {
-                    CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
-                    CqlType::List(v) => {
-                        let index = list_index(key, &col.name, ctx)?;
-                        let value = evaluate(value, v, &col.name, ctx.values)?;
-                        list_ops.push((col, ListOp::SetIndex(index, value)));
-                        continue;
-                    }
-                    _ => return Err(refused(col, a)),
-                };
-                let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
-                    TermValue::Value(b) => b,
-                    TermValue::Null => {
-                        return Err(QueryError::Invalid("Invalid null map key".to_string()))
-                    }
-                    TermValue::Unset => {
-                        return Err(QueryError::Invalid("Invalid unset map key".to_string()))
-                    }
-                };
-                let v = evaluate(value, &value_ty, &col.name, ctx.values)?;
-                (element_data(col, path, v, &attrs, ctx.now_seconds), col)
-            }
-            Assignment::SetField {
-                column: c,
-                field,
-                value,
-            } => {
-                let col = settable(table, c)?;
-                let (index, field_ty) = udt_field(col, field.as_str(), &format!("= {value}"))?;
-                let v = evaluate(value, &field_ty, field.as_str(), ctx.values)?;
-                let path = (index as u16).to_be_bytes().to_vec();
-                (element_data(col, path, v, &attrs, ctx.now_seconds), col)
-            }
-        };
-        if let Some(data) = data {
-            if col.kind == ColumnKind::Static {
-                static_row.columns.push(data);
-            } else {
-                regular.columns.push(data);
-            }
-        }
+        assign(a, table, &attrs, ctx, &mut writes)?;
     }
+    let ColumnWrites {
+        mut regular,
+        mut static_row,
+        list_ops,
+    } = writes;
     sort_columns(&mut regular);
     sort_columns(&mut static_row);
     let has_regular =
@@ -2406,6 +2281,175 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     )
 }
 
+/// What an UPDATE's assignments or a DELETE's columns write: the columns of the regular row
+/// and of the static row, and the list operations that need the list's current contents.
+#[derive(Default)]
+struct ColumnWrites<'t> {
+    regular: Row,
+    static_row: Row,
+    list_ops: Vec<(&'t ColumnMetadata, ListOp)>,
+}
+
+/// One assignment of an UPDATE, into `writes`.
+fn assign<'t>(
+    a: &Assignment,
+    table: &'t TableMetadata,
+    attrs: &WriteAttributes,
+    ctx: &WriteContext<'_>,
+    writes: &mut ColumnWrites<'t>,
+) -> Result<(), QueryError> {
+    let (data, col) = match a {
+        Assignment::Set {
+            column: c,
+            value: t,
+        } => {
+            let col = settable(table, c)?;
+            let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
+            (set_column(col, v, attrs, ctx.now_seconds)?, col)
+        }
+        Assignment::Add {
+            column: c,
+            value: t,
+        }
+        | Assignment::Prepend {
+            column: c,
+            value: t,
+        } => {
+            let col = settable(table, c)?;
+            let prepend = matches!(a, Assignment::Prepend { .. });
+            if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
+                return Err(QueryError::Invalid(format!(
+                    "Value for a map addition has to be a map, but was: '{t}'"
+                )));
+            }
+            let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
+            let data = match v {
+                TermValue::Value(b) => Some(ColumnData::Complex {
+                    id: col.id,
+                    deletion: None,
+                    cells: if prepend {
+                        prepended_list_elements(&b, attrs)?
+                    } else {
+                        multi_cell_elements(&col.ty, &b, attrs)?
+                    },
+                }),
+                _ => None,
+            };
+            (data, col)
+        }
+        Assignment::Subtract {
+            column: c,
+            value: t,
+        } => {
+            let col = settable(table, c)?;
+            match subtract(a, col, t, attrs, ctx)? {
+                Subtracted::Cells(data) => (data, col),
+                Subtracted::FromList(values) => {
+                    writes.list_ops.push((col, ListOp::Remove(values)));
+                    return Ok(());
+                }
+            }
+        }
+        Assignment::SetElement {
+            column: c,
+            key,
+            value,
+        } => {
+            let col = settable(table, c)?;
+            let (key_ty, value_ty) = match &col.ty {
+                CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
+                CqlType::List(v) => {
+                    let index = list_index(key, &col.name, ctx)?;
+                    let value = evaluate(value, v, &col.name, ctx.values)?;
+                    writes.list_ops.push((col, ListOp::SetIndex(index, value)));
+                    return Ok(());
+                }
+                _ => return Err(refused(col, a)),
+            };
+            let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
+                TermValue::Value(b) => b,
+                TermValue::Null => {
+                    return Err(QueryError::Invalid("Invalid null map key".to_string()))
+                }
+                TermValue::Unset => {
+                    return Err(QueryError::Invalid("Invalid unset map key".to_string()))
+                }
+            };
+            let v = evaluate(value, &value_ty, &col.name, ctx.values)?;
+            (element_data(col, path, v, attrs, ctx.now_seconds), col)
+        }
+        Assignment::SetField {
+            column: c,
+            field,
+            value,
+        } => {
+            let col = settable(table, c)?;
+            let (index, field_ty) = udt_field(col, field.as_str(), &format!("= {value}"))?;
+            let v = evaluate(value, &field_ty, field.as_str(), ctx.values)?;
+            let path = (index as u16).to_be_bytes().to_vec();
+            (element_data(col, path, v, attrs, ctx.now_seconds), col)
+        }
+    };
+    push_by_kind(col, data, &mut writes.regular, &mut writes.static_row);
+    Ok(())
+}
+
+/// What `c = c - t` writes: tombstones of a set's elements or a map's keys, or (for a list,
+/// whose elements are found by value) the values to remove.
+enum Subtracted {
+    Cells(Option<ColumnData>),
+    FromList(Vec<Vec<u8>>),
+}
+
+/// `c = c - t` (the assignment `a`) on column `col`.
+fn subtract(
+    a: &Assignment,
+    col: &ColumnMetadata,
+    t: &Term,
+    attrs: &WriteAttributes,
+    ctx: &WriteContext<'_>,
+) -> Result<Subtracted, QueryError> {
+    if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
+        // Cassandra's words (and spelling).
+        return Err(QueryError::Invalid(format!(
+            "Value for a map substraction has to be a set, but was: '{t}'"
+        )));
+    }
+    let elements = match &col.ty {
+        CqlType::Set(e) => CqlType::Set(e.clone()),
+        CqlType::Map(k, _) => CqlType::Set(k.clone()),
+        CqlType::List(_) => {
+            return Ok(match evaluate(t, &col.ty, &col.name, ctx.values)? {
+                TermValue::Value(b) => Subtracted::FromList(
+                    split_elements(&b, 1)?
+                        .into_iter()
+                        .map(|e| e[0].to_vec())
+                        .collect(),
+                ),
+                // Nothing to remove.
+                TermValue::Null | TermValue::Unset => Subtracted::Cells(None),
+            });
+        }
+        _ => return Err(refused(col, a)),
+    };
+    let data = match evaluate(t, &elements, &col.name, ctx.values)? {
+        TermValue::Value(b) => {
+            let cells = split_elements(&b, 1)?
+                .into_iter()
+                .map(|e| (e[0].to_vec(), tombstone(attrs.timestamp, ctx.now_seconds)))
+                .collect();
+            Some(ColumnData::Complex {
+                id: col.id,
+                deletion: None,
+                cells,
+            })
+        }
+        // `m = m - null` removes nothing, as in Cassandra.
+        TermValue::Null | TermValue::Unset => None,
+    };
+    Ok(Subtracted::Cells(data))
+}
+
 fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
     if s.conditions.is_some() {
@@ -2443,132 +2487,170 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         &mut out.warnings,
         only_static,
     )?;
-    let prefix_len = keys.prefix_len;
-
     if !s.columns.is_empty() {
-        let mut regular = Row::default();
-        let mut static_row = Row::default();
-        let mut list_ops: Vec<(&ColumnMetadata, ListOp)> = Vec::new();
-        for sel in &s.columns {
-            let c = match sel {
-                DeleteSelector::Column(c) => c,
-                DeleteSelector::Element { column: c, key } => {
-                    let col = column(table, c)?;
-                    let key_ty = match &col.ty {
-                        CqlType::Map(k, _) | CqlType::Set(k) => (**k).clone(),
-                        CqlType::List(_) => {
-                            let index = list_index(key, &col.name, ctx)?;
-                            list_ops.push((col, ListOp::DeleteIndex(index)));
-                            continue;
-                        }
-                        ty if ty.is_collection() => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid deletion operation for frozen collection column {}",
-                                col.name
-                            )))
-                        }
-                        _ => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid deletion operation for non collection column {}",
-                                col.name
-                            )))
-                        }
-                    };
-                    let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
-                        TermValue::Value(b) => b,
-                        TermValue::Null => {
-                            let what = match &col.ty {
-                                CqlType::Set(_) => "set element",
-                                _ => "map key",
-                            };
-                            return Err(QueryError::Invalid(format!("Invalid null {what}")));
-                        }
-                        TermValue::Unset => {
-                            let what = match &col.ty {
-                                CqlType::Set(_) => "set element",
-                                _ => "map key",
-                            };
-                            return Err(QueryError::Invalid(format!("Invalid unset {what}")));
-                        }
-                    };
-                    let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
-                    push_by_kind(col, data, &mut regular, &mut static_row);
-                    continue;
-                }
-                DeleteSelector::Field { column: c, field } => {
-                    let col = column(table, c)?;
-                    if matches!(&col.ty, CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_)))
-                    {
-                        return Err(QueryError::Invalid(format!(
-                            "Frozen UDT column {} does not support field deletions",
-                            col.name
-                        )));
-                    }
-                    if !matches!(col.ty, CqlType::Udt(_)) {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid field deletion operation for non-UDT column {}",
-                            col.name
-                        )));
-                    }
-                    let (index, _) = udt_field(col, field.as_str(), " ?")?;
-                    let path = (index as u16).to_be_bytes().to_vec();
-                    let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
-                    push_by_kind(col, data, &mut regular, &mut static_row);
-                    continue;
-                }
-            };
-            let col = column(table, c)?;
-            if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
-                return Err(QueryError::Invalid(format!(
-                    "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
-                    col.name
-                )));
-            }
-            let data = if col.ty.is_multi_cell() {
-                ColumnData::Complex {
-                    id: col.id,
-                    deletion: Some(deletion),
-                    cells: Vec::new(),
-                }
-            } else {
-                ColumnData::Simple {
-                    id: col.id,
-                    cell: tombstone(attrs.timestamp, ctx.now_seconds),
-                }
-            };
-            if col.kind == ColumnKind::Static {
-                static_row.columns.push(data);
-            } else {
-                regular.columns.push(data);
-            }
-        }
-        sort_columns(&mut regular);
-        sort_columns(&mut static_row);
-        let has_regular = !regular.columns.is_empty()
-            || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
-        let has_static = !static_row.columns.is_empty()
-            || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-        if has_regular && prefix_len != table.clustering_count {
-            return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
-        }
-        if keys.selects_nothing() {
-            return Ok(());
-        }
-        return write_rows(
-            table,
-            &keys,
-            (has_regular, &regular),
-            (has_static, &static_row),
-            &list_ops,
-            &attrs,
-            ctx,
-            out,
-        );
+        return delete_columns(s, table, &keys, &attrs, deletion, ctx, out);
     }
-
     if keys.selects_nothing() {
         return Ok(());
     }
+    delete_rows(table, &keys, deletion, out)
+}
+
+/// A DELETE of named columns (or of their elements or fields) in the rows `keys` select.
+fn delete_columns(
+    s: &Delete,
+    table: &TableMetadata,
+    keys: &KeyRestrictions,
+    attrs: &WriteAttributes,
+    deletion: DeletionTime,
+    ctx: &WriteContext<'_>,
+    out: &mut MutationSet,
+) -> Result<(), QueryError> {
+    let prefix_len = keys.prefix_len;
+    let mut writes = ColumnWrites::default();
+    for sel in &s.columns {
+        delete_column(sel, table, attrs, deletion, ctx, &mut writes)?;
+    }
+    let ColumnWrites {
+        mut regular,
+        mut static_row,
+        list_ops,
+    } = writes;
+    sort_columns(&mut regular);
+    sort_columns(&mut static_row);
+    let has_regular =
+        !regular.columns.is_empty() || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
+    let has_static = !static_row.columns.is_empty()
+        || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
+    if has_regular && prefix_len != table.clustering_count {
+        return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
+    }
+    if keys.selects_nothing() {
+        return Ok(());
+    }
+    write_rows(
+        table,
+        keys,
+        (has_regular, &regular),
+        (has_static, &static_row),
+        &list_ops,
+        attrs,
+        ctx,
+        out,
+    )
+}
+
+/// One column (or element, or field) a DELETE names, into `writes`.
+fn delete_column<'t>(
+    sel: &DeleteSelector,
+    table: &'t TableMetadata,
+    attrs: &WriteAttributes,
+    deletion: DeletionTime,
+    ctx: &WriteContext<'_>,
+    writes: &mut ColumnWrites<'t>,
+) -> Result<(), QueryError> {
+    let (regular, static_row) = (&mut writes.regular, &mut writes.static_row);
+    let c = match sel {
+        DeleteSelector::Column(c) => c,
+        DeleteSelector::Element { column: c, key } => {
+            let col = column(table, c)?;
+            let key_ty = match &col.ty {
+                CqlType::Map(k, _) | CqlType::Set(k) => (**k).clone(),
+                CqlType::List(_) => {
+                    let index = list_index(key, &col.name, ctx)?;
+                    writes.list_ops.push((col, ListOp::DeleteIndex(index)));
+                    return Ok(());
+                }
+                ty if ty.is_collection() => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid deletion operation for frozen collection column {}",
+                        col.name
+                    )))
+                }
+                _ => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid deletion operation for non collection column {}",
+                        col.name
+                    )))
+                }
+            };
+            let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
+                TermValue::Value(b) => b,
+                TermValue::Null => {
+                    let what = match &col.ty {
+                        CqlType::Set(_) => "set element",
+                        _ => "map key",
+                    };
+                    return Err(QueryError::Invalid(format!("Invalid null {what}")));
+                }
+                TermValue::Unset => {
+                    let what = match &col.ty {
+                        CqlType::Set(_) => "set element",
+                        _ => "map key",
+                    };
+                    return Err(QueryError::Invalid(format!("Invalid unset {what}")));
+                }
+            };
+            let data = element_data(col, path, TermValue::Null, attrs, ctx.now_seconds);
+            push_by_kind(col, data, regular, static_row);
+            return Ok(());
+        }
+        DeleteSelector::Field { column: c, field } => {
+            let col = column(table, c)?;
+            if matches!(&col.ty, CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_))) {
+                return Err(QueryError::Invalid(format!(
+                    "Frozen UDT column {} does not support field deletions",
+                    col.name
+                )));
+            }
+            if !matches!(col.ty, CqlType::Udt(_)) {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid field deletion operation for non-UDT column {}",
+                    col.name
+                )));
+            }
+            let (index, _) = udt_field(col, field.as_str(), " ?")?;
+            let path = (index as u16).to_be_bytes().to_vec();
+            let data = element_data(col, path, TermValue::Null, attrs, ctx.now_seconds);
+            push_by_kind(col, data, regular, static_row);
+            return Ok(());
+        }
+    };
+    let col = column(table, c)?;
+    if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+        return Err(QueryError::Invalid(format!(
+            "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
+            col.name
+        )));
+    }
+    let data = if col.ty.is_multi_cell() {
+        ColumnData::Complex {
+            id: col.id,
+            deletion: Some(deletion),
+            cells: Vec::new(),
+        }
+    } else {
+        ColumnData::Simple {
+            id: col.id,
+            cell: tombstone(attrs.timestamp, ctx.now_seconds),
+        }
+    };
+    if col.kind == ColumnKind::Static {
+        static_row.columns.push(data);
+    } else {
+        regular.columns.push(data);
+    }
+    Ok(())
+}
+
+/// A DELETE of whole rows: the partitions, the rows, or the ranges of rows `keys` select.
+fn delete_rows(
+    table: &TableMetadata,
+    keys: &KeyRestrictions,
+    deletion: DeletionTime,
+    out: &mut MutationSet,
+) -> Result<(), QueryError> {
+    let prefix_len = keys.prefix_len;
     if prefix_len == 0 && keys.slice.is_none() {
         for pk in &keys.partitions {
             let partition = out.partition(table, partition_key(table, pk)?);
