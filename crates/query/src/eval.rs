@@ -538,7 +538,7 @@ fn from_json<'t>(
     }
     if let Term::Constant(c) = &args[0] {
         if !matches!(c, Constant::String(_)) {
-            let found = crate::select::functions::preferred_type(c);
+            let found = crate::select::arguments::preferred_type(c);
             return Err(QueryError::Invalid(format!(
                 "Function system.{FUNCTION} requires an argument of type text, but found argument 1 of type {found}"
             )));

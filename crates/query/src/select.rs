@@ -4,6 +4,7 @@
 //! the answer.
 
 mod aggregates;
+pub(crate) mod arguments;
 mod collection_functions;
 mod execution;
 mod filter;
@@ -13,6 +14,7 @@ mod grouping;
 mod masking;
 mod math;
 mod numbers;
+mod operation_signatures;
 mod operations;
 mod paging;
 mod partition_rows;
@@ -26,6 +28,7 @@ mod selector;
 pub(crate) mod term_functions;
 pub(crate) mod term_text;
 mod tombstones;
+mod type_match;
 mod vector_functions;
 
 pub(crate) use execution::{execute, ReadContext, SelectStatement};

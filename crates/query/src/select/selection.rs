@@ -1,11 +1,13 @@
 //! The selection of a SELECT compiled against its table: the result columns PREPARE reports.
 
-use super::selector::{self, Selection, SelectionMarker};
-use crate::interface::ColumnSpec;
-use crate::QueryError;
 use cql_syntax::ast::Select;
 use schema::{Schema, TableMetadata};
 use types::CqlType;
+
+use crate::interface::ColumnSpec;
+use crate::QueryError;
+
+use super::selector::{self, Selection, SelectionMarker};
 
 /// Result columns and selection bind markers of a SELECT, for PREPARE.
 pub(crate) struct SelectionInfo {

@@ -18,11 +18,14 @@ use schema::{ColumnKind, TableMetadata, UserType};
 use types::CqlType;
 
 use super::aggregates::{self, Accumulator, AggregateFunction};
+use super::arguments::{ArgKind, CollectionShape};
 use super::collection_functions::CollectionFunction;
-use super::functions::{self, ArgKind, Assignment, CollectionShape, Scalar, Signature};
+use super::functions::{self, Assignment, Scalar, Signature};
+use super::operation_signatures;
 use super::operations;
 use super::row::{CellTime, RowValues};
 use super::term_text::{term_text, type_text};
+use super::type_match;
 use crate::bind::{column, Bound};
 use crate::eval::{evaluate, TermValue};
 use crate::interface::ColumnSpec;
@@ -757,7 +760,7 @@ impl Compiler<'_> {
         let (kind, compiled, text) = self.argument(inner, depth)?;
         let sig = functions::resolve(
             "system._negate",
-            operations::negation_signatures(),
+            operation_signatures::negation_signatures(),
             &[kind],
             &[text],
         )?;
@@ -864,7 +867,7 @@ impl Compiler<'_> {
         let symbol = operations::symbol(op);
         let sig = functions::resolve_operation(
             symbol,
-            operations::signatures(op),
+            operation_signatures::signatures(op),
             &[left_kind, right_kind],
             &[left_text, right_text],
         )?;
@@ -1194,7 +1197,7 @@ impl Compiler<'_> {
             .ok_or_else(|| invalid(format!("Unknown type {type_name}")))?;
         let c = self.compile(inner, None, depth + 1)?;
         // A cast to the selector's own type is no cast at all.
-        if functions::same_type(&c.ty, &to) {
+        if type_match::same_type(&c.ty, &to) {
             return Ok(c);
         }
         let function_name = format!("cast_as_{}", type_name.to_ascii_lowercase());
