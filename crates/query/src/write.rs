@@ -194,7 +194,7 @@ pub(crate) fn collect_mutations(
             if ctx.in_batch {
                 return Err(QueryError::Syntax("Batches cannot be nested".to_string()));
             }
-            // Its kind was checked by `bind::analyze`, which runs for every statement.
+            // Its kind was checked by `analyze::analyze`, which runs for every statement.
             let timestamp = match &b.using.timestamp {
                 Some(t) => eval_timestamp(t, ctx)?,
                 None => ctx.default_timestamp,
@@ -999,7 +999,7 @@ fn check_modification_relation(
 }
 
 /// What Cassandra refuses of an UPDATE's or DELETE's WHERE clause at PREPARE, whatever values
-/// are bound (`bind::analyze` runs it for every such statement; `key_restrictions` checks
+/// are bound (`analyze::analyze` runs it for every such statement; `key_restrictions` checks
 /// the same again with the values): each relation by itself, token() without the whole
 /// partition key, and clustering restrictions when only static columns are written.
 /// `only_static`: the statement writes static columns only.
@@ -1831,7 +1831,7 @@ pub(crate) fn check_batch_kind(counter: bool, statements: usize) -> Result<(), Q
 /// Refuses what Cassandra refuses of a statement's assignments before any value is known: a
 /// column set and also assigned otherwise (its parser's error), a PRIMARY KEY column, a field
 /// of a column that is not a non-frozen UDT, and an operation the column's type has not
-/// (`refusal`). Run by `bind::analyze`: at PREPARE, and for every unprepared statement.
+/// (`refusal`). Run by `analyze::analyze`: at PREPARE, and for every unprepared statement.
 pub(crate) fn check_assignments(
     table: &TableMetadata,
     assignments: &[Assignment],
@@ -2226,7 +2226,7 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Lightweight transactions (UPDATE ... IF) are not supported yet by Helenus".to_string(),
         ));
     }
-    // The assignments were checked by `bind::analyze` (`check_assignments`), at PREPARE or
+    // The assignments were checked by `analyze::analyze` (`check_assignments`), at PREPARE or
     // for this QUERY; schema changes forget prepared statements.
     let attrs = attributes(&s.using, table, ctx)?;
     let mut writes = ColumnWrites::default();

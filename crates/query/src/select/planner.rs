@@ -183,7 +183,7 @@ pub(super) fn build_plan(
     warnings: &mut Vec<String>,
 ) -> Result<Plan, QueryError> {
     let mut selection = bound_selection(schema, table, select, values, cache)?;
-    // `bind::analyze` ran `check_where` on the WHERE clause: at PREPARE for a prepared
+    // `analyze::analyze` ran `check_where` on the WHERE clause: at PREPARE for a prepared
     // statement (and ALTER and DROP TABLE forget prepared statements), else for this QUERY.
     let pk_count = table.partition_key_count;
     let ck_count = table.clustering_count;

@@ -19,7 +19,7 @@ pub(crate) fn is_token_call(t: &Term) -> bool {
 }
 
 /// What Cassandra refuses in a WHERE clause whatever the values bound (and ALLOW FILTERING)
-/// say, checked at PREPARE as Cassandra does (`bind::analyze`, for every SELECT prepared or
+/// say, checked at PREPARE as Cassandra does (`analyze::analyze`, for every SELECT prepared or
 /// queried): each relation's own validity, its merge with those before, DISTINCT's columns.
 pub(crate) fn check_where(table: &TableMetadata, select: &Select) -> Result<(), QueryError> {
     let mut columns = vec![ColumnRestrictions::default(); table.columns.len()];
