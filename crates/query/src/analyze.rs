@@ -113,7 +113,9 @@ fn relations(
                 if let RelationValue::Single(t) = value {
                     match t {
                         // token(v1, ...): the values are the partition key's.
-                        Term::FunctionCall { args, .. } if select::is_token_call(t) => {
+                        Term::FunctionCall { args, .. }
+                            if select::restrictions::is_token_call(t) =>
+                        {
                             for (i, (arg, col)) in
                                 args.iter().zip(table.partition_key()).enumerate()
                             {
@@ -160,14 +162,14 @@ fn walk(
     match statement {
         Statement::Select(s) => {
             let table = resolve_table(schema, s.table.keyspace.as_ref(), keyspace, &s.table.name)?;
-            let selection = select::analyze_selection(schema, table, s)?;
+            let selection = select::selection::analyze_selection(schema, table, s)?;
             *result_columns = selection.columns;
             for m in selection.markers {
                 specs.marker(&m.marker, spec(table, &m.name, m.ty));
             }
             relations(specs, table, &s.where_clause)?;
-            select::check_where(table, s)?;
-            select::check_distinct(schema, table, s)?;
+            select::restrictions::check_where(table, s)?;
+            select::selection::check_distinct(schema, table, s)?;
             if let Some(Term::BindMarker(m)) = &s.per_partition_limit {
                 specs.marker(m, spec(table, "[per_partition_limit]", CqlType::Int));
             }

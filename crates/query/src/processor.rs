@@ -200,8 +200,8 @@ impl QueryProcessor {
     }
 
     /// What a SELECT needs of this processor, against the schema snapshot `schema`.
-    fn read_context<'a>(&'a self, schema: &'a Schema) -> select::ReadContext<'a> {
-        select::ReadContext {
+    fn read_context<'a>(&'a self, schema: &'a Schema) -> select::execution::ReadContext<'a> {
+        select::execution::ReadContext {
             schema,
             coordinator: &self.coordinator,
             node: &self.node,
@@ -460,11 +460,11 @@ impl QueryProcessor {
                 Ok(QueryResult::SetKeyspace(name))
             }
             Statement::Select(select) => {
-                let select = select::SelectStatement {
+                let select = select::execution::SelectStatement {
                     select,
                     cache: run.plan,
                 };
-                select::execute(
+                select::execution::execute(
                     self.read_context(&schema),
                     select,
                     keyspace.as_deref(),

@@ -6,7 +6,7 @@
 mod aggregates;
 pub(crate) mod arguments;
 mod collection_functions;
-mod execution;
+pub(crate) mod execution;
 mod filter;
 mod floor;
 pub(crate) mod functions;
@@ -21,19 +21,12 @@ mod partition_rows;
 mod partitions;
 mod plan;
 mod planner;
-mod restrictions;
+pub(crate) mod restrictions;
 mod row;
-mod selection;
+pub(crate) mod selection;
 mod selector;
 pub(crate) mod term_functions;
 pub(crate) mod term_text;
 mod tombstones;
 mod type_match;
 mod vector_functions;
-
-pub(crate) use execution::{execute, ReadContext, SelectStatement};
-pub(crate) use planner::exact_key_type;
-pub(crate) use restrictions::{
-    check_distinct, check_not_equal, check_token_columns, check_where, is_token_call,
-};
-pub(crate) use selection::analyze_selection;

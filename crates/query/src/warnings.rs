@@ -232,8 +232,8 @@ fn data_size(table: &TableMetadata, update: &PartitionUpdate) -> u64 {
     };
     for (clustering, row) in &update.rows {
         // Cassandra counts the clustering values as written.
-        let forms = crate::write::clustering_forms_cell(row).and_then(|cell| match &cell.value {
-            mutation::CellValue::Live { value, .. } => crate::write::split_clustering_forms(value),
+        let forms = crate::keys::clustering_forms_cell(row).and_then(|cell| match &cell.value {
+            mutation::CellValue::Live { value, .. } => crate::keys::split_clustering_forms(value),
             mutation::CellValue::Tombstone { .. } => None,
         });
         let clustering_bytes = match forms {
@@ -256,7 +256,7 @@ fn row_size(clustering_bytes: u64, row: &Row) -> u64 {
     for column in &row.columns {
         size += match column {
             // Helenus's own record of the clustering's forms, counted with the clustering.
-            ColumnData::Simple { id, .. } if *id == crate::write::CLUSTERING_FORMS_COLUMN => 0,
+            ColumnData::Simple { id, .. } if *id == crate::keys::CLUSTERING_FORMS_COLUMN => 0,
             ColumnData::Simple { cell, .. } => cell_size(cell, 0),
             ColumnData::Complex { cells, .. } => {
                 // ComplexColumnData: its deletion (12, live or not) and each cell with its path.

@@ -13,50 +13,25 @@ use mutation::{
     Cell, CellValue, ClusteringBound, ColumnData, DeletionTime, Expiry, LivenessInfo,
     PartitionHeader, RangeTombstone, Row,
 };
-use schema::{ClusteringOrder, ColumnKind, ColumnMetadata, Schema, TableMetadata};
+use schema::{ColumnKind, ColumnMetadata, Schema, TableMetadata};
 use storage::{Durability, PartitionKey, PartitionUpdate};
 use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
+use crate::elements::{read_optional, split_elements};
 use crate::eval::{evaluate, TermValue};
 use crate::interface::PlanCache;
+use crate::keys::{
+    clustering_forms, clustering_key, partition_key, row_clustering_key, CLUSTERING_FORMS_COLUMN,
+};
 use crate::limits::{InSelectGuardrails, KeyKind};
 use crate::processor::QueryProcessor;
+use crate::select::term_text::op_name;
 use crate::slices::TupleBound;
 use crate::QueryError;
 
 /// Cassandra's limit on TTLs: 20 years.
 pub(crate) const MAX_TTL_SECONDS: i64 = schema::MAX_TTL_SECONDS as i64;
-/// Partition keys are stored with a 16-bit length, as in Cassandra.
-pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 65_535;
-/// The most bytes a row's clustering values may hold together: Cassandra refuses more
-/// (`ClusteringPrefix.validate`), since its format keeps clustering values under a 16-bit
-/// length. Helenus's keys could hold more, but then a table could not move back to Cassandra,
-/// and nothing larger reaches storage.
-pub(crate) const MAX_CLUSTERING_KEY_BYTES: usize = 65_535;
-
-/// Refuses key values that together hold more than `limit` bytes, in Cassandra's words.
-fn check_key_length(values: &[Vec<u8>], limit: usize) -> Result<(), QueryError> {
-    let total: usize = values.iter().map(Vec::len).sum();
-    if total > limit {
-        return Err(QueryError::Invalid(format!(
-            "Key length of {total} is longer than maximum of {limit}"
-        )));
-    }
-    Ok(())
-}
-
-/// The byte-comparable key of a row from all its clustering values, refused as Cassandra
-/// refuses a clustering over `MAX_CLUSTERING_KEY_BYTES`: every write path (INSERT, UPDATE,
-/// DELETE of a row or its columns, in a BATCH or not, JSON or not) addresses rows through it.
-pub(crate) fn row_clustering_key(
-    table: &TableMetadata,
-    values: &[Vec<u8>],
-) -> Result<Vec<u8>, QueryError> {
-    check_key_length(values, MAX_CLUSTERING_KEY_BYTES)?;
-    Ok(clustering_key(table, values))
-}
-
 pub(crate) struct WriteContext<'a> {
     pub schema: &'a Schema,
     pub keyspace: Option<&'a str>,
@@ -368,96 +343,6 @@ fn attributes(
     Ok(WriteAttributes { timestamp, expiry })
 }
 
-/// Serialised partition key from one value per partition-key column.
-pub(crate) fn partition_key(
-    table: &TableMetadata,
-    parts: &[Vec<u8>],
-) -> Result<PartitionKey, QueryError> {
-    // Cassandra checks a composite key's values together first (as it checks clustering
-    // values), then the composite.
-    check_key_length(parts, MAX_PARTITION_KEY_BYTES)?;
-    let key = if parts.len() == 1 {
-        parts[0].clone()
-    } else {
-        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        partitioner::compose_partition_key(&refs)
-    };
-    if key.is_empty() {
-        return Err(QueryError::Invalid("Key may not be empty".to_string()));
-    }
-    if key.len() > MAX_PARTITION_KEY_BYTES {
-        return Err(QueryError::Invalid(format!(
-            "Key length of {} is longer than maximum of {MAX_PARTITION_KEY_BYTES}",
-            key.len()
-        )));
-    }
-    let _ = table;
-    Ok(PartitionKey {
-        token: partitioner::murmur3_token(&key),
-        key,
-    })
-}
-
-/// The hidden column of a row whose clustering values were written in a form other than the
-/// one its key decodes to: a decimal's scale (`1.00`, `1000`), a varint's leading zero bytes, a
-/// boolean's non-zero byte, a NaN's payload, a tuple's trailing nulls. The byte-comparable key
-/// holds the canonical value only (equal values make one row, as in Cassandra), so the values
-/// as written are kept in this cell, and reads return them, as Cassandra returns the
-/// clustering a row was written with. Schema column ids count up from 0 and are never reused,
-/// so none reaches this one; reads, liveness and tombstone counts leave it out. Its value: every
-/// clustering value as a 4-byte big-endian length and the bytes. It is written with the row's
-/// other cells (same timestamp and TTL) by writes in a non-canonical form, so of two forms of a
-/// row the last such write's wins; Cassandra keeps the first arrival's while the row is in one
-/// memtable and the newest source's when it merges a memtable with sstables. Both return the
-/// form a row is written in when it is written in one.
-pub(crate) const CLUSTERING_FORMS_COLUMN: u32 = u32::MAX;
-
-/// The `CLUSTERING_FORMS_COLUMN` value for a row's clustering `values`, if any of them is not
-/// in the form its byte-comparable encoding decodes to.
-pub(crate) fn clustering_forms(table: &TableMetadata, values: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let canonical = table.clustering().iter().zip(values).all(|(col, value)| {
-        if crate::select::exact_key_type(&col.ty) {
-            return true;
-        }
-        let mut encoded = Vec::with_capacity(value.len() + 2);
-        types::byte_comparable::encode(&col.ty, value, false, &mut encoded);
-        types::byte_comparable::decode(&col.ty, &mut encoded.as_slice(), false)
-            .is_ok_and(|decoded| decoded == *value)
-    });
-    if canonical {
-        return None;
-    }
-    let mut out = Vec::with_capacity(values.iter().map(|v| v.len() + 4).sum());
-    for value in values {
-        out.extend_from_slice(&(value.len() as u32).to_be_bytes());
-        out.extend_from_slice(value);
-    }
-    Some(out)
-}
-
-/// The clustering values a `CLUSTERING_FORMS_COLUMN` value holds (`None` if malformed).
-pub(crate) fn split_clustering_forms(mut bytes: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut out = Vec::new();
-    while !bytes.is_empty() {
-        let (len, rest) = bytes.split_first_chunk::<4>()?;
-        let len = u32::from_be_bytes(*len) as usize;
-        if rest.len() < len {
-            return None;
-        }
-        out.push(&rest[..len]);
-        bytes = &rest[len..];
-    }
-    Some(out)
-}
-
-/// The `CLUSTERING_FORMS_COLUMN` cell of a row, if it has one (ids are sorted: it is last).
-pub(crate) fn clustering_forms_cell(row: &Row) -> Option<&Cell> {
-    match row.columns.last() {
-        Some(ColumnData::Simple { id, cell }) if *id == CLUSTERING_FORMS_COLUMN => Some(cell),
-        _ => None,
-    }
-}
-
 /// Adds the `CLUSTERING_FORMS_COLUMN` cell to a row written with live data, if its clustering
 /// values need it; `row`'s columns are sorted, and stay so.
 fn add_clustering_forms(
@@ -482,20 +367,6 @@ fn add_clustering_forms(
             cell: cell(attrs, forms),
         });
     }
-}
-
-/// Byte-comparable clustering key (or prefix) from values of the first clustering columns.
-pub(crate) fn clustering_key(table: &TableMetadata, parts: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (col, value) in table.clustering().iter().zip(parts) {
-        types::byte_comparable::encode(
-            &col.ty,
-            value,
-            col.order == ClusteringOrder::Desc,
-            &mut out,
-        );
-    }
-    out
 }
 
 fn key_value(col: &ColumnMetadata, v: TermValue) -> Result<Vec<u8>, QueryError> {
@@ -706,49 +577,6 @@ fn multi_cell_elements(
     // storage wants them sorted by path bytes.
     cells.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(cells)
-}
-
-fn read_optional(bytes: &[u8]) -> Result<(Option<&[u8]>, &[u8]), QueryError> {
-    let malformed = || QueryError::Invalid("Malformed collection value".to_string());
-    if bytes.len() < 4 {
-        return Err(malformed());
-    }
-    let len = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    let rest = &bytes[4..];
-    if len < 0 {
-        return Ok((None, rest));
-    }
-    let len = len as usize;
-    if rest.len() < len {
-        return Err(malformed());
-    }
-    Ok((Some(&rest[..len]), &rest[len..]))
-}
-
-/// Splits a v3+ collection ([int] n, then n groups of `width` [bytes]).
-pub(crate) fn split_elements(bytes: &[u8], width: usize) -> Result<Vec<Vec<&[u8]>>, QueryError> {
-    let malformed = || QueryError::Invalid("Malformed collection value".to_string());
-    if bytes.len() < 4 {
-        return Err(malformed());
-    }
-    let n = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    if n < 0 || (n as usize).saturating_mul(4 * width) > bytes.len() {
-        return Err(malformed());
-    }
-    let mut rest = &bytes[4..];
-    let mut out = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let mut group = Vec::with_capacity(width);
-        for _ in 0..width {
-            let (v, tail) = read_optional(rest)?;
-            group.push(v.ok_or_else(|| {
-                QueryError::Invalid("null is not supported inside collections".to_string())
-            })?);
-            rest = tail;
-        }
-        out.push(group);
-    }
-    Ok(out)
 }
 
 /// `INSERT ... JSON '{..}'`: one value per column, from the JSON object's entries (keys are
@@ -991,10 +819,10 @@ fn check_modification_relation(
             column(table, c)?.name
         ))),
         Relation::Token { columns, .. } => {
-            crate::select::check_not_equal(table, relation)?;
-            crate::select::check_token_columns(table, columns)
+            crate::select::restrictions::check_not_equal(table, relation)?;
+            crate::select::restrictions::check_token_columns(table, columns)
         }
-        _ => crate::select::check_not_equal(table, relation),
+        _ => crate::select::restrictions::check_not_equal(table, relation),
     }
 }
 
@@ -1796,25 +1624,6 @@ fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>
         }
     }
     out
-}
-
-pub(crate) fn op_name(op: &Operator) -> &'static str {
-    match op {
-        Operator::Eq => "=",
-        Operator::Lt => "<",
-        Operator::Lte => "<=",
-        Operator::Gt => ">",
-        Operator::Gte => ">=",
-        Operator::Neq => "!=",
-        Operator::In => "IN",
-        Operator::NotIn => "NOT IN",
-        Operator::Contains => "CONTAINS",
-        Operator::NotContains => "NOT CONTAINS",
-        Operator::ContainsKey => "CONTAINS KEY",
-        Operator::NotContainsKey => "NOT CONTAINS KEY",
-        Operator::Like => "LIKE",
-        Operator::Between => "BETWEEN",
-    }
 }
 
 /// Cassandra's refusal of a COUNTER batch of non-counter statements. Helenus has no counter
@@ -2730,60 +2539,4 @@ fn delete_rows(
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use schema::TableOptions;
-    use uuid::Uuid;
-
-    fn table(types: &[(&str, CqlType, ClusteringOrder)]) -> TableMetadata {
-        let mut columns = vec![("k".to_string(), CqlType::Int, false)];
-        columns.extend(
-            types
-                .iter()
-                .map(|(n, t, _)| (n.to_string(), t.clone(), false)),
-        );
-        let clustering: Vec<(String, ClusteringOrder)> =
-            types.iter().map(|(n, _, o)| (n.to_string(), *o)).collect();
-        TableMetadata::new(
-            "ks",
-            "t",
-            Uuid::nil(),
-            columns,
-            &["k".to_string()],
-            &clustering,
-            TableOptions::default(),
-        )
-        .expect("valid table")
-    }
-
-    #[test]
-    fn clustering_forms_are_kept_only_when_the_key_would_lose_them() {
-        let t = table(&[
-            ("c", CqlType::Decimal, ClusteringOrder::Desc),
-            ("d", CqlType::Int, ClusteringOrder::Asc),
-        ]);
-        let decimal = |unscaled: u8, scale: i32| {
-            let mut v = scale.to_be_bytes().to_vec();
-            v.push(unscaled);
-            v
-        };
-        let one = 1i32.to_be_bytes().to_vec();
-        // 1.5 (15, scale 1) and 1E+1 are canonical (no trailing zeros); 0.50 and 10 are not.
-        assert_eq!(clustering_forms(&t, &[decimal(15, 1), one.clone()]), None);
-        assert_eq!(clustering_forms(&t, &[decimal(1, -1), one.clone()]), None);
-        for form in [decimal(50, 2), decimal(10, 0)] {
-            let forms = clustering_forms(&t, &[form.clone(), one.clone()]).expect("kept");
-            assert_eq!(
-                split_clustering_forms(&forms),
-                Some(vec![form.as_slice(), one.as_slice()])
-            );
-        }
-        let booleans = table(&[("b", CqlType::Boolean, ClusteringOrder::Asc)]);
-        assert_eq!(clustering_forms(&booleans, &[vec![1]]), None);
-        assert!(clustering_forms(&booleans, &[vec![2]]).is_some());
-        assert_eq!(split_clustering_forms(&[0, 0, 0, 5, 1]), None);
-    }
 }

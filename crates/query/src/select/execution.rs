@@ -12,8 +12,8 @@ use types::CqlType;
 
 use crate::bind::{resolve_table, Bound};
 use crate::interface::{ColumnSpec, NodeInfo, PlanCache, QueryOptions, QueryResult, ResultSet};
+use crate::keys::partition_key;
 use crate::limits::{InSelectGuardrails, Pacer, RequestStart, RequestTimeouts};
-use crate::write::partition_key;
 use crate::{system_tables, warnings, QueryError};
 
 use super::grouping::{Flow, Grouper};

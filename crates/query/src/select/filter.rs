@@ -6,7 +6,7 @@ use cql_syntax::ast::Operator;
 use schema::TableMetadata;
 use types::CqlType;
 
-use crate::write::split_elements;
+use crate::elements::split_elements;
 
 use super::row::RowValues;
 

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use schema::ClusteringOrder;
 use storage::PartitionKey;
 
-use crate::write::clustering_key;
+use crate::keys::clustering_key;
 use crate::QueryError;
 
 use super::paging::{GroupKey, GroupResume, PagingState};

@@ -282,9 +282,9 @@ pub(super) fn partition_rows(
             continue;
         }
         // The values as written, where they differ from the key's canonical ones.
-        let forms = crate::write::clustering_forms_cell(row)
+        let forms = crate::keys::clustering_forms_cell(row)
             .and_then(|cell| live_cell(cell, row_deletion, now))
-            .and_then(|(bytes, _)| crate::write::split_clustering_forms(bytes))
+            .and_then(|(bytes, _)| crate::keys::split_clustering_forms(bytes))
             .filter(|forms| forms.len() == table.clustering_count);
         if let Some(forms) = forms {
             for (i, form) in forms.into_iter().enumerate() {
@@ -329,7 +329,7 @@ mod tests {
         assert!(late.as_bytes() < early.as_bytes());
         let cells: Vec<(&[u8], &[u8])> = vec![(late.as_bytes(), b"2"), (early.as_bytes(), b"1")];
         let list = assemble_multi_cell(&CqlType::List(Box::new(CqlType::Text)), &cells);
-        let elements = crate::write::split_elements(&list, 1).expect("a list");
+        let elements = crate::elements::split_elements(&list, 1).expect("a list");
         assert_eq!(elements, vec![vec![&b"1"[..]], vec![&b"2"[..]]]);
     }
 

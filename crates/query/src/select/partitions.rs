@@ -5,7 +5,7 @@ use cql_syntax::ast::Operator;
 use schema::TableMetadata;
 use storage::PartitionKey;
 
-use crate::write::partition_key;
+use crate::keys::partition_key;
 use crate::QueryError;
 
 use super::filter::{op_matches, Filter};

@@ -12,11 +12,12 @@ use storage::ClusteringSlice;
 use types::CqlType;
 
 use crate::bind::{column, Bound};
+use crate::elements::split_elements;
 use crate::eval::{evaluate, TermValue};
 use crate::interface::PlanCache;
+use crate::keys::{exact_key_type, partition_key};
 use crate::limits::{InSelectGuardrails, KeyKind};
 use crate::slices::{ClusteringRange, TupleBound};
-use crate::write::{partition_key, split_elements};
 use crate::QueryError;
 
 use super::filter::{enforced_bit, Filter};
@@ -1286,28 +1287,6 @@ pub(super) fn enforced_by_read(
         }
     }
     mask
-}
-
-/// Types whose values compare equal exactly when their serialisations are equal, so a key
-/// bound encoded from a value selects exactly the rows a comparison would. Not boolean (any
-/// non-zero byte is true), decimal (1.0 and 1.00), varint (leading zero bytes), floating point,
-/// durations, or anything composite.
-pub(crate) fn exact_key_type(ty: &CqlType) -> bool {
-    matches!(
-        ty,
-        CqlType::Ascii
-            | CqlType::Bigint
-            | CqlType::Blob
-            | CqlType::Date
-            | CqlType::Int
-            | CqlType::Smallint
-            | CqlType::Text
-            | CqlType::Time
-            | CqlType::Timestamp
-            | CqlType::Timeuuid
-            | CqlType::Tinyint
-            | CqlType::Uuid
-    )
 }
 
 /// Validates GROUP BY as Cassandra does and returns how many clustering columns a group key

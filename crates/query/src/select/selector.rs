@@ -27,9 +27,9 @@ use super::row::{CellTime, RowValues};
 use super::term_text::{term_text, type_text};
 use super::type_match;
 use crate::bind::{column, Bound};
+use crate::elements::split_elements;
 use crate::eval::{evaluate, TermValue};
 use crate::interface::ColumnSpec;
-use crate::write::split_elements;
 use crate::QueryError;
 
 /// Deepest selector nesting compiled (the parser bounds depth too; this keeps the recursion

@@ -1,7 +1,7 @@
-//! The text Cassandra shows for a term or a type as the statement wrote it (result column
-//! names, error messages).
+//! The text Cassandra shows for a term, a type or an operator as the statement wrote it (result
+//! column names, error messages).
 
-use cql_syntax::ast::{Constant, Term, TypeExpr};
+use cql_syntax::ast::{Constant, Operator, Term, TypeExpr};
 
 use super::operations;
 
@@ -136,5 +136,24 @@ pub(crate) fn type_text(t: &TypeExpr) -> String {
         },
         TypeExpr::Vector(e, n) => format!("vector<{}, {n}>", type_text(e)),
         TypeExpr::Custom(c) => format!("'{c}'"),
+    }
+}
+
+pub(crate) fn op_name(op: &Operator) -> &'static str {
+    match op {
+        Operator::Eq => "=",
+        Operator::Lt => "<",
+        Operator::Lte => "<=",
+        Operator::Gt => ">",
+        Operator::Gte => ">=",
+        Operator::Neq => "!=",
+        Operator::In => "IN",
+        Operator::NotIn => "NOT IN",
+        Operator::Contains => "CONTAINS",
+        Operator::NotContains => "NOT CONTAINS",
+        Operator::ContainsKey => "CONTAINS KEY",
+        Operator::NotContainsKey => "NOT CONTAINS KEY",
+        Operator::Like => "LIKE",
+        Operator::Between => "BETWEEN",
     }
 }

@@ -45,7 +45,7 @@ pub(super) fn count_tombstones(
         for column in &row.columns {
             match column {
                 // Helenus's own record of the clustering's forms: no data of Cassandra's.
-                ColumnData::Simple { id, .. } if *id == crate::write::CLUSTERING_FORMS_COLUMN => {}
+                ColumnData::Simple { id, .. } if *id == crate::keys::CLUSTERING_FORMS_COLUMN => {}
                 ColumnData::Simple { cell, .. } => visit(cell, shadowing),
                 ColumnData::Complex {
                     deletion, cells, ..
