@@ -2,6 +2,12 @@
 //! every restriction the read does not enforce exactly (`enforced_by_read`) is also applied as
 //! a filter to the rows read, so for those the storage reads only need to return a superset of
 //! the answer.
+//!
+//! Planning: `planner` makes a `plan::Plan` from the statement, `restrictions` refuses what a
+//! WHERE clause may not hold, `partitions` is the partition list. Execution: `execution` reads
+//! page by page, `filter` and `partition_rows` make and admit rows, `grouping` folds groups,
+//! `paging` is the paging state, `tombstones` the tombstone warning's count. The selection:
+//! `selection`, `selector`, and the functions it calls (`functions` and its families).
 
 mod aggregates;
 pub(crate) mod arguments;
