@@ -413,7 +413,7 @@ impl QueryProcessor {
             &schema,
             &self.batch_thresholds,
             kind == BatchKind::Logged,
-            &collected,
+            collected.partitions.values(),
         )?);
         let write_type = match kind {
             BatchKind::Logged => WriteType::Batch,
@@ -517,7 +517,7 @@ impl QueryProcessor {
                         &schema,
                         &self.batch_thresholds,
                         logged,
-                        &collected,
+                        collected.partitions.values(),
                     )?);
                     write_type = if logged {
                         WriteType::Batch
