@@ -13,6 +13,7 @@ use coordinator::ConsistencyLevel;
 use cql_syntax::ast::Statement;
 use uuid::Uuid;
 
+// The one tie to the processor, until the schema change events move to the schema service.
 use crate::processor::SchemaChangeEvent;
 
 /// Facts about this node that system tables report.
