@@ -13,9 +13,9 @@ use schema::{
 };
 use types::{CqlType, UdtType};
 
+use crate::interface::QueryResult;
 use crate::processor::{
-    QueryProcessor, QueryResult, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget,
-    SCHEMA_META_KEY,
+    QueryProcessor, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, SCHEMA_META_KEY,
 };
 use crate::QueryError;
 
@@ -765,7 +765,7 @@ fn plan_change(
                     message: format!("Table {ks_name}.{name} already exists"),
                 });
             }
-            let table = table_from_create(s, &ks_name, &ks.types, crate::eval::new_timeuuid())?;
+            let table = table_from_create(s, &ks_name, &ks.types, crate::timeuuid::new_timeuuid())?;
             if table.is_counter_table() {
                 return Err(QueryError::Invalid(
                     "Counter tables are not supported yet by Helenus".to_string(),

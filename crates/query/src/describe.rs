@@ -15,7 +15,7 @@ use cql_syntax::ast::{Describe, DescribeTarget, Identifier, QualifiedName};
 use schema::{ColumnKind, KeyspaceMetadata, Schema, TableMetadata, UserType, SYSTEM_KEYSPACES};
 use types::CqlType;
 
-use crate::processor::{ColumnSpec, NodeInfo, QueryResult, ResultSet};
+use crate::interface::{ColumnSpec, NodeInfo, QueryResult, ResultSet};
 use crate::QueryError;
 
 /// Keyspaces Cassandra serves as virtual keyspaces (described in a comment, not as CQL).

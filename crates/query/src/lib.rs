@@ -10,31 +10,36 @@
 //! Must not depend on: the protocol frame codec, sockets, or RocksDB. Results are returned as
 //! plain column specs and serialised cell values; the server crate encodes them.
 
+mod analyze;
 mod bind;
 mod ddl;
 mod describe;
+mod elements;
 mod error;
 mod eval;
+mod interface;
+mod keys;
 mod limits;
 mod prepared;
 mod processor;
 mod select;
 mod slices;
 mod system_tables;
+mod timeuuid;
 mod warnings;
 mod write;
 
 pub use coordinator::ConsistencyLevel;
 pub use error::QueryError;
+pub use interface::{
+    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome, PreparedInfo,
+    QueryOptions, QueryResult, ResultSet, Session, StatementKind,
+};
 pub use limits::{
     InSelectGuardrails, RequestTimeouts, DEFAULT_IN_SELECT_CARTESIAN_PRODUCT_FAIL_THRESHOLD,
 };
 pub use prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES;
-pub use processor::{
-    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome, PreparedInfo,
-    QueryOptions, QueryProcessor, QueryResult, ResultSet, SchemaChangeEvent, SchemaChangeKind,
-    SchemaChangeTarget, Session, StatementKind,
-};
+pub use processor::{QueryProcessor, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget};
 pub use warnings::{BatchThresholds, DEFAULT_TOMBSTONE_WARN_THRESHOLD};
 
 /// The stack a thread that runs statements must have (`cql_server`'s shards do). Analysing and

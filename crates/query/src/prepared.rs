@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use crate::processor::{ColumnSpec, PreparedInfo};
+use crate::interface::{ColumnSpec, PreparedInfo};
 use crate::QueryError;
 
 /// Helenus's default `prepared_statements_cache_size`. Cassandra's is max(10 MiB, heap/256):
@@ -15,8 +15,8 @@ use crate::QueryError;
 pub const DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES: u64 = 10 << 20;
 
 /// What a statement costs in the cache besides its text: the parsed statement's nodes, its
-/// column specs and the plans its executions compile (`SelectionCache`, `InsertCache`), as a
-/// flat estimate per statement.
+/// column specs and the plan its executions compile (`PlanCache`), as a flat estimate per
+/// statement.
 const STATEMENT_OVERHEAD_BYTES: u64 = 1024;
 
 /// Statements by id. The hash is foldhash's, seeded per map: every EXECUTE looks its statement

@@ -1,12 +1,10 @@
 //! The query processor: the entry point the server calls for QUERY, PREPARE, EXECUTE, BATCH.
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use coordinator::{ConsistencyLevel, Coordinator, WriteType};
+use coordinator::{Coordinator, WriteType};
 use cql_syntax::ast::Statement;
 use schema::Schema;
 use storage::{Durability, StorageEngine};
@@ -14,83 +12,14 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::bind::{self, Bound};
+use crate::interface::{
+    BatchItem, BatchKind, NodeInfo, Outcome, PlanCache, PreparedInfo, QueryOptions, QueryResult,
+    Session,
+};
 use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
 use crate::warnings::BatchThresholds;
-use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
-
-/// Facts about this node that system tables report.
-#[derive(Debug, Clone)]
-pub struct NodeInfo {
-    pub cluster_name: String,
-    pub host_id: Uuid,
-    pub listen_address: IpAddr,
-    pub rpc_address: IpAddr,
-    pub native_port: u16,
-    pub data_center: String,
-    pub rack: String,
-    pub tokens: Vec<i64>,
-    pub release_version: String,
-}
-
-/// A value bound to a marker.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BoundValue {
-    Null,
-    /// Protocol v4+ "not set": leaves the column untouched.
-    Unset,
-    Value(Bytes),
-}
-
-#[derive(Debug, Clone, Default)]
-pub enum BoundValues {
-    #[default]
-    None,
-    Positional(Vec<BoundValue>),
-    Named(Vec<(String, BoundValue)>),
-}
-
-/// Per-request options (the protocol's query parameters).
-#[derive(Debug, Clone)]
-pub struct QueryOptions {
-    pub consistency: ConsistencyLevel,
-    pub values: BoundValues,
-    pub page_size: Option<i32>,
-    pub paging_state: Option<Bytes>,
-    pub serial_consistency: Option<ConsistencyLevel>,
-    pub timestamp: Option<i64>,
-    /// Protocol v5 per-request keyspace.
-    pub keyspace: Option<String>,
-    pub now_in_seconds: Option<i32>,
-}
-
-impl Default for QueryOptions {
-    fn default() -> Self {
-        QueryOptions {
-            consistency: ConsistencyLevel::One,
-            values: BoundValues::None,
-            page_size: None,
-            paging_state: None,
-            serial_consistency: None,
-            timestamp: None,
-            keyspace: None,
-            now_in_seconds: None,
-        }
-    }
-}
-
-pub use types::ColumnSpec;
-
-#[derive(Debug, Clone, Default)]
-pub struct ResultSet {
-    /// Shared with the compiled selection, which a prepared SELECT keeps between executions.
-    pub columns: Arc<[ColumnSpec]>,
-    pub rows: Vec<Vec<Option<Bytes>>>,
-    /// Present when there are more pages.
-    pub paging_state: Option<Vec<u8>>,
-    /// The client asked to skip metadata (it has it from PREPARE).
-    pub skip_metadata: bool,
-}
+use crate::{analyze, ddl, describe, select, system_tables, warnings, write, QueryError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaChangeKind {
@@ -115,112 +44,13 @@ pub struct SchemaChangeEvent {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Clone)]
-pub enum QueryResult {
-    Void,
-    Rows(ResultSet),
-    SetKeyspace(String),
-    SchemaChange(SchemaChangeEvent),
-}
-
-/// What QUERY, EXECUTE and BATCH return: the result, and the client warnings Cassandra 5.0
-/// would send with it (the native protocol's WARNING flag), in its order.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub result: QueryResult,
-    pub warnings: Vec<String>,
-}
-
-/// What PREPARE returns and EXECUTE needs.
-#[derive(Debug)]
-pub struct PreparedInfo {
-    pub id: Bytes,
-    /// Protocol v5: identifies the result metadata, so a client can tell when it changed.
-    pub result_metadata_id: Bytes,
-    pub bind_specs: Vec<ColumnSpec>,
-    /// Indexes into `bind_specs` of the partition key columns, in key order, when every
-    /// partition key column is bound by a marker (lets token-aware drivers route).
-    pub pk_indexes: Vec<u16>,
-    pub result_columns: Vec<ColumnSpec>,
-    pub(crate) statement: Statement,
-    pub(crate) keyspace: Option<String>,
-    /// A SELECT's compiled selection, filled by its first execution.
-    pub(crate) selection: select::SelectionCache,
-    /// An INSERT's plan, filled by its first execution.
-    pub(crate) insert: write::InsertCache,
-}
-
 /// A statement to execute, with what its prepared form keeps between executions.
 #[derive(Clone, Copy)]
 struct Executable<'a> {
     statement: &'a Statement,
-    /// A prepared SELECT's compiled selection; `None` for a statement that was not prepared.
-    selection: Option<&'a select::SelectionCache>,
-    /// A prepared INSERT's plan; `None` for a statement that was not prepared.
-    insert: Option<&'a write::InsertCache>,
-}
-
-/// What a prepared statement does, for a front end that answers reads and writes of user data
-/// without running them (the `ceiling` benchmark server). Executing the statement is unchanged
-/// by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatementKind {
-    /// A SELECT from a table of a user (non-system) keyspace; its rows would be described by
-    /// [`PreparedInfo::result_columns`].
-    UserRead,
-    /// An INSERT, UPDATE or DELETE without `IF` conditions, or a BATCH of only such statements,
-    /// on tables of user keyspaces; a successful one answers Void.
-    UserWrite,
-    /// Anything else: statements on system keyspaces, conditional (`IF`) writes, DDL, USE,
-    /// TRUNCATE, DESCRIBE and unsupported statements.
-    Other,
-}
-
-impl PreparedInfo {
-    /// What this statement does; see [`StatementKind`]. The keyspace of an unqualified table is
-    /// the one the statement was prepared in, as for execution.
-    pub fn kind(&self) -> StatementKind {
-        statement_kind(&self.statement, self.keyspace.as_deref())
-    }
-}
-
-fn statement_kind(statement: &Statement, keyspace: Option<&str>) -> StatementKind {
-    use cql_syntax::ast::QualifiedName;
-    let user = |table: &QualifiedName| {
-        match table.keyspace.as_ref().map(|k| k.as_str()).or(keyspace) {
-            Some(ks) => !schema::SYSTEM_KEYSPACES.contains(&ks),
-            // Cannot happen for a prepared statement (analysis needs the keyspace); not data.
-            None => false,
-        }
-    };
-    let write = |is_user: bool, conditional: bool| {
-        if is_user && !conditional {
-            StatementKind::UserWrite
-        } else {
-            StatementKind::Other
-        }
-    };
-    match statement {
-        Statement::Select(s) if user(&s.table) => StatementKind::UserRead,
-        Statement::Insert(s) => write(user(&s.table), s.if_not_exists),
-        Statement::Update(s) => write(user(&s.table), s.conditions.is_some()),
-        Statement::Delete(s) => write(user(&s.table), s.conditions.is_some()),
-        Statement::Batch(b)
-            if b.statements
-                .iter()
-                .all(|s| statement_kind(s, keyspace) == StatementKind::UserWrite) =>
-        {
-            StatementKind::UserWrite
-        }
-        _ => StatementKind::Other,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchKind {
-    Logged,
-    Unlogged,
-    Counter,
+    /// A prepared SELECT's compiled selection or INSERT's plan; `None` for a statement that
+    /// was not prepared.
+    plan: Option<&'a PlanCache>,
 }
 
 /// A statement of a BATCH request: parsed from its text, or prepared (shared with the cache,
@@ -228,18 +58,6 @@ pub enum BatchKind {
 enum BatchStatement {
     Text(Box<Statement>),
     Prepared(Arc<PreparedInfo>),
-}
-
-#[derive(Debug, Clone)]
-pub enum BatchItem {
-    Query(String, BoundValues),
-    Prepared(Bytes, BoundValues),
-}
-
-/// Per-connection state.
-#[derive(Debug, Clone, Default)]
-pub struct Session {
-    pub keyspace: Option<String>,
 }
 
 /// Bound on buffered schema events per subscriber; a connection that falls further behind
@@ -381,13 +199,15 @@ impl QueryProcessor {
         }
     }
 
-    /// The request's `now`: the client's `now_in_seconds` (protocol v5) or the server clock.
-    pub(crate) fn now_seconds(options: &QueryOptions) -> mutation::LocalTime {
-        match options.now_in_seconds {
-            Some(now) => now.max(0).unsigned_abs(),
-            None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-                mutation::LocalTime::try_from(d.as_secs()).unwrap_or(mutation::LocalTime::MAX)
-            }),
+    /// What a SELECT needs of this processor, against the schema snapshot `schema`.
+    fn read_context<'a>(&'a self, schema: &'a Schema) -> select::execution::ReadContext<'a> {
+        select::execution::ReadContext {
+            schema,
+            coordinator: &self.coordinator,
+            node: &self.node,
+            timeouts: &self.timeouts,
+            in_select_guardrails: &self.in_select_guardrails,
+            tombstone_warn_threshold: self.tombstone_warn_threshold,
         }
     }
 
@@ -406,12 +226,11 @@ impl QueryProcessor {
             .clone()
             .or_else(|| session.keyspace.clone());
         let schema = self.schema();
-        let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+        let info = analyze::analyze(&statement, &schema, keyspace.as_deref())?;
         let values = bind::resolve_values(&info.specs, std::mem::take(&mut options.values))?;
         let run = Executable {
             statement: &statement,
-            selection: None,
-            insert: None,
+            plan: None,
         };
         self.outcome(run, keyspace, &values, &options, session, start)
             .await
@@ -434,7 +253,7 @@ impl QueryProcessor {
         let statement =
             cql_syntax::parse_statement(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let schema = self.schema();
-        let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+        let info = analyze::analyze(&statement, &schema, keyspace.as_deref())?;
         let prepared = PreparedInfo {
             id: crate::prepared::statement_id(text, keyspace.as_deref()),
             result_metadata_id: crate::prepared::metadata_id(&info.result_columns),
@@ -443,8 +262,7 @@ impl QueryProcessor {
             result_columns: info.result_columns,
             statement,
             keyspace,
-            selection: select::SelectionCache::default(),
-            insert: write::InsertCache::default(),
+            plan: PlanCache::default(),
         };
         Ok(self.prepared.insert(prepared, text))
     }
@@ -480,8 +298,7 @@ impl QueryProcessor {
         let keyspace = prepared.keyspace.clone();
         let run = Executable {
             statement: &prepared.statement,
-            selection: Some(&prepared.selection),
-            insert: Some(&prepared.insert),
+            plan: Some(&prepared.plan),
         };
         self.outcome(run, keyspace, &values, &options, session, start)
             .await
@@ -542,7 +359,7 @@ impl QueryProcessor {
                 BatchItem::Query(text, values) => {
                     let statement = cql_syntax::parse_statement(&text)
                         .map_err(|e| QueryError::Syntax(e.to_string()))?;
-                    let info = bind::analyze(&statement, &schema, keyspace.as_deref())?;
+                    let info = analyze::analyze(&statement, &schema, keyspace.as_deref())?;
                     let values = bind::resolve_values(&info.specs, values)?;
                     (BatchStatement::Text(Box::new(statement)), values)
                 }
@@ -557,14 +374,14 @@ impl QueryProcessor {
             };
             resolved.push((statement, values));
         }
-        let now_seconds = Self::now_seconds(&options);
+        let now_seconds = options.now_seconds();
         let collect = |lists: Option<&write::ListState>| {
             let mut collected = write::MutationSet::default();
             for (statement, values) in &resolved {
                 let (statement, ks, insert_cache) = match statement {
                     BatchStatement::Text(s) => (&**s, keyspace.as_deref(), None),
                     BatchStatement::Prepared(p) => {
-                        (&p.statement, p.keyspace.as_deref(), Some(&p.insert))
+                        (&p.statement, p.keyspace.as_deref(), Some(&p.plan))
                     }
                 };
                 let ctx = write::WriteContext {
@@ -583,7 +400,7 @@ impl QueryProcessor {
             Ok::<_, QueryError>(collected)
         };
         let mut collected = write::collect_reading_lists(
-            self,
+            &self.coordinator,
             &schema,
             options.consistency,
             now_seconds,
@@ -596,7 +413,7 @@ impl QueryProcessor {
             &schema,
             &self.batch_thresholds,
             kind == BatchKind::Logged,
-            &collected,
+            collected.partitions.values(),
         )?);
         let write_type = match kind {
             BatchKind::Logged => WriteType::Batch,
@@ -643,13 +460,12 @@ impl QueryProcessor {
                 Ok(QueryResult::SetKeyspace(name))
             }
             Statement::Select(select) => {
-                let select = select::SelectStatement {
+                let select = select::execution::SelectStatement {
                     select,
-                    cache: run.selection,
+                    cache: run.plan,
                 };
-                select::execute(
-                    self,
-                    &schema,
+                select::execution::execute(
+                    self.read_context(&schema),
                     select,
                     keyspace.as_deref(),
                     values,
@@ -667,7 +483,7 @@ impl QueryProcessor {
                     Some(t) => t,
                     None => self.next_timestamp(),
                 };
-                let now_seconds = Self::now_seconds(options);
+                let now_seconds = options.now_seconds();
                 let collect = |lists: Option<&write::ListState>| {
                     let ctx = write::WriteContext {
                         schema: &schema,
@@ -677,7 +493,7 @@ impl QueryProcessor {
                         now_seconds,
                         in_batch: false,
                         lists,
-                        insert_cache: run.insert,
+                        insert_cache: run.plan,
                         in_select_guardrails: &self.in_select_guardrails,
                     };
                     let mut collected = write::MutationSet::default();
@@ -685,7 +501,7 @@ impl QueryProcessor {
                     Ok::<_, QueryError>(collected)
                 };
                 let mut collected = write::collect_reading_lists(
-                    self,
+                    &self.coordinator,
                     &schema,
                     options.consistency,
                     now_seconds,
@@ -701,7 +517,7 @@ impl QueryProcessor {
                         &schema,
                         &self.batch_thresholds,
                         logged,
-                        &collected,
+                        collected.partitions.values(),
                     )?);
                     write_type = if logged {
                         WriteType::Batch

@@ -10,7 +10,7 @@ use schema::{KeyspaceMetadata, Replication, Schema, TableMetadata, TableOptions}
 use types::CqlType;
 
 use crate::ddl::table_from_create;
-use crate::processor::QueryProcessor;
+use crate::interface::NodeInfo;
 use crate::QueryError;
 
 /// Keyspaces listed in `system_virtual_schema` rather than `system_schema`, as in Cassandra.
@@ -170,11 +170,10 @@ fn listed_in(keyspace: &KeyspaceMetadata, virtual_schema: bool) -> bool {
 
 /// Every row of a system table, sorted by primary key.
 pub(crate) fn rows(
-    processor: &QueryProcessor,
+    node: &NodeInfo,
     schema: &Schema,
     table: &TableMetadata,
 ) -> Result<Vec<Vec<Cell>>, QueryError> {
-    let node = &processor.node;
     let mut rows: Vec<Vec<Cell>> = Vec::new();
     match (table.keyspace.as_str(), table.name.as_str()) {
         ("system", "local") => {

@@ -12,7 +12,6 @@ use mutation::{ClusteringBound, ColumnData, LivenessInfo, Row};
 use schema::{ClusteringOrder, Replication, Schema, TableMetadata};
 use storage::PartitionUpdate;
 
-use crate::write::MutationSet;
 use crate::QueryError;
 
 /// SELECT with an aggregate or GROUP BY and no restriction on the partition key.
@@ -73,19 +72,19 @@ impl Default for BatchThresholds {
 /// What a batch's mutations look like to Cassandra's checks (`BatchStatement.verifyBatchSize`,
 /// `verifyBatchType` and the gc_grace_seconds = 0 check of `getMutations`), and the warnings
 /// they give, in Cassandra's order. `logged` is false for UNLOGGED batches. An error is
-/// Cassandra's refusal of a batch over the size fail threshold.
-pub(crate) fn check_batch(
+/// Cassandra's refusal of a batch over the size fail threshold. `mutations`: the batch's
+/// partition updates, one per table and partition key, each with its keyspace.
+pub(crate) fn check_batch<'a>(
     schema: &Schema,
     thresholds: &BatchThresholds,
     logged: bool,
-    mutations: &MutationSet,
+    mutations: impl Iterator<Item = &'a (String, PartitionUpdate)> + Clone,
 ) -> Result<Vec<String>, QueryError> {
     let mut warnings = Vec::new();
     if logged {
         let zero_gc_grace: BTreeSet<String> = mutations
-            .partitions
-            .keys()
-            .filter_map(|(table_id, _)| schema.table_by_id(*table_id))
+            .clone()
+            .filter_map(|(_, update)| schema.table_by_id(update.table))
             .filter(|t| t.options.gc_grace_seconds == 0)
             .map(|t| table_name(t))
             .collect();
@@ -106,7 +105,8 @@ pub(crate) fn check_batch(
     let mut keys = BTreeSet::new();
     let mut tables = BTreeSet::new();
     let mut size_bytes = 0u64;
-    for ((table_id, key), (keyspace, update)) in &mutations.partitions {
+    for (keyspace, update) in mutations {
+        let (table_id, key) = (&update.table, &update.key.key);
         keyspace_keys.insert((keyspace.as_str(), key.as_slice()));
         keys.insert(key.as_slice());
         if let Some(table) = schema.table_by_id(*table_id) {
@@ -232,8 +232,8 @@ fn data_size(table: &TableMetadata, update: &PartitionUpdate) -> u64 {
     };
     for (clustering, row) in &update.rows {
         // Cassandra counts the clustering values as written.
-        let forms = crate::write::clustering_forms_cell(row).and_then(|cell| match &cell.value {
-            mutation::CellValue::Live { value, .. } => crate::write::split_clustering_forms(value),
+        let forms = crate::keys::clustering_forms_cell(row).and_then(|cell| match &cell.value {
+            mutation::CellValue::Live { value, .. } => crate::keys::split_clustering_forms(value),
             mutation::CellValue::Tombstone { .. } => None,
         });
         let clustering_bytes = match forms {
@@ -256,7 +256,7 @@ fn row_size(clustering_bytes: u64, row: &Row) -> u64 {
     for column in &row.columns {
         size += match column {
             // Helenus's own record of the clustering's forms, counted with the clustering.
-            ColumnData::Simple { id, .. } if *id == crate::write::CLUSTERING_FORMS_COLUMN => 0,
+            ColumnData::Simple { id, .. } if *id == crate::keys::CLUSTERING_FORMS_COLUMN => 0,
             ColumnData::Simple { cell, .. } => cell_size(cell, 0),
             ColumnData::Complex { cells, .. } => {
                 // ComplexColumnData: its deletion (12, live or not) and each cell with its path.

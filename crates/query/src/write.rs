@@ -2,9 +2,9 @@
 //! is read before writing).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use coordinator::ConsistencyLevel;
+use coordinator::{ConsistencyLevel, Coordinator};
 use cql_syntax::ast::{
     Assignment, Delete, DeleteSelector, Insert, InsertValues, Operator, Relation, RelationValue,
     Statement, Term, Update, Using,
@@ -13,49 +13,25 @@ use mutation::{
     Cell, CellValue, ClusteringBound, ColumnData, DeletionTime, Expiry, LivenessInfo,
     PartitionHeader, RangeTombstone, Row,
 };
-use schema::{ClusteringOrder, ColumnKind, ColumnMetadata, Schema, TableMetadata};
+use schema::{ColumnKind, ColumnMetadata, Schema, TableMetadata};
 use storage::{Durability, PartitionKey, PartitionUpdate};
 use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
+use crate::elements::{read_optional, split_elements};
 use crate::eval::{evaluate, TermValue};
+use crate::interface::PlanCache;
+use crate::keys::{
+    clustering_forms, clustering_key, partition_key, row_clustering_key, CLUSTERING_FORMS_COLUMN,
+};
 use crate::limits::{InSelectGuardrails, KeyKind};
 use crate::processor::QueryProcessor;
+use crate::select::term_text::op_name;
 use crate::slices::TupleBound;
 use crate::QueryError;
 
 /// Cassandra's limit on TTLs: 20 years.
 pub(crate) const MAX_TTL_SECONDS: i64 = schema::MAX_TTL_SECONDS as i64;
-/// Partition keys are stored with a 16-bit length, as in Cassandra.
-pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 65_535;
-/// The most bytes a row's clustering values may hold together: Cassandra refuses more
-/// (`ClusteringPrefix.validate`), since its format keeps clustering values under a 16-bit
-/// length. Helenus's keys could hold more, but then a table could not move back to Cassandra,
-/// and nothing larger reaches storage.
-pub(crate) const MAX_CLUSTERING_KEY_BYTES: usize = 65_535;
-
-/// Refuses key values that together hold more than `limit` bytes, in Cassandra's words.
-fn check_key_length(values: &[Vec<u8>], limit: usize) -> Result<(), QueryError> {
-    let total: usize = values.iter().map(Vec::len).sum();
-    if total > limit {
-        return Err(QueryError::Invalid(format!(
-            "Key length of {total} is longer than maximum of {limit}"
-        )));
-    }
-    Ok(())
-}
-
-/// The byte-comparable key of a row from all its clustering values, refused as Cassandra
-/// refuses a clustering over `MAX_CLUSTERING_KEY_BYTES`: every write path (INSERT, UPDATE,
-/// DELETE of a row or its columns, in a BATCH or not, JSON or not) addresses rows through it.
-pub(crate) fn row_clustering_key(
-    table: &TableMetadata,
-    values: &[Vec<u8>],
-) -> Result<Vec<u8>, QueryError> {
-    check_key_length(values, MAX_CLUSTERING_KEY_BYTES)?;
-    Ok(clustering_key(table, values))
-}
-
 pub(crate) struct WriteContext<'a> {
     pub schema: &'a Schema,
     pub keyspace: Option<&'a str>,
@@ -69,14 +45,14 @@ pub(crate) struct WriteContext<'a> {
     pub lists: Option<&'a ListState>,
     /// A prepared INSERT's plan, kept between executions; `None` for a statement that was not
     /// prepared (and for the statements inside a BATCH statement's text).
-    pub insert_cache: Option<&'a InsertCache>,
+    pub insert_cache: Option<&'a PlanCache>,
     /// The guardrail on the products of IN restrictions, which Cassandra applies to the keys of
     /// UPDATE and DELETE too.
     pub in_select_guardrails: &'a InSelectGuardrails,
 }
 
 /// What an `INSERT` resolves by name, once: its table, and where each column it lists sits in
-/// the table's columns. A prepared INSERT keeps its plan ([`InsertCache`]) for the schema
+/// the table's columns. A prepared INSERT keeps its plan (in its `PlanCache`) for the schema
 /// version it was made against, so an execution does not look the table and its columns up
 /// again (a linear search by name per column).
 #[derive(Debug)]
@@ -85,32 +61,6 @@ pub(crate) struct InsertPlan {
     /// For `INSERT ... VALUES`, the index in `table.columns` of each listed column, in the
     /// statement's order; empty for `INSERT ... JSON`, whose columns come with each value.
     indexes: Vec<usize>,
-}
-
-/// A prepared INSERT's plan for the schema version it was made against (compare
-/// `select::SelectionCache`). A failed plan is not kept: the error is the statement's until
-/// the schema changes, and is found again on each execution.
-#[derive(Debug, Default)]
-pub(crate) struct InsertCache {
-    planned: Mutex<Option<(uuid::Uuid, Arc<InsertPlan>)>>,
-}
-
-impl InsertCache {
-    fn get_or_plan(
-        &self,
-        s: &Insert,
-        ctx: &WriteContext<'_>,
-    ) -> Result<Arc<InsertPlan>, QueryError> {
-        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((version, plan)) = planned.as_ref() {
-            if *version == ctx.schema.version {
-                return Ok(plan.clone());
-            }
-        }
-        let plan = Arc::new(plan_insert(s, ctx)?);
-        *planned = Some((ctx.schema.version, plan.clone()));
-        Ok(plan)
-    }
 }
 
 fn plan_insert(s: &Insert, ctx: &WriteContext<'_>) -> Result<InsertPlan, QueryError> {
@@ -219,7 +169,7 @@ pub(crate) fn collect_mutations(
             if ctx.in_batch {
                 return Err(QueryError::Syntax("Batches cannot be nested".to_string()));
             }
-            // Its kind was checked by `bind::analyze`, which runs for every statement.
+            // Its kind was checked by `analyze::analyze`, which runs for every statement.
             let timestamp = match &b.using.timestamp {
                 Some(t) => eval_timestamp(t, ctx)?,
                 None => ctx.default_timestamp,
@@ -393,96 +343,6 @@ fn attributes(
     Ok(WriteAttributes { timestamp, expiry })
 }
 
-/// Serialised partition key from one value per partition-key column.
-pub(crate) fn partition_key(
-    table: &TableMetadata,
-    parts: &[Vec<u8>],
-) -> Result<PartitionKey, QueryError> {
-    // Cassandra checks a composite key's values together first (as it checks clustering
-    // values), then the composite.
-    check_key_length(parts, MAX_PARTITION_KEY_BYTES)?;
-    let key = if parts.len() == 1 {
-        parts[0].clone()
-    } else {
-        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        partitioner::compose_partition_key(&refs)
-    };
-    if key.is_empty() {
-        return Err(QueryError::Invalid("Key may not be empty".to_string()));
-    }
-    if key.len() > MAX_PARTITION_KEY_BYTES {
-        return Err(QueryError::Invalid(format!(
-            "Key length of {} is longer than maximum of {MAX_PARTITION_KEY_BYTES}",
-            key.len()
-        )));
-    }
-    let _ = table;
-    Ok(PartitionKey {
-        token: partitioner::murmur3_token(&key),
-        key,
-    })
-}
-
-/// The hidden column of a row whose clustering values were written in a form other than the
-/// one its key decodes to: a decimal's scale (`1.00`, `1000`), a varint's leading zero bytes, a
-/// boolean's non-zero byte, a NaN's payload, a tuple's trailing nulls. The byte-comparable key
-/// holds the canonical value only (equal values make one row, as in Cassandra), so the values
-/// as written are kept in this cell, and reads return them, as Cassandra returns the
-/// clustering a row was written with. Schema column ids count up from 0 and are never reused,
-/// so none reaches this one; reads, liveness and tombstone counts leave it out. Its value: every
-/// clustering value as a 4-byte big-endian length and the bytes. It is written with the row's
-/// other cells (same timestamp and TTL) by writes in a non-canonical form, so of two forms of a
-/// row the last such write's wins; Cassandra keeps the first arrival's while the row is in one
-/// memtable and the newest source's when it merges a memtable with sstables. Both return the
-/// form a row is written in when it is written in one.
-pub(crate) const CLUSTERING_FORMS_COLUMN: u32 = u32::MAX;
-
-/// The `CLUSTERING_FORMS_COLUMN` value for a row's clustering `values`, if any of them is not
-/// in the form its byte-comparable encoding decodes to.
-pub(crate) fn clustering_forms(table: &TableMetadata, values: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let canonical = table.clustering().iter().zip(values).all(|(col, value)| {
-        if crate::select::exact_key_type(&col.ty) {
-            return true;
-        }
-        let mut encoded = Vec::with_capacity(value.len() + 2);
-        types::byte_comparable::encode(&col.ty, value, false, &mut encoded);
-        types::byte_comparable::decode(&col.ty, &mut encoded.as_slice(), false)
-            .is_ok_and(|decoded| decoded == *value)
-    });
-    if canonical {
-        return None;
-    }
-    let mut out = Vec::with_capacity(values.iter().map(|v| v.len() + 4).sum());
-    for value in values {
-        out.extend_from_slice(&(value.len() as u32).to_be_bytes());
-        out.extend_from_slice(value);
-    }
-    Some(out)
-}
-
-/// The clustering values a `CLUSTERING_FORMS_COLUMN` value holds (`None` if malformed).
-pub(crate) fn split_clustering_forms(mut bytes: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut out = Vec::new();
-    while !bytes.is_empty() {
-        let (len, rest) = bytes.split_first_chunk::<4>()?;
-        let len = u32::from_be_bytes(*len) as usize;
-        if rest.len() < len {
-            return None;
-        }
-        out.push(&rest[..len]);
-        bytes = &rest[len..];
-    }
-    Some(out)
-}
-
-/// The `CLUSTERING_FORMS_COLUMN` cell of a row, if it has one (ids are sorted: it is last).
-pub(crate) fn clustering_forms_cell(row: &Row) -> Option<&Cell> {
-    match row.columns.last() {
-        Some(ColumnData::Simple { id, cell }) if *id == CLUSTERING_FORMS_COLUMN => Some(cell),
-        _ => None,
-    }
-}
-
 /// Adds the `CLUSTERING_FORMS_COLUMN` cell to a row written with live data, if its clustering
 /// values need it; `row`'s columns are sorted, and stay so.
 fn add_clustering_forms(
@@ -507,20 +367,6 @@ fn add_clustering_forms(
             cell: cell(attrs, forms),
         });
     }
-}
-
-/// Byte-comparable clustering key (or prefix) from values of the first clustering columns.
-pub(crate) fn clustering_key(table: &TableMetadata, parts: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (col, value) in table.clustering().iter().zip(parts) {
-        types::byte_comparable::encode(
-            &col.ty,
-            value,
-            col.order == ClusteringOrder::Desc,
-            &mut out,
-        );
-    }
-    out
 }
 
 fn key_value(col: &ColumnMetadata, v: TermValue) -> Result<Vec<u8>, QueryError> {
@@ -678,7 +524,7 @@ fn prepended_list_elements(
     attrs: &WriteAttributes,
 ) -> Result<Vec<(Vec<u8>, Cell)>, QueryError> {
     let elements = split_elements(bytes, 1)?;
-    let paths = crate::eval::prepend_timeuuids(elements.len());
+    let paths = crate::timeuuid::prepend_timeuuids(elements.len());
     let mut cells: Vec<_> = paths
         .into_iter()
         .zip(elements)
@@ -698,7 +544,7 @@ fn multi_cell_elements(
     match ty {
         CqlType::List(_) => {
             for element in split_elements(bytes, 1)? {
-                let path = crate::eval::new_timeuuid().as_bytes().to_vec();
+                let path = crate::timeuuid::new_timeuuid().as_bytes().to_vec();
                 cells.push((path, cell(attrs, element[0].to_vec())));
             }
         }
@@ -731,49 +577,6 @@ fn multi_cell_elements(
     // storage wants them sorted by path bytes.
     cells.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(cells)
-}
-
-fn read_optional(bytes: &[u8]) -> Result<(Option<&[u8]>, &[u8]), QueryError> {
-    let malformed = || QueryError::Invalid("Malformed collection value".to_string());
-    if bytes.len() < 4 {
-        return Err(malformed());
-    }
-    let len = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    let rest = &bytes[4..];
-    if len < 0 {
-        return Ok((None, rest));
-    }
-    let len = len as usize;
-    if rest.len() < len {
-        return Err(malformed());
-    }
-    Ok((Some(&rest[..len]), &rest[len..]))
-}
-
-/// Splits a v3+ collection ([int] n, then n groups of `width` [bytes]).
-pub(crate) fn split_elements(bytes: &[u8], width: usize) -> Result<Vec<Vec<&[u8]>>, QueryError> {
-    let malformed = || QueryError::Invalid("Malformed collection value".to_string());
-    if bytes.len() < 4 {
-        return Err(malformed());
-    }
-    let n = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    if n < 0 || (n as usize).saturating_mul(4 * width) > bytes.len() {
-        return Err(malformed());
-    }
-    let mut rest = &bytes[4..];
-    let mut out = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let mut group = Vec::with_capacity(width);
-        for _ in 0..width {
-            let (v, tail) = read_optional(rest)?;
-            group.push(v.ok_or_else(|| {
-                QueryError::Invalid("null is not supported inside collections".to_string())
-            })?);
-            rest = tail;
-        }
-        out.push(group);
-    }
-    Ok(out)
 }
 
 /// `INSERT ... JSON '{..}'`: one value per column, from the JSON object's entries (keys are
@@ -848,7 +651,7 @@ fn json_values(
 
 fn insert(s: &Insert, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let plan = match ctx.insert_cache {
-        Some(cache) => cache.get_or_plan(s, ctx)?,
+        Some(cache) => cache.get_or_compile(ctx.schema.version, || plan_insert(s, ctx))?,
         None => Arc::new(plan_insert(s, ctx)?),
     };
     let table = &*plan.table;
@@ -1016,15 +819,15 @@ fn check_modification_relation(
             column(table, c)?.name
         ))),
         Relation::Token { columns, .. } => {
-            crate::select::check_not_equal(table, relation)?;
-            crate::select::check_token_columns(table, columns)
+            crate::select::restrictions::check_not_equal(table, relation)?;
+            crate::select::restrictions::check_token_columns(table, columns)
         }
-        _ => crate::select::check_not_equal(table, relation),
+        _ => crate::select::restrictions::check_not_equal(table, relation),
     }
 }
 
 /// What Cassandra refuses of an UPDATE's or DELETE's WHERE clause at PREPARE, whatever values
-/// are bound (`bind::analyze` runs it for every such statement; `key_restrictions` checks
+/// are bound (`analyze::analyze` runs it for every such statement; `key_restrictions` checks
 /// the same again with the values): each relation by itself, token() without the whole
 /// partition key, and clustering restrictions when only static columns are written.
 /// `only_static`: the statement writes static columns only.
@@ -1229,216 +1032,32 @@ fn key_restrictions(
     for rel in relations {
         check_modification_relation(table, rel, statement)?;
     }
-    let mut tokens = TokenBounds::default();
-    // A clustering column restricted by a slice the statement cannot take, left for the
-    // static-only refusal to name (Cassandra checks that first).
-    let mut refused_slice: Option<QueryError> = None;
-    let mut eq: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
-    let mut slice_col: Option<usize> = None;
-    let mut lower: Option<TupleBound> = None;
-    let mut upper: Option<TupleBound> = None;
-    let mut multi_in: Option<MultiColumnIn> = None;
-    // The clustering index a multi-column slice starts at.
-    let mut multi_slice_start: Option<usize> = None;
-    // Columns a single-column IN restricts, and the refusal of a second relation on a column
-    // that an `=` or IN restricts, in Cassandra's words: the earlier relation names its kind.
-    // (A relation the multi-column IN's tuples cover was silently dropped before.)
-    let mut in_columns: Vec<usize> = Vec::new();
-    let restricted_twice = |name: &str, by_in: bool| {
-        QueryError::Invalid(format!(
-            "{name} cannot be restricted by more than one relation if it includes {}",
-            if by_in { "a IN" } else { "an Equal" }
-        ))
+    let mut keys = KeyRelations {
+        table,
+        ctx,
+        statement,
+        allow_slice,
+        only_static,
+        tokens: TokenBounds::default(),
+        refused_slice: None,
+        eq: BTreeMap::new(),
+        slice_col: None,
+        lower: None,
+        upper: None,
+        multi_in: None,
+        multi_slice_start: None,
+        in_columns: Vec::new(),
+        non_key: Vec::new(),
     };
-    // Whether the multi-column IN covers column `idx`, and if so whether it counts as an IN
-    // (Cassandra takes an IN of one tuple for an `=`).
-    let in_multi_in = |multi_in: &Option<MultiColumnIn>, idx: usize| {
-        multi_in.as_ref().and_then(|(start, width, tuples)| {
-            (*start..*start + *width)
-                .contains(&idx)
-                .then_some(tuples.len() != 1)
-        })
-    };
-    let mut non_key = Vec::new();
     for rel in relations {
         match rel {
             Relation::Simple {
                 column: c,
                 op,
                 value,
-            } => {
-                let col = column(table, c)?;
-                let idx = table.column_index(&col.name).unwrap_or(0);
-                if idx >= table.partition_key_count + table.clustering_count {
-                    non_key.push(col.name.clone());
-                    continue;
-                }
-                let values = match (op, value) {
-                    (Operator::Eq, RelationValue::Single(t)) => {
-                        vec![key_value(
-                            col,
-                            evaluate(t, &col.ty, &col.name, ctx.values)?,
-                        )?]
-                    }
-                    (Operator::In, RelationValue::List(items)) => {
-                        let mut vs = Vec::new();
-                        for t in items {
-                            vs.push(key_value(
-                                col,
-                                evaluate(t, &col.ty, &col.name, ctx.values)?,
-                            )?);
-                        }
-                        vs
-                    }
-                    (Operator::In, RelationValue::Marker(m)) => {
-                        let list = CqlType::List(Box::new(col.ty.clone()));
-                        let bytes = key_value(
-                            col,
-                            evaluate(&Term::BindMarker(m.clone()), &list, &col.name, ctx.values)?,
-                        )?;
-                        split_elements(&bytes, 1)?
-                            .into_iter()
-                            .map(|g| g[0].to_vec())
-                            .collect()
-                    }
-                    (
-                        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte,
-                        RelationValue::Single(t),
-                    ) if allow_slice && col.kind == ColumnKind::Clustering => {
-                        let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
-                        if slice_col.or(multi_slice_start).is_some_and(|s| s != idx) {
-                            return Err(QueryError::Invalid(
-                                "Only one clustering column may be restricted by a slice in a DELETE".to_string(),
-                            ));
-                        }
-                        slice_col = Some(idx);
-                        let bound = TupleBound {
-                            values: vec![v],
-                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
-                        };
-                        set_slice_bound(&mut lower, &mut upper, op, bound, &col.name)?;
-                        continue;
-                    }
-                    (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
-                        // Cassandra's words for each kind of refused slice.
-                        let refusal = QueryError::Invalid(match col.kind {
-                            ColumnKind::PartitionKey => format!(
-                                "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
-                            ),
-                            _ if statement == "UPDATE" => {
-                                "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
-                            }
-                            _ => RANGE_DELETION_OF_COLUMNS.to_string(),
-                        });
-                        if col.kind == ColumnKind::PartitionKey || !only_static {
-                            return Err(refusal);
-                        }
-                        refused_slice.get_or_insert(refusal);
-                        continue;
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                        "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
-                        op_name(op),
-                        col.name
-                    )))
-                    }
-                };
-                if let Some(by_in) = in_multi_in(&multi_in, idx) {
-                    return Err(restricted_twice(&col.name, by_in));
-                }
-                if eq.contains_key(&idx) {
-                    return Err(restricted_twice(&col.name, in_columns.contains(&idx)));
-                }
-                if matches!(op, Operator::In) {
-                    in_columns.push(idx);
-                }
-                if eq.insert(idx, values).is_some() {
-                    return Err(QueryError::Invalid(format!(
-                        "{} cannot be restricted by more than one relation if it includes an Equal",
-                        col.name
-                    )));
-                }
-            }
+            } => keys.simple(c, op, value)?,
             Relation::MultiColumn { columns, op, value } => {
-                let mut cols = Vec::with_capacity(columns.len());
-                for c in columns {
-                    let col = column(table, c)?;
-                    if col.kind != ColumnKind::Clustering {
-                        return Err(QueryError::Invalid(format!(
-                            "Multi-column relations can only be applied to clustering columns but was applied to: {}",
-                            col.name
-                        )));
-                    }
-                    cols.push(col);
-                }
-                let first = table.column_index(&cols[0].name).unwrap_or(0);
-                for (i, col) in cols.iter().enumerate() {
-                    if table.column_index(&col.name) != Some(first + i) {
-                        return Err(QueryError::Invalid(format!(
-                            "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
-                            relation_columns(&cols)
-                        )));
-                    }
-                }
-                let tuples = multi_column_values(&cols, value, ctx)?;
-                match op {
-                    Operator::Eq | Operator::In => {
-                        // Against an earlier multi-column IN, Cassandra names every column
-                        // the two share.
-                        let shared: Vec<&str> = (0..cols.len())
-                            .filter(|i| in_multi_in(&multi_in, first + i).is_some())
-                            .map(|i| cols[i].name.as_str())
-                            .collect();
-                        if let Some(by_in) =
-                            (0..cols.len()).find_map(|i| in_multi_in(&multi_in, first + i))
-                        {
-                            return Err(restricted_twice(&shared.join(" ,"), by_in));
-                        }
-                        for (i, col) in cols.iter().enumerate() {
-                            if eq.contains_key(&(first + i)) {
-                                let by_in = in_columns.contains(&(first + i));
-                                return Err(restricted_twice(&col.name, by_in));
-                            }
-                        }
-                        if matches!(op, Operator::Eq) && tuples.len() == 1 {
-                            for (i, v) in tuples[0].iter().enumerate() {
-                                if eq.insert(first + i, vec![v.clone()]).is_some() {
-                                    return Err(QueryError::Invalid(format!(
-                                        "{} cannot be restricted by more than one relation if it includes an Equal",
-                                        cols[i].name
-                                    )));
-                                }
-                            }
-                        } else if multi_in.replace((first, cols.len(), tuples)).is_some() {
-                            return Err(QueryError::Invalid(
-                                "Only one multi-column IN relation is allowed".to_string(),
-                            ));
-                        }
-                    }
-                    Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if allow_slice => {
-                        // A single-column bound may share the slice's first column
-                        // (`c > 1 AND (c, d) < (3, 0)`), as in Cassandra 5.0.
-                        if slice_col.or(multi_slice_start).is_some_and(|s| s != first) {
-                            return Err(QueryError::Invalid(
-                                "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
-                            ));
-                        }
-                        multi_slice_start = Some(first);
-                        let bound = TupleBound {
-                            values: tuples.into_iter().next().unwrap_or_default(),
-                            inclusive: matches!(op, Operator::Gte | Operator::Lte),
-                        };
-                        set_slice_bound(&mut lower, &mut upper, op, bound, &cols[0].name)?;
-                    }
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid operator {} for multi-column relation on {} in a modification statement",
-                            op_name(op),
-                            relation_columns(&cols)
-                        )))
-                    }
-                }
+                keys.multi_column(columns, op, value)?
             }
             Relation::Token {
                 op,
@@ -1455,11 +1074,11 @@ fn key_restrictions(
                         ))
                     }
                 };
-                tokens.add(table, op, token)?;
+                keys.tokens.add(table, op, token)?;
             }
             Relation::Element { column: c, .. } => {
                 // A map element is a regular column's: refused with the others below.
-                non_key.push(column(table, c)?.name.clone());
+                keys.non_key.push(column(table, c)?.name.clone());
             }
             Relation::Token { .. } | Relation::IsNotNull(_) | Relation::CustomIndex { .. } => {
                 return Err(QueryError::Invalid(
@@ -1469,125 +1088,10 @@ fn key_restrictions(
             }
         }
     }
-    if !non_key.is_empty() {
-        return Err(QueryError::Invalid(format!(
-            "Non PRIMARY KEY columns found in where clause: {} ",
-            non_key.join(", ")
-        )));
-    }
-    let missing: Vec<String> = table
-        .partition_key()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !eq.contains_key(i))
-        .map(|(_, c)| c.name.clone())
-        .collect();
-    if !missing.is_empty() && !tokens.is_empty() {
-        return Err(QueryError::Invalid(format!(
-            "The token function cannot be used in WHERE clauses for {statement} statements"
-        )));
-    }
-    if !missing.is_empty() {
-        return Err(QueryError::Invalid(format!(
-            "Some partition key parts are missing: {}",
-            missing.join(", ")
-        )));
-    }
-    let clustering_restricted = refused_slice.is_some()
-        || multi_in.is_some()
-        || multi_slice_start.is_some()
-        || slice_col.is_some()
-        || eq.keys().any(|i| *i >= table.partition_key_count);
-    if only_static && clustering_restricted {
-        return Err(QueryError::Invalid(format!(
-            "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
-        )));
-    }
-    // Checked before any combination is built, as Cassandra's guardrail.
-    let partition_product = (0..table.partition_key_count).fold(1u64, |product, i| {
-        product.saturating_mul(eq[&i].len() as u64)
-    });
-    ctx.in_select_guardrails.check_cartesian_product(
-        KeyKind::Partition,
-        partition_product,
-        warnings,
-    )?;
-    let clustering_product = (0..table.clustering_count)
-        .map(|i| match &multi_in {
-            Some((start, _, tuples)) if *start == table.partition_key_count + i => tuples.len(),
-            _ => eq.get(&(table.partition_key_count + i)).map_or(1, Vec::len),
-        })
-        .fold(1u64, |product, n| product.saturating_mul(n as u64));
-    ctx.in_select_guardrails.check_cartesian_product(
-        KeyKind::Clustering,
-        clustering_product,
-        warnings,
-    )?;
-    let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-    for i in 0..table.partition_key_count {
-        partitions = cartesian(partitions, &eq[&i]);
-    }
-    if !tokens.is_empty() {
-        // With the whole key given, Cassandra takes token() as a filter on its partitions.
-        let mut kept = Vec::with_capacity(partitions.len());
-        for pk in partitions {
-            if tokens.admits(partition_key(table, &pk)?.token) {
-                kept.push(pk);
-            }
-        }
-        partitions = kept;
-    }
-    let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-    let mut prefix_len = 0;
-    for i in 0..table.clustering_count {
-        if let Some((start, width, tuples)) = &multi_in {
-            if *start == table.partition_key_count + i {
-                if prefix_len != i {
-                    return Err(QueryError::Invalid(format!(
-                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                        table.clustering()[i].name,
-                        table.clustering()[prefix_len].name
-                    )));
-                }
-                let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
-                for p in &prefixes {
-                    for t in tuples {
-                        let mut q = p.clone();
-                        q.extend(t.iter().cloned());
-                        next.push(q);
-                    }
-                }
-                prefixes = next;
-                prefix_len += *width;
-                continue;
-            }
-            if *start < table.partition_key_count + i && i < prefix_len {
-                continue; // covered by the tuples
-            }
-        }
-        if i < prefix_len {
-            continue;
-        }
-        if let Some(values) = eq.get(&(table.partition_key_count + i)) {
-            if prefix_len != i {
-                return Err(QueryError::Invalid(format!(
-                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                    table.clustering()[i].name,
-                    table.clustering()[prefix_len].name
-                )));
-            }
-            prefixes = cartesian(prefixes, values);
-            prefix_len += 1;
-        }
-    }
-    if let Some(s) = slice_col.or(multi_slice_start) {
-        if s != table.partition_key_count + prefix_len {
-            return Err(QueryError::Invalid(format!(
-                "PRIMARY KEY column \"{}\" cannot be restricted as preceding column is not restricted",
-                table.columns[s].name
-            )));
-        }
-    }
+    keys.check_key_columns()?;
+    keys.check_guardrails(warnings)?;
+    let mut partitions = keys.partitions()?;
+    let (mut prefixes, prefix_len) = keys.clustering_prefixes()?;
     let key_types: Vec<&CqlType> = table.partition_key().iter().map(|c| &c.ty).collect();
     sort_distinct(&mut partitions, &key_types);
     let prefix_types: Vec<&CqlType> = table.clustering()[..prefix_len]
@@ -1599,8 +1103,407 @@ fn key_restrictions(
         partitions,
         clustering_prefixes: prefixes,
         prefix_len,
-        slice: slice_col.or(multi_slice_start).map(|_| (lower, upper)),
+        slice: keys
+            .slice_col
+            .or(keys.multi_slice_start)
+            .map(|_| (keys.lower, keys.upper)),
     })
+}
+
+/// One value per column of a key or a prefix of it.
+type KeyValues = Vec<Vec<u8>>;
+
+/// An UPDATE's or DELETE's WHERE clause read relation by relation: the values of the key
+/// columns `=` and IN restrict, the clustering slice, the token bounds, and what is refused.
+struct KeyRelations<'a> {
+    table: &'a TableMetadata,
+    ctx: &'a WriteContext<'a>,
+    /// `UPDATE` or `DELETE`, for errors.
+    statement: &'a str,
+    /// A clustering slice is accepted (a DELETE of whole rows).
+    allow_slice: bool,
+    /// The statement writes static columns only, so (as Cassandra) any restriction of the
+    /// clustering columns is refused.
+    only_static: bool,
+    tokens: TokenBounds,
+    /// A clustering column restricted by a slice the statement cannot take, left for the
+    /// static-only refusal to name (Cassandra checks that first).
+    refused_slice: Option<QueryError>,
+    eq: BTreeMap<usize, Vec<Vec<u8>>>,
+    slice_col: Option<usize>,
+    lower: Option<TupleBound>,
+    upper: Option<TupleBound>,
+    multi_in: Option<MultiColumnIn>,
+    /// The clustering index a multi-column slice starts at.
+    multi_slice_start: Option<usize>,
+    /// Columns a single-column IN restricts, for the refusal of a second relation on a column
+    /// that an `=` or IN restricts, in Cassandra's words: the earlier relation names its kind.
+    /// (A relation the multi-column IN's tuples cover was silently dropped before.)
+    in_columns: Vec<usize>,
+    non_key: Vec<String>,
+}
+
+/// Cassandra's refusal of a second relation on a column an `=` (or an IN, `by_in`) restricts.
+fn restricted_twice(name: &str, by_in: bool) -> QueryError {
+    QueryError::Invalid(format!(
+        "{name} cannot be restricted by more than one relation if it includes {}",
+        if by_in { "a IN" } else { "an Equal" }
+    ))
+}
+
+impl KeyRelations<'_> {
+    /// Whether the multi-column IN covers column `idx`, and if so whether it counts as an IN
+    /// (Cassandra takes an IN of one tuple for an `=`).
+    fn in_multi_in(&self, idx: usize) -> Option<bool> {
+        self.multi_in.as_ref().and_then(|(start, width, tuples)| {
+            (*start..*start + *width)
+                .contains(&idx)
+                .then_some(tuples.len() != 1)
+        })
+    }
+
+    /// `c op value`.
+    fn simple(
+        &mut self,
+        c: &cql_syntax::ast::Identifier,
+        op: &Operator,
+        value: &RelationValue,
+    ) -> Result<(), QueryError> {
+        let (table, ctx, statement) = (self.table, self.ctx, self.statement);
+        let col = column(table, c)?;
+        let idx = table.column_index(&col.name).unwrap_or(0);
+        if idx >= table.partition_key_count + table.clustering_count {
+            self.non_key.push(col.name.clone());
+            return Ok(());
+        }
+        let values = match (op, value) {
+            (Operator::Eq, RelationValue::Single(t)) => {
+                vec![key_value(
+                    col,
+                    evaluate(t, &col.ty, &col.name, ctx.values)?,
+                )?]
+            }
+            (Operator::In, RelationValue::List(items)) => {
+                let mut vs = Vec::new();
+                for t in items {
+                    vs.push(key_value(
+                        col,
+                        evaluate(t, &col.ty, &col.name, ctx.values)?,
+                    )?);
+                }
+                vs
+            }
+            (Operator::In, RelationValue::Marker(m)) => {
+                let list = CqlType::List(Box::new(col.ty.clone()));
+                let bytes = key_value(
+                    col,
+                    evaluate(&Term::BindMarker(m.clone()), &list, &col.name, ctx.values)?,
+                )?;
+                split_elements(&bytes, 1)?
+                    .into_iter()
+                    .map(|g| g[0].to_vec())
+                    .collect()
+            }
+            (
+                Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte,
+                RelationValue::Single(t),
+            ) if self.allow_slice && col.kind == ColumnKind::Clustering => {
+                let v = key_value(col, evaluate(t, &col.ty, &col.name, ctx.values)?)?;
+                if self
+                    .slice_col
+                    .or(self.multi_slice_start)
+                    .is_some_and(|s| s != idx)
+                {
+                    return Err(QueryError::Invalid(
+                        "Only one clustering column may be restricted by a slice in a DELETE"
+                            .to_string(),
+                    ));
+                }
+                self.slice_col = Some(idx);
+                let bound = TupleBound {
+                    values: vec![v],
+                    inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                };
+                return set_slice_bound(&mut self.lower, &mut self.upper, op, bound, &col.name);
+            }
+            (Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte, _) => {
+                // Cassandra's words for each kind of refused slice.
+                let refusal = QueryError::Invalid(match col.kind {
+                    ColumnKind::PartitionKey => format!(
+                        "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {statement} statements"
+                    ),
+                    _ if statement == "UPDATE" => {
+                        "Slice restrictions are not supported on the clustering columns in UPDATE statements".to_string()
+                    }
+                    _ => RANGE_DELETION_OF_COLUMNS.to_string(),
+                });
+                if col.kind == ColumnKind::PartitionKey || !self.only_static {
+                    return Err(refusal);
+                }
+                self.refused_slice.get_or_insert(refusal);
+                return Ok(());
+            }
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operator {} for PRIMARY KEY part {} in a modification statement",
+                    op_name(op),
+                    col.name
+                )))
+            }
+        };
+        if let Some(by_in) = self.in_multi_in(idx) {
+            return Err(restricted_twice(&col.name, by_in));
+        }
+        if self.eq.contains_key(&idx) {
+            return Err(restricted_twice(&col.name, self.in_columns.contains(&idx)));
+        }
+        if matches!(op, Operator::In) {
+            self.in_columns.push(idx);
+        }
+        if self.eq.insert(idx, values).is_some() {
+            return Err(QueryError::Invalid(format!(
+                "{} cannot be restricted by more than one relation if it includes an Equal",
+                col.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// `(c1, c2) op value`.
+    fn multi_column(
+        &mut self,
+        columns: &[cql_syntax::ast::Identifier],
+        op: &Operator,
+        value: &RelationValue,
+    ) -> Result<(), QueryError> {
+        let table = self.table;
+        let mut cols = Vec::with_capacity(columns.len());
+        for c in columns {
+            let col = column(table, c)?;
+            if col.kind != ColumnKind::Clustering {
+                return Err(QueryError::Invalid(format!(
+                    "Multi-column relations can only be applied to clustering columns but was applied to: {}",
+                    col.name
+                )));
+            }
+            cols.push(col);
+        }
+        let first = table.column_index(&cols[0].name).unwrap_or(0);
+        for (i, col) in cols.iter().enumerate() {
+            if table.column_index(&col.name) != Some(first + i) {
+                return Err(QueryError::Invalid(format!(
+                    "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                    relation_columns(&cols)
+                )));
+            }
+        }
+        let tuples = multi_column_values(&cols, value, self.ctx)?;
+        match op {
+            Operator::Eq | Operator::In => {
+                // Against an earlier multi-column IN, Cassandra names every column
+                // the two share.
+                let shared: Vec<&str> = (0..cols.len())
+                    .filter(|i| self.in_multi_in(first + i).is_some())
+                    .map(|i| cols[i].name.as_str())
+                    .collect();
+                if let Some(by_in) = (0..cols.len()).find_map(|i| self.in_multi_in(first + i)) {
+                    return Err(restricted_twice(&shared.join(" ,"), by_in));
+                }
+                for (i, col) in cols.iter().enumerate() {
+                    if self.eq.contains_key(&(first + i)) {
+                        let by_in = self.in_columns.contains(&(first + i));
+                        return Err(restricted_twice(&col.name, by_in));
+                    }
+                }
+                if matches!(op, Operator::Eq) && tuples.len() == 1 {
+                    for (i, v) in tuples[0].iter().enumerate() {
+                        if self.eq.insert(first + i, vec![v.clone()]).is_some() {
+                            return Err(QueryError::Invalid(format!(
+                                "{} cannot be restricted by more than one relation if it includes an Equal",
+                                cols[i].name
+                            )));
+                        }
+                    }
+                } else if self.multi_in.replace((first, cols.len(), tuples)).is_some() {
+                    return Err(QueryError::Invalid(
+                        "Only one multi-column IN relation is allowed".to_string(),
+                    ));
+                }
+            }
+            Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte if self.allow_slice => {
+                // A single-column bound may share the slice's first column
+                // (`c > 1 AND (c, d) < (3, 0)`), as in Cassandra 5.0.
+                if self
+                    .slice_col
+                    .or(self.multi_slice_start)
+                    .is_some_and(|s| s != first)
+                {
+                    return Err(QueryError::Invalid(
+                        "Mixing single column relations and multi column relations on clustering columns is not allowed".to_string(),
+                    ));
+                }
+                self.multi_slice_start = Some(first);
+                let bound = TupleBound {
+                    values: tuples.into_iter().next().unwrap_or_default(),
+                    inclusive: matches!(op, Operator::Gte | Operator::Lte),
+                };
+                set_slice_bound(&mut self.lower, &mut self.upper, op, bound, &cols[0].name)?;
+            }
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                "Invalid operator {} for multi-column relation on {} in a modification statement",
+                op_name(op),
+                relation_columns(&cols)
+            )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses non-key columns, a partition key not given whole (with token() or without),
+    /// and clustering restrictions of a statement that writes static columns only.
+    fn check_key_columns(&self) -> Result<(), QueryError> {
+        let (table, statement) = (self.table, self.statement);
+        if !self.non_key.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Non PRIMARY KEY columns found in where clause: {} ",
+                self.non_key.join(", ")
+            )));
+        }
+        let missing: Vec<String> = table
+            .partition_key()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.eq.contains_key(i))
+            .map(|(_, c)| c.name.clone())
+            .collect();
+        if !missing.is_empty() && !self.tokens.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "The token function cannot be used in WHERE clauses for {statement} statements"
+            )));
+        }
+        if !missing.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Some partition key parts are missing: {}",
+                missing.join(", ")
+            )));
+        }
+        let clustering_restricted = self.refused_slice.is_some()
+            || self.multi_in.is_some()
+            || self.multi_slice_start.is_some()
+            || self.slice_col.is_some()
+            || self.eq.keys().any(|i| *i >= table.partition_key_count);
+        if self.only_static && clustering_restricted {
+            return Err(QueryError::Invalid(format!(
+                "Invalid restrictions on clustering columns since the {statement} statement modifies only static columns"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The guardrails on the products of IN restrictions, checked before any combination is
+    /// built, as Cassandra's.
+    fn check_guardrails(&self, warnings: &mut Vec<String>) -> Result<(), QueryError> {
+        let (table, eq) = (self.table, &self.eq);
+        let partition_product = (0..table.partition_key_count).fold(1u64, |product, i| {
+            product.saturating_mul(eq[&i].len() as u64)
+        });
+        self.ctx.in_select_guardrails.check_cartesian_product(
+            KeyKind::Partition,
+            partition_product,
+            warnings,
+        )?;
+        let clustering_product = (0..table.clustering_count)
+            .map(|i| match &self.multi_in {
+                Some((start, _, tuples)) if *start == table.partition_key_count + i => tuples.len(),
+                _ => eq.get(&(table.partition_key_count + i)).map_or(1, Vec::len),
+            })
+            .fold(1u64, |product, n| product.saturating_mul(n as u64));
+        self.ctx.in_select_guardrails.check_cartesian_product(
+            KeyKind::Clustering,
+            clustering_product,
+            warnings,
+        )
+    }
+
+    /// Every combination of the partition key values, less those a token() restriction
+    /// leaves out.
+    fn partitions(&self) -> Result<Vec<KeyValues>, QueryError> {
+        let table = self.table;
+        let mut partitions: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        for i in 0..table.partition_key_count {
+            partitions = cartesian(partitions, &self.eq[&i]);
+        }
+        if !self.tokens.is_empty() {
+            // With the whole key given, Cassandra takes token() as a filter on its partitions.
+            let mut kept = Vec::with_capacity(partitions.len());
+            for pk in partitions {
+                if self.tokens.admits(partition_key(table, &pk)?.token) {
+                    kept.push(pk);
+                }
+            }
+            partitions = kept;
+        }
+        Ok(partitions)
+    }
+
+    /// Every combination of the values of the restricted prefix of clustering columns, and
+    /// the prefix's length; refuses a restriction after an unrestricted column.
+    fn clustering_prefixes(&self) -> Result<(Vec<KeyValues>, usize), QueryError> {
+        let table = self.table;
+        let mut prefixes: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        let mut prefix_len = 0;
+        for i in 0..table.clustering_count {
+            if let Some((start, width, tuples)) = &self.multi_in {
+                if *start == table.partition_key_count + i {
+                    if prefix_len != i {
+                        return Err(QueryError::Invalid(format!(
+                            "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                            table.clustering()[i].name,
+                            table.clustering()[prefix_len].name
+                        )));
+                    }
+                    let mut next = Vec::with_capacity(prefixes.len() * tuples.len());
+                    for p in &prefixes {
+                        for t in tuples {
+                            let mut q = p.clone();
+                            q.extend(t.iter().cloned());
+                            next.push(q);
+                        }
+                    }
+                    prefixes = next;
+                    prefix_len += *width;
+                    continue;
+                }
+                if *start < table.partition_key_count + i && i < prefix_len {
+                    continue; // covered by the tuples
+                }
+            }
+            if i < prefix_len {
+                continue;
+            }
+            if let Some(values) = self.eq.get(&(table.partition_key_count + i)) {
+                if prefix_len != i {
+                    return Err(QueryError::Invalid(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[i].name,
+                        table.clustering()[prefix_len].name
+                    )));
+                }
+                prefixes = cartesian(prefixes, values);
+                prefix_len += 1;
+            }
+        }
+        if let Some(s) = self.slice_col.or(self.multi_slice_start) {
+            if s != table.partition_key_count + prefix_len {
+                return Err(QueryError::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column is not restricted",
+                    table.columns[s].name
+                )));
+            }
+        }
+        Ok((prefixes, prefix_len))
+    }
 }
 
 /// Records a slice bound on its side (`>`/`>=` lower, `<`/`<=` upper), refusing a second one
@@ -1723,25 +1626,6 @@ fn cartesian(prefixes: Vec<Vec<Vec<u8>>>, values: &[Vec<u8>]) -> Vec<Vec<Vec<u8>
     out
 }
 
-pub(crate) fn op_name(op: &Operator) -> &'static str {
-    match op {
-        Operator::Eq => "=",
-        Operator::Lt => "<",
-        Operator::Lte => "<=",
-        Operator::Gt => ">",
-        Operator::Gte => ">=",
-        Operator::Neq => "!=",
-        Operator::In => "IN",
-        Operator::NotIn => "NOT IN",
-        Operator::Contains => "CONTAINS",
-        Operator::NotContains => "NOT CONTAINS",
-        Operator::ContainsKey => "CONTAINS KEY",
-        Operator::NotContainsKey => "NOT CONTAINS KEY",
-        Operator::Like => "LIKE",
-        Operator::Between => "BETWEEN",
-    }
-}
-
 /// Cassandra's refusal of a COUNTER batch of non-counter statements. Helenus has no counter
 /// tables yet, so every statement of a counter batch is one.
 pub(crate) fn check_batch_kind(counter: bool, statements: usize) -> Result<(), QueryError> {
@@ -1756,7 +1640,7 @@ pub(crate) fn check_batch_kind(counter: bool, statements: usize) -> Result<(), Q
 /// Refuses what Cassandra refuses of a statement's assignments before any value is known: a
 /// column set and also assigned otherwise (its parser's error), a PRIMARY KEY column, a field
 /// of a column that is not a non-frozen UDT, and an operation the column's type has not
-/// (`refusal`). Run by `bind::analyze`: at PREPARE, and for every unprepared statement.
+/// (`refusal`). Run by `analyze::analyze`: at PREPARE, and for every unprepared statement.
 pub(crate) fn check_assignments(
     table: &TableMetadata,
     assignments: &[Assignment],
@@ -2049,7 +1933,7 @@ fn list_index(term: &Term, column: &str, ctx: &WriteContext<'_>) -> Result<i32, 
 /// or value need the list: the first pass names the lists, they are read, and a second pass
 /// writes with them.
 pub(crate) async fn collect_reading_lists(
-    processor: &QueryProcessor,
+    coordinator: &Coordinator,
     schema: &Schema,
     consistency: ConsistencyLevel,
     now: mutation::LocalTime,
@@ -2061,7 +1945,7 @@ pub(crate) async fn collect_reading_lists(
         return Ok(collected);
     }
     let lists = read_lists(
-        processor,
+        coordinator,
         schema,
         &collected.list_reads,
         consistency,
@@ -2075,7 +1959,7 @@ pub(crate) async fn collect_reading_lists(
 /// Reads the lists `reads` names at `consistency`: each list's live elements in order, after
 /// the row's and partition's deletions.
 async fn read_lists(
-    processor: &QueryProcessor,
+    coordinator: &Coordinator,
     schema: &Schema,
     reads: &std::collections::BTreeSet<ListRead>,
     consistency: ConsistencyLevel,
@@ -2112,8 +1996,7 @@ async fn read_lists(
             max_rows: 1,
             resume: None,
         };
-        let ReadResponse::Partition(page) = processor
-            .coordinator
+        let ReadResponse::Partition(page) = coordinator
             .read(keyspace, command, consistency, deadline)
             .await?
         else {
@@ -2152,143 +2035,18 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
             "Lightweight transactions (UPDATE ... IF) are not supported yet by Helenus".to_string(),
         ));
     }
-    // The assignments were checked by `bind::analyze` (`check_assignments`), at PREPARE or
+    // The assignments were checked by `analyze::analyze` (`check_assignments`), at PREPARE or
     // for this QUERY; schema changes forget prepared statements.
     let attrs = attributes(&s.using, table, ctx)?;
-    let mut regular = Row::default();
-    let mut static_row = Row::default();
-    let mut list_ops: Vec<(&ColumnMetadata, ListOp)> = Vec::new();
+    let mut writes = ColumnWrites::default();
     for a in &s.assignments {
-        let (data, col) = match a {
-            Assignment::Set {
-                column: c,
-                value: t,
-            } => {
-                let col = settable(table, c)?;
-                let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
-                (set_column(col, v, &attrs, ctx.now_seconds)?, col)
-            }
-            Assignment::Add {
-                column: c,
-                value: t,
-            }
-            | Assignment::Prepend {
-                column: c,
-                value: t,
-            } => {
-                let col = settable(table, c)?;
-                let prepend = matches!(a, Assignment::Prepend { .. });
-                if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
-                    return Err(QueryError::Invalid(format!(
-                        "Value for a map addition has to be a map, but was: '{t}'"
-                    )));
-                }
-                let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
-                let data = match v {
-                    TermValue::Value(b) => Some(ColumnData::Complex {
-                        id: col.id,
-                        deletion: None,
-                        cells: if prepend {
-                            prepended_list_elements(&b, &attrs)?
-                        } else {
-                            multi_cell_elements(&col.ty, &b, &attrs)?
-                        },
-                    }),
-                    _ => None,
-                };
-                (data, col)
-            }
-            Assignment::Subtract {
-                column: c,
-                value: t,
-            } => {
-                let col = settable(table, c)?;
-                if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
-                    // Cassandra's words (and spelling).
-                    return Err(QueryError::Invalid(format!(
-                        "Value for a map substraction has to be a set, but was: '{t}'"
-                    )));
-                }
-                let elements = match &col.ty {
-                    CqlType::Set(e) => CqlType::Set(e.clone()),
-                    CqlType::Map(k, _) => CqlType::Set(k.clone()),
-                    CqlType::List(_) => {
-                        if let TermValue::Value(b) = evaluate(t, &col.ty, &col.name, ctx.values)? {
-                            let values = split_elements(&b, 1)?
-                                .into_iter()
-                                .map(|e| e[0].to_vec())
-                                .collect();
-                            list_ops.push((col, ListOp::Remove(values)));
-                        }
-                        continue;
-                    }
-                    _ => return Err(refused(col, a)),
-                };
-                let data = match evaluate(t, &elements, &col.name, ctx.values)? {
-                    TermValue::Value(b) => {
-                        let cells = split_elements(&b, 1)?
-                            .into_iter()
-                            .map(|e| (e[0].to_vec(), tombstone(attrs.timestamp, ctx.now_seconds)))
-                            .collect();
-                        Some(ColumnData::Complex {
-                            id: col.id,
-                            deletion: None,
-                            cells,
-                        })
-                    }
-                    // `m = m - null` removes nothing, as in Cassandra.
-                    TermValue::Null | TermValue::Unset => None,
-                };
-                (data, col)
-            }
-            Assignment::SetElement {
-                column: c,
-                key,
-                value,
-            } => {
-                let col = settable(table, c)?;
-                let (key_ty, value_ty) = match &col.ty {
-                    CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
-                    CqlType::List(v) => {
-                        let index = list_index(key, &col.name, ctx)?;
-                        let value = evaluate(value, v, &col.name, ctx.values)?;
-                        list_ops.push((col, ListOp::SetIndex(index, value)));
-                        continue;
-                    }
-                    _ => return Err(refused(col, a)),
-                };
-                let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
-                    TermValue::Value(b) => b,
-                    TermValue::Null => {
-                        return Err(QueryError::Invalid("Invalid null map key".to_string()))
-                    }
-                    TermValue::Unset => {
-                        return Err(QueryError::Invalid("Invalid unset map key".to_string()))
-                    }
-                };
-                let v = evaluate(value, &value_ty, &col.name, ctx.values)?;
-                (element_data(col, path, v, &attrs, ctx.now_seconds), col)
-            }
-            Assignment::SetField {
-                column: c,
-                field,
-                value,
-            } => {
-                let col = settable(table, c)?;
-                let (index, field_ty) = udt_field(col, field.as_str(), &format!("= {value}"))?;
-                let v = evaluate(value, &field_ty, field.as_str(), ctx.values)?;
-                let path = (index as u16).to_be_bytes().to_vec();
-                (element_data(col, path, v, &attrs, ctx.now_seconds), col)
-            }
-        };
-        if let Some(data) = data {
-            if col.kind == ColumnKind::Static {
-                static_row.columns.push(data);
-            } else {
-                regular.columns.push(data);
-            }
-        }
+        assign(a, table, &attrs, ctx, &mut writes)?;
     }
+    let ColumnWrites {
+        mut regular,
+        mut static_row,
+        list_ops,
+    } = writes;
     sort_columns(&mut regular);
     sort_columns(&mut static_row);
     let has_regular =
@@ -2332,6 +2090,175 @@ fn update(s: &Update, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
     )
 }
 
+/// What an UPDATE's assignments or a DELETE's columns write: the columns of the regular row
+/// and of the static row, and the list operations that need the list's current contents.
+#[derive(Default)]
+struct ColumnWrites<'t> {
+    regular: Row,
+    static_row: Row,
+    list_ops: Vec<(&'t ColumnMetadata, ListOp)>,
+}
+
+/// One assignment of an UPDATE, into `writes`.
+fn assign<'t>(
+    a: &Assignment,
+    table: &'t TableMetadata,
+    attrs: &WriteAttributes,
+    ctx: &WriteContext<'_>,
+    writes: &mut ColumnWrites<'t>,
+) -> Result<(), QueryError> {
+    let (data, col) = match a {
+        Assignment::Set {
+            column: c,
+            value: t,
+        } => {
+            let col = settable(table, c)?;
+            let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
+            (set_column(col, v, attrs, ctx.now_seconds)?, col)
+        }
+        Assignment::Add {
+            column: c,
+            value: t,
+        }
+        | Assignment::Prepend {
+            column: c,
+            value: t,
+        } => {
+            let col = settable(table, c)?;
+            let prepend = matches!(a, Assignment::Prepend { .. });
+            if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
+                return Err(QueryError::Invalid(format!(
+                    "Value for a map addition has to be a map, but was: '{t}'"
+                )));
+            }
+            let v = evaluate(t, &col.ty, &col.name, ctx.values)?;
+            let data = match v {
+                TermValue::Value(b) => Some(ColumnData::Complex {
+                    id: col.id,
+                    deletion: None,
+                    cells: if prepend {
+                        prepended_list_elements(&b, attrs)?
+                    } else {
+                        multi_cell_elements(&col.ty, &b, attrs)?
+                    },
+                }),
+                _ => None,
+            };
+            (data, col)
+        }
+        Assignment::Subtract {
+            column: c,
+            value: t,
+        } => {
+            let col = settable(table, c)?;
+            match subtract(a, col, t, attrs, ctx)? {
+                Subtracted::Cells(data) => (data, col),
+                Subtracted::FromList(values) => {
+                    writes.list_ops.push((col, ListOp::Remove(values)));
+                    return Ok(());
+                }
+            }
+        }
+        Assignment::SetElement {
+            column: c,
+            key,
+            value,
+        } => {
+            let col = settable(table, c)?;
+            let (key_ty, value_ty) = match &col.ty {
+                CqlType::Map(k, v) => ((**k).clone(), (**v).clone()),
+                CqlType::List(v) => {
+                    let index = list_index(key, &col.name, ctx)?;
+                    let value = evaluate(value, v, &col.name, ctx.values)?;
+                    writes.list_ops.push((col, ListOp::SetIndex(index, value)));
+                    return Ok(());
+                }
+                _ => return Err(refused(col, a)),
+            };
+            let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
+                TermValue::Value(b) => b,
+                TermValue::Null => {
+                    return Err(QueryError::Invalid("Invalid null map key".to_string()))
+                }
+                TermValue::Unset => {
+                    return Err(QueryError::Invalid("Invalid unset map key".to_string()))
+                }
+            };
+            let v = evaluate(value, &value_ty, &col.name, ctx.values)?;
+            (element_data(col, path, v, attrs, ctx.now_seconds), col)
+        }
+        Assignment::SetField {
+            column: c,
+            field,
+            value,
+        } => {
+            let col = settable(table, c)?;
+            let (index, field_ty) = udt_field(col, field.as_str(), &format!("= {value}"))?;
+            let v = evaluate(value, &field_ty, field.as_str(), ctx.values)?;
+            let path = (index as u16).to_be_bytes().to_vec();
+            (element_data(col, path, v, attrs, ctx.now_seconds), col)
+        }
+    };
+    push_by_kind(col, data, &mut writes.regular, &mut writes.static_row);
+    Ok(())
+}
+
+/// What `c = c - t` writes: tombstones of a set's elements or a map's keys, or (for a list,
+/// whose elements are found by value) the values to remove.
+enum Subtracted {
+    Cells(Option<ColumnData>),
+    FromList(Vec<Vec<u8>>),
+}
+
+/// `c = c - t` (the assignment `a`) on column `col`.
+fn subtract(
+    a: &Assignment,
+    col: &ColumnMetadata,
+    t: &Term,
+    attrs: &WriteAttributes,
+    ctx: &WriteContext<'_>,
+) -> Result<Subtracted, QueryError> {
+    if matches!(col.ty, CqlType::Map(..)) && holds_null(t) {
+        // Cassandra's words (and spelling).
+        return Err(QueryError::Invalid(format!(
+            "Value for a map substraction has to be a set, but was: '{t}'"
+        )));
+    }
+    let elements = match &col.ty {
+        CqlType::Set(e) => CqlType::Set(e.clone()),
+        CqlType::Map(k, _) => CqlType::Set(k.clone()),
+        CqlType::List(_) => {
+            return Ok(match evaluate(t, &col.ty, &col.name, ctx.values)? {
+                TermValue::Value(b) => Subtracted::FromList(
+                    split_elements(&b, 1)?
+                        .into_iter()
+                        .map(|e| e[0].to_vec())
+                        .collect(),
+                ),
+                // Nothing to remove.
+                TermValue::Null | TermValue::Unset => Subtracted::Cells(None),
+            });
+        }
+        _ => return Err(refused(col, a)),
+    };
+    let data = match evaluate(t, &elements, &col.name, ctx.values)? {
+        TermValue::Value(b) => {
+            let cells = split_elements(&b, 1)?
+                .into_iter()
+                .map(|e| (e[0].to_vec(), tombstone(attrs.timestamp, ctx.now_seconds)))
+                .collect();
+            Some(ColumnData::Complex {
+                id: col.id,
+                deletion: None,
+                cells,
+            })
+        }
+        // `m = m - null` removes nothing, as in Cassandra.
+        TermValue::Null | TermValue::Unset => None,
+    };
+    Ok(Subtracted::Cells(data))
+}
+
 fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(), QueryError> {
     let table = writable_table(ctx, s.table.keyspace.as_ref(), &s.table.name)?;
     if s.conditions.is_some() {
@@ -2369,132 +2296,170 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         &mut out.warnings,
         only_static,
     )?;
-    let prefix_len = keys.prefix_len;
-
     if !s.columns.is_empty() {
-        let mut regular = Row::default();
-        let mut static_row = Row::default();
-        let mut list_ops: Vec<(&ColumnMetadata, ListOp)> = Vec::new();
-        for sel in &s.columns {
-            let c = match sel {
-                DeleteSelector::Column(c) => c,
-                DeleteSelector::Element { column: c, key } => {
-                    let col = column(table, c)?;
-                    let key_ty = match &col.ty {
-                        CqlType::Map(k, _) | CqlType::Set(k) => (**k).clone(),
-                        CqlType::List(_) => {
-                            let index = list_index(key, &col.name, ctx)?;
-                            list_ops.push((col, ListOp::DeleteIndex(index)));
-                            continue;
-                        }
-                        ty if ty.is_collection() => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid deletion operation for frozen collection column {}",
-                                col.name
-                            )))
-                        }
-                        _ => {
-                            return Err(QueryError::Invalid(format!(
-                                "Invalid deletion operation for non collection column {}",
-                                col.name
-                            )))
-                        }
-                    };
-                    let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
-                        TermValue::Value(b) => b,
-                        TermValue::Null => {
-                            let what = match &col.ty {
-                                CqlType::Set(_) => "set element",
-                                _ => "map key",
-                            };
-                            return Err(QueryError::Invalid(format!("Invalid null {what}")));
-                        }
-                        TermValue::Unset => {
-                            let what = match &col.ty {
-                                CqlType::Set(_) => "set element",
-                                _ => "map key",
-                            };
-                            return Err(QueryError::Invalid(format!("Invalid unset {what}")));
-                        }
-                    };
-                    let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
-                    push_by_kind(col, data, &mut regular, &mut static_row);
-                    continue;
-                }
-                DeleteSelector::Field { column: c, field } => {
-                    let col = column(table, c)?;
-                    if matches!(&col.ty, CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_)))
-                    {
-                        return Err(QueryError::Invalid(format!(
-                            "Frozen UDT column {} does not support field deletions",
-                            col.name
-                        )));
-                    }
-                    if !matches!(col.ty, CqlType::Udt(_)) {
-                        return Err(QueryError::Invalid(format!(
-                            "Invalid field deletion operation for non-UDT column {}",
-                            col.name
-                        )));
-                    }
-                    let (index, _) = udt_field(col, field.as_str(), " ?")?;
-                    let path = (index as u16).to_be_bytes().to_vec();
-                    let data = element_data(col, path, TermValue::Null, &attrs, ctx.now_seconds);
-                    push_by_kind(col, data, &mut regular, &mut static_row);
-                    continue;
-                }
-            };
-            let col = column(table, c)?;
-            if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
-                return Err(QueryError::Invalid(format!(
-                    "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
-                    col.name
-                )));
-            }
-            let data = if col.ty.is_multi_cell() {
-                ColumnData::Complex {
-                    id: col.id,
-                    deletion: Some(deletion),
-                    cells: Vec::new(),
-                }
-            } else {
-                ColumnData::Simple {
-                    id: col.id,
-                    cell: tombstone(attrs.timestamp, ctx.now_seconds),
-                }
-            };
-            if col.kind == ColumnKind::Static {
-                static_row.columns.push(data);
-            } else {
-                regular.columns.push(data);
-            }
-        }
-        sort_columns(&mut regular);
-        sort_columns(&mut static_row);
-        let has_regular = !regular.columns.is_empty()
-            || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
-        let has_static = !static_row.columns.is_empty()
-            || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
-        if has_regular && prefix_len != table.clustering_count {
-            return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
-        }
-        if keys.selects_nothing() {
-            return Ok(());
-        }
-        return write_rows(
-            table,
-            &keys,
-            (has_regular, &regular),
-            (has_static, &static_row),
-            &list_ops,
-            &attrs,
-            ctx,
-            out,
-        );
+        return delete_columns(s, table, &keys, &attrs, deletion, ctx, out);
     }
-
     if keys.selects_nothing() {
         return Ok(());
     }
+    delete_rows(table, &keys, deletion, out)
+}
+
+/// A DELETE of named columns (or of their elements or fields) in the rows `keys` select.
+fn delete_columns(
+    s: &Delete,
+    table: &TableMetadata,
+    keys: &KeyRestrictions,
+    attrs: &WriteAttributes,
+    deletion: DeletionTime,
+    ctx: &WriteContext<'_>,
+    out: &mut MutationSet,
+) -> Result<(), QueryError> {
+    let prefix_len = keys.prefix_len;
+    let mut writes = ColumnWrites::default();
+    for sel in &s.columns {
+        delete_column(sel, table, attrs, deletion, ctx, &mut writes)?;
+    }
+    let ColumnWrites {
+        mut regular,
+        mut static_row,
+        list_ops,
+    } = writes;
+    sort_columns(&mut regular);
+    sort_columns(&mut static_row);
+    let has_regular =
+        !regular.columns.is_empty() || list_ops.iter().any(|(c, _)| c.kind != ColumnKind::Static);
+    let has_static = !static_row.columns.is_empty()
+        || list_ops.iter().any(|(c, _)| c.kind == ColumnKind::Static);
+    if has_regular && prefix_len != table.clustering_count {
+        return Err(QueryError::Invalid(RANGE_DELETION_OF_COLUMNS.to_string()));
+    }
+    if keys.selects_nothing() {
+        return Ok(());
+    }
+    write_rows(
+        table,
+        keys,
+        (has_regular, &regular),
+        (has_static, &static_row),
+        &list_ops,
+        attrs,
+        ctx,
+        out,
+    )
+}
+
+/// One column (or element, or field) a DELETE names, into `writes`.
+fn delete_column<'t>(
+    sel: &DeleteSelector,
+    table: &'t TableMetadata,
+    attrs: &WriteAttributes,
+    deletion: DeletionTime,
+    ctx: &WriteContext<'_>,
+    writes: &mut ColumnWrites<'t>,
+) -> Result<(), QueryError> {
+    let (regular, static_row) = (&mut writes.regular, &mut writes.static_row);
+    let c = match sel {
+        DeleteSelector::Column(c) => c,
+        DeleteSelector::Element { column: c, key } => {
+            let col = column(table, c)?;
+            let key_ty = match &col.ty {
+                CqlType::Map(k, _) | CqlType::Set(k) => (**k).clone(),
+                CqlType::List(_) => {
+                    let index = list_index(key, &col.name, ctx)?;
+                    writes.list_ops.push((col, ListOp::DeleteIndex(index)));
+                    return Ok(());
+                }
+                ty if ty.is_collection() => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid deletion operation for frozen collection column {}",
+                        col.name
+                    )))
+                }
+                _ => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid deletion operation for non collection column {}",
+                        col.name
+                    )))
+                }
+            };
+            let path = match evaluate(key, &key_ty, &col.name, ctx.values)? {
+                TermValue::Value(b) => b,
+                TermValue::Null => {
+                    let what = match &col.ty {
+                        CqlType::Set(_) => "set element",
+                        _ => "map key",
+                    };
+                    return Err(QueryError::Invalid(format!("Invalid null {what}")));
+                }
+                TermValue::Unset => {
+                    let what = match &col.ty {
+                        CqlType::Set(_) => "set element",
+                        _ => "map key",
+                    };
+                    return Err(QueryError::Invalid(format!("Invalid unset {what}")));
+                }
+            };
+            let data = element_data(col, path, TermValue::Null, attrs, ctx.now_seconds);
+            push_by_kind(col, data, regular, static_row);
+            return Ok(());
+        }
+        DeleteSelector::Field { column: c, field } => {
+            let col = column(table, c)?;
+            if matches!(&col.ty, CqlType::Frozen(inner) if matches!(**inner, CqlType::Udt(_))) {
+                return Err(QueryError::Invalid(format!(
+                    "Frozen UDT column {} does not support field deletions",
+                    col.name
+                )));
+            }
+            if !matches!(col.ty, CqlType::Udt(_)) {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid field deletion operation for non-UDT column {}",
+                    col.name
+                )));
+            }
+            let (index, _) = udt_field(col, field.as_str(), " ?")?;
+            let path = (index as u16).to_be_bytes().to_vec();
+            let data = element_data(col, path, TermValue::Null, attrs, ctx.now_seconds);
+            push_by_kind(col, data, regular, static_row);
+            return Ok(());
+        }
+    };
+    let col = column(table, c)?;
+    if matches!(col.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+        return Err(QueryError::Invalid(format!(
+            "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
+            col.name
+        )));
+    }
+    let data = if col.ty.is_multi_cell() {
+        ColumnData::Complex {
+            id: col.id,
+            deletion: Some(deletion),
+            cells: Vec::new(),
+        }
+    } else {
+        ColumnData::Simple {
+            id: col.id,
+            cell: tombstone(attrs.timestamp, ctx.now_seconds),
+        }
+    };
+    if col.kind == ColumnKind::Static {
+        static_row.columns.push(data);
+    } else {
+        regular.columns.push(data);
+    }
+    Ok(())
+}
+
+/// A DELETE of whole rows: the partitions, the rows, or the ranges of rows `keys` select.
+fn delete_rows(
+    table: &TableMetadata,
+    keys: &KeyRestrictions,
+    deletion: DeletionTime,
+    out: &mut MutationSet,
+) -> Result<(), QueryError> {
+    let prefix_len = keys.prefix_len;
     if prefix_len == 0 && keys.slice.is_none() {
         for pk in &keys.partitions {
             let partition = out.partition(table, partition_key(table, pk)?);
@@ -2574,60 +2539,4 @@ fn delete(s: &Delete, ctx: &WriteContext<'_>, out: &mut MutationSet) -> Result<(
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use schema::TableOptions;
-    use uuid::Uuid;
-
-    fn table(types: &[(&str, CqlType, ClusteringOrder)]) -> TableMetadata {
-        let mut columns = vec![("k".to_string(), CqlType::Int, false)];
-        columns.extend(
-            types
-                .iter()
-                .map(|(n, t, _)| (n.to_string(), t.clone(), false)),
-        );
-        let clustering: Vec<(String, ClusteringOrder)> =
-            types.iter().map(|(n, _, o)| (n.to_string(), *o)).collect();
-        TableMetadata::new(
-            "ks",
-            "t",
-            Uuid::nil(),
-            columns,
-            &["k".to_string()],
-            &clustering,
-            TableOptions::default(),
-        )
-        .expect("valid table")
-    }
-
-    #[test]
-    fn clustering_forms_are_kept_only_when_the_key_would_lose_them() {
-        let t = table(&[
-            ("c", CqlType::Decimal, ClusteringOrder::Desc),
-            ("d", CqlType::Int, ClusteringOrder::Asc),
-        ]);
-        let decimal = |unscaled: u8, scale: i32| {
-            let mut v = scale.to_be_bytes().to_vec();
-            v.push(unscaled);
-            v
-        };
-        let one = 1i32.to_be_bytes().to_vec();
-        // 1.5 (15, scale 1) and 1E+1 are canonical (no trailing zeros); 0.50 and 10 are not.
-        assert_eq!(clustering_forms(&t, &[decimal(15, 1), one.clone()]), None);
-        assert_eq!(clustering_forms(&t, &[decimal(1, -1), one.clone()]), None);
-        for form in [decimal(50, 2), decimal(10, 0)] {
-            let forms = clustering_forms(&t, &[form.clone(), one.clone()]).expect("kept");
-            assert_eq!(
-                split_clustering_forms(&forms),
-                Some(vec![form.as_slice(), one.as_slice()])
-            );
-        }
-        let booleans = table(&[("b", CqlType::Boolean, ClusteringOrder::Asc)]);
-        assert_eq!(clustering_forms(&booleans, &[vec![1]]), None);
-        assert!(clustering_forms(&booleans, &[vec![2]]).is_some());
-        assert_eq!(split_clustering_forms(&[0, 0, 0, 5, 1]), None);
-    }
 }

@@ -55,7 +55,7 @@ pub(crate) const SUMMABLE: &[CqlType] = &[
 /// native `timeuuid` type maps to it in the aggregate table), and drivers see that custom type.
 pub(crate) fn min_max_result_type(arg: &CqlType) -> CqlType {
     if *arg.unfrozen() == CqlType::Timeuuid {
-        super::functions::legacy_timeuuid()
+        super::type_match::legacy_timeuuid()
     } else {
         arg.clone()
     }
@@ -107,7 +107,7 @@ pub(crate) enum Accumulator {
 impl Accumulator {
     /// A fresh accumulator for `function` over arguments of type `ty` (ignored for counts).
     pub fn new(function: AggregateFunction, ty: &CqlType) -> Accumulator {
-        let ty = if super::functions::same_type(ty, &CqlType::Timeuuid) {
+        let ty = if super::type_match::same_type(ty, &CqlType::Timeuuid) {
             CqlType::Timeuuid
         } else {
             ty.unfrozen().clone()

@@ -8,7 +8,7 @@ use cql_syntax::ast::Term;
 use types::{CqlType, Value};
 
 use super::aggregates::{Accumulator, AggregateFunction, SUMMABLE};
-use super::functions::{preferred_type, ArgKind};
+use super::arguments::{preferred_type, ArgKind};
 use crate::QueryError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,10 +13,12 @@ use num_bigint::BigInt;
 use types::temporal::{civil_from_days, MILLIS_PER_DAY};
 use types::{CqlType, Value, DATE_EPOCH};
 
+use super::arguments::{preferred_type, ArgKind, CollectionShape};
 use super::collection_functions::CollectionFunction;
 use super::masking::MaskFunction;
 use super::math::{self, MathFunction};
 use super::numbers::{self, Decimal};
+use super::type_match::{compatible_other_type, legacy_timeuuid, same_type};
 use super::vector_functions::Similarity;
 use crate::QueryError;
 
@@ -394,102 +396,6 @@ pub(crate) enum Assignment {
     ExactMatch,
 }
 
-/// What is known of an argument before its function is chosen.
-#[derive(Debug, Clone)]
-pub(crate) enum ArgKind {
-    /// A selector with a known type (a column, a function call, a cast, a type hint...).
-    Typed(CqlType),
-    /// A literal constant: its type depends on where it goes.
-    Literal(Constant),
-    /// `NULL` or a bind marker: fits anywhere.
-    Any,
-    /// A collection or tuple literal: fits a receiver of the same shape.
-    Collection(CollectionShape),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CollectionShape {
-    List,
-    Set,
-    Map,
-    Tuple,
-}
-
-/// The marshal class Cassandra 5.0 gives the results of `blobAsTimeuuid`, `min` and `max` of
-/// timeuuids: drivers see a custom type (and raw bytes); functions see a timeuuid.
-const LEGACY_TIMEUUID_CLASS: &str = "org.apache.cassandra.db.marshal.LegacyTimeUUIDType";
-
-pub(crate) fn legacy_timeuuid() -> CqlType {
-    CqlType::Custom(LEGACY_TIMEUUID_CLASS.to_string())
-}
-
-/// The type, with Cassandra's legacy timeuuid marshal class read as `timeuuid`.
-fn canonical(t: &CqlType) -> &CqlType {
-    match t.unfrozen() {
-        CqlType::Custom(class) if class == LEGACY_TIMEUUID_CLASS => &CqlType::Timeuuid,
-        other => other,
-    }
-}
-
-/// `frozen<>` makes no difference to what a value is, at any depth.
-pub(crate) fn same_type(a: &CqlType, b: &CqlType) -> bool {
-    use CqlType::*;
-    match (canonical(a), canonical(b)) {
-        (List(x), List(y)) | (Set(x), Set(y)) => same_type(x, y),
-        (Map(k1, v1), Map(k2, v2)) => same_type(k1, k2) && same_type(v1, v2),
-        (Tuple(x), Tuple(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_type(a, b)),
-        (Vector(x, n), Vector(y, m)) => n == m && same_type(x, y),
-        (Udt(x), Udt(y)) => x.keyspace == y.keyspace && x.name == y.name,
-        (x, y) => x == y,
-    }
-}
-
-/// Whether a `receiver` accepts values serialised as `value` (Cassandra's
-/// `isValueCompatibleWith`): blob accepts anything, text accepts ascii, uuid accepts timeuuid,
-/// bigint and timestamp accept each other, varint accepts int, bigint and timestamp.
-pub(crate) fn value_compatible(receiver: &CqlType, value: &CqlType) -> bool {
-    same_type(receiver, value) || compatible_other_type(receiver, value)
-}
-
-/// `value_compatible` of two types that are not the same.
-fn compatible_other_type(receiver: &CqlType, value: &CqlType) -> bool {
-    use CqlType::*;
-    matches!(
-        (canonical(receiver), canonical(value)),
-        (Blob, _)
-            | (Text, Ascii)
-            | (Uuid, Timeuuid)
-            | (Bigint, Timestamp)
-            | (Timestamp, Bigint)
-            | (Varint, Int | Bigint | Timestamp)
-    )
-}
-
-/// The type Cassandra prefers for a literal (`Constants.Literal.getPreferedType`).
-pub(crate) fn preferred_type(c: &Constant) -> CqlType {
-    match c {
-        // Cassandra prefers ascii for a string literal that is all ASCII.
-        Constant::String(s) if s.is_ascii() => CqlType::Ascii,
-        Constant::String(_) => CqlType::Text,
-        Constant::Integer(s) => {
-            if s.parse::<i32>().is_ok() {
-                CqlType::Int
-            } else if s.parse::<i64>().is_ok() {
-                CqlType::Bigint
-            } else {
-                CqlType::Varint
-            }
-        }
-        Constant::Float(_) | Constant::NaN | Constant::Infinity | Constant::NegInfinity => {
-            CqlType::Double
-        }
-        Constant::Boolean(_) => CqlType::Boolean,
-        Constant::Uuid(_) => CqlType::Uuid,
-        Constant::Hex(_) => CqlType::Blob,
-        Constant::Duration(_) => CqlType::Duration,
-    }
-}
-
 /// Cassandra's `Constants.Literal.testAssignment`.
 pub(crate) fn literal_assignment(c: &Constant, receiver: &CqlType) -> Assignment {
     use CqlType::*;
@@ -766,9 +672,9 @@ pub(crate) fn call(
         v.encode(&mut out);
         Some(out)
     };
-    let now_ms = crate::eval::now_millis;
+    let now_ms = crate::timeuuid::now_millis;
     match &sig.function {
-        Scalar::Now => return Ok(encode(Value::Timeuuid(crate::eval::new_timeuuid()))),
+        Scalar::Now => return Ok(encode(Value::Timeuuid(crate::timeuuid::new_timeuuid()))),
         Scalar::Uuid => return Ok(encode(Value::Uuid(uuid::Uuid::new_v4()))),
         Scalar::CurrentTimestamp => return Ok(encode(Value::Timestamp(now_ms()))),
         Scalar::CurrentDate => return Ok(encode(Value::Date(date_of_millis(now_ms())))),

@@ -72,7 +72,7 @@ impl MaskFunction {
             MaskFunction::Null => (vec![arg.clone()], arg.clone()),
             MaskFunction::Default => {
                 let ret = if *arg.unfrozen() == CqlType::Timeuuid {
-                    super::functions::legacy_timeuuid()
+                    super::type_match::legacy_timeuuid()
                 } else {
                     arg.clone()
                 };
@@ -326,7 +326,7 @@ fn default_value(ty: &CqlType) -> Value {
         ),
         T::Vector(element, n) => Value::Vector((0..*n).map(|_| default_value(element)).collect()),
         // Cassandra's legacy timeuuid marshal class is a timeuuid to functions.
-        T::Custom(_) if super::functions::same_type(ty, &T::Timeuuid) => {
+        T::Custom(_) if super::type_match::same_type(ty, &T::Timeuuid) => {
             Value::Timeuuid(DEFAULT_TIMEUUID)
         }
         T::Custom(_) => Value::Blob(Vec::new()),

@@ -7,14 +7,11 @@
 //! (exact sums and products, quotients to at least 32 decimal places, rounded half-up, with
 //! trailing zeros stripped).
 
-use std::sync::OnceLock;
-
 use cql_syntax::ast::BinaryOp;
 use num_bigint::{BigInt, Sign};
 use types::temporal::{civil_from_days, days_from_civil, days_in_month, MILLIS_PER_DAY};
 use types::{CqlType, Value};
 
-use super::functions::{Scalar, Signature};
 use super::numbers::{self, Decimal};
 use crate::QueryError;
 
@@ -27,10 +24,10 @@ const DECIMAL_DIVISION_MAX_SCALE: i64 = 1000;
 /// An arithmetic operation between two operand types, and its result type.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Operation {
-    op: BinaryOp,
-    left: CqlType,
-    right: CqlType,
-    result: CqlType,
+    pub(super) op: BinaryOp,
+    pub(super) left: CqlType,
+    pub(super) right: CqlType,
+    pub(super) result: CqlType,
 }
 
 pub(crate) fn symbol(op: BinaryOp) -> char {
@@ -44,7 +41,7 @@ pub(crate) fn symbol(op: BinaryOp) -> char {
 }
 
 /// Cassandra's name of the function behind an operator.
-fn function_name(op: BinaryOp) -> &'static str {
+pub(super) fn function_name(op: BinaryOp) -> &'static str {
     match op {
         BinaryOp::Add => "_add",
         BinaryOp::Sub => "_substract",
@@ -54,7 +51,7 @@ fn function_name(op: BinaryOp) -> &'static str {
     }
 }
 
-const NUMERIC: [CqlType; 9] = [
+pub(super) const NUMERIC: [CqlType; 9] = [
     CqlType::Tinyint,
     CqlType::Smallint,
     CqlType::Int,
@@ -82,7 +79,7 @@ fn is_floating_point(t: &CqlType) -> bool {
 }
 
 /// `OperationFcts.returnType`: the wider size, floating point if either operand is.
-fn result_type(left: &CqlType, right: &CqlType) -> CqlType {
+pub(super) fn result_type(left: &CqlType, right: &CqlType) -> CqlType {
     let size = match (size(left), size(right)) {
         (Some(a), Some(b)) => Some(a.max(b)),
         _ => None,
@@ -98,82 +95,6 @@ fn result_type(left: &CqlType, right: &CqlType) -> CqlType {
         (false, Some(8)) => CqlType::Bigint,
         (false, _) => CqlType::Varint,
     }
-}
-
-/// Every signature of the operator `op`, made once: every operation of every term looks at
-/// them, and an operator has some ninety.
-pub(crate) fn signatures(op: BinaryOp) -> &'static [Signature] {
-    static SIGNATURES: OnceLock<[Vec<Signature>; 5]> = OnceLock::new();
-    let all = SIGNATURES.get_or_init(|| {
-        [
-            BinaryOp::Add,
-            BinaryOp::Sub,
-            BinaryOp::Mul,
-            BinaryOp::Div,
-            BinaryOp::Mod,
-        ]
-        .map(make_signatures)
-    });
-    let index = match op {
-        BinaryOp::Add => 0,
-        BinaryOp::Sub => 1,
-        BinaryOp::Mul => 2,
-        BinaryOp::Div => 3,
-        BinaryOp::Mod => 4,
-    };
-    &all[index]
-}
-
-fn make_signatures(op: BinaryOp) -> Vec<Signature> {
-    let name = function_name(op);
-    let mut out = Vec::new();
-    let mut push = |left: CqlType, right: CqlType, result: CqlType| {
-        out.push(Signature {
-            name: name.to_string(),
-            args: vec![left.clone(), right.clone()],
-            ret: result.clone(),
-            function: Scalar::Operation(Operation {
-                op,
-                left,
-                right,
-                result,
-            }),
-        });
-    };
-    for left in &NUMERIC {
-        for right in &NUMERIC {
-            push(left.clone(), right.clone(), result_type(left, right));
-        }
-    }
-    if matches!(op, BinaryOp::Add | BinaryOp::Sub) {
-        for temporal in [CqlType::Timestamp, CqlType::Date] {
-            push(temporal.clone(), CqlType::Duration, temporal);
-        }
-    }
-    if op == BinaryOp::Add {
-        for text in [CqlType::Text, CqlType::Ascii] {
-            push(text.clone(), text.clone(), text);
-        }
-    }
-    out
-}
-
-/// The signatures of unary minus, made once.
-pub(crate) fn negation_signatures() -> &'static [Signature] {
-    static SIGNATURES: OnceLock<Vec<Signature>> = OnceLock::new();
-    SIGNATURES.get_or_init(make_negation_signatures)
-}
-
-fn make_negation_signatures() -> Vec<Signature> {
-    NUMERIC
-        .iter()
-        .map(|t| Signature {
-            name: "_negate".to_string(),
-            args: vec![t.clone()],
-            ret: t.clone(),
-            function: Scalar::Negate(t.clone()),
-        })
-        .collect()
 }
 
 /// What a failed operation says, as Cassandra's `OperationExecutionException` does: a

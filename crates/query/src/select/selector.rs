@@ -18,14 +18,18 @@ use schema::{ColumnKind, TableMetadata, UserType};
 use types::CqlType;
 
 use super::aggregates::{self, Accumulator, AggregateFunction};
+use super::arguments::{ArgKind, CollectionShape};
 use super::collection_functions::CollectionFunction;
-use super::functions::{self, ArgKind, Assignment, CollectionShape, Scalar, Signature};
+use super::functions::{self, Assignment, Scalar, Signature};
+use super::operation_signatures;
 use super::operations;
-use super::{CellTime, RowValues};
+use super::row::{CellTime, RowValues};
+use super::term_text::{term_text, type_text};
+use super::type_match;
 use crate::bind::{column, Bound};
-use crate::eval::{constant_text, evaluate, TermValue};
-use crate::processor::ColumnSpec;
-use crate::write::split_elements;
+use crate::elements::split_elements;
+use crate::eval::{evaluate, TermValue};
+use crate::interface::ColumnSpec;
 use crate::QueryError;
 
 /// Deepest selector nesting compiled (the parser bounds depth too; this keeps the recursion
@@ -261,125 +265,6 @@ fn last_plain_uses(outputs: &[Expr]) -> Vec<bool> {
         }
     }
     moves
-}
-
-/// The text Cassandra shows for a term (`Term.Raw.getText()`), used in result column names.
-pub(crate) fn term_text(t: &Term) -> String {
-    let mut out = String::new();
-    write_term_text(t, &mut out);
-    out
-}
-
-/// `term_text` into `out`: one buffer for the whole tree, so the text of a term costs time
-/// linear in its size (formatting each level's own string copied every level below it).
-fn write_term_text(t: &Term, out: &mut String) {
-    fn join<T>(out: &mut String, items: &[T], mut one: impl FnMut(&mut String, &T)) {
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            one(out, item);
-        }
-    }
-    let terms =
-        |out: &mut String, items: &[Term]| join(out, items, |out, t| write_term_text(t, out));
-    match t {
-        Term::Constant(c) => out.push_str(&constant_text(c)),
-        Term::Null => out.push_str("NULL"),
-        Term::BindMarker(_) => out.push('?'),
-        Term::List(items) => {
-            out.push('[');
-            terms(out, items);
-            out.push(']');
-        }
-        Term::Set(items) => {
-            out.push('{');
-            terms(out, items);
-            out.push('}');
-        }
-        Term::Tuple(items) => {
-            out.push('(');
-            terms(out, items);
-            out.push(')');
-        }
-        Term::Map(entries) => {
-            out.push('{');
-            join(out, entries, |out, (k, v)| {
-                write_term_text(k, out);
-                out.push_str(": ");
-                write_term_text(v, out);
-            });
-            out.push('}');
-        }
-        Term::UserType(fields) => {
-            out.push('{');
-            join(out, fields, |out, (k, v)| {
-                out.push_str(&k.to_string());
-                out.push_str(": ");
-                write_term_text(v, out);
-            });
-            out.push('}');
-        }
-        Term::FunctionCall {
-            keyspace,
-            name,
-            args,
-        } => {
-            if let Some(k) = keyspace {
-                out.push_str(k.as_str());
-                out.push('.');
-            }
-            out.push_str(name.as_str());
-            out.push('(');
-            terms(out, args);
-            out.push(')');
-        }
-        Term::TypeHint { ty, term } => {
-            out.push('(');
-            out.push_str(&type_text(ty));
-            out.push(')');
-            write_term_text(term, out);
-        }
-        Term::Cast { term, ty } => {
-            out.push_str("cast(");
-            write_term_text(term, out);
-            out.push_str(" as ");
-            out.push_str(&type_text(ty));
-            out.push(')');
-        }
-        Term::Binary { op, lhs, rhs } => {
-            write_term_text(lhs, out);
-            out.push(' ');
-            out.push(operations::symbol(*op));
-            out.push(' ');
-            write_term_text(rhs, out);
-        }
-        Term::Negate(t) => {
-            out.push('-');
-            write_term_text(t, out);
-        }
-    }
-}
-
-/// A type as written in a type hint or cast (`list<int>`, `map<text, int>`).
-fn type_text(t: &TypeExpr) -> String {
-    match t {
-        TypeExpr::Native(n) => n.clone(),
-        TypeExpr::List(e) => format!("list<{}>", type_text(e)),
-        TypeExpr::Set(e) => format!("set<{}>", type_text(e)),
-        TypeExpr::Map(k, v) => format!("map<{}, {}>", type_text(k), type_text(v)),
-        TypeExpr::Tuple(items) => format!(
-            "tuple<{}>",
-            items.iter().map(type_text).collect::<Vec<_>>().join(", ")
-        ),
-        TypeExpr::Frozen(inner) => format!("frozen<{}>", type_text(inner)),
-        TypeExpr::UserType(q) => match &q.keyspace {
-            Some(ks) => format!("{ks}.{}", q.name),
-            None => q.name.to_string(),
-        },
-        TypeExpr::Vector(e, n) => format!("vector<{}, {n}>", type_text(e)),
-        TypeExpr::Custom(c) => format!("'{c}'"),
-    }
 }
 
 /// The type with user types named by keyspace, as Cassandra prints resolved types.
@@ -875,7 +760,7 @@ impl Compiler<'_> {
         let (kind, compiled, text) = self.argument(inner, depth)?;
         let sig = functions::resolve(
             "system._negate",
-            operations::negation_signatures(),
+            operation_signatures::negation_signatures(),
             &[kind],
             &[text],
         )?;
@@ -982,7 +867,7 @@ impl Compiler<'_> {
         let symbol = operations::symbol(op);
         let sig = functions::resolve_operation(
             symbol,
-            operations::signatures(op),
+            operation_signatures::signatures(op),
             &[left_kind, right_kind],
             &[left_text, right_text],
         )?;
@@ -1312,7 +1197,7 @@ impl Compiler<'_> {
             .ok_or_else(|| invalid(format!("Unknown type {type_name}")))?;
         let c = self.compile(inner, None, depth + 1)?;
         // A cast to the selector's own type is no cast at all.
-        if functions::same_type(&c.ty, &to) {
+        if type_match::same_type(&c.ty, &to) {
             return Ok(c);
         }
         let function_name = format!("cast_as_{}", type_name.to_ascii_lowercase());

@@ -11,12 +11,13 @@ use std::marker::PhantomData;
 use cql_syntax::ast::{Constant, Term, TypeExpr};
 use types::CqlType;
 
+use super::arguments::{self, ArgKind, CollectionShape};
 use super::collection_functions::CollectionFunction;
-use super::functions::{
-    self, generic_signature_for, ArgKind, CallKind, CollectionShape, Signature,
-};
+use super::functions::{self, generic_signature_for, CallKind, Signature};
+use super::operation_signatures;
 use super::operations;
-use super::selector::term_text;
+use super::term_text::term_text;
+use super::type_match;
 use crate::QueryError;
 
 /// The arguments of a call term (a function call, an operation or a negation), or `None` for
@@ -159,12 +160,12 @@ fn resolve_call(
     let (called, candidates, kind) = match term {
         Term::Binary { op, .. } => (
             String::new(),
-            Cow::Borrowed(operations::signatures(*op)),
+            Cow::Borrowed(operation_signatures::signatures(*op)),
             CallKind::Operation(operations::symbol(*op)),
         ),
         Term::Negate(_) => (
             String::new(),
-            Cow::Borrowed(operations::negation_signatures()),
+            Cow::Borrowed(operation_signatures::negation_signatures()),
             CallKind::Negation,
         ),
         // CAST(x AS type) is a call of the native function cast_as_<type>.
@@ -209,7 +210,7 @@ fn resolve_call(
                 "tojson" | "to_json" => match kinds.as_slice() {
                     [ArgKind::Typed(t)] => vec![Signature::to_json(&lower, t.clone())],
                     [ArgKind::Literal(c)] => {
-                        vec![Signature::to_json(&lower, functions::preferred_type(c))]
+                        vec![Signature::to_json(&lower, arguments::preferred_type(c))]
                     }
                     _ => {
                         return Err(QueryError::Invalid(format!(
@@ -343,7 +344,8 @@ pub(crate) fn check_result(
     receiver_name: &str,
     receiver: &CqlType,
 ) -> Result<(), QueryError> {
-    if functions::same_type(&sig.ret, receiver) || functions::value_compatible(receiver, &sig.ret) {
+    if type_match::same_type(&sig.ret, receiver) || type_match::value_compatible(receiver, &sig.ret)
+    {
         return Ok(());
     }
     Err(QueryError::Invalid(format!(

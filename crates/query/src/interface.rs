@@ -1,0 +1,290 @@
+//! The processor's vocabulary, shared by its callers and its stages: bound values, request
+//! options, results, prepared statements, sessions and the node's own facts. Depends on nothing
+//! else in this crate, so every stage can use it without reaching back into the processor.
+
+use std::any::Any;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use coordinator::ConsistencyLevel;
+use cql_syntax::ast::Statement;
+use uuid::Uuid;
+
+// The one tie to the processor, until the schema change events move to the schema service.
+use crate::processor::SchemaChangeEvent;
+
+/// Facts about this node that system tables report.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub cluster_name: String,
+    pub host_id: Uuid,
+    pub listen_address: IpAddr,
+    pub rpc_address: IpAddr,
+    pub native_port: u16,
+    pub data_center: String,
+    pub rack: String,
+    pub tokens: Vec<i64>,
+    pub release_version: String,
+}
+
+/// A value bound to a marker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BoundValue {
+    Null,
+    /// Protocol v4+ "not set": leaves the column untouched.
+    Unset,
+    Value(Bytes),
+}
+
+#[derive(Debug, Clone, Default)]
+pub enum BoundValues {
+    #[default]
+    None,
+    Positional(Vec<BoundValue>),
+    Named(Vec<(String, BoundValue)>),
+}
+
+/// Per-request options (the protocol's query parameters).
+#[derive(Debug, Clone)]
+pub struct QueryOptions {
+    pub consistency: ConsistencyLevel,
+    pub values: BoundValues,
+    pub page_size: Option<i32>,
+    pub paging_state: Option<Bytes>,
+    pub serial_consistency: Option<ConsistencyLevel>,
+    pub timestamp: Option<i64>,
+    /// Protocol v5 per-request keyspace.
+    pub keyspace: Option<String>,
+    pub now_in_seconds: Option<i32>,
+}
+
+impl QueryOptions {
+    /// The request's `now`: the client's `now_in_seconds` (protocol v5) or the server clock.
+    pub(crate) fn now_seconds(&self) -> mutation::LocalTime {
+        match self.now_in_seconds {
+            Some(now) => now.max(0).unsigned_abs(),
+            None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+                mutation::LocalTime::try_from(d.as_secs()).unwrap_or(mutation::LocalTime::MAX)
+            }),
+        }
+    }
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            consistency: ConsistencyLevel::One,
+            values: BoundValues::None,
+            page_size: None,
+            paging_state: None,
+            serial_consistency: None,
+            timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
+        }
+    }
+}
+
+pub use types::ColumnSpec;
+
+#[derive(Debug, Clone, Default)]
+pub struct ResultSet {
+    /// Shared with the compiled selection, which a prepared SELECT keeps between executions.
+    pub columns: Arc<[ColumnSpec]>,
+    pub rows: Vec<Vec<Option<Bytes>>>,
+    /// Present when there are more pages.
+    pub paging_state: Option<Vec<u8>>,
+    /// The client asked to skip metadata (it has it from PREPARE).
+    pub skip_metadata: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum QueryResult {
+    Void,
+    Rows(ResultSet),
+    SetKeyspace(String),
+    SchemaChange(SchemaChangeEvent),
+}
+
+/// What QUERY, EXECUTE and BATCH return: the result, and the client warnings Cassandra 5.0
+/// would send with it (the native protocol's WARNING flag), in its order.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub result: QueryResult,
+    pub warnings: Vec<String>,
+}
+
+/// What PREPARE returns and EXECUTE needs.
+#[derive(Debug)]
+pub struct PreparedInfo {
+    pub id: Bytes,
+    /// Protocol v5: identifies the result metadata, so a client can tell when it changed.
+    pub result_metadata_id: Bytes,
+    pub bind_specs: Vec<ColumnSpec>,
+    /// Indexes into `bind_specs` of the partition key columns, in key order, when every
+    /// partition key column is bound by a marker (lets token-aware drivers route).
+    pub pk_indexes: Vec<u16>,
+    pub result_columns: Vec<ColumnSpec>,
+    pub(crate) statement: Statement,
+    pub(crate) keyspace: Option<String>,
+    /// A SELECT's compiled selection or an INSERT's plan, filled by its first execution.
+    pub(crate) plan: PlanCache,
+}
+
+/// What a prepared statement's executions compile once and share (a SELECT's selection, an
+/// INSERT's column positions), kept with the schema version it was compiled against: a
+/// statement's plan depends only on its text, its keyspace and the schema, and every schema
+/// change gets a new version. The plan's type is the stage's own (`select`, `write`), which
+/// this module does not know: a statement only ever stores one type, and a plan of another
+/// type is compiled again as if it were stale. A failed compilation is not kept: the error is
+/// the statement's until the schema changes, and is found again on each execution.
+#[derive(Default)]
+pub(crate) struct PlanCache {
+    planned: Mutex<Option<(Uuid, Arc<dyn Any + Send + Sync>)>>,
+}
+
+impl PlanCache {
+    /// The plan compiled for `version`, compiling it with `compile` if there is none.
+    pub(crate) fn get_or_compile<T: Any + Send + Sync, E>(
+        &self,
+        version: Uuid,
+        compile: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((planned_version, plan)) = planned.as_ref() {
+            if *planned_version == version {
+                if let Ok(plan) = Arc::clone(plan).downcast::<T>() {
+                    return Ok(plan);
+                }
+            }
+        }
+        let plan = Arc::new(compile()?);
+        *planned = Some((version, plan.clone()));
+        Ok(plan)
+    }
+}
+
+impl fmt::Debug for PlanCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("PlanCache")
+            .field("version", &planned.as_ref().map(|(version, _)| *version))
+            .finish()
+    }
+}
+
+/// What a prepared statement does, for a front end that answers reads and writes of user data
+/// without running them (the `ceiling` benchmark server). Executing the statement is unchanged
+/// by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementKind {
+    /// A SELECT from a table of a user (non-system) keyspace; its rows would be described by
+    /// [`PreparedInfo::result_columns`].
+    UserRead,
+    /// An INSERT, UPDATE or DELETE without `IF` conditions, or a BATCH of only such statements,
+    /// on tables of user keyspaces; a successful one answers Void.
+    UserWrite,
+    /// Anything else: statements on system keyspaces, conditional (`IF`) writes, DDL, USE,
+    /// TRUNCATE, DESCRIBE and unsupported statements.
+    Other,
+}
+
+impl PreparedInfo {
+    /// What this statement does; see [`StatementKind`]. The keyspace of an unqualified table is
+    /// the one the statement was prepared in, as for execution.
+    pub fn kind(&self) -> StatementKind {
+        statement_kind(&self.statement, self.keyspace.as_deref())
+    }
+}
+
+fn statement_kind(statement: &Statement, keyspace: Option<&str>) -> StatementKind {
+    use cql_syntax::ast::QualifiedName;
+    let user = |table: &QualifiedName| {
+        match table.keyspace.as_ref().map(|k| k.as_str()).or(keyspace) {
+            Some(ks) => !schema::SYSTEM_KEYSPACES.contains(&ks),
+            // Cannot happen for a prepared statement (analysis needs the keyspace); not data.
+            None => false,
+        }
+    };
+    let write = |is_user: bool, conditional: bool| {
+        if is_user && !conditional {
+            StatementKind::UserWrite
+        } else {
+            StatementKind::Other
+        }
+    };
+    match statement {
+        Statement::Select(s) if user(&s.table) => StatementKind::UserRead,
+        Statement::Insert(s) => write(user(&s.table), s.if_not_exists),
+        Statement::Update(s) => write(user(&s.table), s.conditions.is_some()),
+        Statement::Delete(s) => write(user(&s.table), s.conditions.is_some()),
+        Statement::Batch(b)
+            if b.statements
+                .iter()
+                .all(|s| statement_kind(s, keyspace) == StatementKind::UserWrite) =>
+        {
+            StatementKind::UserWrite
+        }
+        _ => StatementKind::Other,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchKind {
+    Logged,
+    Unlogged,
+    Counter,
+}
+
+#[derive(Debug, Clone)]
+pub enum BatchItem {
+    Query(String, BoundValues),
+    Prepared(Bytes, BoundValues),
+}
+
+/// Per-connection state.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    pub keyspace: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_is_kept_for_its_schema_version_and_type() {
+        let cache = PlanCache::default();
+        let (v1, v2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let first = cache.get_or_compile(v1, || Ok::<_, ()>(1u32)).unwrap();
+        let again = cache.get_or_compile(v1, || Ok::<_, ()>(2u32)).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same version shares the plan"
+        );
+        let other_type = cache.get_or_compile(v1, || Ok::<_, ()>("text")).unwrap();
+        assert_eq!(
+            *other_type, "text",
+            "a plan of another type is compiled again"
+        );
+        let newer = cache.get_or_compile(v2, || Ok::<_, ()>(3u32)).unwrap();
+        assert_eq!(*newer, 3, "a new schema version compiles again");
+    }
+
+    #[test]
+    fn a_failed_compilation_is_not_kept() {
+        let cache = PlanCache::default();
+        let version = Uuid::from_u128(1);
+        assert_eq!(
+            cache.get_or_compile(version, || Err::<u32, _>("bad")),
+            Err("bad")
+        );
+        let plan = cache
+            .get_or_compile(version, || Ok::<_, &str>(7u32))
+            .unwrap();
+        assert_eq!(*plan, 7);
+    }
+}
