@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 /// This node's storage as a replica. Storage calls can block (write stalls, commit log syncs,
 /// disk reads), so they never wait on a runtime worker: each is first tried without waiting
-/// (`try_apply` or `try_apply_group`, `try_read_partition`: memtables and block cache
+/// (`try_apply_batch` or `try_apply_group`, `try_read_partition`: memtables and block cache
 /// only, no sync, no stall), and only if that would block does it move to tokio's blocking
 /// pool. Most requests on a warm node so skip the hop to a blocking thread and back, which cost
 /// more CPU than the read.
@@ -162,12 +162,12 @@ async fn write_alone(
     updates: Arc<Vec<PartitionUpdate>>,
     durability: Durability,
 ) -> Result<(), ReplicaError> {
-    match engine.try_apply(&updates, durability) {
+    match engine.try_apply_batch(&updates, durability) {
         Err(StorageError::WouldBlock) => {}
         done => return done.map_err(replica_error),
     }
     let engine = engine.clone();
-    tokio::task::spawn_blocking(move || engine.apply(&updates, durability))
+    tokio::task::spawn_blocking(move || engine.apply_batch(&updates, durability))
         .await
         .map_err(task_failed)?
         .map_err(replica_error)
