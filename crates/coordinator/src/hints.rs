@@ -12,7 +12,9 @@ use crate::{Mutation, Replica, ReplicaError};
 pub enum MissedWrite {
     /// The replica did not acknowledge it by the request's deadline (it may still apply it).
     TimedOut,
-    /// The replica answered with an error.
+    /// The replica answered with an error. Cassandra hints only writes that time out or
+    /// whose replica is down; whether to keep a hint of this one is the hint store's call (a
+    /// replay would often meet the same error; one for a dropped table is discarded).
     Failed(ReplicaError),
 }
 
