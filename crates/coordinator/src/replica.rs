@@ -77,9 +77,9 @@ pub enum ReplicaError {
 
 /// Something that stores a share of the ring's data: this node (`replica::LocalReplica`), or
 /// (later) a peer over the network. Requests are owned values so they can be serialised for a
-/// remote replica. Every verb carries the request's `deadline`: a replica does not start a
-/// read or a truncate whose deadline has passed (it answers `DeadlinePassed`), as Cassandra
-/// drops expired messages.
+/// remote replica. Every verb carries the request's `deadline`: a replica need not start a
+/// read, digest or truncate whose deadline has passed (it answers `DeadlinePassed`, and the
+/// coordinator the timeout), as Cassandra drops expired messages.
 pub trait Replica: Send + Sync + 'static {
     /// Applies `mutation` atomically, as durable as the replica's commit log mode makes it
     /// (none if the keyspace's `durable_writes` is off). The local replica applies a mutation
