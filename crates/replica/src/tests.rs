@@ -121,6 +121,27 @@ async fn writes_started_together_wait_in_one_group() {
 }
 
 #[tokio::test]
+async fn a_dropped_request_does_not_strand_the_mutations_of_its_group() {
+    let (engine, replica) = replica();
+    let mut first = replica.apply_mutation(write(TABLE, 1), later());
+    let mut second = replica.apply_mutation(write(TABLE, 2), later());
+    std::future::poll_fn(|cx| {
+        assert!(first.as_mut().poll(cx).is_pending());
+        assert!(second.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+    // The request whose mutation started the group goes away (its client disconnected).
+    drop(first);
+    tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the group's write does not depend on the dropped request")
+        .expect("second");
+    // Its mutation was handed over, so it is applied too.
+    assert!(stored(&engine, 1) && stored(&engine, 2));
+}
+
+#[tokio::test]
 async fn a_mutation_takes_this_nodes_commit_log_mode_unless_its_keyspace_is_not_durable() {
     // The durability is the replica's: the coordinator sends only the keyspace's
     // durable_writes. Each lands in the group of the durability it was given.
