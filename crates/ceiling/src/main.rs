@@ -16,8 +16,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use coordinator::{Coordinator, LocalReplica, Ring};
+use coordinator::{Coordinator, Ring};
 use query::{NodeInfo, QueryProcessor};
+use replica::LocalReplica;
 use storage::{Durability, MemoryEngine, StorageEngine};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -123,7 +124,7 @@ fn processor(addr: SocketAddr) -> Result<Arc<QueryProcessor>> {
             local_address: ip,
             tokens: tokens.clone(),
         },
-        Arc::new(LocalReplica::new(engine.clone())),
+        Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
     let node = NodeInfo {
         cluster_name: "Helenus Ceiling".to_string(),
@@ -136,7 +137,7 @@ fn processor(addr: SocketAddr) -> Result<Arc<QueryProcessor>> {
         tokens,
         release_version: RELEASE_VERSION.to_string(),
     };
-    let processor = QueryProcessor::open(node, coordinator, engine, Durability::None)
+    let processor = QueryProcessor::open(node, coordinator, engine)
         .context("cannot start the query processor")?;
     Ok(Arc::new(processor))
 }

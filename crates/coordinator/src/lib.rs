@@ -1,25 +1,31 @@
 //! The coordinator: consistency levels, replica selection, and the replica interface.
 //!
 //! Owns: deciding which replicas a mutation or read goes to (the token ring), how many of them
-//! must answer for a consistency level, and the [`Replica`] trait through which requests reach
-//! a replica. Today the ring has one node and the only replica is [`LocalReplica`], which tries
-//! storage calls on the runtime worker (the blocking pool only if they would wait) and
-//! group-commits concurrent writes; a network transport implements [`Replica`] later without
-//! touching the query layer.
+//! must answer for a consistency level, the [`Replica`] trait through which requests reach a
+//! replica (its verbs: apply a mutation, read, digest, truncate), the digest of a read's result
+//! ([`read_digest`]), and the hook where missed writes go to hinted handoff
+//! ([`HintedHandoff`]). Today the ring has one node and the only replica is this node's
+//! storage (`replica::LocalReplica`, wired in by `node`); a network transport implements
+//! [`Replica`] later without touching the query layer.
 //!
-//! Must not depend on: the CQL parser, the protocol, or RocksDB (storage is reached only
-//! through `storage::StorageEngine`).
+//! Must not depend on: the CQL parser, the protocol, the storage engine (Cargo enforces it:
+//! the read and write vocabulary comes from `mutation`) or the `replica` crate, which depends
+//! on this one.
 
 mod consistency;
 mod deadline;
+mod digest;
+mod hints;
 mod replica;
 
 pub use consistency::{ConsistencyLevel, ReadOrWrite};
 pub use deadline::{Deadline, WriteType};
+pub use digest::{read_digest, ReadDigest};
+pub use hints::{HintedHandoff, MissedWrite, NoHints};
+pub use replica::{Mutation, Replica, ReplicaError, ReplicaFuture};
 // Transitional: the read vocabulary moved to `mutation` (issue 34); `query` still names it
 // `coordinator::ReadCommand` until its imports are switched.
 pub use mutation::{ReadCommand, ReadResponse};
-pub use replica::{LocalReplica, Replica, ReplicaFuture};
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -29,7 +35,6 @@ use std::task::Poll;
 
 use mutation::PartitionUpdate;
 use schema::KeyspaceMetadata;
-use storage::Durability;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -61,14 +66,10 @@ pub enum CoordinatorError {
         block_for: i32,
         write_type: WriteType,
     },
-    /// A replica did not start a read whose deadline had passed (the coordinator answers the
-    /// timeout).
-    #[error("the request's deadline passed before the replica started it")]
-    DeadlinePassed,
-    #[error("storage error: {0}")]
-    Storage(#[from] storage::StorageError),
-    #[error("replica task failed: {0}")]
-    Internal(String),
+    /// A replica failed the request (the query layer answers a server error with its
+    /// message).
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
 }
 
 /// The token ring as this node sees it. One node owns every token today.
@@ -83,11 +84,23 @@ pub struct Ring {
 pub struct Coordinator {
     ring: Ring,
     local: Arc<dyn Replica>,
+    hints: Arc<dyn HintedHandoff>,
 }
 
 impl Coordinator {
+    /// A coordinator whose replicas' missed writes are dropped (`NoHints`).
     pub fn new(ring: Ring, local: Arc<dyn Replica>) -> Coordinator {
-        Coordinator { ring, local }
+        Coordinator {
+            ring,
+            local,
+            hints: Arc::new(NoHints),
+        }
+    }
+
+    /// Hands the mutations replicas miss to `hints` (hinted handoff, issue 36).
+    pub fn with_hinted_handoff(mut self, hints: Arc<dyn HintedHandoff>) -> Coordinator {
+        self.hints = hints;
+        self
     }
 
     pub fn ring(&self) -> &Ring {
@@ -103,15 +116,17 @@ impl Coordinator {
         vec![self.local.clone()]
     }
 
-    /// Applies mutations of one keyspace at `consistency`. `updates` may span partitions; each
-    /// replica applies its share atomically. Past `deadline` the write is answered with a
-    /// `WriteTimeout` of `write_type`; it may still be applied, as in Cassandra.
+    /// Writes mutations of one keyspace at `consistency`: sends them to the replicas as one
+    /// `Mutation` (with the keyspace's `durable_writes`; each replica applies it with its own
+    /// commit log mode) and waits for as many acknowledgements as the level needs. `updates`
+    /// may span partitions; each replica applies its share atomically. Past `deadline` the
+    /// write is answered with a `WriteTimeout` of `write_type`; it may still be applied, as in
+    /// Cassandra. A replica that fails or times out gets the mutation as a hint.
     pub async fn write(
         &self,
         keyspace: &KeyspaceMetadata,
         updates: Vec<PartitionUpdate>,
         consistency: ConsistencyLevel,
-        durability: Durability,
         write_type: WriteType,
         deadline: Deadline,
     ) -> Result<(), CoordinatorError> {
@@ -127,12 +142,25 @@ impl Coordinator {
         if deadline.passed() {
             return Err(timeout());
         }
-        let updates = Arc::new(updates);
+        let mutation = Mutation {
+            updates: Arc::new(updates),
+            durable_writes: keyspace.durable_writes,
+        };
         // One replica today. With several, this sends to all and waits for `required` acks.
         for replica in &replicas {
-            by_deadline(replica.apply(updates.clone(), durability), deadline)
-                .await
-                .unwrap_or_else(|| Err(timeout()))?;
+            match by_deadline(replica.apply_mutation(mutation.clone(), deadline), deadline).await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    self.hints
+                        .write_missed(replica, &mutation, MissedWrite::Failed(e.clone()));
+                    return Err(e.into());
+                }
+                None => {
+                    self.hints
+                        .write_missed(replica, &mutation, MissedWrite::TimedOut);
+                    return Err(timeout());
+                }
+            }
         }
         Ok(())
     }
@@ -166,8 +194,8 @@ impl Coordinator {
         // Not checked before sending: a read that completes at once costs no look at the
         // clock (the query layer checks the deadline between the reads of a long request).
         match by_deadline(replica.read(command, deadline), deadline).await {
-            Some(Err(CoordinatorError::DeadlinePassed)) | None => Err(timeout()),
-            Some(done) => done,
+            Some(Err(ReplicaError::DeadlinePassed)) | None => Err(timeout()),
+            Some(done) => Ok(done?),
         }
     }
 }
@@ -203,6 +231,7 @@ fn check_available(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
     use mutation::{ClusteringSlice, PartitionKey, TableId};
@@ -214,11 +243,45 @@ mod tests {
     struct Stalled;
 
     impl Replica for Stalled {
-        fn apply(&self, _: Arc<Vec<PartitionUpdate>>, _: Durability) -> ReplicaFuture<()> {
+        fn apply_mutation(&self, _: Mutation, _: Deadline) -> ReplicaFuture<()> {
             Box::pin(std::future::pending())
         }
         fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
             Box::pin(std::future::pending())
+        }
+        fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+            Box::pin(std::future::pending())
+        }
+        fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// A replica that refuses every request with `error`.
+    struct Failing(ReplicaError);
+
+    impl Replica for Failing {
+        fn apply_mutation(&self, _: Mutation, _: Deadline) -> ReplicaFuture<()> {
+            Box::pin(std::future::ready(Err(self.0.clone())))
+        }
+        fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+            Box::pin(std::future::ready(Err(self.0.clone())))
+        }
+        fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+            Box::pin(std::future::ready(Err(self.0.clone())))
+        }
+        fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+            Box::pin(std::future::ready(Err(self.0.clone())))
+        }
+    }
+
+    /// Hinted handoff that records what it is handed.
+    #[derive(Default)]
+    struct RecordedHints(Mutex<Vec<(Mutation, MissedWrite)>>);
+
+    impl HintedHandoff for RecordedHints {
+        fn write_missed(&self, _: &Arc<dyn Replica>, mutation: &Mutation, why: MissedWrite) {
+            self.0.lock().expect("lock").push((mutation.clone(), why));
         }
     }
 
@@ -237,12 +300,29 @@ mod tests {
         }
     }
 
-    fn stalled() -> Coordinator {
+    fn coordinator(replica: impl Replica) -> Coordinator {
         let ring = Ring {
             local_address: IpAddr::from([127, 0, 0, 1]),
             tokens: vec![0],
         };
-        Coordinator::new(ring, Arc::new(Stalled))
+        Coordinator::new(ring, Arc::new(replica))
+    }
+
+    fn stalled() -> Coordinator {
+        coordinator(Stalled)
+    }
+
+    fn update() -> PartitionUpdate {
+        PartitionUpdate {
+            table: TableId::from_u128(1),
+            key: PartitionKey {
+                token: 1,
+                key: vec![1],
+            },
+            header: None,
+            static_row: None,
+            rows: Vec::new(),
+        }
     }
 
     fn read() -> ReadCommand {
@@ -307,7 +387,6 @@ mod tests {
                 &keyspace(),
                 Vec::new(),
                 ConsistencyLevel::All,
-                Durability::Periodic,
                 WriteType::UnloggedBatch,
                 deadline,
             )
@@ -328,20 +407,92 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_local_read_queued_past_its_deadline_is_not_started() {
-        let engine = Arc::new(storage::MemoryEngine::new());
-        let replica = LocalReplica::new(engine);
-        // An unknown table would be an error if the read ran; past the deadline it does not.
-        let command = ReadCommand::Range {
-            table: TableId::from_u128(9),
-            start: mutation::ScanStart::Beginning,
-            end_token: None,
-            max_rows: 1,
-        };
-        let e = replica
-            .read(command, Deadline::at(Instant::now()))
+    async fn a_write_a_replica_did_not_acknowledge_in_time_is_handed_to_hinted_handoff() {
+        let hints = Arc::new(RecordedHints::default());
+        let coordinator = stalled().with_hinted_handoff(hints.clone());
+        let mut keyspace = keyspace();
+        keyspace.durable_writes = false;
+        let deadline = Deadline::at(Instant::now() + Duration::from_millis(20));
+        let e = coordinator
+            .write(
+                &keyspace,
+                vec![update()],
+                ConsistencyLevel::One,
+                WriteType::Simple,
+                deadline,
+            )
             .await
-            .expect_err("too late");
-        assert!(matches!(e, CoordinatorError::DeadlinePassed), "{e:?}");
+            .expect_err("the replica never acknowledges");
+        assert!(matches!(e, CoordinatorError::WriteTimeout { .. }), "{e:?}");
+        let recorded = hints.0.lock().expect("lock");
+        assert_eq!(recorded.len(), 1);
+        let (mutation, why) = &recorded[0];
+        assert_eq!(*mutation.updates, vec![update()]);
+        assert!(
+            !mutation.durable_writes,
+            "the keyspace's durable_writes travels with the hint"
+        );
+        assert_eq!(*why, MissedWrite::TimedOut);
+    }
+
+    #[tokio::test]
+    async fn a_write_a_replica_failed_is_handed_to_hinted_handoff_and_answers_its_error() {
+        let hints = Arc::new(RecordedHints::default());
+        let failure = ReplicaError::Storage("disk full".to_string());
+        let coordinator = coordinator(Failing(failure.clone())).with_hinted_handoff(hints.clone());
+        let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+        let e = coordinator
+            .write(
+                &keyspace(),
+                vec![update()],
+                ConsistencyLevel::One,
+                WriteType::Simple,
+                deadline,
+            )
+            .await
+            .expect_err("the replica fails");
+        // The client's words are the replica's (a server error in the query layer).
+        assert_eq!(e.to_string(), "storage error: disk full");
+        let recorded = hints.0.lock().expect("lock");
+        assert_eq!(recorded.len(), 1);
+        assert!(
+            recorded[0].0.durable_writes,
+            "durable_writes of the keyspace"
+        );
+        assert_eq!(recorded[0].1, MissedWrite::Failed(failure));
+    }
+
+    #[tokio::test]
+    async fn a_read_the_replica_did_not_start_past_its_deadline_is_a_read_timeout() {
+        let coordinator = coordinator(Failing(ReplicaError::DeadlinePassed));
+        let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+        let e = coordinator
+            .read(&keyspace(), read(), ConsistencyLevel::One, deadline)
+            .await
+            .expect_err("not started");
+        assert!(matches!(e, CoordinatorError::ReadTimeout { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn replica_errors_keep_the_words_clients_saw() {
+        // The query layer answers these as server errors with these messages: unchanged from
+        // when the coordinator carried storage's error itself.
+        let cases = [
+            (
+                ReplicaError::UnknownTable(TableId::from_u128(1)),
+                "storage error: unknown table 00000000-0000-0000-0000-000000000001",
+            ),
+            (
+                ReplicaError::Storage("invalid storage request: too big".to_string()),
+                "storage error: invalid storage request: too big",
+            ),
+            (
+                ReplicaError::Internal("panicked".to_string()),
+                "replica task failed: panicked",
+            ),
+        ];
+        for (e, words) in cases {
+            assert_eq!(CoordinatorError::from(e).to_string(), words);
+        }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! A connection's requests run on the task that owns the connection, never spread over the
 //! runtime's workers: requests complete mostly without waiting (storage calls are first tried
-//! on the worker, see `coordinator::LocalReplica`), and handing each to another worker and its
+//! on the worker, see `replica::LocalReplica`), and handing each to another worker and its
 //! response back cost more than the request. Measured on two cores with one latte connection:
 //! 23,000 writes/s and 56,000 point reads/s spread over the workers, 43,000 and 76,000 on the
 //! connection's task. Connections are spread over the shards instead (`shards.rs`), as
@@ -299,7 +299,7 @@ pub(crate) async fn run(
             }
             if waiting {
                 // Requests of this pass wait for work they handed to other tasks (a write
-                // group's storage write, see `coordinator::LocalReplica`): let that run and
+                // group's storage write, see `replica::LocalReplica`): let that run and
                 // answer them before reading more. Reading on instead would gather every
                 // request the client has in flight into one group, and client and server
                 // would take turns.

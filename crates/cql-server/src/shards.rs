@@ -2,7 +2,7 @@
 //! connections placed on it, as ScyllaDB pins each connection to one shard.
 //!
 //! A connection's requests already run on its own task (`connection.rs`); a shard also keeps
-//! everything that task hands off (a write group's task, `coordinator::LocalReplica`) on the
+//! everything that task hands off (a write group's task, `replica::LocalReplica`) on the
 //! same thread, so serving a request wakes no other thread. On a work-stealing runtime, each
 //! yield to a write group pushed the connection's task to the shared queue and woke a parked
 //! worker to steal it: a futex wake and an inter-processor interrupt per burst of requests,

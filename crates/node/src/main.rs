@@ -28,8 +28,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use config::{CommitLogSync, Config, DiskFailurePolicy};
-use coordinator::{Coordinator, LocalReplica, Ring};
+use coordinator::{Coordinator, Ring};
 use query::{NodeInfo, QueryProcessor};
+use replica::LocalReplica;
 use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 
 /// What `release_version` reports. Drivers switch features on the Cassandra version (the
@@ -275,7 +276,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     };
     let coordinator = Arc::new(Coordinator::new(
         ring,
-        Arc::new(LocalReplica::new(engine.clone())),
+        Arc::new(LocalReplica::new(engine.clone(), durability)),
     ));
     let node = NodeInfo {
         cluster_name: config.cluster_name.clone(),
@@ -289,7 +290,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         release_version: RELEASE_VERSION.to_string(),
     };
     let processor = Arc::new(
-        QueryProcessor::open(node, coordinator, engine.clone(), durability)
+        QueryProcessor::open(node, coordinator, engine.clone())
             .context("cannot load the schema")?
             .with_batch_thresholds(config.batch_thresholds)
             .with_tombstone_warn_threshold(config.tombstone_warn_threshold)

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use coordinator::{Coordinator, WriteType};
 use cql_syntax::ast::Statement;
 use schema::Schema;
-use storage::{Durability, StorageEngine};
+use storage::StorageEngine;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
@@ -73,8 +73,6 @@ pub struct QueryProcessor {
     pub(crate) engine: Arc<dyn StorageEngine>,
     pub(crate) prepared: PreparedCache,
     pub(crate) events: broadcast::Sender<SchemaChangeEvent>,
-    /// The commit log mode writes of durable keyspaces use.
-    pub(crate) write_durability: Durability,
     pub(crate) batch_thresholds: BatchThresholds,
     /// `tombstone_warn_threshold`: a read command meeting more tombstones gets a warning.
     pub(crate) tombstone_warn_threshold: u64,
@@ -94,7 +92,6 @@ impl QueryProcessor {
         node: NodeInfo,
         coordinator: Arc<Coordinator>,
         engine: Arc<dyn StorageEngine>,
-        write_durability: Durability,
     ) -> Result<QueryProcessor, QueryError> {
         let mut schema = match engine
             .get_meta(SCHEMA_META_KEY)
@@ -122,7 +119,6 @@ impl QueryProcessor {
             engine,
             prepared: PreparedCache::new(crate::prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES),
             events,
-            write_durability,
             batch_thresholds: BatchThresholds::default(),
             tombstone_warn_threshold: crate::warnings::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             timeouts: RequestTimeouts::default(),
@@ -420,7 +416,7 @@ impl QueryProcessor {
             BatchKind::Unlogged | BatchKind::Counter => WriteType::UnloggedBatch,
         };
         let deadline = start.deadline(self.timeouts.write);
-        write::apply(
+        write::send_mutations(
             self,
             &schema,
             collected,
@@ -526,7 +522,7 @@ impl QueryProcessor {
                     };
                 }
                 let deadline = start.deadline(self.timeouts.write);
-                write::apply(
+                write::send_mutations(
                     self,
                     &schema,
                     collected,

@@ -14,7 +14,7 @@ use mutation::{
     PartitionHeader, RangeTombstone, Row,
 };
 use schema::{ColumnKind, ColumnMetadata, Schema, TableMetadata};
-use storage::{Durability, PartitionKey, PartitionUpdate};
+use storage::{PartitionKey, PartitionUpdate};
 use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
@@ -215,8 +215,9 @@ fn has_own_timestamp(statement: &Statement) -> bool {
     }
 }
 
-/// Sends collected updates to the coordinator, one write per keyspace.
-pub(crate) async fn apply(
+/// Sends collected mutations to the coordinator, one write per keyspace (each replica applies
+/// it with its own commit log mode and the keyspace's `durable_writes`).
+pub(crate) async fn send_mutations(
     processor: &QueryProcessor,
     schema: &Schema,
     set: MutationSet,
@@ -236,21 +237,9 @@ pub(crate) async fn apply(
         let keyspace = schema
             .keyspace(&ks)
             .ok_or_else(|| QueryError::Invalid(format!("keyspace {ks} does not exist")))?;
-        let durability = if keyspace.durable_writes {
-            processor.write_durability
-        } else {
-            Durability::None
-        };
         processor
             .coordinator
-            .write(
-                keyspace,
-                updates,
-                consistency,
-                durability,
-                write_type,
-                deadline,
-            )
+            .write(keyspace, updates, consistency, write_type, deadline)
             .await?;
     }
     Ok(())

@@ -7,8 +7,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator::{Coordinator, LocalReplica, Ring};
+use coordinator::{Coordinator, Ring};
 use query::{NodeInfo, QueryError, QueryOptions, QueryProcessor, Session};
+use replica::LocalReplica;
 use storage::{Durability, MemoryEngine};
 
 fn processor() -> QueryProcessor {
@@ -31,9 +32,9 @@ fn processor() -> QueryProcessor {
     };
     let coordinator = Arc::new(Coordinator::new(
         ring,
-        Arc::new(LocalReplica::new(engine.clone())),
+        Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
-    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+    QueryProcessor::open(node, coordinator, engine).expect("open")
 }
 
 const SETUP: &[&str] = &[

@@ -4,11 +4,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
-use coordinator::{Coordinator, LocalReplica, Ring};
+use coordinator::{Coordinator, Ring};
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions,
     QueryProcessor, QueryResult, ResultSet, Session, StatementKind,
 };
+use replica::LocalReplica;
 use storage::{Durability, MemoryEngine, StorageEngine};
 use types::Value;
 
@@ -31,9 +32,9 @@ fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {
     };
     let coordinator = Arc::new(Coordinator::new(
         ring,
-        Arc::new(LocalReplica::new(engine.clone())),
+        Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
-    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+    QueryProcessor::open(node, coordinator, engine).expect("open")
 }
 
 struct Harness {

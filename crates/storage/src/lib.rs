@@ -2,9 +2,9 @@
 //!
 //! Owns: how partitions, static rows, clustering rows and tombstones of every table are laid out
 //! in an ordered key-value store (see `keys`), the write path (blind merges, one atomic batch
-//! per `apply`, commit log durability modes), the read path (partition slices and token-ordered
-//! scans with opaque resume tokens), node-local metadata, and engine maintenance (flush,
-//! compaction, commit log sync).
+//! per `apply_batch`, commit log durability modes), the read path (partition slices and
+//! token-ordered scans with opaque resume tokens), node-local metadata, and engine maintenance
+//! (flush, compaction, commit log sync).
 //!
 //! Architecture invariant: no RocksDB type appears in any public signature, so no crate above
 //! this one depends on RocksDB transitively through our API (as TiKV's `engine_traits`). Every
@@ -54,7 +54,7 @@ pub use mutation::{
     ScanStart, TableId, MAX_PARTITION_KEY_BYTES,
 };
 
-/// How durable a write is when `apply` returns (Cassandra's `commitlog_sync` and keyspace
+/// How durable a write is when `apply_batch` returns (Cassandra's `commitlog_sync` and keyspace
 /// `durable_writes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Durability {
@@ -139,9 +139,11 @@ pub trait StorageEngine: Send + Sync + 'static {
     fn drop_table(&self, table: TableId) -> Result<(), StorageError>;
     /// Deletes all the table's data, keeping the table.
     fn truncate_table(&self, table: TableId) -> Result<(), StorageError>;
-    /// Writes the updates atomically (all or none, across tables). Blind: never reads before
-    /// writing; fragments reconcile with what is stored by `mutation`'s merge rules.
-    fn apply(
+    /// Writes a batch of updates atomically (all or none, across partitions and tables): the
+    /// last step of a write, after the query layer sent mutations, the coordinator wrote them
+    /// at a consistency level and a replica applied one. Blind: never reads before writing;
+    /// fragments reconcile with what is stored by `mutation`'s merge rules.
+    fn apply_batch(
         &self,
         updates: &[PartitionUpdate],
         durability: Durability,
@@ -156,10 +158,10 @@ pub trait StorageEngine: Send + Sync + 'static {
         max_rows: usize,
         resume: Option<&[u8]>,
     ) -> Result<PartitionPage, StorageError>;
-    /// `apply`, done only if it needs no wait: no commit log sync (`Durability::Batch` always
-    /// needs one) and no write stall. Otherwise `Err(WouldBlock)`, having written nothing.
+    /// `apply_batch`, done only if it needs no wait: no commit log sync (`Durability::Batch`
+    /// always needs one) and no write stall. Otherwise `Err(WouldBlock)`, having written nothing.
     /// Async callers try this on a runtime worker, sparing the hop to a blocking thread.
-    fn try_apply(
+    fn try_apply_batch(
         &self,
         updates: &[PartitionUpdate],
         durability: Durability,
@@ -167,23 +169,23 @@ pub trait StorageEngine: Send + Sync + 'static {
         let _ = (updates, durability);
         Err(StorageError::WouldBlock)
     }
-    /// `apply` of several independent writes as one storage write (one commit log record,
-    /// one pass over the memtables). All or none, like `apply`: after an error none of them
-    /// is applied, so each can be retried alone to learn whose error it was.
+    /// `apply_batch` of several independent batches as one storage write (one commit log
+    /// record, one pass over the memtables). All or none, like `apply_batch`: after an error
+    /// none of them is applied, so each can be retried alone to learn whose error it was.
     fn apply_group(
         &self,
         group: &[&[PartitionUpdate]],
         durability: Durability,
     ) -> Result<(), StorageError> {
-        self.apply(&concat(group), durability)
+        self.apply_batch(&concat(group), durability)
     }
-    /// `apply_group`, done only if it needs no wait (see `try_apply`).
+    /// `apply_group`, done only if it needs no wait (see `try_apply_batch`).
     fn try_apply_group(
         &self,
         group: &[&[PartitionUpdate]],
         durability: Durability,
     ) -> Result<(), StorageError> {
-        self.try_apply(&concat(group), durability)
+        self.try_apply_batch(&concat(group), durability)
     }
     /// `read_partition`, done only if everything it needs is in memory (memtables and block
     /// cache). Otherwise `Err(WouldBlock)`.

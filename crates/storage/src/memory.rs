@@ -28,8 +28,8 @@ struct State {
     meta: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
-/// Storage in ordered maps behind one lock: `apply` holds it exclusively, which is what makes a
-/// multi-partition apply atomic here. Meant for tests, so a global lock is acceptable.
+/// Storage in ordered maps behind one lock: `apply_batch` holds it exclusively, which is what
+/// makes a multi-partition batch atomic here. Meant for tests, so a global lock is acceptable.
 #[derive(Default)]
 pub struct MemoryEngine {
     state: RwLock<State>,
@@ -170,7 +170,7 @@ impl StorageEngine for MemoryEngine {
         }
     }
 
-    fn apply(
+    fn apply_batch(
         &self,
         updates: &[PartitionUpdate],
         _durability: Durability,
@@ -219,12 +219,12 @@ impl StorageEngine for MemoryEngine {
     }
 
     // Memory never makes a caller wait for a disk: the `try_` calls always do the work.
-    fn try_apply(
+    fn try_apply_batch(
         &self,
         updates: &[PartitionUpdate],
         durability: Durability,
     ) -> Result<(), StorageError> {
-        self.apply(updates, durability)
+        self.apply_batch(updates, durability)
     }
 
     fn try_read_partition(

@@ -6,8 +6,9 @@
 //!
 //! Writes are RocksDB merges: the table column families' merge operator reconciles fragments with
 //! `mutation`'s rules (`write::merge_values`, used for full and partial merges, which is valid
-//! because the merge is associative and commutative). So `apply` never reads, and a fragment with
-//! an older timestamp loses whenever it arrives. One `WriteBatch` per `apply` makes it atomic.
+//! because the merge is associative and commutative). So `apply_batch` never reads, and a
+//! fragment with an older timestamp loses whenever it arrives. One `WriteBatch` per
+//! `apply_batch` makes it atomic.
 //!
 //! The RocksDB WAL is the commit log (`commit_log_dir` becomes `wal_dir`). Periodic: WAL written
 //! without sync (a process crash loses nothing, the OS has it; `sync_commit_log` fsyncs);
@@ -137,7 +138,7 @@ pub struct RocksConfig {
     /// RocksDB's table files kept open (`max_open_files`): the node's share of its file
     /// descriptors for data files. More stay closed and are opened when read.
     pub max_open_data_files: usize,
-    /// The node's commit log mode (`Periodic` or `Batch`). `apply` follows its `durability`
+    /// The node's commit log mode (`Periodic` or `Batch`). `apply_batch` follows its `durability`
     /// argument, which the caller derives from this; kept here so the engine's mode is
     /// visible in one place (`RocksEngine::commit_log_sync`).
     pub commit_log_sync: Durability,
@@ -150,9 +151,9 @@ pub struct RocksEngine {
     /// The block cache every table column family shares.
     cache: Cache,
     /// Purge state per table, shared with its column family's compaction filter factory.
-    /// Written by DDL; `apply` reads it only while a `compact` run is tracking writes.
+    /// Written by DDL; `apply_batch` reads it only while a `compact` run is tracking writes.
     purge: RwLock<HashMap<TableId, Arc<TablePurge>>>,
-    /// `compact` runs in progress, so `apply` skips the purge map when there are none.
+    /// `compact` runs in progress, so `apply_batch` skips the purge map when there are none.
     purge_runs: AtomicU64,
     /// Table column families that exist, for `flush(None)`/`compact(None)`. Only DDL and
     /// maintenance take this lock, never reads or writes.
@@ -1631,7 +1632,7 @@ impl StorageEngine for RocksEngine {
         created
     }
 
-    fn apply(
+    fn apply_batch(
         &self,
         updates: &[PartitionUpdate],
         durability: Durability,
@@ -1658,7 +1659,7 @@ impl StorageEngine for RocksEngine {
         self.write(group, durability, true)
     }
 
-    fn try_apply(
+    fn try_apply_batch(
         &self,
         updates: &[PartitionUpdate],
         durability: Durability,
@@ -2027,7 +2028,9 @@ mod tests {
         for k in 0..200u8 {
             // Compresses about 50 to 1.
             let update = one_cell_update(table, k, vec![b'x'; 2048]);
-            engine.apply(&[update], Durability::None).expect("write");
+            engine
+                .apply_batch(&[update], Durability::None)
+                .expect("write");
         }
         // Raw keys and values over file bytes, per level (0 when the level has no file).
         let ratio = |level: usize| -> f64 {
@@ -2092,7 +2095,9 @@ mod tests {
         engine.create_table(table).expect("create");
         for k in 0..10u8 {
             let update = one_cell_update(table, k, vec![k]);
-            engine.apply(&[update], Durability::None).expect("write");
+            engine
+                .apply_batch(&[update], Durability::None)
+                .expect("write");
         }
         StorageEngine::compact(&engine, Some(table)).expect("flush and compact");
         // A pool's thread lowers its priority when it takes its first job.
@@ -2132,7 +2137,7 @@ mod tests {
         for i in 0..192u32 {
             let update = one_cell_update(table, (i % 64) as u8, vec![i as u8; 64 << 10]);
             engine
-                .apply(&[update], Durability::Periodic)
+                .apply_batch(&[update], Durability::Periodic)
                 .expect("write");
         }
         let db = engine.db().expect("db");
@@ -2171,7 +2176,7 @@ mod tests {
         // for. Without the bound no memtable is flushed, so every commit log file stays.
         let write = |update| {
             engine
-                .apply(&[update], Durability::Periodic)
+                .apply_batch(&[update], Durability::Periodic)
                 .expect("write")
         };
         write(one_cell_update(quiet, 0, vec![0; 16]));
@@ -2207,7 +2212,9 @@ mod tests {
         let updates: Vec<_> = (0..32u8)
             .map(|k| one_cell_update(table, k, vec![k; 64 << 10]))
             .collect();
-        engine.apply(&updates, Durability::Periodic).expect("write");
+        engine
+            .apply_batch(&updates, Durability::Periodic)
+            .expect("write");
         assert!(log_bytes(&engine) > BOUND);
         // The first call only notes where writes are; the second sees they stopped.
         engine.maintain_commit_log().expect("maintain");
@@ -2245,7 +2252,7 @@ mod tests {
             engine.create_table(table).expect("create");
             for k in 0..50 {
                 engine
-                    .apply(&[update(k)], Durability::Batch)
+                    .apply_batch(&[update(k)], Durability::Batch)
                     .expect("write");
             }
         }
@@ -2318,7 +2325,7 @@ mod tests {
             rows: vec![(vec![2], row)],
         };
         engine
-            .apply(&[update], Durability::Periodic)
+            .apply_batch(&[update], Durability::Periodic)
             .expect("blind write succeeds");
         // A key outside the layout.
         db.put_cf(&cf, [0u8; 3], b"").expect("put");
@@ -2383,7 +2390,7 @@ mod tests {
             engine.create_table(healthy).expect("create");
             for c in 0..2000 {
                 engine
-                    .apply(&[row(damaged, c, vec![b'x'; 200])], Durability::None)
+                    .apply_batch(&[row(damaged, c, vec![b'x'; 200])], Durability::None)
                     .expect("write");
             }
             engine.flush(Some(damaged)).expect("flush");
@@ -2418,7 +2425,7 @@ mod tests {
         // Nothing stopped: both tables take writes, and the healthy one compacts.
         for table in [damaged, healthy] {
             engine
-                .apply(&[row(table, 9999, b"after".to_vec())], Durability::Batch)
+                .apply_batch(&[row(table, 9999, b"after".to_vec())], Durability::Batch)
                 .expect("a write after the failed compaction");
         }
         engine
@@ -2468,7 +2475,7 @@ mod tests {
             engine.create_table(table).expect("create");
             for k in 0..=255 {
                 engine
-                    .apply(&[update(k)], Durability::Batch)
+                    .apply_batch(&[update(k)], Durability::Batch)
                     .expect("write");
             }
         }
@@ -2527,20 +2534,20 @@ mod tests {
         engine.set_gc_grace(table, 10).expect("gc grace");
         let update = |k: u8| one_cell_update(table, k, vec![k]);
         engine
-            .apply(&[update(1)], Durability::Batch)
+            .apply_batch(&[update(1)], Durability::Batch)
             .expect("write");
         // The commit log directory goes away, so the next memtable switch cannot create its
         // new file: RocksDB rates that fatal (as running out of file descriptors there).
         std::fs::rename(&wal, &away).expect("move the commit log away");
         assert!(engine.flush(Some(table)).is_err());
-        assert!(engine.apply(&[update(2)], Durability::Batch).is_err());
+        assert!(engine.apply_batch(&[update(2)], Durability::Batch).is_err());
         assert!(engine.events.stopped_for_good());
         // The cause is gone; the engine reopens and writes resume, nothing acknowledged lost.
         std::fs::rename(&away, &wal).expect("move the commit log back");
         engine.recover().expect("reopen");
         assert!(!engine.events.stopped_for_good());
         engine
-            .apply(&[update(3)], Durability::Batch)
+            .apply_batch(&[update(3)], Durability::Batch)
             .expect("a write after the reopen");
         assert_eq!(rows_of(&engine, table, 1).len(), 1);
         assert_eq!(rows_of(&engine, table, 3).len(), 1);
@@ -2564,7 +2571,7 @@ mod tests {
         engine.create_table(table).expect("create");
         for k in 0..50 {
             engine
-                .apply(&[one_cell_update(table, k, vec![k; 40])], Durability::Batch)
+                .apply_batch(&[one_cell_update(table, k, vec![k; 40])], Durability::Batch)
                 .expect("write");
         }
         std::fs::rename(&wal, &away).expect("move the commit log away");
@@ -2609,7 +2616,7 @@ mod tests {
         // No sooner than REOPEN_INTERVAL after the last try.
         engine.recover().expect("waits");
         assert!(engine
-            .apply(&[one_cell_update(table, 60, vec![60])], Durability::Batch)
+            .apply_batch(&[one_cell_update(table, 60, vec![60])], Durability::Batch)
             .is_err());
         engine.reopening.lock().expect("lock").last = None;
         engine.recover().expect("reopen");

@@ -96,7 +96,9 @@ pub fn writes_and_reads_back(engine: &dyn StorageEngine) {
     });
     // Out of order on purpose: storage sorts clustering rows.
     u.rows = vec![(vec![2], insert(1, b"b")), (vec![1], insert(1, b"a"))];
-    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[u], Durability::Periodic)
+        .expect("apply");
 
     let data = all(engine, t, &key);
     assert_eq!(data.key, key);
@@ -129,7 +131,9 @@ pub fn last_write_wins_regardless_of_arrival_order(engine: &dyn StorageEngine) {
         for ts in order {
             let mut u = update(t, key.clone());
             u.rows = vec![(vec![0], insert(*ts, format!("v{ts}").as_bytes()))];
-            engine.apply(&[u], Durability::Periodic).expect("apply");
+            engine
+                .apply_batch(&[u], Durability::Periodic)
+                .expect("apply");
             // Put fragments in different places (memtable, SSTables) between writes.
             if *ts == 2 {
                 engine.flush(Some(t)).expect("flush");
@@ -166,8 +170,12 @@ pub fn last_write_wins_regardless_of_arrival_order(engine: &dyn StorageEngine) {
             ..Row::default()
         },
     )];
-    engine.apply(&[tomb], Durability::Periodic).expect("apply");
-    engine.apply(&[live], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[tomb], Durability::Periodic)
+        .expect("apply");
+    engine
+        .apply_batch(&[live], Durability::Periodic)
+        .expect("apply");
     let data = all(engine, t, &key);
     assert_eq!(value_of(&data.rows[0].1), None);
 }
@@ -178,7 +186,9 @@ pub fn tombstones_are_returned(engine: &dyn StorageEngine) {
     let key = pk(-7, b"p");
     let mut u = update(t, key.clone());
     u.rows = (0..5u8).map(|i| (vec![i], insert(10, &[i]))).collect();
-    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[u], Durability::Periodic)
+        .expect("apply");
 
     let mut row_delete = update(t, key.clone());
     row_delete.rows = vec![(
@@ -202,7 +212,7 @@ pub fn tombstones_are_returned(engine: &dyn StorageEngine) {
         range_tombstones: vec![rt.clone()],
     });
     engine
-        .apply(&[row_delete, range_delete], Durability::Batch)
+        .apply_batch(&[row_delete, range_delete], Durability::Batch)
         .expect("apply");
 
     let data = all(engine, t, &key);
@@ -239,7 +249,7 @@ pub fn tombstones_are_returned(engine: &dyn StorageEngine) {
         range_tombstones: vec![],
     });
     engine
-        .apply(&[partition_delete], Durability::None)
+        .apply_batch(&[partition_delete], Durability::None)
         .expect("apply");
     let data = all(engine, t, &key);
     assert_eq!(data.header.deletion, Some(deletion(20)));
@@ -257,7 +267,7 @@ pub fn tombstones_are_returned(engine: &dyn StorageEngine) {
     let mut rewrite = update(t, key.clone());
     rewrite.rows = vec![(vec![9], insert(21, b"new"))];
     engine
-        .apply(&[rewrite], Durability::Periodic)
+        .apply_batch(&[rewrite], Durability::Periodic)
         .expect("apply");
     let data = all(engine, t, &key);
     let (ck, row) = data.rows.last().expect("row");
@@ -274,7 +284,9 @@ fn slice_fixture(engine: &dyn StorageEngine, t: TableId, key: &PartitionKey) -> 
         .collect();
     let mut u = update(t, key.clone());
     u.rows = keys.iter().map(|k| (k.clone(), insert(1, k))).collect();
-    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[u], Durability::Periodic)
+        .expect("apply");
     keys
 }
 
@@ -334,7 +346,7 @@ pub fn try_calls_match_or_would_block(engine: &dyn StorageEngine) {
     });
     deleted.static_row = Some(insert(1, b"static"));
     engine
-        .apply(&[deleted], Durability::Periodic)
+        .apply_batch(&[deleted], Durability::Periodic)
         .expect("apply");
     for start in bounds() {
         for reversed in [false, true] {
@@ -361,12 +373,14 @@ pub fn try_calls_match_or_would_block(engine: &dyn StorageEngine) {
     let mut u = update(t, key.clone());
     u.rows = vec![(vec![9, 9], insert(5, b"tried"))];
     for durability in [Durability::Periodic, Durability::Batch] {
-        match engine.try_apply(&[u.clone()], durability) {
+        match engine.try_apply_batch(&[u.clone()], durability) {
             Ok(()) | Err(StorageError::WouldBlock) => {}
             Err(e) => panic!("try_apply: {e}"),
         }
     }
-    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[u], Durability::Periodic)
+        .expect("apply");
     let rows = all(engine, t, &key).rows;
     assert_eq!(rows.last().map(|(k, _)| k.clone()), Some(vec![9, 9]));
     assert!(matches!(
@@ -388,7 +402,7 @@ pub fn partition_paging_loses_and_repeats_nothing(engine: &dyn StorageEngine) {
         ..Row::default()
     });
     engine
-        .apply(&[static_row], Durability::Periodic)
+        .apply_batch(&[static_row], Durability::Periodic)
         .expect("apply");
     for start in bounds() {
         for end in [
@@ -478,7 +492,9 @@ fn scan_fixture(engine: &dyn StorageEngine, t: TableId) -> Vec<PartitionKey> {
         }
         updates.push(u);
     }
-    engine.apply(&updates, Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&updates, Durability::Periodic)
+        .expect("apply");
     keys
 }
 
@@ -581,7 +597,7 @@ pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
     let b = one_row(t2, pk(2, b"b"), 1, b"y");
     let bad = one_row(table(777), pk(3, b"c"), 1, b"z");
     assert!(matches!(
-        engine.apply(&[a.clone(), bad], Durability::Batch),
+        engine.apply_batch(&[a.clone(), bad], Durability::Batch),
         Err(StorageError::UnknownTable(_))
     ));
     assert!(
@@ -591,14 +607,16 @@ pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
     let mut oversized = update(t1, pk(4, &vec![0; 70_000]));
     oversized.rows = vec![(vec![0], insert(1, b"z"))];
     assert!(matches!(
-        engine.apply(&[a.clone(), oversized], Durability::Periodic),
+        engine.apply_batch(&[a.clone(), oversized], Durability::Periodic),
         Err(StorageError::InvalidRequest(_))
     ));
     assert!(all(engine, t1, &pk(1, b"a")).rows.is_empty());
 
     // Two updates of the same row in one call merge.
     let a2 = one_row(t1, pk(1, b"a"), 2, b"x2");
-    engine.apply(&[a2, a, b], Durability::Batch).expect("apply");
+    engine
+        .apply_batch(&[a2, a, b], Durability::Batch)
+        .expect("apply");
     assert_eq!(
         value_of(&all(engine, t1, &pk(1, b"a")).rows[0].1),
         Some(&b"x2"[..])
@@ -673,14 +691,14 @@ pub fn truncate_and_drop(engine: &dyn StorageEngine) {
     // Still usable after truncate.
     let u = one_row(t, keys[1].clone(), 1, b"again");
     engine
-        .apply(std::slice::from_ref(&u), Durability::Periodic)
+        .apply_batch(std::slice::from_ref(&u), Durability::Periodic)
         .expect("apply after truncate");
     assert_eq!(all(engine, t, &keys[1]).rows.len(), 1);
 
     engine.drop_table(t).expect("drop");
     engine.drop_table(t).expect("drop is idempotent");
     assert!(matches!(
-        engine.apply(&[u], Durability::Periodic),
+        engine.apply_batch(&[u], Durability::Periodic),
         Err(StorageError::UnknownTable(_))
     ));
     assert!(matches!(
@@ -728,7 +746,7 @@ pub fn maintenance_calls_succeed(engine: &dyn StorageEngine) {
     let u = one_row(t, pk(1, b"m"), 1, b"x");
     for durability in [Durability::Periodic, Durability::Batch, Durability::None] {
         engine
-            .apply(std::slice::from_ref(&u), durability)
+            .apply_batch(std::slice::from_ref(&u), durability)
             .expect("apply");
     }
     engine.sync_commit_log().expect("sync");
@@ -756,7 +774,9 @@ pub fn table_stats_follow_writes_and_flushes(engine: &dyn StorageEngine) {
     for i in 0..10i64 {
         let mut u = update(t, pk(i, b"s"));
         u.rows = vec![(vec![0], insert(1, b"x")), (vec![1], insert(1, b"y"))];
-        engine.apply(&[u], Durability::Periodic).expect("apply");
+        engine
+            .apply_batch(&[u], Durability::Periodic)
+            .expect("apply");
     }
     let before = engine.table_stats(t).expect("stats");
     // 20 rows (no partition headers were written), all in memory or all in files.
@@ -791,7 +811,7 @@ pub fn concurrent_writers_converge(engine: &dyn StorageEngine) {
                     } else {
                         Durability::Periodic
                     };
-                    engine.apply(&[u], durability).expect("apply");
+                    engine.apply_batch(&[u], durability).expect("apply");
                 }
             });
         }
@@ -829,7 +849,9 @@ pub fn reads_see_every_acknowledged_write(engine: &dyn StorageEngine) {
                 let p = i % 3;
                 let mut u = update(t, pk(p, b"r"));
                 u.rows = vec![(vec![0], insert(i, &i.to_be_bytes()))];
-                engine.apply(&[u], Durability::Periodic).expect("apply");
+                engine
+                    .apply_batch(&[u], Durability::Periodic)
+                    .expect("apply");
                 acked[p as usize].store(i, Ordering::SeqCst);
             }
         });
@@ -898,7 +920,7 @@ fn purge_fixture(engine: &dyn StorageEngine, t: TableId) {
         });
         data.push(u);
     }
-    engine.apply(&data, Durability::Batch).expect("data");
+    engine.apply_batch(&data, Durability::Batch).expect("data");
     engine.flush(Some(t)).expect("flush");
     engine.compact(Some(t)).expect("compact");
 
@@ -962,7 +984,7 @@ fn purge_fixture(engine: &dyn StorageEngine, t: TableId) {
     d.header = b.header.clone();
     d.rows = vec![(vec![3], insert(30, b"new"))];
     engine
-        .apply(&[a, b, c, d], Durability::Batch)
+        .apply_batch(&[a, b, c, d], Durability::Batch)
         .expect("tombstones");
     engine.flush(Some(t)).expect("flush");
 }
@@ -1017,7 +1039,9 @@ pub fn compaction_purges_after_gc_grace(engine: &dyn StorageEngine) {
     // contract: such a write must arrive within gc_grace).
     let mut late = update(t, pk(7, b"b"));
     late.rows = vec![(vec![1], insert(15, b"late"))];
-    engine.apply(&[late], Durability::Batch).expect("late");
+    engine
+        .apply_batch(&[late], Durability::Batch)
+        .expect("late");
     let b = all(engine, t, &pk(7, b"b"));
     assert_eq!(b.rows, vec![(vec![1], insert(15, b"late"))]);
 }
@@ -1120,7 +1144,7 @@ pub fn read_pages_travel_between_nodes_unchanged(engine: &dyn StorageEngine) {
     engine.create_table(t).expect("create");
     let key = pk(11, b"rich");
     engine
-        .apply(&[rich_partition(t, key.clone())], Durability::Periodic)
+        .apply_batch(&[rich_partition(t, key.clone())], Durability::Periodic)
         .expect("apply");
     // Rewritten on top of itself, flushed and not: fragments merged on the read.
     let again = PartitionUpdate {
@@ -1128,7 +1152,9 @@ pub fn read_pages_travel_between_nodes_unchanged(engine: &dyn StorageEngine) {
         ..update(t, key.clone())
     };
     engine.flush(Some(t)).expect("flush");
-    engine.apply(&[again], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[again], Durability::Periodic)
+        .expect("apply");
     let reversed = ClusteringSlice {
         reversed: true,
         ..ClusteringSlice::all()
@@ -1280,7 +1306,9 @@ fn rocksdb_reopen_keeps_tables_data_and_metadata() {
         engine.put_meta(b"host_id", b"abc").expect("meta");
         let mut u = update(t, key.clone());
         u.rows = vec![(vec![1], insert(1, b"flushed"))];
-        engine.apply(&[u], Durability::Periodic).expect("apply");
+        engine
+            .apply_batch(&[u], Durability::Periodic)
+            .expect("apply");
         engine.flush(Some(t)).expect("flush");
         // Left in the memtable and commit log only: recovered by WAL replay.
         let mut u = update(t, key.clone());
@@ -1288,7 +1316,7 @@ fn rocksdb_reopen_keeps_tables_data_and_metadata() {
             (vec![2], insert(1, b"in the commit log")),
             (vec![1], insert(2, b"newer")),
         ];
-        engine.apply(&[u], Durability::Batch).expect("apply");
+        engine.apply_batch(&[u], Durability::Batch).expect("apply");
     }
     let engine = RocksEngine::open(rocks_config(dir.path())).expect("reopen");
     assert_eq!(
@@ -1310,7 +1338,7 @@ fn rocksdb_reopen_keeps_tables_data_and_metadata() {
     assert_eq!(cached.data, all(&engine, t, &key));
     // A batch-mode write always needs a sync: never done on the caller's thread.
     assert!(matches!(
-        engine.try_apply(&[update(t, key.clone())], Durability::Batch),
+        engine.try_apply_batch(&[update(t, key.clone())], Durability::Batch),
         Err(StorageError::WouldBlock)
     ));
     let data = all(&engine, t, &key);
@@ -1321,7 +1349,9 @@ fn rocksdb_reopen_keeps_tables_data_and_metadata() {
     engine.create_table(table(21)).expect("create");
     let mut u = update(t, key.clone());
     u.rows = vec![(vec![3], insert(1, b"after reopen"))];
-    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[u], Durability::Periodic)
+        .expect("apply");
     assert_eq!(all(&engine, t, &key).rows.len(), 3);
 }
 
@@ -1342,7 +1372,9 @@ fn rocksdb_opens_on_tmpfs() {
     let t = table(30);
     engine.create_table(t).expect("create");
     let u = one_row(t, pk(1, b"x"), 1, b"v");
-    engine.apply(&[u], Durability::Periodic).expect("apply");
+    engine
+        .apply_batch(&[u], Durability::Periodic)
+        .expect("apply");
     engine.flush(None).expect("flush");
     engine.compact(None).expect("compact");
     assert_eq!(all(&engine, t, &pk(1, b"x")).rows.len(), 1);
@@ -1371,7 +1403,9 @@ fn rocksdb_metrics_count_reads_cache_and_bloom_filters() {
     engine.create_table(t).expect("create");
     for i in 0..100i64 {
         let u = one_row(t, pk(i * 1000, b"p"), 1, &[7u8; 100]);
-        engine.apply(&[u], Durability::Periodic).expect("apply");
+        engine
+            .apply_batch(&[u], Durability::Periodic)
+            .expect("apply");
     }
     engine.flush(Some(t)).expect("flush");
     assert!(metric("flush_write_bytes") > 0);

@@ -10,7 +10,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use coordinator::{Coordinator, LocalReplica, Ring};
+use coordinator::{Coordinator, Ring};
+use replica::LocalReplica;
 use libfuzzer_sys::fuzz_target;
 use query::{NodeInfo, QueryOptions, QueryProcessor, Session};
 use storage::{Durability, MemoryEngine};
@@ -59,9 +60,9 @@ fn processor() -> QueryProcessor {
     };
     let coordinator = Arc::new(Coordinator::new(
         ring,
-        Arc::new(LocalReplica::new(engine.clone())),
+        Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
-    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+    QueryProcessor::open(node, coordinator, engine).expect("open")
 }
 
 fn setup(state: &State) {
