@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use schema::KeyspaceMetadata;
-use storage::{Durability, PartitionUpdate};
+use storage::{Durability, PartitionUpdate, TableId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -57,6 +57,10 @@ pub enum CoordinatorError {
         block_for: i32,
         write_type: WriteType,
     },
+    /// The deadline of a TRUNCATE passed before every node acknowledged it, in the words of
+    /// Cassandra's `TruncateResponseHandler`; it may still be applied.
+    #[error("Truncate timed out - received only {received} responses")]
+    TruncateTimeout { received: i32 },
     /// A replica did not start a read whose deadline had passed (the coordinator answers the
     /// timeout).
     #[error("the request's deadline passed before the replica started it")]
@@ -133,6 +137,27 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Removes every row of `table` on every node (TRUNCATE), as Cassandra's
+    /// `StorageProxy.truncateBlocking`: every node must be alive (else `Unavailable` at ALL, as
+    /// Cassandra's) and must acknowledge before `deadline` (else `TruncateTimeout`). Every node
+    /// of the ring, not only the keyspace's replicas: a node may still hold data of a keyspace
+    /// whose replication an ALTER KEYSPACE moved away from it. (`_keyspace` is the table's,
+    /// for when placement can say more; the one node of today's ring is the only one.)
+    pub async fn truncate(
+        &self,
+        _keyspace: &KeyspaceMetadata,
+        table: TableId,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
+        let nodes = [self.local.clone()];
+        for (received, node) in (0..).zip(&nodes) {
+            by_deadline(node.truncate(table, deadline), deadline)
+                .await
+                .ok_or(CoordinatorError::TruncateTimeout { received })??;
+        }
+        Ok(())
+    }
+
     /// Reads at `consistency`; past `deadline` the read is answered with a `ReadTimeout` (and
     /// the replica, if it has not started it, does not).
     pub async fn read(
@@ -202,7 +227,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use schema::Replication;
-    use storage::{ClusteringSlice, PartitionKey, TableId};
+    use storage::{ClusteringSlice, PartitionKey};
 
     use super::*;
 
@@ -214,6 +239,9 @@ mod tests {
             Box::pin(std::future::pending())
         }
         fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+            Box::pin(std::future::pending())
+        }
+        fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
             Box::pin(std::future::pending())
         }
     }
@@ -339,5 +367,74 @@ mod tests {
             .await
             .expect_err("too late");
         assert!(matches!(e, CoordinatorError::DeadlinePassed), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_truncate_past_its_deadline_is_a_truncate_timeout() {
+        let coordinator = stalled();
+        let started = Instant::now();
+        let deadline = Deadline::at(started + Duration::from_millis(20));
+        let e = coordinator
+            .truncate(&keyspace(), TableId::from_u128(1), deadline)
+            .await
+            .expect_err("the replica never acknowledges");
+        assert!(started.elapsed() >= Duration::from_millis(20));
+        assert!(
+            matches!(e, CoordinatorError::TruncateTimeout { received: 0 }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "Truncate timed out - received only 0 responses"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_truncate_removes_the_table_rows_through_the_local_replica() {
+        use mutation::{LivenessInfo, Row};
+        use storage::StorageEngine;
+        let engine = Arc::new(storage::MemoryEngine::new());
+        let table = TableId::from_u128(3);
+        engine.create_table(table).expect("create");
+        let key = PartitionKey {
+            token: 1,
+            key: vec![1],
+        };
+        let row = Row {
+            liveness: Some(LivenessInfo {
+                timestamp: 1,
+                expiry: None,
+            }),
+            deletion: None,
+            columns: Vec::new(),
+        };
+        let update = PartitionUpdate {
+            table,
+            key: key.clone(),
+            header: None,
+            static_row: None,
+            rows: vec![(Vec::new(), row)],
+        };
+        engine.apply(&[update], Durability::None).expect("write");
+        let ring = Ring {
+            local_address: IpAddr::from([127, 0, 0, 1]),
+            tokens: vec![0],
+        };
+        let coordinator = Coordinator::new(ring, Arc::new(LocalReplica::new(engine.clone())));
+        let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+        coordinator
+            .truncate(&keyspace(), table, deadline)
+            .await
+            .expect("truncated");
+        let page = engine
+            .read_partition(table, &key, &ClusteringSlice::all(), 10, None)
+            .expect("read");
+        assert!(page.data.rows.is_empty());
+        // A table storage does not know is the replica's error, not a timeout.
+        let e = coordinator
+            .truncate(&keyspace(), TableId::from_u128(4), deadline)
+            .await
+            .expect_err("unknown table");
+        assert!(matches!(e, CoordinatorError::Storage(_)), "{e:?}");
     }
 }

@@ -52,6 +52,10 @@ pub trait Replica: Send + Sync + 'static {
     /// Reads; a replica need not start a read whose `deadline` has passed (it then answers
     /// `DeadlinePassed`).
     fn read(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadResponse>;
+    /// Removes every row of `table` (TRUNCATE). `deadline` is the coordinator's; a replica
+    /// truncates even once it has passed (as a write, a truncate answered with a timeout may
+    /// still be applied).
+    fn truncate(&self, table: TableId, deadline: Deadline) -> ReplicaFuture<()>;
 }
 
 /// This node's storage as a replica. Storage calls can block (write stalls, commit log syncs,
@@ -247,6 +251,17 @@ impl Replica for LocalReplica {
             })
             .await
             .map_err(|e| CoordinatorError::Internal(e.to_string()))?
+        })
+    }
+
+    /// Always on the blocking pool: dropping a table's data waits on storage's locks and files.
+    fn truncate(&self, table: TableId, _deadline: Deadline) -> ReplicaFuture<()> {
+        let engine = self.engine.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || engine.truncate_table(table))
+                .await
+                .map_err(|e| CoordinatorError::Internal(e.to_string()))??;
+            Ok(())
         })
     }
 }
