@@ -18,6 +18,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{NodeInfo, QueryProcessor};
+use schema_service::SchemaService;
 use storage::{Durability, MemoryEngine, StorageEngine};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -136,8 +137,9 @@ fn processor(addr: SocketAddr) -> Result<Arc<QueryProcessor>> {
         tokens,
         release_version: RELEASE_VERSION.to_string(),
     };
-    let processor = QueryProcessor::open(node, coordinator, engine, Durability::None)
-        .context("cannot start the query processor")?;
+    let schema = SchemaService::open(engine, query::system_keyspaces()?)
+        .context("cannot start the schema service")?;
+    let processor = QueryProcessor::open(node, Arc::new(schema), coordinator, Durability::None);
     Ok(Arc::new(processor))
 }
 

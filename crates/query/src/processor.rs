@@ -2,22 +2,22 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use coordinator::{ConsistencyLevel, Coordinator, WriteType};
 use cql_syntax::ast::Statement;
 use schema::Schema;
-use storage::{Durability, StorageEngine};
-use tokio::sync::broadcast;
+use schema_service::{SchemaChangeEvent, SchemaService};
+use storage::Durability;
 use uuid::Uuid;
 
 use crate::bind::{self, Bound};
 use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
 use crate::warnings::BatchThresholds;
-use crate::{ddl, describe, select, system_tables, warnings, write, QueryError};
+use crate::{ddl, describe, select, warnings, write, QueryError};
 
 /// Facts about this node that system tables report.
 #[derive(Debug, Clone)]
@@ -90,29 +90,6 @@ pub struct ResultSet {
     pub paging_state: Option<Vec<u8>>,
     /// The client asked to skip metadata (it has it from PREPARE).
     pub skip_metadata: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaChangeKind {
-    Created,
-    Updated,
-    Dropped,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaChangeTarget {
-    Keyspace,
-    Table,
-    Type,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SchemaChangeEvent {
-    pub kind: SchemaChangeKind,
-    pub target: SchemaChangeTarget,
-    pub keyspace: String,
-    /// Table or type name; `None` for keyspace changes.
-    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -242,19 +219,12 @@ pub struct Session {
     pub keyspace: Option<String>,
 }
 
-/// Bound on buffered schema events per subscriber; a connection that falls further behind
-/// misses events (drivers re-read the schema on reconnect anyway).
-const SCHEMA_EVENT_BUFFER: usize = 256;
-
 pub struct QueryProcessor {
     pub(crate) node: NodeInfo,
-    pub(crate) schema: RwLock<Arc<Schema>>,
-    /// Serialises DDL so each change applies to the schema the previous one produced.
-    pub(crate) ddl_lock: tokio::sync::Mutex<()>,
+    /// The schema's owner: every request reads a snapshot of it, DDL is submitted to it.
+    pub(crate) schema: Arc<SchemaService>,
     pub(crate) coordinator: Arc<Coordinator>,
-    pub(crate) engine: Arc<dyn StorageEngine>,
     pub(crate) prepared: PreparedCache,
-    pub(crate) events: broadcast::Sender<SchemaChangeEvent>,
     /// The commit log mode writes of durable keyspaces use.
     pub(crate) write_durability: Durability,
     pub(crate) batch_thresholds: BatchThresholds,
@@ -267,50 +237,28 @@ pub struct QueryProcessor {
     last_timestamp_micros: AtomicI64,
 }
 
-/// Where the user schema is persisted in storage's meta space.
-pub(crate) const SCHEMA_META_KEY: &[u8] = b"schema";
-
 impl QueryProcessor {
-    /// Builds the processor, loading the persisted user schema and adding the system keyspaces.
+    /// Builds the processor over the node's schema service (opened with
+    /// [`crate::system_keyspaces`]) and its coordinator, through which every read, write and
+    /// TRUNCATE goes.
     pub fn open(
         node: NodeInfo,
+        schema: Arc<SchemaService>,
         coordinator: Arc<Coordinator>,
-        engine: Arc<dyn StorageEngine>,
         write_durability: Durability,
-    ) -> Result<QueryProcessor, QueryError> {
-        let mut schema = match engine
-            .get_meta(SCHEMA_META_KEY)
-            .map_err(|e| QueryError::Server(e.to_string()))?
-        {
-            Some(bytes) => Schema::from_persisted_json(&bytes)?,
-            None => Schema {
-                keyspaces: Default::default(),
-                version: Uuid::new_v4(),
-            },
-        };
-        for table in schema.keyspaces.values().flat_map(|k| k.tables.values()) {
-            engine
-                .create_table(table.id)
-                .and_then(|()| engine.set_gc_grace(table.id, table.options.gc_grace_seconds))
-                .map_err(|e| QueryError::Server(e.to_string()))?;
-        }
-        system_tables::add_system_keyspaces(&mut schema)?;
-        let (events, _) = broadcast::channel(SCHEMA_EVENT_BUFFER);
-        Ok(QueryProcessor {
+    ) -> QueryProcessor {
+        QueryProcessor {
             node,
-            schema: RwLock::new(Arc::new(schema)),
-            ddl_lock: tokio::sync::Mutex::new(()),
+            schema,
             coordinator,
-            engine,
             prepared: PreparedCache::new(crate::prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES),
-            events,
             write_durability,
             batch_thresholds: BatchThresholds::default(),
             tombstone_warn_threshold: crate::warnings::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             timeouts: RequestTimeouts::default(),
             in_select_guardrails: InSelectGuardrails::default(),
             last_timestamp_micros: AtomicI64::new(0),
-        })
+        }
     }
 
     /// Replaces Cassandra's default batch thresholds (`cassandra.yaml` settings).
@@ -344,19 +292,13 @@ impl QueryProcessor {
         self
     }
 
+    /// The current schema (a snapshot; see [`SchemaService::snapshot`]).
     pub fn schema(&self) -> Arc<Schema> {
-        self.schema
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.schema.snapshot()
     }
 
     pub fn node(&self) -> &NodeInfo {
         &self.node
-    }
-
-    pub fn subscribe_schema_events(&self) -> broadcast::Receiver<SchemaChangeEvent> {
-        self.events.subscribe()
     }
 
     /// A write timestamp in microseconds, strictly increasing on this node so that two writes
@@ -727,7 +669,18 @@ impl QueryProcessor {
             Statement::Unsupported { feature } => Err(QueryError::Invalid(format!(
                 "{feature} is not supported yet by Helenus"
             ))),
-            other => ddl::execute(self, other, keyspace.as_deref(), warnings).await,
+            other => {
+                let next_timestamp = || self.next_timestamp();
+                let ctx = ddl::DdlContext {
+                    schema: &self.schema,
+                    coordinator: &self.coordinator,
+                    node: &self.node,
+                    prepared: &self.prepared,
+                    next_timestamp: &next_timestamp,
+                    truncate_deadline: start.deadline(self.timeouts.truncate),
+                };
+                ddl::execute(&ctx, other, keyspace.as_deref(), warnings).await
+            }
         }
     }
 }

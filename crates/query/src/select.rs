@@ -2473,7 +2473,7 @@ async fn execute_rows(
     };
 
     if table.virtual_table {
-        let rows = system_tables::rows(processor, schema, table)?;
+        let rows = system_tables::rows(&processor.node, schema, table)?;
         return Ok(QueryResult::Rows(finish_virtual(
             &plan, rows, page_size, state, now,
         )?));

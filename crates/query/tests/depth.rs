@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use coordinator::{Coordinator, LocalReplica, Ring};
 use query::{NodeInfo, QueryError, QueryOptions, QueryProcessor, Session};
+use schema_service::SchemaService;
 use storage::{Durability, MemoryEngine};
 
 fn processor() -> QueryProcessor {
@@ -33,7 +34,12 @@ fn processor() -> QueryProcessor {
         ring,
         Arc::new(LocalReplica::new(engine.clone())),
     ));
-    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    QueryProcessor::open(node, Arc::new(schema), coordinator, Durability::None)
 }
 
 const SETUP: &[&str] = &[

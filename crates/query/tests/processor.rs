@@ -4,15 +4,24 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
-use coordinator::{Coordinator, LocalReplica, Ring};
+use coordinator::{
+    Coordinator, Deadline, LocalReplica, ReadCommand, ReadResponse, Replica, ReplicaFuture, Ring,
+};
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions,
     QueryProcessor, QueryResult, ResultSet, Session, StatementKind,
 };
-use storage::{Durability, MemoryEngine, StorageEngine};
+use schema_service::SchemaService;
+use storage::{Durability, MemoryEngine, PartitionUpdate, StorageEngine, TableId};
 use types::Value;
 
 fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {
+    let replica = Arc::new(LocalReplica::new(engine.clone()));
+    processor_with(engine, replica)
+}
+
+/// A processor whose schema lives in `engine` and whose data operations go to `replica`.
+fn processor_with(engine: Arc<dyn StorageEngine>, replica: Arc<dyn Replica>) -> QueryProcessor {
     let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
     let node = NodeInfo {
         cluster_name: "test".into(),
@@ -29,11 +38,13 @@ fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {
         local_address: node.listen_address,
         tokens,
     };
-    let coordinator = Arc::new(Coordinator::new(
-        ring,
-        Arc::new(LocalReplica::new(engine.clone())),
-    ));
-    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+    let coordinator = Arc::new(Coordinator::new(ring, replica));
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    QueryProcessor::open(node, Arc::new(schema), coordinator, Durability::None)
 }
 
 struct Harness {
@@ -1029,5 +1040,68 @@ async fn the_prepared_cache_keeps_the_most_recently_used_within_its_bytes() {
         e.to_string().starts_with("Prepared statement of size 81") &&
             e.to_string().contains(" bytes is larger than allowed maximum of 0 MB: INSERT INTO ks.t (k, v) VALUES (?, 'yyy"),
         "{e}"
+    );
+}
+
+#[tokio::test]
+async fn truncate_empties_a_table_through_the_coordinator() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))")
+        .await;
+    for i in 0..10 {
+        h.ok(&format!(
+            "INSERT INTO t (k, c, v) VALUES ({}, {i}, {i})",
+            i % 3
+        ))
+        .await;
+    }
+    assert!(matches!(h.ok("TRUNCATE t").await, QueryResult::Void));
+    assert!(h.rows("SELECT * FROM t").await.is_empty());
+    h.ok("INSERT INTO t (k, c, v) VALUES (1, 1, 1)").await;
+    assert_eq!(h.rows("SELECT v FROM ks.t").await, vec![vec![int(1)]]);
+    h.ok("TRUNCATE TABLE ks.t").await;
+    assert!(h.rows("SELECT * FROM t").await.is_empty());
+    let e = h.run("TRUNCATE no_such_table").await.expect_err("missing");
+    assert_eq!(e.to_string(), "table no_such_table does not exist");
+    let e = h.run("TRUNCATE system.local").await.expect_err("virtual");
+    assert!(matches!(e, QueryError::Invalid(_)), "{e:?}");
+}
+
+/// The local replica, except that it never answers a TRUNCATE (a node that died meanwhile).
+struct TruncateNeverAnswers(LocalReplica);
+
+impl Replica for TruncateNeverAnswers {
+    fn apply(&self, updates: Arc<Vec<PartitionUpdate>>, d: Durability) -> ReplicaFuture<()> {
+        self.0.apply(updates, d)
+    }
+    fn read(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadResponse> {
+        self.0.read(command, deadline)
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_truncate_past_truncate_request_timeout_is_a_truncate_error() {
+    let engine: Arc<dyn StorageEngine> = Arc::new(MemoryEngine::new());
+    let replica = Arc::new(TruncateNeverAnswers(LocalReplica::new(engine.clone())));
+    let p = processor_with(engine, replica).with_request_timeouts(query::RequestTimeouts {
+        truncate: std::time::Duration::from_millis(20),
+        ..query::RequestTimeouts::default()
+    });
+    let mut h = Harness {
+        p,
+        session: Session::default(),
+    };
+    h.ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        .await;
+    h.ok("CREATE TABLE ks.t (k int PRIMARY KEY, v int)").await;
+    let e = h.run("TRUNCATE ks.t").await.expect_err("no answer");
+    // Cassandra's TruncateException: code TRUNCATE_ERROR, in its words.
+    assert!(matches!(e, QueryError::Truncate(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "Error during truncate: Truncate timed out - received only 0 responses"
     );
 }

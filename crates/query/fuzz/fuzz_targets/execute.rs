@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use coordinator::{Coordinator, LocalReplica, Ring};
 use libfuzzer_sys::fuzz_target;
 use query::{NodeInfo, QueryOptions, QueryProcessor, Session};
+use schema_service::SchemaService;
 use storage::{Durability, MemoryEngine};
 
 #[path = "../../../cql-syntax/fuzz/budget.rs"]
@@ -61,7 +62,12 @@ fn processor() -> QueryProcessor {
         ring,
         Arc::new(LocalReplica::new(engine.clone())),
     ));
-    QueryProcessor::open(node, coordinator, engine, Durability::None).expect("open")
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    QueryProcessor::open(node, Arc::new(schema), coordinator, Durability::None)
 }
 
 fn setup(state: &State) {
