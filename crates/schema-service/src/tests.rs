@@ -17,6 +17,7 @@ use super::*;
 struct TestEngine {
     inner: MemoryEngine,
     fail_put_meta: AtomicBool,
+    fail_drop_table: AtomicBool,
     /// When set, `put_meta` reports that it started, then waits for a message to go on.
     hold_put_meta: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
 }
@@ -26,6 +27,12 @@ impl StorageEngine for TestEngine {
         self.inner.create_table(table)
     }
     fn drop_table(&self, table: TableId) -> Result<(), StorageError> {
+        if self.fail_drop_table.load(Ordering::SeqCst) {
+            return Err(StorageError::Engine {
+                operation: "drop_table",
+                detail: "permission denied".to_string(),
+            });
+        }
         self.inner.drop_table(table)
     }
     fn truncate_table(&self, table: TableId) -> Result<(), StorageError> {
@@ -521,4 +528,56 @@ async fn a_change_whose_submitter_gave_up_still_applies_and_the_next_builds_on_i
     let schema = service.snapshot();
     assert!(schema.table("ks", "a").is_some());
     assert!(schema.table("ks", "b").is_some());
+}
+
+#[tokio::test]
+async fn an_unreadable_persisted_schema_stops_the_start() {
+    let engine = Arc::new(TestEngine::default());
+    engine
+        .inner
+        .put_meta(SCHEMA_META_KEY, b"{not json")
+        .expect("write");
+    let e = SchemaService::open(engine, vec![system_keyspace()])
+        .err()
+        .expect("corrupt");
+    assert!(matches!(e, SchemaServiceError::Corrupt(_)), "{e:?}");
+}
+
+/// Once a change is persisted it is in force: storage failing to drop a dropped table's data
+/// afterwards is logged, not answered (the change cannot be undone, and the next start loads
+/// the schema without the table).
+#[tokio::test]
+async fn a_failed_drop_after_the_schema_is_persisted_keeps_the_change() {
+    let engine = Arc::new(TestEngine::default());
+    let service = open(&engine);
+    service
+        .submit(always(with_keyspace))
+        .await
+        .expect("keyspace");
+    service
+        .submit(|s: &Schema| Ok::<_, SchemaServiceError>(Some(with_table(s, "t", T1))))
+        .await
+        .expect("table");
+    let mut events = service.subscribe();
+    engine.fail_drop_table.store(true, Ordering::SeqCst);
+    service
+        .submit(|s: &Schema| Ok::<_, SchemaServiceError>(Some(without_table(s, "t"))))
+        .await
+        .expect("dropped from the schema");
+    assert!(service.snapshot().table("ks", "t").is_none());
+    assert_eq!(
+        events.try_recv().expect("announced"),
+        event(
+            SchemaChangeKind::Dropped,
+            SchemaChangeTarget::Table,
+            Some("t")
+        )
+    );
+    assert!(has_storage(engine.as_ref(), T1), "left behind");
+    let persisted = engine
+        .get_meta(SCHEMA_META_KEY)
+        .expect("read")
+        .expect("persisted");
+    let persisted = Schema::from_persisted_json(&persisted).expect("decodes");
+    assert!(persisted.table("ks", "t").is_none());
 }
