@@ -19,6 +19,7 @@ use anyhow::{bail, Context, Result};
 use coordinator::{Coordinator, Ring};
 use query::{NodeInfo, QueryProcessor};
 use replica::LocalReplica;
+use schema_service::SchemaService;
 use storage::{Durability, MemoryEngine, StorageEngine};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -137,8 +138,9 @@ fn processor(addr: SocketAddr) -> Result<Arc<QueryProcessor>> {
         tokens,
         release_version: RELEASE_VERSION.to_string(),
     };
-    let processor = QueryProcessor::open(node, coordinator, engine)
-        .context("cannot start the query processor")?;
+    let schema = SchemaService::open(engine, query::system_keyspaces()?)
+        .context("cannot start the schema service")?;
+    let processor = QueryProcessor::open(node, Arc::new(schema), coordinator);
     Ok(Arc::new(processor))
 }
 

@@ -33,7 +33,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use mutation::PartitionUpdate;
+use mutation::{PartitionUpdate, TableId};
 use schema::KeyspaceMetadata;
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +70,10 @@ pub enum CoordinatorError {
     /// message).
     #[error(transparent)]
     Replica(#[from] ReplicaError),
+    /// The deadline of a TRUNCATE passed before every node acknowledged it, in the words of
+    /// Cassandra's `TruncateResponseHandler`; it may still be applied.
+    #[error("Truncate timed out - received only {received} responses")]
+    TruncateTimeout { received: i32 },
 }
 
 /// The token ring as this node sees it. One node owns every token today.
@@ -160,6 +164,32 @@ impl Coordinator {
                         .write_missed(replica, &mutation, MissedWrite::TimedOut);
                     return Err(timeout());
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every row of `table` on every node (TRUNCATE), as Cassandra's
+    /// `StorageProxy.truncateBlocking`: every node must be alive (else `Unavailable` at ALL, as
+    /// Cassandra's) and must acknowledge before `deadline` (else `TruncateTimeout`). Every node
+    /// of the ring, not only the keyspace's replicas: a node may still hold data of a keyspace
+    /// whose replication an ALTER KEYSPACE moved away from it. (`_keyspace` is the table's,
+    /// for when placement can say more; the one node of today's ring is the only one.)
+    pub async fn truncate(
+        &self,
+        _keyspace: &KeyspaceMetadata,
+        table: TableId,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
+        let nodes = [self.local.clone()];
+        for (received, node) in (0..).zip(&nodes) {
+            match by_deadline(node.truncate(table, deadline), deadline).await {
+                Some(Ok(())) => {}
+                // A replica that did not start it in time is as late as one that did not answer.
+                Some(Err(ReplicaError::DeadlinePassed)) | None => {
+                    return Err(CoordinatorError::TruncateTimeout { received })
+                }
+                Some(Err(e)) => return Err(e.into()),
             }
         }
         Ok(())
@@ -494,5 +524,47 @@ mod tests {
         for (e, words) in cases {
             assert_eq!(CoordinatorError::from(e).to_string(), words);
         }
+    }
+
+    #[tokio::test]
+    async fn a_truncate_past_its_deadline_is_a_truncate_timeout() {
+        let coordinator = stalled();
+        let started = Instant::now();
+        let deadline = Deadline::at(started + Duration::from_millis(20));
+        let e = coordinator
+            .truncate(&keyspace(), TableId::from_u128(1), deadline)
+            .await
+            .expect_err("the replica never acknowledges");
+        assert!(started.elapsed() >= Duration::from_millis(20));
+        assert!(
+            matches!(e, CoordinatorError::TruncateTimeout { received: 0 }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "Truncate timed out - received only 0 responses"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_truncate_a_replica_refused_is_its_error_and_one_it_did_not_start_a_timeout() {
+        let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+        let unknown = ReplicaError::UnknownTable(TableId::from_u128(4));
+        let e = coordinator(Failing(unknown.clone()))
+            .truncate(&keyspace(), TableId::from_u128(4), deadline)
+            .await
+            .expect_err("unknown table");
+        assert!(
+            matches!(&e, CoordinatorError::Replica(r) if *r == unknown),
+            "{e:?}"
+        );
+        let e = coordinator(Failing(ReplicaError::DeadlinePassed))
+            .truncate(&keyspace(), TableId::from_u128(4), deadline)
+            .await
+            .expect_err("not started");
+        assert!(
+            matches!(e, CoordinatorError::TruncateTimeout { received: 0 }),
+            "{e:?}"
+        );
     }
 }

@@ -23,8 +23,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, Outcome, QueryError, QueryOptions,
-    QueryProcessor, QueryResult, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, Session,
+    QueryProcessor, QueryResult, Session,
 };
+use schema_service::{SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -32,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::errors::{consistency_from_wire, error_body};
 use crate::in_flight::{ConnectionBudget, InFlightLimits, GRANT_BYTES};
-use crate::ServerConfig;
+use crate::{EventSources, ServerConfig};
 
 /// Encoded responses waiting for the socket beyond which no new request is started (a client
 /// that does not read its responses stops the server reading its requests).
@@ -97,6 +98,8 @@ enum State {
 struct Connection {
     peer: SocketAddr,
     processor: Arc<QueryProcessor>,
+    /// What a REGISTER subscribes to.
+    events: EventSources,
     max_in_flight: usize,
     decoder: wire::FrameCodec,
     encoder: wire::FrameCodec,
@@ -250,6 +253,7 @@ pub(crate) async fn run(
     socket: TcpStream,
     peer: SocketAddr,
     processor: Arc<QueryProcessor>,
+    events: EventSources,
     config: Arc<ServerConfig>,
     limits: Arc<InFlightLimits>,
     mut stop: watch::Receiver<bool>,
@@ -260,6 +264,7 @@ pub(crate) async fn run(
     let mut conn = Connection {
         peer,
         processor,
+        events,
         max_in_flight: config.max_requests_per_connection.max(1),
         decoder: wire::FrameCodec::new(config.max_frame_size_bytes),
         encoder: wire::FrameCodec::new(usize::MAX),
@@ -671,8 +676,7 @@ impl Connection {
                 };
                 if let wire::Request::Register { events } = &other {
                     if events.iter().any(|e| e == "SCHEMA_CHANGE") && self.events_task.is_none() {
-                        self.events_task =
-                            Some(spawn_events(&self.processor, self.events_tx.clone()));
+                        self.events_task = Some(spawn_events(&self.events, self.events_tx.clone()));
                     }
                     return self.respond(version, stream, &wire::Response::Ready, &[]);
                 }
@@ -797,10 +801,10 @@ fn check_cql_version(v: &str) -> Result<(), String> {
 }
 
 fn spawn_events(
-    processor: &Arc<QueryProcessor>,
+    sources: &EventSources,
     out: mpsc::Sender<wire::Response>,
 ) -> tokio::task::JoinHandle<()> {
-    let mut events = processor.subscribe_schema_events();
+    let mut events = sources.schema.subscribe();
     tokio::spawn(async move {
         loop {
             match events.recv().await {

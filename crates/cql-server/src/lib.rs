@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use query::QueryProcessor;
+use schema_service::SchemaService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -57,6 +58,14 @@ pub struct ServerConfig {
     pub max_concurrent_connections_per_ip: Option<usize>,
 }
 
+/// Where the events a connection may REGISTER for come from: schema changes from the schema
+/// service (the native protocol's SCHEMA_CHANGE). Topology and status changes will come from
+/// membership, beside it, not through the query processor.
+#[derive(Clone)]
+pub struct EventSources {
+    pub schema: Arc<SchemaService>,
+}
+
 /// How long shutdown waits for in-flight requests before closing connections anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -64,6 +73,7 @@ pub struct Server {
     listener: TcpListener,
     shards: shards::Shards,
     processor: Arc<QueryProcessor>,
+    events: EventSources,
     config: Arc<ServerConfig>,
     in_flight: Arc<in_flight::InFlightLimits>,
     limits: Arc<connection_limits::ConnectionLimits>,
@@ -73,6 +83,7 @@ impl Server {
     pub async fn bind(
         addr: SocketAddr,
         processor: Arc<QueryProcessor>,
+        events: EventSources,
         config: ServerConfig,
     ) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
@@ -89,6 +100,7 @@ impl Server {
             listener,
             shards,
             processor,
+            events,
             config: Arc::new(config),
             in_flight,
             limits,
@@ -128,13 +140,14 @@ impl Server {
                         };
                         let _ = socket.set_nodelay(true);
                         let processor = self.processor.clone();
+                        let events = self.events.clone();
                         let config = self.config.clone();
                         let in_flight = self.in_flight.clone();
                         let stop = stop_rx.clone();
                         let placed = self.shards.spawn(&mut connections, socket, peer, move |socket| async move {
                             // Its place under the caps is given back when the connection ends.
                             let _admitted = admitted;
-                            connection::run(socket, peer, processor, config, in_flight, stop).await
+                            connection::run(socket, peer, processor, events, config, in_flight, stop).await
                         });
                         if let Err(e) = placed {
                             tracing::warn!(%peer, error = %e, "cannot hand a connection to a shard");

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use mutation::TableId;
-use query::QueryProcessor;
+use schema_service::SchemaService;
 use storage::StorageEngine;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpListener, TcpStream as AsyncTcpStream};
@@ -41,7 +41,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(600);
 pub async fn serve(
     listener: TcpListener,
     engine: Arc<dyn StorageEngine>,
-    processor: Arc<QueryProcessor>,
+    schema: Arc<SchemaService>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
     loop {
@@ -58,10 +58,10 @@ pub async fn serve(
             continue; // the socket is dropped: closed
         };
         let engine = engine.clone();
-        let processor = processor.clone();
+        let schema = schema.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(e) = handle(socket, engine, processor).await {
+            if let Err(e) = handle(socket, engine, schema).await {
                 tracing::debug!(%peer, error = %e, "admin connection failed");
             }
         });
@@ -71,7 +71,7 @@ pub async fn serve(
 async fn handle(
     socket: AsyncTcpStream,
     engine: Arc<dyn StorageEngine>,
-    processor: Arc<QueryProcessor>,
+    schema: Arc<SchemaService>,
 ) -> Result<()> {
     let (read, mut write) = socket.into_split();
     let mut line = String::new();
@@ -81,7 +81,7 @@ async fn handle(
         .context("no command within the time limit")??;
     let command = line.trim().to_string();
     tracing::info!(%command, "admin command");
-    let reply = tokio::task::spawn_blocking(move || execute(&command, engine.as_ref(), &processor))
+    let reply = tokio::task::spawn_blocking(move || execute(&command, engine.as_ref(), &schema))
         .await
         .context("admin command panicked")?;
     let mut out = String::new();
@@ -104,7 +104,7 @@ async fn handle(
 fn execute(
     command: &str,
     engine: &dyn StorageEngine,
-    processor: &QueryProcessor,
+    schema: &SchemaService,
 ) -> Result<Vec<String>> {
     let words: Vec<&str> = command.split_whitespace().collect();
     let (verb, target) = match words.as_slice() {
@@ -126,7 +126,7 @@ fn execute(
                 .collect())
         }
         "flush" | "compact" => {
-            let tables = resolve(processor, target)?;
+            let tables = resolve(schema, target)?;
             let run = |table: Option<TableId>| {
                 if verb == "flush" {
                     engine.flush(table)
@@ -143,7 +143,7 @@ fn execute(
             }
             Ok(vec![format!("{verb}ed {} table(s)", tables.len())])
         }
-        "stats" => resolve(processor, target)?
+        "stats" => resolve(schema, target)?
             .iter()
             .map(|(name, id)| {
                 let s = engine.table_stats(*id)?;
@@ -161,8 +161,8 @@ fn execute(
 }
 
 /// The stored tables a target names: every table (`None`), a keyspace's, or one.
-fn resolve(processor: &QueryProcessor, target: Option<&str>) -> Result<Vec<(String, TableId)>> {
-    let schema = processor.schema();
+fn resolve(schema: &SchemaService, target: Option<&str>) -> Result<Vec<(String, TableId)>> {
+    let schema = schema.snapshot();
     let stored_in = |ks_name: &str| -> Vec<(String, TableId)> {
         schema
             .keyspace(ks_name)

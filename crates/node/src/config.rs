@@ -78,7 +78,8 @@ pub struct Config {
     /// --ignore-commitlog-replay-errors`): start even if the commit log is damaged where it holds
     /// writes, replaying every intact record and losing the damaged ones.
     pub commitlog_ignore_replay_errors: bool,
-    /// `read_request_timeout`, `range_request_timeout`, `write_request_timeout`.
+    /// `read_request_timeout`, `range_request_timeout`, `write_request_timeout`,
+    /// `truncate_request_timeout`.
     pub request_timeouts: query::RequestTimeouts,
     /// `partition_keys_in_select_*_threshold`, `in_select_cartesian_product_*_threshold`.
     pub in_select_guardrails: query::InSelectGuardrails,
@@ -607,11 +608,12 @@ impl Config {
                 "write_request_timeout" | "write_request_timeout_in_ms" => {
                     config.request_timeouts.write = as_timeout(key, v)?;
                 }
+                "truncate_request_timeout" | "truncate_request_timeout_in_ms" => {
+                    config.request_timeouts.truncate = as_timeout(key, v)?;
+                }
                 // Timeouts of requests Helenus does not have (counters, LWT) or that run no
-                // long loop (TRUNCATE, schema changes): checked, otherwise not acted on.
-                "truncate_request_timeout"
-                | "truncate_request_timeout_in_ms"
-                | "request_timeout"
+                // long loop (schema changes): checked, otherwise not acted on.
+                "request_timeout"
                 | "request_timeout_in_ms"
                 | "counter_write_request_timeout"
                 | "counter_write_request_timeout_in_ms"
@@ -834,14 +836,16 @@ mod tests {
         assert_eq!(c.request_timeouts.read, Duration::from_secs(5));
         assert_eq!(c.request_timeouts.range, Duration::from_secs(10));
         assert_eq!(c.request_timeouts.write, Duration::from_secs(2));
+        assert_eq!(c.request_timeouts.truncate, Duration::from_secs(60));
         let (c, w) = Config::parse(
-            "read_request_timeout: 1500ms\nrange_request_timeout_in_ms: 20000\nwrite_request_timeout: 3s\n",
+            "read_request_timeout: 1500ms\nrange_request_timeout_in_ms: 20000\nwrite_request_timeout: 3s\ntruncate_request_timeout_in_ms: 90000\n",
         )
         .expect("valid");
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.request_timeouts.read, Duration::from_millis(1500));
         assert_eq!(c.request_timeouts.range, Duration::from_secs(20));
         assert_eq!(c.request_timeouts.write, Duration::from_secs(3));
+        assert_eq!(c.request_timeouts.truncate, Duration::from_secs(90));
         for bad in [
             "read_request_timeout: 0ms",
             "write_request_timeout: 2 fortnights",

@@ -31,6 +31,7 @@ use config::{CommitLogSync, Config, DiskFailurePolicy};
 use coordinator::{Coordinator, Ring};
 use query::{NodeInfo, QueryProcessor};
 use replica::LocalReplica;
+use schema_service::SchemaService;
 use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 
 /// What `release_version` reports. Drivers switch features on the Cassandra version (the
@@ -270,6 +271,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         }
     });
     let (host_id, tokens) = node_identity(engine.as_ref(), config.num_tokens)?;
+    let schema = Arc::new(
+        SchemaService::open(engine.clone(), query::system_keyspaces()?)
+            .context("cannot load the schema")?,
+    );
     let ring = Ring {
         local_address: config.listen_address,
         tokens: tokens.clone(),
@@ -290,8 +295,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         release_version: RELEASE_VERSION.to_string(),
     };
     let processor = Arc::new(
-        QueryProcessor::open(node, coordinator, engine.clone())
-            .context("cannot load the schema")?
+        QueryProcessor::open(node, schema.clone(), coordinator)
             .with_batch_thresholds(config.batch_thresholds)
             .with_tombstone_warn_threshold(config.tombstone_warn_threshold)
             .with_request_timeouts(config.request_timeouts)
@@ -351,16 +355,13 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         .with_context(|| {
             format!("cannot listen for admin commands on {admin_addr} (admin_port)")
         })?;
-    let admin_task = tokio::spawn(admin::serve(
-        admin_listener,
-        engine.clone(),
-        processor.clone(),
-    ));
+    let admin_task = tokio::spawn(admin::serve(admin_listener, engine.clone(), schema.clone()));
 
     let addr = SocketAddr::new(config.rpc_address, config.native_transport_port);
     let server = cql_server::Server::bind(
         addr,
         processor.clone(),
+        cql_server::EventSources { schema },
         cql_server::ServerConfig {
             max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
             max_requests_per_connection: config.native_transport_max_requests_per_connection,

@@ -1,8 +1,14 @@
 //! Schema statements: keyspaces, tables, user types, USE-independent DDL, TRUNCATE.
+//!
+//! What decides a change lives here: validation against a schema snapshot, the new `Schema`
+//! value, Cassandra's words for a refusal. The schema service applies the change (persists it,
+//! prepares storage, announces it); TRUNCATE is data, not schema, and goes through the
+//! coordinator to every node.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use coordinator::{Coordinator, Deadline};
 use cql_syntax::ast::{
     AlterTableAction, AlterTypeAction, Constant, CreateTable, Order, Properties, PropertyValue,
     QualifiedName, Statement, TypeExpr,
@@ -11,13 +17,31 @@ use schema::{
     ClusteringOrder, ColumnKind, KeyspaceMetadata, OptionValue, Replication, Schema, TableMetadata,
     TableOptions, UserType, SYSTEM_KEYSPACES,
 };
+use schema_service::{
+    SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, SchemaService, SchemaUpdate,
+};
 use types::{CqlType, UdtType};
 
-use crate::interface::QueryResult;
-use crate::processor::{
-    QueryProcessor, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget, SCHEMA_META_KEY,
-};
+use crate::interface::{NodeInfo, QueryResult};
+use crate::prepared::PreparedCache;
 use crate::QueryError;
+
+/// What a schema statement needs of the node.
+pub(crate) struct DdlContext<'a> {
+    /// Where a change is submitted, and the schema it is decided on.
+    pub(crate) schema: &'a SchemaService,
+    /// TRUNCATE's way to every node.
+    pub(crate) coordinator: &'a Coordinator,
+    /// The local data centre, for a keyspace's replication warnings.
+    pub(crate) node: &'a NodeInfo,
+    /// Emptied by a change that may leave prepared statements wrong.
+    pub(crate) prepared: &'a PreparedCache,
+    /// This node's next write timestamp: when ALTER TABLE DROP drops a column, unless it says
+    /// `USING TIMESTAMP`.
+    pub(crate) next_timestamp: &'a (dyn Fn() -> i64 + Sync),
+    /// When a TRUNCATE times out (`truncate_request_timeout` from the request's start).
+    pub(crate) truncate_deadline: Deadline,
+}
 
 /// Cassandra's limit on keyspace and table names.
 /// Cassandra 5.0's longest keyspace name (its data directory's) and longest table name (its
@@ -92,12 +116,8 @@ fn property_value(v: &PropertyValue) -> OptionValue {
 }
 
 /// Cassandra's warnings for more replicas than nodes. The ring is this one node today.
-fn replication_warnings(
-    processor: &QueryProcessor,
-    keyspace: &str,
-    replication: &Replication,
-) -> Vec<String> {
-    let data_center = processor.node.data_center.as_str();
+fn replication_warnings(node: &NodeInfo, keyspace: &str, replication: &Replication) -> Vec<String> {
+    let data_center = node.data_center.as_str();
     crate::warnings::replication_warnings(
         keyspace,
         replication,
@@ -501,12 +521,10 @@ fn with_altered_type(t: &CqlType, altered: &UdtType) -> CqlType {
     }
 }
 
+/// What a schema statement decided: the schema it makes and what goes with it.
 struct Change {
     schema: Schema,
-    event: Option<SchemaChangeEvent>,
-    created_table: Option<uuid::Uuid>,
-    dropped_tables: Vec<uuid::Uuid>,
-    truncated_table: Option<uuid::Uuid>,
+    event: SchemaChangeEvent,
     invalidates_prepared: bool,
     /// Client warnings to send with the result.
     warnings: Vec<String>,
@@ -517,83 +535,88 @@ fn event(
     target: SchemaChangeTarget,
     ks: &str,
     name: Option<&str>,
-) -> Option<SchemaChangeEvent> {
-    Some(SchemaChangeEvent {
+) -> SchemaChangeEvent {
+    SchemaChangeEvent {
         kind,
         target,
         keyspace: ks.to_string(),
         name: name.map(str::to_string),
-    })
+    }
 }
 
 pub(crate) async fn execute(
-    processor: &QueryProcessor,
+    ctx: &DdlContext<'_>,
     statement: &Statement,
     session_keyspace: Option<&str>,
     warnings: &mut Vec<String>,
 ) -> Result<QueryResult, QueryError> {
-    let _guard = processor.ddl_lock.lock().await;
-    let current = processor.schema();
-    let change = plan_change(processor, &current, statement, session_keyspace)?;
-    let Some(mut change) = change else {
-        // IF [NOT] EXISTS made the statement a no-op.
+    if let Statement::Truncate(s) = statement {
+        return truncate(ctx, &s.name, session_keyspace).await;
+    }
+    // Decided on the schema the service shows, perhaps again on a newer one: only the last
+    // decision's warnings and invalidation count.
+    let mut decided_warnings = Vec::new();
+    let mut invalidates_prepared = false;
+    let applied = ctx
+        .schema
+        .submit(|current| {
+            let Some(change) = plan_change(ctx, current, statement, session_keyspace)? else {
+                // IF [NOT] EXISTS made the statement a no-op.
+                return Ok(None);
+            };
+            decided_warnings = change.warnings;
+            invalidates_prepared = change.invalidates_prepared;
+            Ok::<_, QueryError>(Some(SchemaUpdate {
+                schema: change.schema,
+                event: change.event,
+            }))
+        })
+        .await?;
+    let Some(event) = applied else {
         return Ok(QueryResult::Void);
     };
-    let engine = processor.engine.clone();
-    if change.event.is_some() {
-        change.schema.version = uuid::Uuid::new_v4();
+    if invalidates_prepared {
+        ctx.prepared.clear();
     }
-    let persisted = change.schema.to_persisted_json()?;
-    let created = change.created_table;
-    let dropped = change.dropped_tables.clone();
-    let truncated = change.truncated_table;
-    // Every table's grace, so a CREATE or ALTER of gc_grace_seconds reaches compaction (cheap:
-    // one store per table, and DDL is rare).
-    let graces: Vec<(uuid::Uuid, i32)> = change
-        .schema
-        .keyspaces
-        .iter()
-        .filter(|(name, _)| !SYSTEM_KEYSPACES.contains(&name.as_str()))
-        .flat_map(|(_, k)| k.tables.values())
-        .map(|t| (t.id, t.options.gc_grace_seconds))
-        .collect();
-    // Storage first for creation (a table exists before the schema names it), schema first for
-    // drops (the schema stops naming a table before its data goes).
-    tokio::task::spawn_blocking(move || -> Result<(), storage::StorageError> {
-        if let Some(id) = created {
-            engine.create_table(id)?;
-        }
-        if let Some(id) = truncated {
-            engine.truncate_table(id)?;
-        }
-        engine.put_meta(SCHEMA_META_KEY, &persisted)?;
-        for id in dropped {
-            engine.drop_table(id)?;
-        }
-        for (id, grace) in graces {
-            engine.set_gc_grace(id, grace)?;
-        }
-        Ok(())
-    })
-    .await
-    .map_err(|e| QueryError::Server(e.to_string()))?
-    .map_err(|e| QueryError::Server(format!("could not persist the schema change: {e}")))?;
-    *processor
-        .schema
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(change.schema);
-    if change.invalidates_prepared {
-        processor.prepared.clear();
+    warnings.append(&mut decided_warnings);
+    Ok(QueryResult::SchemaChange(event))
+}
+
+/// TRUNCATE: data, not schema, so it goes through the coordinator to every node.
+async fn truncate(
+    ctx: &DdlContext<'_>,
+    name: &QualifiedName,
+    session_keyspace: Option<&str>,
+) -> Result<QueryResult, QueryError> {
+    let schema = ctx.schema.snapshot();
+    let ks_name = keyspace_name(name, session_keyspace)?;
+    let name = name.name.as_str();
+    let table = schema
+        .table(&ks_name, name)
+        .ok_or_else(|| QueryError::Invalid(format!("table {name} does not exist")))?;
+    if table.virtual_table {
+        return Err(QueryError::Invalid(format!(
+            "Cannot truncate table {ks_name}.{name} of a system keyspace"
+        )));
     }
-    warnings.append(&mut change.warnings);
-    match change.event {
-        Some(e) => {
-            // No subscribers is fine: nobody registered for events.
-            let _ = processor.events.send(e.clone());
-            Ok(QueryResult::SchemaChange(e))
-        }
-        None => Ok(QueryResult::Void),
+    let keyspace = schema
+        .keyspace(&ks_name)
+        .expect("a table's keyspace is in the schema that names the table");
+    ctx.coordinator
+        .truncate(keyspace, table.id, ctx.truncate_deadline)
+        .await
+        .map_err(truncate_error)?;
+    Ok(QueryResult::Void)
+}
+
+/// A TRUNCATE that failed on its way to the nodes: Cassandra's `TruncateException` (code
+/// TRUNCATE_ERROR) wraps the unavailable, timeout and replica errors, in these words.
+fn truncate_error(e: coordinator::CoordinatorError) -> QueryError {
+    use coordinator::CoordinatorError as E;
+    if matches!(e, E::Replica(_)) {
+        tracing::error!(error = %e, "a TRUNCATE failed in the storage layer");
     }
+    QueryError::Truncate(format!("Error during truncate: {e}"))
 }
 
 /// A user type's field type. Like Cassandra, a field may be a non-frozen collection (the type
@@ -618,18 +641,15 @@ fn field_type(
 }
 
 fn plan_change(
-    processor: &QueryProcessor,
+    ctx: &DdlContext<'_>,
     current: &Schema,
     statement: &Statement,
     session_keyspace: Option<&str>,
 ) -> Result<Option<Change>, QueryError> {
     let mut schema = current.clone();
-    let change = |schema: Schema, event: Option<SchemaChangeEvent>| Change {
+    let change = |schema: Schema, event: SchemaChangeEvent| Change {
         schema,
         event,
-        created_table: None,
-        dropped_tables: Vec::new(),
-        truncated_table: None,
         invalidates_prepared: false,
         warnings: Vec::new(),
     };
@@ -666,8 +686,8 @@ fn plan_change(
                 )));
             }
             let (replication, durable_writes) =
-                keyspace_props(&s.properties, &processor.node.data_center, name, None)?;
-            let warnings = replication_warnings(processor, name, &replication);
+                keyspace_props(&s.properties, &ctx.node.data_center, name, None)?;
+            let warnings = replication_warnings(ctx.node, name, &replication);
             schema.keyspaces.insert(
                 name.to_string(),
                 Arc::new(KeyspaceMetadata {
@@ -695,13 +715,9 @@ fn plan_change(
                 )));
             };
             user_keyspace(&schema, name)?;
-            let (replication, durable_writes) = keyspace_props(
-                &s.properties,
-                &processor.node.data_center,
-                name,
-                Some(&existing),
-            )?;
-            let mut warnings = replication_warnings(processor, name, &replication);
+            let (replication, durable_writes) =
+                keyspace_props(&s.properties, &ctx.node.data_center, name, Some(&existing))?;
+            let mut warnings = replication_warnings(ctx.node, name, &replication);
             if replication.replication_factor() > existing.replication.replication_factor() {
                 warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());
             }
@@ -724,10 +740,9 @@ fn plan_change(
                     "Keyspace '{name}' doesn't exist"
                 )));
             }
-            let ks = user_keyspace(&schema, name)?.clone();
+            user_keyspace(&schema, name)?;
             schema.keyspaces.remove(name);
             let mut c = change(schema, event(Dropped, T::Keyspace, name, None));
-            c.dropped_tables = ks.tables.values().map(|t| t.id).collect();
             c.invalidates_prepared = true;
             c
         }
@@ -771,13 +786,10 @@ fn plan_change(
                     "Counter tables are not supported yet by Helenus".to_string(),
                 ));
             }
-            let id = table.id;
             let mut ksm = (*ks).clone();
             ksm.tables.insert(name.to_string(), Arc::new(table));
             schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            let mut c = change(schema, event(Created, T::Table, &ks_name, Some(name)));
-            c.created_table = Some(id);
-            c
+            change(schema, event(Created, T::Table, &ks_name, Some(name)))
         }
         Statement::AlterTable(s) => {
             let ks_name = keyspace_name(&s.name, session_keyspace)?;
@@ -821,7 +833,7 @@ fn plan_change(
                     if_exists,
                     timestamp,
                 } => {
-                    let at = timestamp.unwrap_or_else(|| processor.next_timestamp());
+                    let at = timestamp.unwrap_or_else(ctx.next_timestamp);
                     for (i, c) in columns.iter().enumerate() {
                         // A column named twice is dropped once, as in Cassandra.
                         let again = columns[..i].contains(c);
@@ -883,27 +895,10 @@ fn plan_change(
             }
             let ks = user_keyspace(&schema, &ks_name)?.clone();
             let mut ksm = (*ks).clone();
-            let dropped = ksm.tables.remove(name);
+            ksm.tables.remove(name);
             schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
             let mut c = change(schema, event(Dropped, T::Table, &ks_name, Some(name)));
-            c.dropped_tables = dropped.map(|t| vec![t.id]).unwrap_or_default();
             c.invalidates_prepared = true;
-            c
-        }
-        Statement::Truncate(s) => {
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let name = s.name.name.as_str();
-            let table = schema
-                .table(&ks_name, name)
-                .cloned()
-                .ok_or_else(|| QueryError::Invalid(format!("table {name} does not exist")))?;
-            if table.virtual_table {
-                return Err(QueryError::Invalid(format!(
-                    "Cannot truncate table {ks_name}.{name} of a system keyspace"
-                )));
-            }
-            let mut c = change(schema, None);
-            c.truncated_table = Some(table.id);
             c
         }
         Statement::CreateType(s) => {

@@ -110,6 +110,13 @@ impl From<SchemaError> for QueryError {
     }
 }
 
+impl From<schema_service::SchemaServiceError> for QueryError {
+    fn from(e: schema_service::SchemaServiceError) -> Self {
+        tracing::error!(error = %e, "a schema change failed");
+        QueryError::Server(e.to_string())
+    }
+}
+
 impl From<CoordinatorError> for QueryError {
     fn from(e: CoordinatorError) -> Self {
         match e {

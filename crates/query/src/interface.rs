@@ -11,10 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use coordinator::ConsistencyLevel;
 use cql_syntax::ast::Statement;
+use schema_service::SchemaChangeEvent;
 use uuid::Uuid;
-
-// The one tie to the processor, until the schema change events move to the schema service.
-use crate::processor::SchemaChangeEvent;
 
 /// Facts about this node that system tables report.
 #[derive(Debug, Clone)]

@@ -3,12 +3,15 @@
 //! Owns: parsing (through `cql-syntax`), binding values to bind markers, validating statements
 //! against the schema, turning writes into `storage::PartitionUpdate`s and reads into
 //! coordinator read commands, filtering and projecting rows, paging state, request deadlines
-//! and the guardrails on IN restrictions, the prepared statement cache, schema changes (DDL)
-//! and their persistence, and the node-served system tables (`system.local`,
-//! `system_schema.*`, `system_virtual_schema.*`).
+//! and the guardrails on IN restrictions, the prepared statement cache, deciding schema changes
+//! (DDL: validation, the new schema, Cassandra's refusals; `schema-service` applies, persists
+//! and announces them), and the node-served system tables (`system.local`, `system_schema.*`,
+//! `system_virtual_schema.*`).
 //!
-//! Must not depend on: the protocol frame codec, sockets, or RocksDB. Results are returned as
-//! plain column specs and serialised cell values; the server crate encodes them.
+//! Must not depend on: the protocol frame codec, sockets, or the storage engine: every read,
+//! write and TRUNCATE goes through the coordinator, every schema change through the schema
+//! service. Results are returned as plain column specs and serialised cell values; the server
+//! crate encodes them.
 
 mod analyze;
 mod bind;
@@ -39,7 +42,11 @@ pub use limits::{
     InSelectGuardrails, RequestTimeouts, DEFAULT_IN_SELECT_CARTESIAN_PRODUCT_FAIL_THRESHOLD,
 };
 pub use prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES;
-pub use processor::{QueryProcessor, SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget};
+pub use processor::QueryProcessor;
+/// The schema change events moved to the schema service; re-exported for the crates that still
+/// name them through `query`.
+pub use schema_service::{SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget};
+pub use system_tables::system_keyspaces;
 pub use warnings::{BatchThresholds, DEFAULT_TOMBSTONE_WARN_THRESHOLD};
 
 /// The stack a thread that runs statements must have (`cql_server`'s shards do). Analysing and

@@ -21,6 +21,8 @@ pub struct RequestTimeouts {
     pub range: Duration,
     /// `write_request_timeout` (2 s): INSERT, UPDATE, DELETE and BATCH.
     pub write: Duration,
+    /// `truncate_request_timeout` (60 s): TRUNCATE, which every node must acknowledge.
+    pub truncate: Duration,
 }
 
 impl Default for RequestTimeouts {
@@ -29,6 +31,7 @@ impl Default for RequestTimeouts {
             read: Duration::from_millis(5_000),
             range: Duration::from_millis(10_000),
             write: Duration::from_millis(2_000),
+            truncate: Duration::from_millis(60_000),
         }
     }
 }

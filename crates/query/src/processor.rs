@@ -1,15 +1,13 @@
 //! The query processor: the entry point the server calls for QUERY, PREPARE, EXECUTE, BATCH.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use coordinator::{Coordinator, WriteType};
 use cql_syntax::ast::Statement;
 use schema::Schema;
-use storage::StorageEngine;
-use tokio::sync::broadcast;
-use uuid::Uuid;
+use schema_service::SchemaService;
 
 use crate::bind::{self, Bound};
 use crate::interface::{
@@ -19,30 +17,7 @@ use crate::interface::{
 use crate::limits::{InSelectGuardrails, RequestStart, RequestTimeouts, ShardTime};
 use crate::prepared::PreparedCache;
 use crate::warnings::BatchThresholds;
-use crate::{analyze, ddl, describe, select, system_tables, warnings, write, QueryError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaChangeKind {
-    Created,
-    Updated,
-    Dropped,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaChangeTarget {
-    Keyspace,
-    Table,
-    Type,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SchemaChangeEvent {
-    pub kind: SchemaChangeKind,
-    pub target: SchemaChangeTarget,
-    pub keyspace: String,
-    /// Table or type name; `None` for keyspace changes.
-    pub name: Option<String>,
-}
+use crate::{analyze, ddl, describe, select, warnings, write, QueryError};
 
 /// A statement to execute, with what its prepared form keeps between executions.
 #[derive(Clone, Copy)]
@@ -60,19 +35,12 @@ enum BatchStatement {
     Prepared(Arc<PreparedInfo>),
 }
 
-/// Bound on buffered schema events per subscriber; a connection that falls further behind
-/// misses events (drivers re-read the schema on reconnect anyway).
-const SCHEMA_EVENT_BUFFER: usize = 256;
-
 pub struct QueryProcessor {
     pub(crate) node: NodeInfo,
-    pub(crate) schema: RwLock<Arc<Schema>>,
-    /// Serialises DDL so each change applies to the schema the previous one produced.
-    pub(crate) ddl_lock: tokio::sync::Mutex<()>,
+    /// The schema's owner: every request reads a snapshot of it, DDL is submitted to it.
+    pub(crate) schema: Arc<SchemaService>,
     pub(crate) coordinator: Arc<Coordinator>,
-    pub(crate) engine: Arc<dyn StorageEngine>,
     pub(crate) prepared: PreparedCache,
-    pub(crate) events: broadcast::Sender<SchemaChangeEvent>,
     pub(crate) batch_thresholds: BatchThresholds,
     /// `tombstone_warn_threshold`: a read command meeting more tombstones gets a warning.
     pub(crate) tombstone_warn_threshold: u64,
@@ -83,48 +51,26 @@ pub struct QueryProcessor {
     last_timestamp_micros: AtomicI64,
 }
 
-/// Where the user schema is persisted in storage's meta space.
-pub(crate) const SCHEMA_META_KEY: &[u8] = b"schema";
-
 impl QueryProcessor {
-    /// Builds the processor, loading the persisted user schema and adding the system keyspaces.
+    /// Builds the processor over the node's schema service (opened with
+    /// [`crate::system_keyspaces`]) and its coordinator, through which every read, write and
+    /// TRUNCATE goes.
     pub fn open(
         node: NodeInfo,
+        schema: Arc<SchemaService>,
         coordinator: Arc<Coordinator>,
-        engine: Arc<dyn StorageEngine>,
-    ) -> Result<QueryProcessor, QueryError> {
-        let mut schema = match engine
-            .get_meta(SCHEMA_META_KEY)
-            .map_err(|e| QueryError::Server(e.to_string()))?
-        {
-            Some(bytes) => Schema::from_persisted_json(&bytes)?,
-            None => Schema {
-                keyspaces: Default::default(),
-                version: Uuid::new_v4(),
-            },
-        };
-        for table in schema.keyspaces.values().flat_map(|k| k.tables.values()) {
-            engine
-                .create_table(table.id)
-                .and_then(|()| engine.set_gc_grace(table.id, table.options.gc_grace_seconds))
-                .map_err(|e| QueryError::Server(e.to_string()))?;
-        }
-        system_tables::add_system_keyspaces(&mut schema)?;
-        let (events, _) = broadcast::channel(SCHEMA_EVENT_BUFFER);
-        Ok(QueryProcessor {
+    ) -> QueryProcessor {
+        QueryProcessor {
             node,
-            schema: RwLock::new(Arc::new(schema)),
-            ddl_lock: tokio::sync::Mutex::new(()),
+            schema,
             coordinator,
-            engine,
             prepared: PreparedCache::new(crate::prepared::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES),
-            events,
             batch_thresholds: BatchThresholds::default(),
             tombstone_warn_threshold: crate::warnings::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             timeouts: RequestTimeouts::default(),
             in_select_guardrails: InSelectGuardrails::default(),
             last_timestamp_micros: AtomicI64::new(0),
-        })
+        }
     }
 
     /// Replaces Cassandra's default batch thresholds (`cassandra.yaml` settings).
@@ -158,19 +104,13 @@ impl QueryProcessor {
         self
     }
 
+    /// The current schema (a snapshot; see [`SchemaService::snapshot`]).
     pub fn schema(&self) -> Arc<Schema> {
-        self.schema
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.schema.snapshot()
     }
 
     pub fn node(&self) -> &NodeInfo {
         &self.node
-    }
-
-    pub fn subscribe_schema_events(&self) -> broadcast::Receiver<SchemaChangeEvent> {
-        self.events.subscribe()
     }
 
     /// A write timestamp in microseconds, strictly increasing on this node so that two writes
@@ -539,7 +479,18 @@ impl QueryProcessor {
             Statement::Unsupported { feature } => Err(QueryError::Invalid(format!(
                 "{feature} is not supported yet by Helenus"
             ))),
-            other => ddl::execute(self, other, keyspace.as_deref(), warnings).await,
+            other => {
+                let next_timestamp = || self.next_timestamp();
+                let ctx = ddl::DdlContext {
+                    schema: &self.schema,
+                    coordinator: &self.coordinator,
+                    node: &self.node,
+                    prepared: &self.prepared,
+                    next_timestamp: &next_timestamp,
+                    truncate_deadline: start.deadline(self.timeouts.truncate),
+                };
+                ddl::execute(&ctx, other, keyspace.as_deref(), warnings).await
+            }
         }
     }
 }

@@ -47,7 +47,9 @@ fn system_table_id(keyspace: &str, table: &str) -> uuid::Uuid {
     uuid::Builder::from_md5_bytes(bytes).into_uuid()
 }
 
-pub(crate) fn add_system_keyspaces(schema: &mut Schema) -> Result<(), QueryError> {
+/// The node-served keyspaces (`system`, `system_schema`, `system_virtual_schema`), for the
+/// schema service to add to the schema it loads: virtual, never persisted, no storage.
+pub fn system_keyspaces() -> Result<Vec<KeyspaceMetadata>, QueryError> {
     let mut keyspaces: BTreeMap<String, KeyspaceMetadata> = BTreeMap::new();
     for (ks, cql) in SYSTEM_TABLES {
         let statement = cql_syntax::parse_statement(cql)
@@ -78,10 +80,7 @@ pub(crate) fn add_system_keyspaces(schema: &mut Schema) -> Result<(), QueryError
             .tables
             .insert(name, Arc::new(table));
     }
-    for (name, ks) in keyspaces {
-        schema.keyspaces.insert(name, Arc::new(ks));
-    }
-    Ok(())
+    Ok(keyspaces.into_values().collect())
 }
 
 // Value encoders for the generated rows (native protocol encodings).
@@ -168,7 +167,8 @@ fn listed_in(keyspace: &KeyspaceMetadata, virtual_schema: bool) -> bool {
     VIRTUAL_SCHEMA_KEYSPACES.contains(&keyspace.name.as_str()) == virtual_schema
 }
 
-/// Every row of a system table, sorted by primary key.
+/// Every row of a system table, sorted by primary key: from this node's facts (`node`) and a
+/// schema snapshot.
 pub(crate) fn rows(
     node: &NodeInfo,
     schema: &Schema,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use coordinator::{Coordinator, Ring};
 use query::{NodeInfo, QueryError, QueryOptions, QueryProcessor, Session};
 use replica::LocalReplica;
+use schema_service::SchemaService;
 use storage::{Durability, MemoryEngine};
 
 fn processor() -> QueryProcessor {
@@ -34,7 +35,12 @@ fn processor() -> QueryProcessor {
         ring,
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
-    QueryProcessor::open(node, coordinator, engine).expect("open")
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    QueryProcessor::open(node, Arc::new(schema), coordinator)
 }
 
 const SETUP: &[&str] = &[

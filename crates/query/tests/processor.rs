@@ -4,16 +4,36 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
-use coordinator::{Coordinator, Ring};
+use coordinator::{
+    Coordinator, Deadline, Mutation, ReadCommand, ReadDigest, ReadResponse, Replica, ReplicaFuture,
+    Ring,
+};
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions,
     QueryProcessor, QueryResult, ResultSet, Session, StatementKind,
 };
 use replica::LocalReplica;
-use storage::{Durability, MemoryEngine, StorageEngine};
+use schema_service::SchemaService;
+use storage::{Durability, MemoryEngine, StorageEngine, TableId};
 use types::Value;
 
 fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {
+    let replica = Arc::new(LocalReplica::new(engine.clone(), Durability::None));
+    processor_with(engine, replica)
+}
+
+/// A processor whose schema lives in `engine` and whose data operations go to `replica`.
+fn processor_with(engine: Arc<dyn StorageEngine>, replica: Arc<dyn Replica>) -> QueryProcessor {
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    processor_over(Arc::new(schema), replica)
+}
+
+/// A processor over the schema service `schema`, its data operations going to `replica`.
+fn processor_over(schema: Arc<SchemaService>, replica: Arc<dyn Replica>) -> QueryProcessor {
     let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
     let node = NodeInfo {
         cluster_name: "test".into(),
@@ -30,11 +50,8 @@ fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {
         local_address: node.listen_address,
         tokens,
     };
-    let coordinator = Arc::new(Coordinator::new(
-        ring,
-        Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
-    ));
-    QueryProcessor::open(node, coordinator, engine).expect("open")
+    let coordinator = Arc::new(Coordinator::new(ring, replica));
+    QueryProcessor::open(node, schema, coordinator)
 }
 
 struct Harness {
@@ -1031,4 +1048,182 @@ async fn the_prepared_cache_keeps_the_most_recently_used_within_its_bytes() {
             e.to_string().contains(" bytes is larger than allowed maximum of 0 MB: INSERT INTO ks.t (k, v) VALUES (?, 'yyy"),
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn truncate_empties_a_table_through_the_coordinator() {
+    let mut h = with_keyspace().await;
+    h.ok("CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))")
+        .await;
+    for i in 0..10 {
+        h.ok(&format!(
+            "INSERT INTO t (k, c, v) VALUES ({}, {i}, {i})",
+            i % 3
+        ))
+        .await;
+    }
+    assert!(matches!(h.ok("TRUNCATE t").await, QueryResult::Void));
+    assert!(h.rows("SELECT * FROM t").await.is_empty());
+    h.ok("INSERT INTO t (k, c, v) VALUES (1, 1, 1)").await;
+    assert_eq!(h.rows("SELECT v FROM ks.t").await, vec![vec![int(1)]]);
+    h.ok("TRUNCATE TABLE ks.t").await;
+    assert!(h.rows("SELECT * FROM t").await.is_empty());
+    let e = h.run("TRUNCATE no_such_table").await.expect_err("missing");
+    assert_eq!(e.to_string(), "table no_such_table does not exist");
+    let e = h.run("TRUNCATE system.local").await.expect_err("virtual");
+    assert!(matches!(e, QueryError::Invalid(_)), "{e:?}");
+}
+
+/// The local replica, except that it never answers a TRUNCATE (a node that died meanwhile).
+struct TruncateNeverAnswers(LocalReplica);
+
+impl Replica for TruncateNeverAnswers {
+    fn apply_mutation(&self, mutation: Mutation, deadline: Deadline) -> ReplicaFuture<()> {
+        self.0.apply_mutation(mutation, deadline)
+    }
+    fn read(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadResponse> {
+        self.0.read(command, deadline)
+    }
+    fn digest(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadDigest> {
+        self.0.digest(command, deadline)
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_truncate_past_truncate_request_timeout_is_a_truncate_error() {
+    let engine: Arc<dyn StorageEngine> = Arc::new(MemoryEngine::new());
+    let replica = Arc::new(TruncateNeverAnswers(LocalReplica::new(
+        engine.clone(),
+        Durability::None,
+    )));
+    let p = processor_with(engine, replica).with_request_timeouts(query::RequestTimeouts {
+        truncate: std::time::Duration::from_millis(20),
+        ..query::RequestTimeouts::default()
+    });
+    let mut h = Harness {
+        p,
+        session: Session::default(),
+    };
+    h.ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        .await;
+    h.ok("CREATE TABLE ks.t (k int PRIMARY KEY, v int)").await;
+    let e = h.run("TRUNCATE ks.t").await.expect_err("no answer");
+    // Cassandra's TruncateException: code TRUNCATE_ERROR, in its words.
+    assert!(matches!(e, QueryError::Truncate(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "Error during truncate: Truncate timed out - received only 0 responses"
+    );
+}
+
+/// DDL through the processor is applied by the schema service: its snapshot changes and its
+/// subscribers hear of it, in order; a no-op (IF NOT EXISTS) and a refusal announce nothing.
+#[tokio::test]
+async fn ddl_is_applied_and_announced_by_the_schema_service() {
+    use query::{SchemaChangeEvent, SchemaChangeKind, SchemaChangeTarget};
+    let engine: Arc<dyn StorageEngine> = Arc::new(MemoryEngine::new());
+    let schema = Arc::new(
+        SchemaService::open(
+            engine.clone(),
+            query::system_keyspaces().expect("the system keyspaces"),
+        )
+        .expect("open the schema"),
+    );
+    let mut events = schema.subscribe();
+    let mut h = Harness {
+        p: processor_over(
+            schema.clone(),
+            Arc::new(LocalReplica::new(engine, Durability::None)),
+        ),
+        session: Session::default(),
+    };
+    let before = schema.snapshot();
+    let created = h
+        .ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        .await;
+    let keyspace_event = SchemaChangeEvent {
+        kind: SchemaChangeKind::Created,
+        target: SchemaChangeTarget::Keyspace,
+        keyspace: "ks".to_string(),
+        name: None,
+    };
+    assert!(
+        matches!(&created, QueryResult::SchemaChange(e) if *e == keyspace_event),
+        "{created:?}"
+    );
+    h.ok("CREATE TABLE ks.t (k int PRIMARY KEY)").await;
+    h.ok("CREATE TABLE IF NOT EXISTS ks.t (k int PRIMARY KEY)")
+        .await;
+    h.run("CREATE TABLE ks.t (k int PRIMARY KEY)")
+        .await
+        .expect_err("exists");
+    h.ok("TRUNCATE ks.t").await;
+    assert_eq!(events.try_recv().expect("keyspace"), keyspace_event);
+    assert_eq!(
+        events.try_recv().expect("table"),
+        SchemaChangeEvent {
+            kind: SchemaChangeKind::Created,
+            target: SchemaChangeTarget::Table,
+            keyspace: "ks".to_string(),
+            name: Some("t".to_string()),
+        }
+    );
+    assert!(events.try_recv().is_err(), "nothing else was announced");
+    let after = schema.snapshot();
+    assert!(after.table("ks", "t").is_some());
+    assert!(before.keyspace("ks").is_none(), "a snapshot never changes");
+    assert_ne!(before.version, after.version);
+    // system.local reports the service's version.
+    let local = h.rows("SELECT schema_version FROM system.local").await;
+    assert_eq!(local, vec![vec![Some(Value::Uuid(after.version))]]);
+}
+
+/// Two CREATE TABLEs of one table at once: one creates it, the other is refused with
+/// AlreadyExists (or, with IF NOT EXISTS, does nothing), as Cassandra on one node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_creates_of_one_table_create_it_once() {
+    let p = Arc::new(processor_on(Arc::new(MemoryEngine::new())));
+    let mut session = Session::default();
+    p.query(
+        "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        QueryOptions::default(),
+        &mut session,
+    )
+    .await
+    .expect("keyspace");
+    for round in 0..20 {
+        let create = |if_not_exists: bool| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let guard = if if_not_exists { "IF NOT EXISTS " } else { "" };
+                p.query(
+                    &format!("CREATE TABLE {guard}ks.t{round} (k int PRIMARY KEY, v int)"),
+                    QueryOptions::default(),
+                    &mut Session::default(),
+                )
+                .await
+                .map(|o| o.result)
+            })
+        };
+        let (a, b, c) = tokio::join!(create(false), create(false), create(true));
+        let results = [a.expect("task"), b.expect("task"), c.expect("task")];
+        let changes = results
+            .iter()
+            .filter(|r| matches!(r, Ok(QueryResult::SchemaChange(_))))
+            .count();
+        let refusals = results
+            .iter()
+            .filter(|r| matches!(r, Err(QueryError::AlreadyExists { .. })))
+            .count();
+        let no_ops = results
+            .iter()
+            .filter(|r| matches!(r, Ok(QueryResult::Void)))
+            .count();
+        assert_eq!(changes, 1, "{results:?}");
+        assert_eq!(changes + refusals + no_ops, 3, "{results:?}");
+        assert!(refusals >= 1, "{results:?}");
+    }
 }

@@ -14,6 +14,7 @@ use coordinator::{Coordinator, Ring};
 use replica::LocalReplica;
 use libfuzzer_sys::fuzz_target;
 use query::{NodeInfo, QueryOptions, QueryProcessor, Session};
+use schema_service::SchemaService;
 use storage::{Durability, MemoryEngine};
 
 #[path = "../../../cql-syntax/fuzz/budget.rs"]
@@ -62,7 +63,12 @@ fn processor() -> QueryProcessor {
         ring,
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
-    QueryProcessor::open(node, coordinator, engine).expect("open")
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    QueryProcessor::open(node, Arc::new(schema), coordinator)
 }
 
 fn setup(state: &State) {
