@@ -216,7 +216,7 @@ pub(crate) fn rows(
                     vec![
                         ("keyspace_name", text(&ks.name)),
                         ("durable_writes", boolean(ks.durable_writes)),
-                        ("replication", text_map(&ks.replication.0)),
+                        ("replication", text_map(ks.replication.options())),
                     ],
                 ));
             }
