@@ -97,7 +97,7 @@ fn replication_warnings(
     keyspace: &str,
     replication: &Replication,
 ) -> Vec<String> {
-    let data_center = processor.node.data_center.as_str();
+    let data_center = processor.node.data_center();
     crate::warnings::replication_warnings(
         keyspace,
         replication,
@@ -666,7 +666,7 @@ fn plan_change(
                 )));
             }
             let (replication, durable_writes) =
-                keyspace_props(&s.properties, &processor.node.data_center, name, None)?;
+                keyspace_props(&s.properties, processor.node.data_center(), name, None)?;
             let warnings = replication_warnings(processor, name, &replication);
             schema.keyspaces.insert(
                 name.to_string(),
@@ -697,7 +697,7 @@ fn plan_change(
             user_keyspace(&schema, name)?;
             let (replication, durable_writes) = keyspace_props(
                 &s.properties,
-                &processor.node.data_center,
+                processor.node.data_center(),
                 name,
                 Some(&existing),
             )?;

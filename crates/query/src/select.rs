@@ -2488,9 +2488,11 @@ async fn execute_rows(
         Some(_) => processor.timeouts.read,
         None => processor.timeouts.range,
     };
-    let block_for = options
-        .consistency
-        .block_for(keyspace_meta, coordinator::ReadOrWrite::Read)?;
+    let block_for = options.consistency.block_for(
+        keyspace_meta,
+        coordinator::ReadOrWrite::Read,
+        processor.node.data_center(),
+    )?;
     let mut pacer = Pacer::new(
         start.deadline(timeout),
         options.consistency,
