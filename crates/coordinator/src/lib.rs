@@ -158,16 +158,17 @@ impl Coordinator {
         deadline: Deadline,
     ) -> Result<(), CoordinatorError> {
         let required = consistency.block_for(keyspace, ReadOrWrite::Write, self.local_dc())?;
-        // Every partition needs enough live replicas before anything is sent.
-        let mut targets: Vec<HostId> = Vec::with_capacity(1);
+        // Every partition needs enough live replicas before anything is sent. This node is
+        // the only live replica there is today (`replica`), so it is sent every partition once
+        // one is its own: a partition that passed the check and is not its own has a live
+        // replica elsewhere, which cannot happen yet. With several nodes, each replica gets its
+        // share and the coordinator waits for `required` acknowledgements per partition.
+        let local = self.token_metadata.local_host_id();
+        let mut local_replicates = false;
         for update in &updates {
             let replicas = self.natural_replicas(keyspace, update.key.token);
             self.check_live_replicas(keyspace, consistency, required, &replicas)?;
-            for endpoint in replicas {
-                if self.replica(endpoint).is_some() && !targets.contains(&endpoint) {
-                    targets.push(endpoint);
-                }
-            }
+            local_replicates |= replicas.contains(&local);
         }
         let timeout = || CoordinatorError::WriteTimeout {
             consistency,
@@ -178,19 +179,12 @@ impl Coordinator {
         if deadline.passed() {
             return Err(timeout());
         }
-        let updates = Arc::new(updates);
-        // Only this node has a replica today, and it replicates every partition that passed
-        // the check above. With several, this sends each replica its share and waits for
-        // `required` acknowledgements.
-        for endpoint in targets {
-            let Some(replica) = self.replica(endpoint) else {
-                continue;
-            };
-            by_deadline(replica.apply(updates.clone(), durability), deadline)
-                .await
-                .unwrap_or_else(|| Err(timeout()))?;
+        if !local_replicates {
+            return Ok(());
         }
-        Ok(())
+        by_deadline(self.local.apply(Arc::new(updates), durability), deadline)
+            .await
+            .unwrap_or_else(|| Err(timeout()))
     }
 
     /// Reads at `consistency`; past `deadline` the read is answered with a `ReadTimeout` (and

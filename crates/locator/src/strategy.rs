@@ -1,6 +1,6 @@
 //! Replication strategies, typed, and replica placement exactly as Cassandra 5.0 computes it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::token_metadata::TokenMetadata;
 use crate::topology::HostId;
@@ -116,26 +116,27 @@ fn network_topology_replicas(
     datacenters: &BTreeMap<String, u32>,
 ) -> Vec<HostId> {
     let topology = ring.topology();
-    let mut dcs: BTreeMap<&str, DatacenterReplicas> = BTreeMap::new();
+    // Small vectors rather than maps: a keyspace names a few data centres, a data centre has
+    // a few racks, and this runs for every request.
+    let mut dcs: Vec<(&str, DatacenterReplicas)> = Vec::with_capacity(datacenters.len());
     for (dc, &rf) in datacenters {
         let rf = rf as usize;
         let endpoints = topology.endpoint_count(dc);
         if rf == 0 || endpoints == 0 {
             continue;
         }
-        dcs.insert(
+        dcs.push((
             dc.as_str(),
             DatacenterReplicas {
                 left: rf.min(endpoints),
                 acceptable_rack_repeats: rf as i64 - topology.rack_count(dc) as i64,
             },
-        );
+        ));
     }
     let mut to_fill = dcs.len();
-    let capacity = dcs.values().map(|d| d.left).sum();
-    let mut replicas: Vec<HostId> = Vec::with_capacity(capacity);
+    let mut replicas: Vec<HostId> = Vec::with_capacity(dcs.iter().map(|(_, d)| d.left).sum());
     // (data centre, rack) pairs used so far.
-    let mut seen_racks: HashSet<(&str, &str)> = HashSet::new();
+    let mut seen_racks: Vec<(&str, &str)> = Vec::new();
     for (_, endpoint) in ring.ring_walk(token) {
         if to_fill == 0 {
             break;
@@ -143,13 +144,18 @@ fn network_topology_replicas(
         let Some(location) = topology.location(endpoint) else {
             continue;
         };
-        let Some(dc) = dcs.get_mut(location.datacenter.as_str()) else {
+        let Some((_, dc)) = dcs
+            .iter_mut()
+            .find(|(name, _)| *name == location.datacenter)
+        else {
             continue;
         };
         if dc.left == 0 || replicas.contains(&endpoint) {
             continue;
         }
-        if seen_racks.insert((&location.datacenter, &location.rack)) {
+        let rack = (location.datacenter.as_str(), location.rack.as_str());
+        if !seen_racks.contains(&rack) {
+            seen_racks.push(rack);
             replicas.push(endpoint);
         } else if dc.acceptable_rack_repeats > 0 {
             replicas.push(endpoint);
