@@ -99,8 +99,10 @@ impl Coordinator {
         if keyspace.virtual_keyspace {
             return vec![self.token_metadata.local_host_id()];
         }
-        self.token_metadata
-            .natural_replicas(keyspace.replication.strategy(), token)
+        keyspace
+            .replication
+            .strategy()
+            .natural_replicas(&self.token_metadata, token)
     }
 
     /// The replica that serves `endpoint`'s requests, if it is up (only this node today).

@@ -61,8 +61,9 @@ impl ReplicationStrategy {
         self.replication_factor() > 0
     }
 
-    /// The endpoints that replicate `token`, primary first.
-    pub(crate) fn natural_replicas(&self, ring: &TokenMetadata, token: Token) -> Vec<HostId> {
+    /// The endpoints that replicate `token` over `ring`, primary first, as Cassandra's
+    /// `calculateNaturalReplicas`.
+    pub fn natural_replicas(&self, ring: &TokenMetadata, token: Token) -> Vec<HostId> {
         match self {
             ReplicationStrategy::Local => vec![ring.local_host_id()],
             ReplicationStrategy::Simple { replication_factor } => {
@@ -169,4 +170,57 @@ fn network_topology_replicas(
         }
     }
     replicas
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+    use crate::topology::{Endpoint, Location, NodeState};
+
+    fn endpoint(node: u8, dc: &str, rack: &str) -> Endpoint {
+        Endpoint {
+            host_id: id(node),
+            broadcast_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+            native_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+            native_port: 9042,
+            location: Location {
+                datacenter: dc.to_string(),
+                rack: rack.to_string(),
+            },
+            state: NodeState::Normal,
+        }
+    }
+
+    fn id(node: u8) -> HostId {
+        HostId(uuid::Uuid::from_u128(node as u128))
+    }
+
+    #[test]
+    fn local_strategy_is_this_node_and_factors_count_per_data_centre() {
+        let ring = TokenMetadata::new(endpoint(1, "dc1", "r1"), vec![1])
+            .and_then(|r| r.with_normal_tokens(endpoint(2, "dc2", "r1"), vec![2]))
+            .expect("ring");
+        assert_eq!(
+            ReplicationStrategy::Local.natural_replicas(&ring, 2),
+            [id(1)]
+        );
+        let nts = ReplicationStrategy::network_topology([
+            ("dc1".to_string(), 3),
+            ("dc2".to_string(), 0),
+            ("dc3".to_string(), 2),
+        ]);
+        assert_eq!(nts.replication_factor(), 5);
+        assert_eq!(nts.replication_factor_in("dc1"), 3);
+        assert_eq!(nts.replication_factor_in("dc2"), 0);
+        // dc3 has no nodes; dc1 has one, so one replica.
+        assert_eq!(nts.natural_replicas(&ring, 2), [id(1)]);
+        let simple = ReplicationStrategy::Simple {
+            replication_factor: 3,
+        };
+        assert_eq!(simple.replication_factor_in("dc9"), 3);
+        assert_eq!(simple.natural_replicas(&ring, 2), [id(2), id(1)]);
+        assert!(!ReplicationStrategy::network_topology([]).has_replicas());
+    }
 }

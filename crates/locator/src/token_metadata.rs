@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::strategy::ReplicationStrategy;
 use crate::topology::{Endpoint, HostId, Topology};
 use crate::{LocatorError, Token};
 
@@ -152,12 +151,6 @@ impl TokenMetadata {
             .chain(&self.ring[..start])
             .copied()
     }
-
-    /// The endpoints that replicate `token` under `strategy`, the primary replica first, as
-    /// Cassandra's `calculateNaturalReplicas`.
-    pub fn natural_replicas(&self, strategy: &ReplicationStrategy, token: Token) -> Vec<HostId> {
-        strategy.natural_replicas(self, token)
-    }
 }
 
 /// `tokens` sorted and deduplicated, refused if empty or holding the minimum token.
@@ -253,32 +246,5 @@ mod tests {
     fn a_node_needs_tokens_other_than_the_minimum() {
         assert!(TokenMetadata::new(endpoint(1, "dc1", "r1"), vec![]).is_err());
         assert!(TokenMetadata::new(endpoint(1, "dc1", "r1"), vec![i64::MIN, 5]).is_err());
-    }
-
-    #[test]
-    fn local_strategy_is_this_node_and_factors_count_per_data_centre() {
-        let ring = TokenMetadata::new(endpoint(1, "dc1", "r1"), vec![1])
-            .and_then(|r| r.with_normal_tokens(endpoint(2, "dc2", "r1"), vec![2]))
-            .expect("ring");
-        assert_eq!(
-            ring.natural_replicas(&ReplicationStrategy::Local, 2),
-            [id(1)]
-        );
-        let nts = ReplicationStrategy::network_topology([
-            ("dc1".to_string(), 3),
-            ("dc2".to_string(), 0),
-            ("dc3".to_string(), 2),
-        ]);
-        assert_eq!(nts.replication_factor(), 5);
-        assert_eq!(nts.replication_factor_in("dc1"), 3);
-        assert_eq!(nts.replication_factor_in("dc2"), 0);
-        // dc3 has no nodes; dc1 has one, so one replica.
-        assert_eq!(ring.natural_replicas(&nts, 2), [id(1)]);
-        let simple = ReplicationStrategy::Simple {
-            replication_factor: 3,
-        };
-        assert_eq!(simple.replication_factor_in("dc9"), 3);
-        assert_eq!(ring.natural_replicas(&simple, 2), [id(2), id(1)]);
-        assert!(!ReplicationStrategy::network_topology([]).has_replicas());
     }
 }
