@@ -36,6 +36,11 @@ pub enum LocatorError {
     /// An endpoint this token metadata does not know.
     #[error("unknown endpoint {0}")]
     UnknownEndpoint(HostId),
+    /// `num_tokens` is not the count of tokens this node took at its first start: a node's
+    /// tokens never change on a restart (its data would belong to other ranges), and Cassandra
+    /// refuses to start, in these words.
+    #[error("Cannot change the number of tokens from {stored} to {configured}")]
+    TokenCountChanged { stored: usize, configured: usize },
     /// The stored tokens cannot be read back.
     #[error("corrupt stored tokens: {0}")]
     CorruptTokens(String),

@@ -17,8 +17,8 @@ pub trait TokenStore {
 
 /// This node's tokens: the stored ones, else `num_tokens` new ones minted from `seed` (the
 /// node's host id, so two nodes mint different tokens) and stored before they are returned.
-/// A store holding another count than `num_tokens` keeps its tokens: a node never changes
-/// tokens on a restart (its data would belong to other ranges); the caller may warn.
+/// Stored tokens of another count than `num_tokens` are refused, as Cassandra refuses to start:
+/// a node never changes tokens on a restart (its data would belong to other ranges).
 pub fn load_or_mint(
     store: &dyn TokenStore,
     host_id: HostId,
@@ -26,7 +26,14 @@ pub fn load_or_mint(
     seed: u64,
 ) -> Result<Vec<Token>, LocatorError> {
     if let Some(bytes) = store.load().map_err(LocatorError::Store)? {
-        return decode(&bytes);
+        let tokens = decode(&bytes)?;
+        if tokens.len() != num_tokens {
+            return Err(LocatorError::TokenCountChanged {
+                stored: tokens.len(),
+                configured: num_tokens,
+            });
+        }
+        return Ok(tokens);
     }
     let tokens = partitioner::random_tokens(num_tokens, seed);
     if tokens.is_empty() {
@@ -85,9 +92,15 @@ mod tests {
         let first = load_or_mint(&store, host(), 16, 42).expect("mint");
         assert_eq!(first.len(), 16);
         assert!(first.windows(2).all(|w| w[0] < w[1]));
-        // A restart with another seed and count (a changed config) still loads the same.
-        let again = load_or_mint(&store, host(), 8, 43).expect("load");
+        // A restart with another seed still loads the same.
+        let again = load_or_mint(&store, host(), 16, 43).expect("load");
         assert_eq!(again, first);
+        // Another count is refused, in Cassandra's words.
+        let e = load_or_mint(&store, host(), 8, 42).expect_err("16 stored");
+        assert_eq!(
+            e.to_string(),
+            "Cannot change the number of tokens from 16 to 8"
+        );
     }
 
     #[test]

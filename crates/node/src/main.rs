@@ -158,17 +158,18 @@ fn token_metadata(engine: &dyn StorageEngine, config: &Config) -> Result<locator
         locator::Snitch::from_class_name(&config.endpoint_snitch, &config.dc, &config.rack)
             .with_context(|| format!("unsupported endpoint_snitch '{}'", config.endpoint_snitch))?;
     let seed = host_id.0.as_u64_pair().0;
-    let tokens =
-        locator::tokens::load_or_mint(&StoredTokens(engine), host_id, config.num_tokens, seed)
-            .context("cannot load this node's tokens")?;
-    if tokens.len() != config.num_tokens {
-        tracing::warn!(
-            stored = tokens.len(),
-            num_tokens = config.num_tokens,
-            "num_tokens differs from the tokens this node took at its first start; it keeps \
-             those (a node's tokens never change on a restart)"
-        );
-    }
+    let tokens = match locator::tokens::load_or_mint(
+        &StoredTokens(engine),
+        host_id,
+        config.num_tokens,
+        seed,
+    ) {
+        Err(e @ locator::LocatorError::TokenCountChanged { stored, .. }) => bail!(
+            "{e}\nA node keeps the tokens it took at its first start (num_tokens: {stored} for \
+             this data directory)."
+        ),
+        tokens => tokens.context("cannot load this node's tokens")?,
+    };
     let local = locator::Endpoint {
         host_id,
         broadcast_address: config.listen_address,
