@@ -8,7 +8,8 @@
 //! and persistence of this node's tokens ([`tokens`]), through a [`TokenStore`] the node
 //! implements, so that nothing here touches a disk.
 //!
-//! Must not depend on: storage, query, the CQL parser or the protocol, or any I/O. Everything
+//! Must not depend on: storage, schema, query, the CQL parser or the protocol, or any I/O (the
+//! schema depends on this crate for the typed strategy a keyspace holds). Everything
 //! here is a pure function of its inputs: a [`TokenMetadata`] is an immutable value, and a
 //! change (a node joining, leaving, moving) builds a new one, as a `Schema` does.
 
