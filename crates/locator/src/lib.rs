@@ -34,6 +34,9 @@ pub enum LocatorError {
     /// Cassandra's Murmur3Partitioner reserves for the start of the ring.
     #[error("invalid tokens for {host_id}: {detail}")]
     InvalidTokens { host_id: HostId, detail: String },
+    /// This node cannot leave its own view of the ring.
+    #[error("this node ({0}) cannot be removed from its own ring")]
+    LocalEndpoint(HostId),
     /// An endpoint this token metadata does not know.
     #[error("unknown endpoint {0}")]
     UnknownEndpoint(HostId),

@@ -53,10 +53,10 @@ impl TokenMetadata {
         next.ring.sort_unstable();
         next.tokens.insert(host_id, tokens);
         // An endpoint left without tokens is no longer in the ring, so not in the topology
-        // placement walks either.
+        // placement walks either; this node stays in its own view.
         let owners: Vec<HostId> = next.topology.endpoints().map(|e| e.host_id).collect();
         for owner in owners {
-            if owner != host_id && !next.tokens.contains_key(&owner) {
+            if owner != host_id && owner != next.local && !next.tokens.contains_key(&owner) {
                 next.topology.remove(owner);
             }
         }
@@ -67,7 +67,10 @@ impl TokenMetadata {
     /// This ring without `host_id` and its tokens (Cassandra's `removeEndpoint`). This node
     /// cannot be removed from its own view.
     pub fn without_endpoint(&self, host_id: HostId) -> Result<TokenMetadata, LocatorError> {
-        if self.topology.endpoint(host_id).is_none() || host_id == self.local {
+        if host_id == self.local {
+            return Err(LocatorError::LocalEndpoint(host_id));
+        }
+        if self.topology.endpoint(host_id).is_none() {
             return Err(LocatorError::UnknownEndpoint(host_id));
         }
         let mut next = self.clone();
@@ -237,7 +240,18 @@ mod tests {
         let gone = moved.without_endpoint(id(3)).expect("known");
         assert_eq!(gone.ring(), [(1, id(1))]);
         assert_eq!(gone.topology().len(), 1);
-        assert!(gone.without_endpoint(id(1)).is_err(), "this node stays");
+        assert_eq!(
+            gone.without_endpoint(id(1)),
+            Err(LocatorError::LocalEndpoint(id(1))),
+            "this node stays"
+        );
+        // This node losing every token stays in its own view, owning none.
+        let bare = gone
+            .with_normal_tokens(endpoint(4, "dc1", "r1"), vec![1])
+            .expect("token 1 moves");
+        assert_eq!(bare.local_tokens(), [] as [i64; 0]);
+        assert_eq!(bare.local_endpoint().host_id, id(1));
+        assert_eq!(bare.ring(), [(1, id(4))]);
         // The original value is untouched.
         assert_eq!(ring.owner(3), Some(id(2)));
     }
