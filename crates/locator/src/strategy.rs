@@ -116,47 +116,46 @@ fn network_topology_replicas(
     token: Token,
     datacenters: &BTreeMap<String, u32>,
 ) -> Vec<HostId> {
-    let topology = ring.topology();
-    // Small vectors rather than maps: a keyspace names a few data centres, a data centre has
-    // a few racks, and this runs for every request.
-    let mut dcs: Vec<(&str, DatacenterReplicas)> = Vec::with_capacity(datacenters.len());
+    let index = ring.index();
+    // By data centre index: the ring's owners are compared as integers (`RingIndex`).
+    let mut dcs: Vec<Option<DatacenterReplicas>> = Vec::new();
+    dcs.resize_with(index.datacenters.len(), || None);
+    let mut to_fill = 0;
+    let mut capacity = 0;
     for (dc, &rf) in datacenters {
         let rf = rf as usize;
-        let endpoints = topology.endpoint_count(dc);
-        if rf == 0 || endpoints == 0 {
+        let Some(i) = index.datacenter(dc) else {
+            continue; // no endpoints there
+        };
+        let size = &index.datacenters[i];
+        if rf == 0 {
             continue;
         }
-        dcs.push((
-            dc.as_str(),
-            DatacenterReplicas {
-                left: rf.min(endpoints),
-                acceptable_rack_repeats: rf as i64 - topology.rack_count(dc) as i64,
-            },
-        ));
+        let left = rf.min(size.endpoints);
+        dcs[i] = Some(DatacenterReplicas {
+            left,
+            acceptable_rack_repeats: rf as i64 - size.racks as i64,
+        });
+        to_fill += 1;
+        capacity += left;
     }
-    let mut to_fill = dcs.len();
-    let mut replicas: Vec<HostId> = Vec::with_capacity(dcs.iter().map(|(_, d)| d.left).sum());
-    // (data centre, rack) pairs used so far.
-    let mut seen_racks: Vec<(&str, &str)> = Vec::new();
-    for (_, endpoint) in ring.ring_walk(token) {
+    let mut replicas: Vec<HostId> = Vec::with_capacity(capacity);
+    // Racks (numbered across data centres) used so far.
+    let mut seen_racks = vec![false; index.racks];
+    for position in ring.walk_positions(token) {
         if to_fill == 0 {
             break;
         }
-        let Some(location) = topology.location(endpoint) else {
+        let (dc_index, rack) = index.locations[position];
+        let Some(dc) = dcs[dc_index as usize].as_mut() else {
             continue;
         };
-        let Some((_, dc)) = dcs
-            .iter_mut()
-            .find(|(name, _)| *name == location.datacenter)
-        else {
-            continue;
-        };
+        let endpoint = ring.ring()[position].1;
         if dc.left == 0 || replicas.contains(&endpoint) {
             continue;
         }
-        let rack = (location.datacenter.as_str(), location.rack.as_str());
-        if !seen_racks.contains(&rack) {
-            seen_racks.push(rack);
+        if !seen_racks[rack as usize] {
+            seen_racks[rack as usize] = true;
             replicas.push(endpoint);
         } else if dc.acceptable_rack_repeats > 0 {
             replicas.push(endpoint);

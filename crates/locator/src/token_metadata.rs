@@ -17,6 +17,72 @@ pub struct TokenMetadata {
     topology: Topology,
     /// This node.
     local: HostId,
+    /// The ring's owners' places as small integers, for placement's walk.
+    index: RingIndex,
+}
+
+/// Where each ring token's owner is, as indices rather than names, so that
+/// `NetworkTopologyStrategy`'s walk, run for every request, compares integers instead of
+/// looking names up. Rebuilt whenever the ring or topology changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RingIndex {
+    /// Per ring position (parallel to `TokenMetadata::ring`): the owner's data centre (an
+    /// index into `datacenters`) and rack (numbered across all data centres).
+    pub(crate) locations: Vec<(u32, u32)>,
+    /// Every data centre with endpoints, sorted by name: its endpoint and rack counts.
+    pub(crate) datacenters: Vec<DatacenterSize>,
+    /// Racks over all data centres.
+    pub(crate) racks: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DatacenterSize {
+    pub(crate) name: String,
+    pub(crate) endpoints: usize,
+    pub(crate) racks: usize,
+}
+
+impl RingIndex {
+    fn build(ring: &[(Token, HostId)], topology: &Topology) -> RingIndex {
+        let mut datacenters = Vec::new();
+        // (data centre, rack) → (data centre index, rack number).
+        let mut places: BTreeMap<(&str, &str), (u32, u32)> = BTreeMap::new();
+        let mut racks = 0usize;
+        for dc in topology.datacenters() {
+            let dc_index = datacenters.len() as u32;
+            let dc_racks = topology.racks_of(dc);
+            for rack in dc_racks.clone() {
+                places.insert((dc, rack), (dc_index, racks as u32));
+                racks += 1;
+            }
+            datacenters.push(DatacenterSize {
+                name: dc.to_string(),
+                endpoints: topology.endpoint_count(dc),
+                racks: dc_racks.count(),
+            });
+        }
+        let locations = ring
+            .iter()
+            .map(|(_, owner)| {
+                let location = topology
+                    .location(*owner)
+                    .expect("every ring token's owner is in the topology");
+                places[&(location.datacenter.as_str(), location.rack.as_str())]
+            })
+            .collect();
+        RingIndex {
+            locations,
+            datacenters,
+            racks,
+        }
+    }
+
+    /// The index of data centre `name`, if it has endpoints.
+    pub(crate) fn datacenter(&self, name: &str) -> Option<usize> {
+        self.datacenters
+            .binary_search_by(|d| d.name.as_str().cmp(name))
+            .ok()
+    }
 }
 
 impl TokenMetadata {
@@ -28,6 +94,7 @@ impl TokenMetadata {
             tokens: BTreeMap::new(),
             topology: Topology::default(),
             local: host_id,
+            index: RingIndex::default(),
         };
         empty.with_normal_tokens(local, tokens)
     }
@@ -61,6 +128,7 @@ impl TokenMetadata {
             }
         }
         next.topology.insert(endpoint);
+        next.index = RingIndex::build(&next.ring, &next.topology);
         Ok(next)
     }
 
@@ -76,6 +144,7 @@ impl TokenMetadata {
         let mut next = self.clone();
         next.remove_tokens(host_id);
         next.topology.remove(host_id);
+        next.index = RingIndex::build(&next.ring, &next.topology);
         Ok(next)
     }
 
@@ -144,15 +213,22 @@ impl TokenMetadata {
     /// The ring's tokens and owners from the range that holds `token`, clockwise, each once
     /// (Cassandra's `TokenMetadata.ringIterator(sortedTokens, token, false)`).
     pub fn ring_walk(&self, token: Token) -> impl Iterator<Item = (Token, HostId)> + '_ {
-        let start = if self.ring.is_empty() {
+        self.walk_positions(token).map(|i| self.ring[i])
+    }
+
+    /// The positions in `ring()` that `ring_walk` visits, in its order.
+    pub(crate) fn walk_positions(&self, token: Token) -> impl Iterator<Item = usize> {
+        let len = self.ring.len();
+        let start = if len == 0 {
             0
         } else {
             self.first_token_index(token)
         };
-        self.ring[start..]
-            .iter()
-            .chain(&self.ring[..start])
-            .copied()
+        (start..len).chain(0..start)
+    }
+
+    pub(crate) fn index(&self) -> &RingIndex {
+        &self.index
     }
 }
 

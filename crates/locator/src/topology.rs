@@ -120,6 +120,14 @@ impl Topology {
             .map_or(0, |racks| racks.values().map(BTreeSet::len).sum())
     }
 
+    /// Data centre `dc`'s racks, sorted.
+    pub fn racks_of(&self, dc: &str) -> impl Iterator<Item = &str> + Clone {
+        self.racks
+            .get(dc)
+            .into_iter()
+            .flat_map(|racks| racks.keys().map(String::as_str))
+    }
+
     /// How many racks data centre `dc` has.
     pub fn rack_count(&self, dc: &str) -> usize {
         self.racks.get(dc).map_or(0, BTreeMap::len)
