@@ -91,18 +91,18 @@ fn property_value(v: &PropertyValue) -> OptionValue {
     }
 }
 
-/// Cassandra's warnings for more replicas than nodes. The ring is this one node today.
+/// Cassandra's warnings for more replicas than nodes, counted in the locator's topology.
 fn replication_warnings(
     processor: &QueryProcessor,
     keyspace: &str,
     replication: &Replication,
 ) -> Vec<String> {
-    let data_center = processor.node.data_center();
+    let topology = processor.node.token_metadata.topology();
     crate::warnings::replication_warnings(
         keyspace,
         replication,
-        |dc| usize::from(dc == data_center),
-        1,
+        |dc| topology.endpoint_count(dc),
+        topology.len(),
     )
 }
 

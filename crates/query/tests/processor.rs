@@ -692,6 +692,39 @@ async fn system_local_and_peers_come_from_the_ring() {
     );
 }
 
+/// Cassandra's warning for a replication factor above the node count counts the ring's nodes.
+#[tokio::test]
+async fn replication_warnings_count_the_nodes_of_the_ring() {
+    let endpoint = |node: u8| locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::from_u128(node.into())),
+        broadcast_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+        native_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+        native_port: 9042,
+        location: locator::Snitch::Simple.local_location(),
+        state: locator::NodeState::Normal,
+    };
+    let ring = locator::TokenMetadata::new(endpoint(1), vec![1])
+        .and_then(|r| r.with_normal_tokens(endpoint(2), vec![2]))
+        .expect("ring");
+    let mut h = Harness {
+        p: processor_with(Arc::new(MemoryEngine::new()), ring),
+        session: Session::default(),
+    };
+    let simple = |rf| {
+        format!("CREATE KEYSPACE ks{rf} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
+    };
+    assert!(h.warnings(&simple(2)).await.is_empty());
+    assert_eq!(
+        h.warnings(&simple(3)).await,
+        ["Your replication factor 3 for keyspace ks3 is higher than the number of nodes 2"]
+    );
+    assert_eq!(
+        h.warnings("CREATE KEYSPACE n3 WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 3}")
+            .await,
+        ["Your replication factor 3 for keyspace n3 is higher than the number of nodes 2 for datacenter datacenter1"]
+    );
+}
+
 /// Every statement the six drivers of tests/drivers send at connect and after DDL (see
 /// tests/drivers/README.md) answers with rows.
 #[tokio::test]
