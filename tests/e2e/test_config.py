@@ -107,3 +107,25 @@ def test_a_bad_timeout_stops_the_node_naming_the_key(node_factory):
     result = refused(node_factory(extra_config={"read_request_timeout": "0ms"}))
     assert result.returncode != 0
     assert "invalid value for 'read_request_timeout': a timeout must be positive" in result.stderr
+
+
+@pytest.mark.parametrize("snitch, expected", [
+    # SimpleSnitch places every node in datacenter1, rack1, whatever dc and rack say.
+    ("SimpleSnitch", ("datacenter1", "rack1")),
+    ("org.apache.cassandra.locator.GossipingPropertyFileSnitch", ("dc-east", "rack-7")),
+])
+def test_the_snitch_places_the_node(node_factory, snitch, expected):
+    node = node_factory(extra_config={"endpoint_snitch": snitch, "dc": "dc-east", "rack": "rack-7"})
+    node.start()
+    with new_session(node.host, node.port) as s:
+        row = s.execute("SELECT data_center, rack FROM system.local").one()
+        assert (row.data_center, row.rack) == expected
+        # NetworkTopologyStrategy's shorthand expands to this node's data centre.
+        s.execute("CREATE KEYSPACE snitch_ks WITH replication = "
+                  "{'class': 'NetworkTopologyStrategy', 'replication_factor': 1}")
+        replication = s.execute("SELECT replication FROM system_schema.keyspaces "
+                                "WHERE keyspace_name = 'snitch_ks'").one().replication
+        assert replication[expected[0]] == "1"
+        s.execute("CREATE TABLE snitch_ks.t (k int PRIMARY KEY)")
+        s.execute("INSERT INTO snitch_ks.t (k) VALUES (1)")
+        assert s.execute("SELECT k FROM snitch_ks.t").one().k == 1

@@ -100,3 +100,28 @@ def test_restart_of_empty_node(node_factory):
     node.restart()
     with new_session(node.host, node.port) as s:
         assert s.execute("SELECT key FROM system.local").one().key == "local"
+
+
+def test_restart_keeps_the_tokens(node_factory):
+    """A node takes `num_tokens` tokens at its first start and keeps them (and its host id) on
+    every restart: its data would otherwise belong to other ranges. Drivers read them from
+    system.local for token-aware routing. Another `num_tokens` stops the node, with Cassandra's
+    message."""
+    node = node_factory(extra_config={"num_tokens": 8}).start()
+    query = "SELECT host_id, tokens FROM system.local"
+    with new_session(node.host, node.port) as s:
+        first = s.execute(query).one()
+    assert len(first.tokens) == 8
+    node.restart()
+    with new_session(node.host, node.port) as s:
+        again = s.execute(query).one()
+        assert s.execute("SELECT * FROM system.peers").one() is None
+    assert (again.host_id, again.tokens) == (first.host_id, first.tokens)
+    node.stop()
+    node.extra_config["num_tokens"] = 4
+    with pytest.raises(RuntimeError, match="Cannot change the number of tokens from 8 to 4"):
+        node.start()
+    node.extra_config["num_tokens"] = 8
+    node.start()
+    with new_session(node.host, node.port) as s:
+        assert s.execute(query).one().tokens == first.tokens

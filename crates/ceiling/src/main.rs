@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use coordinator::{Coordinator, Ring};
+use coordinator::Coordinator;
 use query::{NodeInfo, QueryProcessor};
 use replica::LocalReplica;
 use schema_service::SchemaService;
@@ -118,25 +118,25 @@ fn processor(addr: SocketAddr) -> Result<Arc<QueryProcessor>> {
         addr.ip()
     };
     // One token: the ring only has to exist for drivers' token-aware routing.
-    let tokens = vec![0];
+    let local = locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::new_v4()),
+        broadcast_address: ip,
+        native_address: ip,
+        native_port: addr.port(),
+        location: locator::Snitch::Simple.local_location(),
+        state: locator::NodeState::Normal,
+    };
+    let token_metadata =
+        Arc::new(locator::TokenMetadata::new(local, vec![0]).context("the ring of one token")?);
     let engine: Arc<dyn StorageEngine> = Arc::new(MemoryEngine::new());
     let coordinator = Arc::new(Coordinator::new(
-        Ring {
-            local_address: ip,
-            tokens: tokens.clone(),
-        },
+        token_metadata.clone(),
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
     let node = NodeInfo {
         cluster_name: "Helenus Ceiling".to_string(),
-        host_id: uuid::Uuid::new_v4(),
-        listen_address: ip,
-        rpc_address: ip,
-        native_port: addr.port(),
-        data_center: "datacenter1".to_string(),
-        rack: "rack1".to_string(),
-        tokens,
         release_version: RELEASE_VERSION.to_string(),
+        token_metadata,
     };
     let schema = SchemaService::open(engine, query::system_keyspaces()?)
         .context("cannot start the schema service")?;

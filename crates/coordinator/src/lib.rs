@@ -28,12 +28,12 @@ pub use replica::{Mutation, Replica, ReplicaError, ReplicaFuture};
 pub use mutation::{ReadCommand, ReadResponse};
 
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use mutation::{PartitionUpdate, TableId};
+use locator::{HostId, ReplicationStrategy, TokenMetadata};
+use mutation::{PartitionUpdate, ScanStart, TableId};
 use schema::KeyspaceMetadata;
 
 #[derive(Debug, thiserror::Error)]
@@ -76,26 +76,22 @@ pub enum CoordinatorError {
     TruncateTimeout { received: i32 },
 }
 
-/// The token ring as this node sees it. One node owns every token today.
-#[derive(Debug, Clone)]
-pub struct Ring {
-    pub local_address: IpAddr,
-    /// This node's tokens, sorted.
-    pub tokens: Vec<i64>,
-}
-
 /// Executes mutations and reads against the replicas that own them.
 pub struct Coordinator {
-    ring: Ring,
+    /// The ring placement reads. Fixed for the node's life today (one node); membership will
+    /// swap in new ones.
+    token_metadata: Arc<TokenMetadata>,
+    /// This node's replica. Other endpoints have none until there is a transport to them, so
+    /// they count as down.
     local: Arc<dyn Replica>,
     hints: Arc<dyn HintedHandoff>,
 }
 
 impl Coordinator {
     /// A coordinator whose replicas' missed writes are dropped (`NoHints`).
-    pub fn new(ring: Ring, local: Arc<dyn Replica>) -> Coordinator {
+    pub fn new(token_metadata: Arc<TokenMetadata>, local: Arc<dyn Replica>) -> Coordinator {
         Coordinator {
-            ring,
+            token_metadata,
             local,
             hints: Arc::new(NoHints),
         }
@@ -107,17 +103,66 @@ impl Coordinator {
         self
     }
 
-    pub fn ring(&self) -> &Ring {
-        &self.ring
+    pub fn token_metadata(&self) -> &Arc<TokenMetadata> {
+        &self.token_metadata
     }
 
-    /// Replicas for a token: with one node, the node itself, whatever the replication factor
-    /// (a strategy cannot place two replicas on one node).
-    fn replicas(&self, keyspace: &KeyspaceMetadata) -> Vec<Arc<dyn Replica>> {
-        if !keyspace.virtual_keyspace && !keyspace.replication.has_replicas() {
-            return Vec::new();
+    fn local_dc(&self) -> &str {
+        &self.token_metadata.local_endpoint().location.datacenter
+    }
+
+    /// The endpoints that replicate `token` in `keyspace`, primary first: the keyspace's
+    /// strategy over the current ring. A node-served (virtual) keyspace is this node's.
+    fn natural_replicas(&self, keyspace: &KeyspaceMetadata, token: i64) -> Vec<HostId> {
+        if keyspace.virtual_keyspace {
+            return vec![self.token_metadata.local_host_id()];
         }
-        vec![self.local.clone()]
+        keyspace
+            .replication
+            .strategy()
+            .natural_replicas(&self.token_metadata, token)
+    }
+
+    /// The replica that serves `endpoint`'s requests, if it is up (only this node today).
+    fn replica(&self, endpoint: HostId) -> Option<&Arc<dyn Replica>> {
+        (endpoint == self.token_metadata.local_host_id()).then_some(&self.local)
+    }
+
+    /// Fails with `Unavailable` unless enough of `replicas` are up for `consistency` (only this
+    /// data centre's for the LOCAL_ levels, each data centre's quorum for EACH_QUORUM), as
+    /// Cassandra's `assureSufficientLiveReplicas`.
+    fn check_live_replicas(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        consistency: ConsistencyLevel,
+        required: usize,
+        replicas: &[HostId],
+    ) -> Result<(), CoordinatorError> {
+        let topology = self.token_metadata.topology();
+        let in_dc = |endpoint: &HostId, dc: &str| {
+            topology
+                .location(*endpoint)
+                .is_some_and(|l| l.datacenter == dc)
+        };
+        let live = |dc: Option<&str>| {
+            replicas
+                .iter()
+                .filter(|e| self.replica(**e).is_some())
+                .filter(|e| dc.is_none_or(|dc| in_dc(e, dc)))
+                .count()
+        };
+        if let (
+            ConsistencyLevel::EachQuorum,
+            ReplicationStrategy::NetworkTopology { datacenters },
+        ) = (consistency, keyspace.replication.strategy())
+        {
+            for (dc, &rf) in datacenters {
+                check_available(consistency, rf as usize / 2 + 1, live(Some(dc)))?;
+            }
+            return Ok(());
+        }
+        let dc = consistency.is_datacenter_local().then(|| self.local_dc());
+        check_available(consistency, required, live(dc))
     }
 
     /// Writes mutations of one keyspace at `consistency`: sends them to the replicas as one
@@ -134,9 +179,19 @@ impl Coordinator {
         write_type: WriteType,
         deadline: Deadline,
     ) -> Result<(), CoordinatorError> {
-        let replicas = self.replicas(keyspace);
-        let required = consistency.block_for(keyspace, ReadOrWrite::Write)?;
-        check_available(consistency, required, replicas.len())?;
+        let required = consistency.block_for(keyspace, ReadOrWrite::Write, self.local_dc())?;
+        // Every partition needs enough live replicas before anything is sent. This node is
+        // the only live replica there is today (`replica`), so it is sent every partition once
+        // one is its own: a partition that passed the check and is not its own has a live
+        // replica elsewhere, which cannot happen yet. With several nodes, each replica gets its
+        // share and the coordinator waits for `required` acknowledgements per partition.
+        let local = self.token_metadata.local_host_id();
+        let mut local_replicates = false;
+        for update in &updates {
+            let replicas = self.natural_replicas(keyspace, update.key.token);
+            self.check_live_replicas(keyspace, consistency, required, &replicas)?;
+            local_replicates |= replicas.contains(&local);
+        }
         let timeout = || CoordinatorError::WriteTimeout {
             consistency,
             received: 0,
@@ -146,12 +201,16 @@ impl Coordinator {
         if deadline.passed() {
             return Err(timeout());
         }
+        if !local_replicates {
+            return Ok(());
+        }
         let mutation = Mutation {
             updates: Arc::new(updates),
             durable_writes: keyspace.durable_writes,
         };
-        // One replica today. With several, this sends to all and waits for `required` acks.
-        for replica in &replicas {
+        // This node's replica is the only live one today. With several, each replica gets
+        // its share and the coordinator waits for `required` acknowledgements per partition.
+        for replica in [&self.local] {
             match by_deadline(replica.apply_mutation(mutation.clone(), deadline), deadline).await {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
@@ -204,11 +263,13 @@ impl Coordinator {
         consistency: ConsistencyLevel,
         deadline: Deadline,
     ) -> Result<ReadResponse, CoordinatorError> {
-        let replicas = self.replicas(keyspace);
-        let required = consistency.block_for(keyspace, ReadOrWrite::Read)?;
-        check_available(consistency, required, replicas.len())?;
+        let required = consistency.block_for(keyspace, ReadOrWrite::Read, self.local_dc())?;
+        let replicas = self.natural_replicas(keyspace, read_token(&command));
+        self.check_live_replicas(keyspace, consistency, required, &replicas)?;
+        // The closest live replica: this node if it is one.
         let replica = replicas
-            .first()
+            .iter()
+            .find_map(|e| self.replica(*e))
             .ok_or(CoordinatorError::Unavailable {
                 consistency,
                 required: required as i32,
@@ -227,6 +288,21 @@ impl Coordinator {
             Some(Err(ReplicaError::DeadlinePassed)) | None => Err(timeout()),
             Some(done) => Ok(done?),
         }
+    }
+}
+
+/// The token whose replicas serve `command`: its partition's, or for a scan the token it
+/// starts at (the ring's start for a scan from the beginning or resumed: this node owns every
+/// range today; with several nodes a scan is split at range boundaries, each part sent to its
+/// own replicas).
+fn read_token(command: &ReadCommand) -> i64 {
+    match command {
+        ReadCommand::Partition { key, .. } => key.token,
+        ReadCommand::Range {
+            start: ScanStart::Token(token),
+            ..
+        } => *token,
+        ReadCommand::Range { .. } => i64::MIN,
     }
 }
 
@@ -330,29 +406,189 @@ mod tests {
         }
     }
 
+    fn endpoint(node: u8, dc: &str) -> locator::Endpoint {
+        let address = std::net::IpAddr::from([127, 0, 0, node]);
+        locator::Endpoint {
+            host_id: HostId(uuid::Uuid::from_u128(node.into())),
+            broadcast_address: address,
+            native_address: address,
+            native_port: 9042,
+            location: locator::Location {
+                datacenter: dc.to_string(),
+                rack: "rack1".to_string(),
+            },
+            state: locator::NodeState::Normal,
+        }
+    }
+
+    /// The ring of this node alone, owning token 0.
+    fn one_node() -> Arc<TokenMetadata> {
+        Arc::new(TokenMetadata::new(endpoint(1, "dc1"), vec![0]).expect("ring"))
+    }
+
     fn coordinator(replica: impl Replica) -> Coordinator {
-        let ring = Ring {
-            local_address: IpAddr::from([127, 0, 0, 1]),
-            tokens: vec![0],
-        };
-        Coordinator::new(ring, Arc::new(replica))
+        Coordinator::new(one_node(), Arc::new(replica))
     }
 
     fn stalled() -> Coordinator {
         coordinator(Stalled)
     }
 
-    fn update() -> PartitionUpdate {
+    fn update(token: i64) -> PartitionUpdate {
         PartitionUpdate {
             table: TableId::from_u128(1),
             key: PartitionKey {
-                token: 1,
+                token,
                 key: vec![1],
             },
             header: None,
             static_row: None,
             rows: Vec::new(),
         }
+    }
+
+    /// A replica that acknowledges every write and counts them.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Replica for Arc<Counting> {
+        fn apply_mutation(&self, mutation: Mutation, _: Deadline) -> ReplicaFuture<()> {
+            self.0
+                .fetch_add(mutation.updates.len(), std::sync::atomic::Ordering::Relaxed);
+            Box::pin(std::future::ready(Ok(())))
+        }
+        fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+            Box::pin(std::future::pending())
+        }
+        fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+            Box::pin(std::future::pending())
+        }
+        fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn keyspace_with(options: &[(&str, &str)]) -> KeyspaceMetadata {
+        KeyspaceMetadata {
+            replication: Replication::from_stored(
+                options
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+            .expect("valid"),
+            ..keyspace()
+        }
+    }
+
+    #[tokio::test]
+    async fn replicas_come_from_the_keyspace_strategy_over_the_ring() {
+        // This node (dc1) owns token 0; node 2 (dc2), which has no replica here and so counts
+        // as down, owns token 100.
+        let ring = one_node()
+            .with_normal_tokens(endpoint(2, "dc2"), vec![100])
+            .expect("ring");
+        let counting = Arc::new(Counting::default());
+        let coordinator = Coordinator::new(Arc::new(ring), Arc::new(counting.clone()));
+        let deadline = || Deadline::at(Instant::now() + Duration::from_secs(5));
+        let write = |ks: KeyspaceMetadata, token, consistency| {
+            let coordinator = &coordinator;
+            async move {
+                coordinator
+                    .write(
+                        &ks,
+                        vec![update(token)],
+                        consistency,
+                        WriteType::Simple,
+                        deadline(),
+                    )
+                    .await
+            }
+        };
+        let simple = |rf| {
+            keyspace_with(&[
+                ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+                ("replication_factor", rf),
+            ])
+        };
+        // RF 1: token 50 is node 2's alone, token 150 (wrapping to 0) this node's.
+        let e = write(simple("1"), 50, ConsistencyLevel::One)
+            .await
+            .expect_err("its replica is down");
+        assert!(
+            matches!(
+                e,
+                CoordinatorError::Unavailable {
+                    required: 1,
+                    alive: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        write(simple("1"), 150, ConsistencyLevel::One)
+            .await
+            .expect("this node's");
+        // RF 2: both nodes; ONE is met by this node, QUORUM is not.
+        write(simple("2"), 50, ConsistencyLevel::One)
+            .await
+            .expect("one of two");
+        let e = write(simple("2"), 50, ConsistencyLevel::Quorum)
+            .await
+            .expect_err("two of two");
+        assert!(
+            matches!(
+                e,
+                CoordinatorError::Unavailable {
+                    required: 2,
+                    alive: 1,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // LOCAL_QUORUM counts dc1 only: its one replica is up. EACH_QUORUM needs dc2's too.
+        let nts = keyspace_with(&[
+            (
+                "class",
+                "org.apache.cassandra.locator.NetworkTopologyStrategy",
+            ),
+            ("dc1", "1"),
+            ("dc2", "1"),
+        ]);
+        write(nts.clone(), 50, ConsistencyLevel::LocalQuorum)
+            .await
+            .expect("dc1's replica is up");
+        let e = write(nts.clone(), 50, ConsistencyLevel::EachQuorum)
+            .await
+            .expect_err("dc2's replica is down");
+        assert!(
+            matches!(
+                e,
+                CoordinatorError::Unavailable {
+                    required: 1,
+                    alive: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let only_dc2 = keyspace_with(&[
+            (
+                "class",
+                "org.apache.cassandra.locator.NetworkTopologyStrategy",
+            ),
+            ("dc2", "1"),
+        ]);
+        let e = write(only_dc2, 150, ConsistencyLevel::LocalOne)
+            .await
+            .expect_err("no replica in dc1");
+        assert!(matches!(e, CoordinatorError::Unavailable { .. }), "{e:?}");
+        assert_eq!(
+            counting.0.load(std::sync::atomic::Ordering::Relaxed),
+            3,
+            "only the writes that passed were applied"
+        );
     }
 
     fn read() -> ReadCommand {
@@ -415,7 +651,7 @@ mod tests {
         let e = coordinator
             .write(
                 &keyspace(),
-                Vec::new(),
+                vec![update(1)],
                 ConsistencyLevel::All,
                 WriteType::UnloggedBatch,
                 deadline,
@@ -446,7 +682,7 @@ mod tests {
         let e = coordinator
             .write(
                 &keyspace,
-                vec![update()],
+                vec![update(1)],
                 ConsistencyLevel::One,
                 WriteType::Simple,
                 deadline,
@@ -457,7 +693,7 @@ mod tests {
         let recorded = hints.0.lock().expect("lock");
         assert_eq!(recorded.len(), 1);
         let (mutation, why) = &recorded[0];
-        assert_eq!(*mutation.updates, vec![update()]);
+        assert_eq!(*mutation.updates, vec![update(1)]);
         assert!(
             !mutation.durable_writes,
             "the keyspace's durable_writes travels with the hint"
@@ -474,7 +710,7 @@ mod tests {
         let e = coordinator
             .write(
                 &keyspace(),
-                vec![update()],
+                vec![update(1)],
                 ConsistencyLevel::One,
                 WriteType::Simple,
                 deadline,

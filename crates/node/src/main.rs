@@ -1,7 +1,8 @@
 //! The `helenus` binary.
 //!
 //! Owns: the command line, configuration loading, and the order in which a node starts
-//! (config → storage → node identity → schema → coordinator → query processor → CQL server)
+//! (config → storage → node identity and tokens (locator) → schema → coordinator → query
+//! processor → CQL server)
 //! and stops (stop accepting → drain requests → sync the commit log and flush memtables).
 //!
 //! Also the operator endpoint (`admin`), which only calls the schema and the storage engine.
@@ -28,7 +29,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use config::{CommitLogSync, Config, DiskFailurePolicy};
-use coordinator::{Coordinator, Ring};
+use coordinator::Coordinator;
 use query::{NodeInfo, QueryProcessor};
 use replica::LocalReplica;
 use schema_service::SchemaService;
@@ -124,34 +125,62 @@ fn init_logging() {
 const HOST_ID_KEY: &[u8] = b"local/host_id";
 const TOKENS_KEY: &[u8] = b"local/tokens";
 
-/// Loads this node's host id and tokens, creating them on first start.
-fn node_identity(engine: &dyn StorageEngine, num_tokens: usize) -> Result<(uuid::Uuid, Vec<i64>)> {
-    let host_id = match engine.get_meta(HOST_ID_KEY)? {
+/// Loads this node's host id, creating it on first start.
+fn host_id(engine: &dyn StorageEngine) -> Result<uuid::Uuid> {
+    Ok(match engine.get_meta(HOST_ID_KEY)? {
         Some(b) => uuid::Uuid::from_slice(&b).context("corrupt stored host id")?,
         None => {
             let id = uuid::Uuid::new_v4();
             engine.put_meta(HOST_ID_KEY, id.as_bytes())?;
             id
         }
+    })
+}
+
+/// This node's tokens in storage's meta space (the locator mints them and says how they are
+/// stored).
+struct StoredTokens<'a>(&'a dyn StorageEngine);
+
+impl locator::TokenStore for StoredTokens<'_> {
+    fn load(&self) -> Result<Option<Vec<u8>>, String> {
+        self.0.get_meta(TOKENS_KEY).map_err(|e| e.to_string())
+    }
+    fn save(&self, bytes: &[u8]) -> Result<(), String> {
+        self.0
+            .put_meta(TOKENS_KEY, bytes)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The ring as this node starts with it: itself, placed by its snitch, owning its tokens
+/// (minted at its first start, the same ever after).
+fn token_metadata(engine: &dyn StorageEngine, config: &Config) -> Result<locator::TokenMetadata> {
+    let host_id = locator::HostId(host_id(engine)?);
+    let snitch =
+        locator::Snitch::from_class_name(&config.endpoint_snitch, &config.dc, &config.rack)
+            .with_context(|| format!("unsupported endpoint_snitch '{}'", config.endpoint_snitch))?;
+    let seed = host_id.0.as_u64_pair().0;
+    let tokens = match locator::tokens::load_or_mint(
+        &StoredTokens(engine),
+        host_id,
+        config.num_tokens,
+        seed,
+    ) {
+        Err(e @ locator::LocatorError::TokenCountChanged { stored, .. }) => bail!(
+            "{e}\nA node keeps the tokens it took at its first start (num_tokens: {stored} for \
+             this data directory)."
+        ),
+        tokens => tokens.context("cannot load this node's tokens")?,
     };
-    let tokens = match engine.get_meta(TOKENS_KEY)? {
-        Some(b) => {
-            if b.len() % 8 != 0 {
-                bail!("corrupt stored tokens ({} bytes)", b.len());
-            }
-            b.chunks_exact(8)
-                .map(|c| i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect()
-        }
-        None => {
-            let seed = host_id.as_u64_pair().0;
-            let tokens = partitioner::random_tokens(num_tokens, seed);
-            let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_be_bytes()).collect();
-            engine.put_meta(TOKENS_KEY, &bytes)?;
-            tokens
-        }
+    let local = locator::Endpoint {
+        host_id,
+        broadcast_address: config.listen_address,
+        native_address: config.rpc_address,
+        native_port: config.native_transport_port,
+        location: snitch.local_location(),
+        state: locator::NodeState::Normal,
     };
-    Ok((host_id, tokens))
+    Ok(locator::TokenMetadata::new(local, tokens)?)
 }
 
 fn server(config_path: Option<PathBuf>, ignore_replay_errors: bool) -> Result<()> {
@@ -270,29 +299,19 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             opened.with_context(|| format!("cannot open storage in {}", data_dir.display()))?
         }
     });
-    let (host_id, tokens) = node_identity(engine.as_ref(), config.num_tokens)?;
+    let token_metadata = Arc::new(token_metadata(engine.as_ref(), &config)?);
     let schema = Arc::new(
         SchemaService::open(engine.clone(), query::system_keyspaces()?)
             .context("cannot load the schema")?,
     );
-    let ring = Ring {
-        local_address: config.listen_address,
-        tokens: tokens.clone(),
-    };
     let coordinator = Arc::new(Coordinator::new(
-        ring,
+        token_metadata.clone(),
         Arc::new(LocalReplica::new(engine.clone(), durability)),
     ));
     let node = NodeInfo {
         cluster_name: config.cluster_name.clone(),
-        host_id,
-        listen_address: config.listen_address,
-        rpc_address: config.rpc_address,
-        native_port: config.native_transport_port,
-        data_center: config.dc.clone(),
-        rack: config.rack.clone(),
-        tokens,
         release_version: RELEASE_VERSION.to_string(),
+        token_metadata,
     };
     let processor = Arc::new(
         QueryProcessor::open(node, schema.clone(), coordinator)

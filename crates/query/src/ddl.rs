@@ -115,14 +115,14 @@ fn property_value(v: &PropertyValue) -> OptionValue {
     }
 }
 
-/// Cassandra's warnings for more replicas than nodes. The ring is this one node today.
+/// Cassandra's warnings for more replicas than nodes, counted in the locator's topology.
 fn replication_warnings(node: &NodeInfo, keyspace: &str, replication: &Replication) -> Vec<String> {
-    let data_center = node.data_center.as_str();
+    let topology = node.token_metadata.topology();
     crate::warnings::replication_warnings(
         keyspace,
         replication,
-        |dc| usize::from(dc == data_center),
-        1,
+        |dc| topology.endpoint_count(dc),
+        topology.len(),
     )
 }
 
@@ -686,7 +686,7 @@ fn plan_change(
                 )));
             }
             let (replication, durable_writes) =
-                keyspace_props(&s.properties, &ctx.node.data_center, name, None)?;
+                keyspace_props(&s.properties, ctx.node.data_center(), name, None)?;
             let warnings = replication_warnings(ctx.node, name, &replication);
             schema.keyspaces.insert(
                 name.to_string(),
@@ -716,7 +716,7 @@ fn plan_change(
             };
             user_keyspace(&schema, name)?;
             let (replication, durable_writes) =
-                keyspace_props(&s.properties, &ctx.node.data_center, name, Some(&existing))?;
+                keyspace_props(&s.properties, ctx.node.data_center(), name, Some(&existing))?;
             let mut warnings = replication_warnings(ctx.node, name, &replication);
             if replication.replication_factor() > existing.replication.replication_factor() {
                 warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());

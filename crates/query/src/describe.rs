@@ -137,7 +137,7 @@ fn create_keyspace(ks: &KeyspaceMetadata) -> String {
         );
     }
     // The strategy by its short name, first; then the options by name.
-    let replication = &ks.replication.0;
+    let replication = ks.replication.options();
     let class = replication.get("class").map_or("", |c| c.as_str());
     let short = class.rsplit('.').next().unwrap_or(class).to_string();
     let class_key = "class".to_string();

@@ -4,28 +4,36 @@
 
 use std::any::Any;
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use coordinator::ConsistencyLevel;
 use cql_syntax::ast::Statement;
+use locator::{Endpoint, TokenMetadata};
 use schema_service::SchemaChangeEvent;
 use uuid::Uuid;
 
-/// Facts about this node that system tables report.
+/// Facts about this node and the cluster that system tables report.
 #[derive(Debug, Clone)]
 pub struct NodeInfo {
     pub cluster_name: String,
-    pub host_id: Uuid,
-    pub listen_address: IpAddr,
-    pub rpc_address: IpAddr,
-    pub native_port: u16,
-    pub data_center: String,
-    pub rack: String,
-    pub tokens: Vec<i64>,
     pub release_version: String,
+    /// The ring as the locator has it: this node's host id, addresses, data centre, rack and
+    /// tokens (its local endpoint), and every other node (`system.peers`).
+    pub token_metadata: Arc<TokenMetadata>,
+}
+
+impl NodeInfo {
+    /// This node as the ring knows it.
+    pub fn local(&self) -> &Endpoint {
+        self.token_metadata.local_endpoint()
+    }
+
+    /// This node's data centre.
+    pub fn data_center(&self) -> &str {
+        &self.local().location.datacenter
+    }
 }
 
 /// A value bound to a marker.

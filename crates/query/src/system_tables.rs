@@ -145,6 +145,18 @@ fn blob_map(m: &BTreeMap<String, Vec<u8>>) -> Cell {
     Some(out)
 }
 
+/// The internode port every node reports (Cassandra's default `storage_port`; Helenus has
+/// no internode messaging yet).
+const STORAGE_PORT: i32 = 7000;
+
+/// Tokens as `system.local` and `system.peers` hold them: a set of their decimal strings,
+/// sorted as text.
+fn token_strings(tokens: &[i64]) -> Vec<String> {
+    let mut out: Vec<String> = tokens.iter().map(i64::to_string).collect();
+    out.sort();
+    out
+}
+
 /// Arranges named values in the table's column order (unnamed columns are null).
 fn row(table: &TableMetadata, values: Vec<(&str, Cell)>) -> Vec<Cell> {
     let mut out = vec![None; table.columns.len()];
@@ -177,37 +189,73 @@ pub(crate) fn rows(
     let mut rows: Vec<Vec<Cell>> = Vec::new();
     match (table.keyspace.as_str(), table.name.as_str()) {
         ("system", "local") => {
-            let mut tokens: Vec<String> = node.tokens.iter().map(i64::to_string).collect();
-            tokens.sort();
+            let local = node.local();
+            let tokens = token_strings(node.token_metadata.local_tokens());
             rows.push(row(
                 table,
                 vec![
                     ("key", text("local")),
                     ("bootstrapped", text("COMPLETED")),
-                    ("broadcast_address", inet(node.listen_address)),
-                    ("broadcast_port", int(7000)),
+                    ("broadcast_address", inet(local.broadcast_address)),
+                    ("broadcast_port", int(STORAGE_PORT)),
                     ("cluster_name", text(&node.cluster_name)),
                     ("cql_version", text("3.4.7")),
-                    ("data_center", text(&node.data_center)),
+                    ("data_center", text(&local.location.datacenter)),
                     ("gossip_generation", int(0)),
-                    ("host_id", uuid(node.host_id)),
-                    ("listen_address", inet(node.listen_address)),
-                    ("listen_port", int(7000)),
+                    ("host_id", uuid(local.host_id.0)),
+                    ("listen_address", inet(local.broadcast_address)),
+                    ("listen_port", int(STORAGE_PORT)),
                     ("native_protocol_version", text("5")),
                     (
                         "partitioner",
                         text("org.apache.cassandra.dht.Murmur3Partitioner"),
                     ),
-                    ("rack", text(&node.rack)),
+                    ("rack", text(&local.location.rack)),
                     ("release_version", text(&node.release_version)),
-                    ("rpc_address", inet(node.rpc_address)),
-                    ("rpc_port", int(node.native_port as i32)),
+                    ("rpc_address", inet(local.native_address)),
+                    ("rpc_port", int(local.native_port as i32)),
                     ("schema_version", uuid(schema.version)),
                     ("tokens", texts(&tokens)),
                 ],
             ));
         }
-        ("system", _) => {} // peers, peers_v2: no peers on a single node
+        // Every node of the ring but this one (none on a single node). Their release and
+        // schema versions come with gossip; until then they are null.
+        ("system", "peers") => {
+            for peer in node.token_metadata.peers() {
+                let tokens = token_strings(node.token_metadata.tokens_of(peer.host_id));
+                rows.push(row(
+                    table,
+                    vec![
+                        ("peer", inet(peer.broadcast_address)),
+                        ("data_center", text(&peer.location.datacenter)),
+                        ("host_id", uuid(peer.host_id.0)),
+                        ("rack", text(&peer.location.rack)),
+                        ("rpc_address", inet(peer.native_address)),
+                        ("tokens", texts(&tokens)),
+                    ],
+                ));
+            }
+        }
+        ("system", "peers_v2") => {
+            for peer in node.token_metadata.peers() {
+                let tokens = token_strings(node.token_metadata.tokens_of(peer.host_id));
+                rows.push(row(
+                    table,
+                    vec![
+                        ("peer", inet(peer.broadcast_address)),
+                        ("peer_port", int(STORAGE_PORT)),
+                        ("data_center", text(&peer.location.datacenter)),
+                        ("host_id", uuid(peer.host_id.0)),
+                        ("native_address", inet(peer.native_address)),
+                        ("native_port", int(peer.native_port as i32)),
+                        ("rack", text(&peer.location.rack)),
+                        ("tokens", texts(&tokens)),
+                    ],
+                ));
+            }
+        }
+        ("system", _) => {}
         ("system_schema", "keyspaces") => {
             for ks in schema.keyspaces.values().filter(|k| listed_in(k, false)) {
                 rows.push(row(
@@ -215,7 +263,7 @@ pub(crate) fn rows(
                     vec![
                         ("keyspace_name", text(&ks.name)),
                         ("durable_writes", boolean(ks.durable_writes)),
-                        ("replication", text_map(&ks.replication.0)),
+                        ("replication", text_map(ks.replication.options())),
                     ],
                 ));
             }

@@ -150,7 +150,11 @@ pub(crate) fn replication_warnings(
     nodes_in: impl Fn(&str) -> usize,
     total_nodes: usize,
 ) -> Vec<String> {
-    let class = replication.0.get("class").map(String::as_str).unwrap_or("");
+    let class = replication
+        .options()
+        .get("class")
+        .map(String::as_str)
+        .unwrap_or("");
     let factor = |v: &str| {
         v.split('/')
             .next()
@@ -159,7 +163,7 @@ pub(crate) fn replication_warnings(
     };
     if class.ends_with(".SimpleStrategy") {
         let rf = replication
-            .0
+            .options()
             .get("replication_factor")
             .map_or(0, |v| factor(v));
         if rf > total_nodes {
@@ -170,7 +174,7 @@ pub(crate) fn replication_warnings(
         }
     } else if class.ends_with(".NetworkTopologyStrategy") {
         return replication
-            .0
+            .options()
             .iter()
             .filter(|(dc, _)| dc.as_str() != "class")
             .filter_map(|(dc, v)| {
@@ -322,12 +326,13 @@ mod tests {
     use super::*;
 
     fn replication(pairs: &[(&str, &str)]) -> Replication {
-        Replication(
+        Replication::from_stored(
             pairs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
         )
+        .expect("valid")
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator::{Coordinator, Ring};
+use coordinator::Coordinator;
 use query::{NodeInfo, QueryError, QueryOptions, QueryProcessor, Session};
 use replica::LocalReplica;
 use schema_service::SchemaService;
@@ -16,23 +16,23 @@ use storage::{Durability, MemoryEngine};
 fn processor() -> QueryProcessor {
     let engine = Arc::new(MemoryEngine::new());
     let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
+    let local = locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::new_v4()),
+        broadcast_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_port: 9042,
+        location: locator::Snitch::Simple.local_location(),
+        state: locator::NodeState::Normal,
+    };
+    let token_metadata =
+        Arc::new(locator::TokenMetadata::new(local, tokens).expect("valid tokens"));
     let node = NodeInfo {
         cluster_name: "test".into(),
-        host_id: uuid::Uuid::new_v4(),
-        listen_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        rpc_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        native_port: 9042,
-        data_center: "datacenter1".into(),
-        rack: "rack1".into(),
-        tokens: tokens.clone(),
         release_version: "5.0.2".into(),
-    };
-    let ring = Ring {
-        local_address: node.listen_address,
-        tokens,
+        token_metadata: token_metadata.clone(),
     };
     let coordinator = Arc::new(Coordinator::new(
-        ring,
+        token_metadata,
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
     let schema = SchemaService::open(

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use coordinator::{
     Coordinator, Deadline, Mutation, ReadCommand, ReadDigest, ReadResponse, Replica, ReplicaFuture,
-    Ring,
 };
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions,
@@ -32,25 +31,51 @@ fn processor_with(engine: Arc<dyn StorageEngine>, replica: Arc<dyn Replica>) -> 
     processor_over(Arc::new(schema), replica)
 }
 
+/// This node alone, owning three tokens.
+fn one_node_ring() -> locator::TokenMetadata {
+    let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
+    let local = locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::new_v4()),
+        broadcast_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_port: 9042,
+        location: locator::Snitch::Simple.local_location(),
+        state: locator::NodeState::Normal,
+    };
+    locator::TokenMetadata::new(local, tokens).expect("valid tokens")
+}
+
 /// A processor over the schema service `schema`, its data operations going to `replica`.
 fn processor_over(schema: Arc<SchemaService>, replica: Arc<dyn Replica>) -> QueryProcessor {
-    let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
+    processor_over_ring(schema, replica, one_node_ring())
+}
+
+/// A processor on `engine` that sees the ring `token_metadata`.
+fn processor_on_ring(
+    engine: Arc<dyn StorageEngine>,
+    token_metadata: locator::TokenMetadata,
+) -> QueryProcessor {
+    let replica = Arc::new(LocalReplica::new(engine.clone(), Durability::None));
+    let schema = SchemaService::open(
+        engine,
+        query::system_keyspaces().expect("the system keyspaces"),
+    )
+    .expect("open the schema");
+    processor_over_ring(Arc::new(schema), replica, token_metadata)
+}
+
+fn processor_over_ring(
+    schema: Arc<SchemaService>,
+    replica: Arc<dyn Replica>,
+    token_metadata: locator::TokenMetadata,
+) -> QueryProcessor {
+    let token_metadata = Arc::new(token_metadata);
     let node = NodeInfo {
         cluster_name: "test".into(),
-        host_id: uuid::Uuid::new_v4(),
-        listen_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        rpc_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        native_port: 9042,
-        data_center: "datacenter1".into(),
-        rack: "rack1".into(),
-        tokens: tokens.clone(),
         release_version: "5.0.2".into(),
+        token_metadata: token_metadata.clone(),
     };
-    let ring = Ring {
-        local_address: node.listen_address,
-        tokens,
-    };
-    let coordinator = Arc::new(Coordinator::new(ring, replica));
+    let coordinator = Arc::new(Coordinator::new(token_metadata, replica));
     QueryProcessor::open(node, schema, coordinator)
 }
 
@@ -634,6 +659,106 @@ async fn schema_survives_reopen_and_system_tables_answer() {
         .await;
     assert_eq!(cols.len(), 4);
     assert!(h.rows("SELECT * FROM system.peers").await.is_empty());
+}
+
+/// `system.local` shows this node of the ring and `system.peers(_v2)` every other one, from the
+/// locator's topology.
+#[tokio::test]
+async fn system_local_and_peers_come_from_the_ring() {
+    let endpoint = |node: u8, host: u128, dc: &str, rack: &str| locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::from_u128(host)),
+        broadcast_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+        native_address: IpAddr::V4(Ipv4Addr::new(127, 0, 1, node)),
+        native_port: 9000 + u16::from(node),
+        location: locator::Location {
+            datacenter: dc.to_string(),
+            rack: rack.to_string(),
+        },
+        state: locator::NodeState::Normal,
+    };
+    let ring = locator::TokenMetadata::new(endpoint(1, 11, "dc1", "r1"), vec![-5, 10])
+        .and_then(|r| r.with_normal_tokens(endpoint(3, 33, "dc2", "r3"), vec![30]))
+        .and_then(|r| r.with_normal_tokens(endpoint(2, 22, "dc1", "r2"), vec![20, -20]))
+        .expect("ring");
+    let mut h = Harness {
+        p: processor_on_ring(Arc::new(MemoryEngine::new()), ring),
+        session: Session::default(),
+    };
+    let set = |items: &[&str]| {
+        Some(Value::Set(
+            items.iter().map(|t| Value::Text(t.to_string())).collect(),
+        ))
+    };
+    let inet = |a, b, c, d| Some(Value::Inet(IpAddr::V4(Ipv4Addr::new(a, b, c, d))));
+    let host = |h: u128| Some(Value::Uuid(uuid::Uuid::from_u128(h)));
+    assert_eq!(
+        h.rows("SELECT host_id, data_center, rack, tokens, broadcast_address, rpc_address, rpc_port FROM system.local")
+            .await,
+        vec![vec![host(11), text("dc1"), text("r1"), set(&["-5", "10"]), inet(127, 0, 0, 1), inet(127, 0, 1, 1), int(9001)]]
+    );
+    assert_eq!(
+        h.rows("SELECT peer, host_id, data_center, rack, rpc_address, tokens FROM system.peers")
+            .await,
+        vec![
+            vec![
+                inet(127, 0, 0, 2),
+                host(22),
+                text("dc1"),
+                text("r2"),
+                inet(127, 0, 1, 2),
+                set(&["-20", "20"])
+            ],
+            vec![
+                inet(127, 0, 0, 3),
+                host(33),
+                text("dc2"),
+                text("r3"),
+                inet(127, 0, 1, 3),
+                set(&["30"])
+            ],
+        ]
+    );
+    assert_eq!(
+        h.rows("SELECT peer, peer_port, native_address, native_port FROM system.peers_v2")
+            .await,
+        vec![
+            vec![inet(127, 0, 0, 2), int(7000), inet(127, 0, 1, 2), int(9002)],
+            vec![inet(127, 0, 0, 3), int(7000), inet(127, 0, 1, 3), int(9003)],
+        ]
+    );
+}
+
+/// Cassandra's warning for a replication factor above the node count counts the ring's nodes.
+#[tokio::test]
+async fn replication_warnings_count_the_nodes_of_the_ring() {
+    let endpoint = |node: u8| locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::from_u128(node.into())),
+        broadcast_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+        native_address: IpAddr::V4(Ipv4Addr::new(127, 0, 0, node)),
+        native_port: 9042,
+        location: locator::Snitch::Simple.local_location(),
+        state: locator::NodeState::Normal,
+    };
+    let ring = locator::TokenMetadata::new(endpoint(1), vec![1])
+        .and_then(|r| r.with_normal_tokens(endpoint(2), vec![2]))
+        .expect("ring");
+    let mut h = Harness {
+        p: processor_on_ring(Arc::new(MemoryEngine::new()), ring),
+        session: Session::default(),
+    };
+    let simple = |rf| {
+        format!("CREATE KEYSPACE ks{rf} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
+    };
+    assert!(h.warnings(&simple(2)).await.is_empty());
+    assert_eq!(
+        h.warnings(&simple(3)).await,
+        ["Your replication factor 3 for keyspace ks3 is higher than the number of nodes 2"]
+    );
+    assert_eq!(
+        h.warnings("CREATE KEYSPACE n3 WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 3}")
+            .await,
+        ["Your replication factor 3 for keyspace n3 is higher than the number of nodes 2 for datacenter datacenter1"]
+    );
 }
 
 /// Every statement the six drivers of tests/drivers send at connect and after DDL (see

@@ -5,7 +5,8 @@
 //! and its serialised form for persistence (JSON, one document per node, written by the query
 //! layer through the storage meta API).
 //!
-//! Must not depend on: storage, the protocol, the CQL parser, or any I/O. A `Schema` is an
+//! Must not depend on: storage, the protocol, the CQL parser, or any I/O. It depends on
+//! `locator` (pure) for the typed replication strategy a keyspace holds. A `Schema` is an
 //! immutable value; a change produces a new `Schema` that is swapped in atomically.
 
 mod compaction;

@@ -565,7 +565,7 @@ mod tests {
         ]);
         let r = Replication::from_options(&opts, "datacenter1", "ks", None).expect("valid");
         assert_eq!(
-            r.0.get("class").map(String::as_str),
+            r.options().get("class").map(String::as_str),
             Some("org.apache.cassandra.locator.SimpleStrategy")
         );
         assert_eq!(r.replication_factor(), 3);
@@ -574,7 +574,60 @@ mod tests {
             ("replication_factor".to_string(), "2".to_string()),
         ]);
         let r = Replication::from_options(&nts, "datacenter1", "ks", None).expect("valid");
-        assert_eq!(r.0.get("datacenter1").map(String::as_str), Some("2"));
+        assert_eq!(
+            r.options().get("datacenter1").map(String::as_str),
+            Some("2")
+        );
+    }
+
+    #[test]
+    fn replication_is_parsed_once_into_its_typed_strategy_and_persisted_as_its_options() {
+        use locator::ReplicationStrategy;
+        let options = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let simple = Replication::from_options(
+            &options(&[("class", "SimpleStrategy"), ("replication_factor", "3")]),
+            "dc1",
+            "ks",
+            None,
+        )
+        .expect("valid");
+        assert_eq!(
+            simple.strategy(),
+            &ReplicationStrategy::Simple {
+                replication_factor: 3
+            }
+        );
+        // The shorthand expands to the local data centre; a data centre at 0 is dropped.
+        let nts = Replication::from_options(
+            &options(&[
+                ("class", "NetworkTopologyStrategy"),
+                ("replication_factor", "2"),
+            ]),
+            "dc1",
+            "ks",
+            None,
+        )
+        .expect("valid");
+        assert_eq!(
+            nts.strategy(),
+            &ReplicationStrategy::network_topology([("dc1".to_string(), 2)])
+        );
+        assert_eq!(Replication::local().strategy(), &ReplicationStrategy::Local);
+        // Persisted as the options alone (the form stored before the typed strategy), and
+        // parsed again when loaded.
+        let json = serde_json::to_string(&nts).expect("serialise");
+        assert_eq!(
+            json,
+            r#"{"class":"org.apache.cassandra.locator.NetworkTopologyStrategy","dc1":"2"}"#
+        );
+        let loaded: Replication = serde_json::from_str(&json).expect("load");
+        assert_eq!(loaded, nts);
+        assert!(serde_json::from_str::<Replication>(r#"{"class":"Nope"}"#).is_err());
     }
 
     #[test]
@@ -585,7 +638,7 @@ mod tests {
                 "org.apache.cassandra.locator.NetworkTopologyStrategy".to_string(),
             )]);
             m.extend(dcs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-            Replication(m)
+            Replication::from_stored(m).expect("valid")
         };
         for (r, expected) in [
             (nts(&[("dc1", "0"), ("dc2", "2")]), true),

@@ -1,14 +1,25 @@
 //! Keyspace replication and table options, with Cassandra 5.0's defaults.
 
+use locator::ReplicationStrategy;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::SchemaError;
 
-/// A keyspace's replication settings exactly as `system_schema.keyspaces.replication` reports
-/// them: the strategy's full class name under `class`, then its options.
+/// A keyspace's replication: its options exactly as `system_schema.keyspaces.replication`
+/// reports them (the strategy's full class name under `class`, then its options), which
+/// DESCRIBE and the persisted schema keep, and the typed strategy parsed from them once, when
+/// the keyspace is created, altered or loaded, which placement and consistency levels use.
+/// Persisted as the options alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Replication(pub BTreeMap<String, String>);
+#[serde(
+    try_from = "BTreeMap<String, String>",
+    into = "BTreeMap<String, String>"
+)]
+pub struct Replication {
+    options: BTreeMap<String, String>,
+    strategy: ReplicationStrategy,
+}
 
 const SIMPLE: &str = "org.apache.cassandra.locator.SimpleStrategy";
 /// The replication factor a strategy gets when none is given (Cassandra 5.0's
@@ -46,7 +57,8 @@ impl Replication {
             .collect();
         let previous: BTreeMap<String, String> = previous
             .map(|p| {
-                p.0.iter()
+                p.options
+                    .iter()
                     .filter(|(k, _)| k.as_str() != "class")
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
@@ -68,36 +80,79 @@ impl Replication {
             }
         };
         out.insert("class".to_string(), full);
-        Ok(Replication(out))
+        Replication::from_stored(out)
+    }
+
+    /// The replication of options validated before (a persisted schema): the typed strategy
+    /// is parsed from them again; options no strategy takes are an error.
+    pub fn from_stored(options: BTreeMap<String, String>) -> Result<Replication, SchemaError> {
+        let class = options.get("class").map(String::as_str).unwrap_or("");
+        let factors = || {
+            options
+                .iter()
+                .filter(|(k, _)| k.as_str() != "class")
+                .map(|(k, v)| Ok((k.clone(), stored_full_replicas(v)?)))
+                .collect::<Result<Vec<(String, u32)>, SchemaError>>()
+        };
+        let strategy = match class {
+            LOCAL => ReplicationStrategy::Local,
+            SIMPLE => {
+                let rf = options.get(REPLICATION_FACTOR).ok_or_else(|| {
+                    SchemaError::Corrupt("SimpleStrategy without replication_factor".to_string())
+                })?;
+                ReplicationStrategy::Simple {
+                    replication_factor: stored_full_replicas(rf)?,
+                }
+            }
+            NETWORK_TOPOLOGY => ReplicationStrategy::network_topology(factors()?),
+            other => {
+                return Err(SchemaError::Corrupt(format!(
+                    "unknown replication strategy class '{other}'"
+                )))
+            }
+        };
+        Ok(Replication { options, strategy })
     }
 
     pub fn local() -> Replication {
-        Replication(BTreeMap::from([("class".to_string(), LOCAL.to_string())]))
+        Replication {
+            options: BTreeMap::from([("class".to_string(), LOCAL.to_string())]),
+            strategy: ReplicationStrategy::Local,
+        }
     }
 
-    /// Whether the replication factor is above 0, without summing every data centre's (the
-    /// write path asks on every request).
+    /// The options as `system_schema.keyspaces.replication` and DESCRIBE show them.
+    pub fn options(&self) -> &BTreeMap<String, String> {
+        &self.options
+    }
+
+    /// The strategy placement and consistency levels use.
+    pub fn strategy(&self) -> &ReplicationStrategy {
+        &self.strategy
+    }
+
+    /// Whether the replication factor is above 0.
     pub fn has_replicas(&self) -> bool {
-        let class = self.0.get("class").map(String::as_str).unwrap_or("");
-        class == LOCAL
-            || self
-                .0
-                .iter()
-                .filter(|(k, _)| k.as_str() != "class")
-                .any(|(_, v)| full_replicas(v) > 0)
+        self.strategy.has_replicas()
     }
 
     /// How many replicas the strategy asks for in total (over all data centres).
     pub fn replication_factor(&self) -> usize {
-        let class = self.0.get("class").map(String::as_str).unwrap_or("");
-        if class == LOCAL {
-            return 1;
-        }
-        self.0
-            .iter()
-            .filter(|(k, _)| k.as_str() != "class")
-            .map(|(_, v)| full_replicas(v))
-            .sum()
+        self.strategy.replication_factor()
+    }
+}
+
+impl TryFrom<BTreeMap<String, String>> for Replication {
+    type Error = SchemaError;
+
+    fn try_from(options: BTreeMap<String, String>) -> Result<Replication, SchemaError> {
+        Replication::from_stored(options)
+    }
+}
+
+impl From<Replication> for BTreeMap<String, String> {
+    fn from(replication: Replication) -> BTreeMap<String, String> {
+        replication.options
     }
 }
 
@@ -242,10 +297,12 @@ impl ReplicationFactor {
     }
 }
 
-/// The full replicas of a stored factor (0 for one that does not parse, which a stored
-/// replication never holds).
-fn full_replicas(value: &str) -> usize {
-    ReplicationFactor::parse(value).map_or(0, |rf| rf.full as usize)
+/// The full replicas of a stored factor, `full` or `full/transient` (validation refuses
+/// transient replicas, but the count of full ones is all placement needs either way).
+fn stored_full_replicas(value: &str) -> Result<u32, SchemaError> {
+    let full = value.split('/').next().unwrap_or(value);
+    u32::try_from(java_parse_int(full)?)
+        .map_err(|_| SchemaError::Corrupt(format!("negative replication factor {value}")))
 }
 
 /// Java's `Integer.parseInt`, refused with its `NumberFormatException` message.

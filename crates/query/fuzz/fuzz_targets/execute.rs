@@ -10,7 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use coordinator::{Coordinator, Ring};
+use coordinator::Coordinator;
 use replica::LocalReplica;
 use libfuzzer_sys::fuzz_target;
 use query::{NodeInfo, QueryOptions, QueryProcessor, Session};
@@ -44,23 +44,22 @@ struct State {
 fn processor() -> QueryProcessor {
     let engine = Arc::new(MemoryEngine::new());
     let tokens = vec![-3_000_000_000_000_000_000, 0, 3_000_000_000_000_000_000];
+    let local = locator::Endpoint {
+        host_id: locator::HostId(uuid::Uuid::nil()),
+        broadcast_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        native_port: 9042,
+        location: locator::Snitch::Simple.local_location(),
+        state: locator::NodeState::Normal,
+    };
+    let token_metadata = Arc::new(locator::TokenMetadata::new(local, tokens).expect("valid tokens"));
     let node = NodeInfo {
         cluster_name: "fuzz".into(),
-        host_id: uuid::Uuid::nil(),
-        listen_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        rpc_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        native_port: 9042,
-        data_center: "datacenter1".into(),
-        rack: "rack1".into(),
-        tokens: tokens.clone(),
         release_version: "5.0.2".into(),
-    };
-    let ring = Ring {
-        local_address: node.listen_address,
-        tokens,
+        token_metadata: token_metadata.clone(),
     };
     let coordinator = Arc::new(Coordinator::new(
-        ring,
+        token_metadata,
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
     let schema = SchemaService::open(

@@ -237,9 +237,11 @@ pub(super) async fn execute_rows(
         Some(_) => ctx.timeouts.read,
         None => ctx.timeouts.range,
     };
-    let block_for = options
-        .consistency
-        .block_for(keyspace_meta, coordinator::ReadOrWrite::Read)?;
+    let block_for = options.consistency.block_for(
+        keyspace_meta,
+        coordinator::ReadOrWrite::Read,
+        ctx.node.data_center(),
+    )?;
     let pacer = Pacer::new(
         start.deadline(timeout),
         options.consistency,
