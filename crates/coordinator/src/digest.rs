@@ -30,7 +30,7 @@
 use md5::{Digest, Md5};
 use mutation::PartitionData;
 
-use crate::ReadResponse;
+use mutation::ReadResponse;
 
 /// The MD5 digest of a read's result (see the module comment for what it covers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -23,9 +23,6 @@ pub use deadline::{Deadline, WriteType};
 pub use digest::{read_digest, ReadDigest};
 pub use hints::{HintedHandoff, MissedWrite, NoHints};
 pub use replica::{Mutation, Replica, ReplicaError, ReplicaFuture};
-// Transitional: the read vocabulary moved to `mutation` (issue 34); `query` still names it
-// `coordinator::ReadCommand` until its imports are switched.
-pub use mutation::{ReadCommand, ReadResponse};
 
 use std::future::Future;
 use std::pin::pin;
@@ -33,7 +30,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use locator::{HostId, ReplicationStrategy, TokenMetadata};
-use mutation::{PartitionUpdate, ScanStart, TableId};
+use mutation::{PartitionUpdate, ReadCommand, ReadResponse, ScanStart, TableId};
 use schema::KeyspaceMetadata;
 
 #[derive(Debug, thiserror::Error)]

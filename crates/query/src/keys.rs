@@ -3,9 +3,9 @@
 //! row keeps in the form they were written when its key does not. Depends on nothing else in
 //! this crate but its error.
 
+use mutation::PartitionKey;
 use mutation::{Cell, ColumnData, Row};
 use schema::{ClusteringOrder, TableMetadata};
-use storage::PartitionKey;
 use types::CqlType;
 
 use crate::QueryError;

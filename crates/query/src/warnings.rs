@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 
 use cql_syntax::ast::Identifier;
+use mutation::PartitionUpdate;
 use mutation::{ClusteringBound, ColumnData, LivenessInfo, Row};
 use schema::{ClusteringOrder, Replication, Schema, TableMetadata};
-use storage::PartitionUpdate;
 
 use crate::QueryError;
 

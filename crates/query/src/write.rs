@@ -13,8 +13,8 @@ use mutation::{
     Cell, CellValue, ClusteringBound, ColumnData, DeletionTime, Expiry, LivenessInfo,
     PartitionHeader, RangeTombstone, Row,
 };
+use mutation::{PartitionKey, PartitionUpdate};
 use schema::{ColumnKind, ColumnMetadata, Schema, TableMetadata};
-use storage::{PartitionKey, PartitionUpdate};
 use types::CqlType;
 
 use crate::bind::{column, resolve_table, Bound};
@@ -1955,14 +1955,14 @@ async fn read_lists(
     now: mutation::LocalTime,
     deadline: coordinator::Deadline,
 ) -> Result<ListState, QueryError> {
-    use coordinator::{ReadCommand, ReadResponse};
+    use mutation::{ReadCommand, ReadResponse};
     let mut state = ListState::default();
     for read in reads {
         let keyspace = schema.keyspace(&read.keyspace).ok_or_else(|| {
             QueryError::Invalid(format!("keyspace {} does not exist", read.keyspace))
         })?;
         let slice = match &read.clustering {
-            Some(ck) => storage::ClusteringSlice {
+            Some(ck) => mutation::ClusteringSlice {
                 start: Some(ClusteringBound {
                     prefix: ck.clone(),
                     inclusive: true,
@@ -1973,7 +1973,7 @@ async fn read_lists(
                 }),
                 reversed: false,
             },
-            None => storage::ClusteringSlice::all(),
+            None => mutation::ClusteringSlice::all(),
         };
         let command = ReadCommand::Partition {
             table: read.table,

@@ -4,16 +4,15 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
-use coordinator::{
-    Coordinator, Deadline, Mutation, ReadCommand, ReadDigest, ReadResponse, Replica, ReplicaFuture,
-};
+use coordinator::{Coordinator, Deadline, Mutation, ReadDigest, Replica, ReplicaFuture};
+use mutation::{ReadCommand, ReadResponse, TableId};
 use query::{
     BatchItem, BatchKind, BoundValue, BoundValues, NodeInfo, Outcome, QueryError, QueryOptions,
     QueryProcessor, QueryResult, ResultSet, Session, StatementKind,
 };
 use replica::LocalReplica;
 use schema_service::SchemaService;
-use storage::{Durability, MemoryEngine, StorageEngine, TableId};
+use storage::{Durability, MemoryEngine, StorageEngine};
 use types::Value;
 
 fn processor_on(engine: Arc<dyn StorageEngine>) -> QueryProcessor {

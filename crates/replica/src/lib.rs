@@ -16,10 +16,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use coordinator::{
-    read_digest, Deadline, Mutation, ReadCommand, ReadDigest, ReadResponse, Replica, ReplicaError,
-    ReplicaFuture,
+    read_digest, Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture,
 };
-use storage::{Durability, PartitionUpdate, StorageEngine, StorageError, TableId};
+use mutation::{PartitionUpdate, ReadCommand, ReadResponse, TableId};
+use storage::{Durability, StorageEngine, StorageError};
 use tokio::sync::oneshot;
 
 /// This node's storage as a replica. Storage calls can block (write stalls, commit log syncs,

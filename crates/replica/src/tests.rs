@@ -1,8 +1,8 @@
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use mutation::{Cell, ColumnData, LivenessInfo, Row};
-use storage::{ClusteringSlice, MemoryEngine, PartitionKey, ScanStart};
+use mutation::{Cell, ClusteringSlice, ColumnData, LivenessInfo, PartitionKey, Row, ScanStart};
+use storage::MemoryEngine;
 
 use super::*;
 
@@ -191,7 +191,7 @@ async fn a_storage_failure_keeps_storages_words() {
     let oversized = PartitionUpdate {
         key: PartitionKey {
             token: 0,
-            key: vec![0; storage::MAX_PARTITION_KEY_BYTES + 1],
+            key: vec![0; mutation::MAX_PARTITION_KEY_BYTES + 1],
         },
         ..update(TABLE, 0, 0, b"v", 1)
     };

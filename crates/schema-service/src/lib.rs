@@ -21,8 +21,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use mutation::TableId;
 use schema::{KeyspaceMetadata, Schema, SchemaError};
-use storage::{StorageEngine, StorageError, TableId};
+use storage::{StorageEngine, StorageError};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 

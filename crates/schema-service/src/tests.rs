@@ -3,11 +3,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-use schema::{ClusteringOrder, Replication, TableMetadata, TableOptions};
-use storage::{
-    ClusteringSlice, Durability, MemoryEngine, PartitionKey, PartitionPage, PartitionUpdate,
-    ScanPage, ScanStart, TableStats,
+use mutation::{
+    ClusteringSlice, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart,
 };
+use schema::{ClusteringOrder, Replication, TableMetadata, TableOptions};
+use storage::{Durability, MemoryEngine, TableStats};
 use types::CqlType;
 
 use super::*;

@@ -32,6 +32,10 @@ mod read;
 mod rocks;
 mod write;
 
+use mutation::{
+    ClusteringSlice, PartitionKey, PartitionPage, PartitionUpdate, ScanPage, ScanStart, TableId,
+};
+
 pub use memory::MemoryEngine;
 #[cfg(feature = "rocksdb")]
 pub use rocks::{RocksConfig, RocksEngine, DEFAULT_COMMIT_LOG_TOTAL_BYTES};
@@ -45,14 +49,6 @@ pub(crate) fn now_seconds() -> mutation::LocalTime {
         .map_or(0, |d| d.as_secs());
     mutation::LocalTime::try_from(secs).unwrap_or(mutation::LocalTime::MAX)
 }
-
-// Transitional: the partition and read vocabulary moved to `mutation` (issue 34), so that
-// messaging never depends on the engine. Crates not yet switched to `mutation::` still import
-// them from here; the re-export goes once every import names `mutation`.
-pub use mutation::{
-    ClusteringSlice, PartitionData, PartitionKey, PartitionPage, PartitionUpdate, ScanPage,
-    ScanStart, TableId, MAX_PARTITION_KEY_BYTES,
-};
 
 /// How durable a write is when `apply_batch` returns (Cassandra's `commitlog_sync` and keyspace
 /// `durable_writes`).

@@ -4,10 +4,10 @@
 use std::cmp::Ordering;
 
 use bytes::Bytes;
-use coordinator::{ConsistencyLevel, Coordinator, ReadCommand, ReadResponse};
+use coordinator::{ConsistencyLevel, Coordinator};
 use cql_syntax::ast::Select;
+use mutation::{PartitionData, ReadCommand, ReadResponse, ScanStart};
 use schema::{KeyspaceMetadata, Schema};
-use storage::{PartitionData, ScanStart};
 use types::CqlType;
 
 use crate::bind::{resolve_table, Bound};
@@ -487,7 +487,7 @@ async fn read_partition(
         page
     } else {
         // A token() restriction beside the key leaves this one out.
-        storage::PartitionPage {
+        mutation::PartitionPage {
             data: PartitionData {
                 key: key.clone(),
                 header: Default::default(),

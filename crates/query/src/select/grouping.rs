@@ -2,8 +2,8 @@
 //! one result row; a page may end inside a group.
 
 use bytes::Bytes;
+use mutation::PartitionKey;
 use schema::ClusteringOrder;
-use storage::PartitionKey;
 
 use crate::keys::clustering_key;
 use crate::QueryError;

@@ -3,9 +3,9 @@
 
 use std::cmp::Ordering;
 
+use mutation::PartitionData;
 use mutation::{Cell, CellValue, ColumnData, DeletionTime, RangeTombstone, Row};
 use schema::{ClusteringOrder, TableMetadata};
-use storage::PartitionData;
 use types::CqlType;
 
 use super::plan::Plan;

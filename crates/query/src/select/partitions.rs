@@ -2,8 +2,8 @@
 //! values sorted and de-duplicated, their combinations made as they are read.
 
 use cql_syntax::ast::Operator;
+use mutation::PartitionKey;
 use schema::TableMetadata;
-use storage::PartitionKey;
 
 use crate::keys::partition_key;
 use crate::QueryError;

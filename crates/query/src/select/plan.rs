@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use mutation::ClusteringSlice;
 use schema::TableMetadata;
-use storage::ClusteringSlice;
 
 use crate::slices::ClusteringRange;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use cql_syntax::ast::{
     Identifier, Operator, Order, Relation, RelationValue, Select, SelectorExpr, Term,
 };
+use mutation::ClusteringSlice;
 use schema::{ClusteringOrder, ColumnKind, ColumnMetadata, Schema, TableMetadata};
-use storage::ClusteringSlice;
 use types::CqlType;
 
 use crate::bind::{column, Bound};

@@ -3,7 +3,7 @@
 
 use cql_syntax::ast::Operator;
 use mutation::{Cell, ColumnData, DeletionTime, Row};
-use storage::{ClusteringSlice, PartitionData, PartitionKey};
+use mutation::{ClusteringSlice, PartitionData, PartitionKey};
 use types::CqlType;
 
 use crate::warnings;
