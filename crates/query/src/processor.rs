@@ -357,7 +357,7 @@ impl QueryProcessor {
         };
         let deadline = start.deadline(self.timeouts.write);
         write::send_mutations(
-            self,
+            &self.coordinator,
             &schema,
             collected,
             options.consistency,
@@ -463,7 +463,7 @@ impl QueryProcessor {
                 }
                 let deadline = start.deadline(self.timeouts.write);
                 write::send_mutations(
-                    self,
+                    &self.coordinator,
                     &schema,
                     collected,
                     options.consistency,

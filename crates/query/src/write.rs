@@ -25,7 +25,6 @@ use crate::keys::{
     clustering_forms, clustering_key, partition_key, row_clustering_key, CLUSTERING_FORMS_COLUMN,
 };
 use crate::limits::{InSelectGuardrails, KeyKind};
-use crate::processor::QueryProcessor;
 use crate::select::term_text::op_name;
 use crate::slices::TupleBound;
 use crate::QueryError;
@@ -218,7 +217,7 @@ fn has_own_timestamp(statement: &Statement) -> bool {
 /// Sends collected mutations to the coordinator, one write per keyspace (each replica applies
 /// it with its own commit log mode and the keyspace's `durable_writes`).
 pub(crate) async fn send_mutations(
-    processor: &QueryProcessor,
+    coordinator: &Coordinator,
     schema: &Schema,
     set: MutationSet,
     consistency: ConsistencyLevel,
@@ -237,8 +236,7 @@ pub(crate) async fn send_mutations(
         let keyspace = schema
             .keyspace(&ks)
             .ok_or_else(|| QueryError::Invalid(format!("keyspace {ks} does not exist")))?;
-        processor
-            .coordinator
+        coordinator
             .write(keyspace, updates, consistency, write_type, deadline)
             .await?;
     }
