@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use coordinator::{Coordinator, Deadline};
 use cql_syntax::ast::{
-    AlterTableAction, AlterTypeAction, Constant, CreateTable, Order, Properties, PropertyValue,
-    QualifiedName, Statement, TypeExpr,
+    self, AlterTableAction, AlterTypeAction, Constant, CreateTable, Order, Properties,
+    PropertyValue, QualifiedName, Statement, TypeExpr,
 };
 use schema::{
     ClusteringOrder, ColumnKind, KeyspaceMetadata, OptionValue, Replication, Schema, TableMetadata,
@@ -646,516 +646,630 @@ fn plan_change(
     statement: &Statement,
     session_keyspace: Option<&str>,
 ) -> Result<Option<Change>, QueryError> {
-    let mut schema = current.clone();
-    let change = |schema: Schema, event: SchemaChangeEvent| Change {
+    let schema = current.clone();
+    match statement {
+        Statement::CreateKeyspace(s) => create_keyspace(ctx, schema, s),
+        Statement::AlterKeyspace(s) => alter_keyspace(ctx, schema, s),
+        Statement::DropKeyspace(s) => drop_keyspace(schema, s),
+        Statement::CreateTable(s) => create_table(schema, s, session_keyspace),
+        Statement::AlterTable(s) => alter_table(ctx, schema, s, session_keyspace),
+        Statement::DropTable(s) => drop_table(schema, s, session_keyspace),
+        Statement::CreateType(s) => create_type(schema, s, session_keyspace),
+        Statement::AlterType(s) => alter_type(schema, s, session_keyspace),
+        Statement::DropType(s) => drop_type(schema, s, session_keyspace),
+        _ => Err(QueryError::Invalid(
+            "This statement is not supported yet by Helenus".to_string(),
+        )),
+    }
+}
+
+/// A change to `schema` announced by `event`, with nothing else to do or say.
+fn change(schema: Schema, event: SchemaChangeEvent) -> Change {
+    Change {
         schema,
         event,
         invalidates_prepared: false,
         warnings: Vec::new(),
-    };
+    }
+}
+
+/// CREATE KEYSPACE as a change of `schema`; `None` if it changes nothing (IF NOT EXISTS).
+fn create_keyspace(
+    ctx: &DdlContext<'_>,
+    mut schema: Schema,
+    s: &ast::CreateKeyspace,
+) -> Result<Option<Change>, QueryError> {
     use SchemaChangeKind::*;
     use SchemaChangeTarget as T;
-    Ok(Some(match statement {
-        Statement::CreateKeyspace(s) => {
-            let name = s.name.as_str();
-            valid_keyspace_name(name)?;
-            check_keyspace_props(&s.properties)?;
-            if !s
-                .properties
-                .0
-                .iter()
-                .any(|p| p.name.as_str() == "replication")
-            {
-                return Err(QueryError::Invalid(
-                    "Missing mandatory option 'replication'".to_string(),
-                ));
-            }
-            if schema.keyspace(name).is_some() {
-                if s.if_not_exists {
-                    return Ok(None);
-                }
-                return Err(QueryError::AlreadyExists {
-                    keyspace: name.to_string(),
-                    table: String::new(),
-                    message: format!("Keyspace {name} already exists"),
-                });
-            }
-            if SYSTEM_KEYSPACES.contains(&name) {
-                return Err(QueryError::Invalid(format!(
-                    "{name} is a reserved keyspace name"
-                )));
-            }
-            let (replication, durable_writes) =
-                keyspace_props(&s.properties, ctx.node.data_center(), name, None)?;
-            let warnings = replication_warnings(ctx.node, name, &replication);
-            schema.keyspaces.insert(
-                name.to_string(),
-                Arc::new(KeyspaceMetadata {
-                    name: name.to_string(),
-                    durable_writes,
-                    replication,
-                    tables: BTreeMap::new(),
-                    types: BTreeMap::new(),
-                    virtual_keyspace: false,
-                }),
-            );
-            let mut c = change(schema, event(Created, T::Keyspace, name, None));
-            c.warnings = warnings;
-            c
+    Ok(Some({
+        let name = s.name.as_str();
+        valid_keyspace_name(name)?;
+        check_keyspace_props(&s.properties)?;
+        if !s
+            .properties
+            .0
+            .iter()
+            .any(|p| p.name.as_str() == "replication")
+        {
+            return Err(QueryError::Invalid(
+                "Missing mandatory option 'replication'".to_string(),
+            ));
         }
-        Statement::AlterKeyspace(s) => {
-            let name = s.name.as_str();
-            check_keyspace_props(&s.properties)?;
-            let Some(existing) = schema.keyspace(name).cloned() else {
-                if s.if_exists {
-                    return Ok(None);
-                }
-                return Err(QueryError::Invalid(format!(
-                    "Keyspace '{name}' doesn't exist"
-                )));
+        if schema.keyspace(name).is_some() {
+            if s.if_not_exists {
+                return Ok(None);
+            }
+            return Err(QueryError::AlreadyExists {
+                keyspace: name.to_string(),
+                table: String::new(),
+                message: format!("Keyspace {name} already exists"),
+            });
+        }
+        if SYSTEM_KEYSPACES.contains(&name) {
+            return Err(QueryError::Invalid(format!(
+                "{name} is a reserved keyspace name"
+            )));
+        }
+        let (replication, durable_writes) =
+            keyspace_props(&s.properties, ctx.node.data_center(), name, None)?;
+        let warnings = replication_warnings(ctx.node, name, &replication);
+        schema.keyspaces.insert(
+            name.to_string(),
+            Arc::new(KeyspaceMetadata {
+                name: name.to_string(),
+                durable_writes,
+                replication,
+                tables: BTreeMap::new(),
+                types: BTreeMap::new(),
+                virtual_keyspace: false,
+            }),
+        );
+        let mut c = change(schema, event(Created, T::Keyspace, name, None));
+        c.warnings = warnings;
+        c
+    }))
+}
+
+/// ALTER KEYSPACE as a change of `schema`; `None` if it changes nothing (IF EXISTS).
+fn alter_keyspace(
+    ctx: &DdlContext<'_>,
+    mut schema: Schema,
+    s: &ast::AlterKeyspace,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let name = s.name.as_str();
+        check_keyspace_props(&s.properties)?;
+        let Some(existing) = schema.keyspace(name).cloned() else {
+            if s.if_exists {
+                return Ok(None);
+            }
+            return Err(QueryError::Invalid(format!(
+                "Keyspace '{name}' doesn't exist"
+            )));
+        };
+        user_keyspace(&schema, name)?;
+        let (replication, durable_writes) =
+            keyspace_props(&s.properties, ctx.node.data_center(), name, Some(&existing))?;
+        let mut warnings = replication_warnings(ctx.node, name, &replication);
+        if replication.replication_factor() > existing.replication.replication_factor() {
+            warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());
+        }
+        let mut ks = (*existing).clone();
+        ks.replication = replication;
+        ks.durable_writes = durable_writes;
+        schema.keyspaces.insert(name.to_string(), Arc::new(ks));
+        let mut c = change(schema, event(Updated, T::Keyspace, name, None));
+        c.warnings = warnings;
+        c
+    }))
+}
+
+/// DROP KEYSPACE as a change of `schema`; `None` if it changes nothing (IF EXISTS).
+fn drop_keyspace(mut schema: Schema, s: &ast::DropKeyspace) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let name = s.name.as_str();
+        if schema.keyspace(name).is_none() {
+            if s.if_exists {
+                return Ok(None);
+            }
+            // Cassandra 5.0's DropKeyspaceStatement: an InvalidRequest.
+            return Err(QueryError::Invalid(format!(
+                "Keyspace '{name}' doesn't exist"
+            )));
+        }
+        user_keyspace(&schema, name)?;
+        schema.keyspaces.remove(name);
+        let mut c = change(schema, event(Dropped, T::Keyspace, name, None));
+        c.invalidates_prepared = true;
+        c
+    }))
+}
+
+/// CREATE TABLE as a change of `schema`; `None` if it changes nothing (IF NOT EXISTS).
+fn create_table(
+    mut schema: Schema,
+    s: &ast::CreateTable,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        if s.multiple_primary_keys {
+            // Refused by Cassandra's parser, so before the keyspace is looked up, and
+            // naming the table as written.
+            let written = match &s.name.keyspace {
+                Some(ks) => format!("{}.{}", ks.as_str(), s.name.name.as_str()),
+                None => s.name.name.as_str().to_string(),
             };
-            user_keyspace(&schema, name)?;
-            let (replication, durable_writes) =
-                keyspace_props(&s.properties, ctx.node.data_center(), name, Some(&existing))?;
-            let mut warnings = replication_warnings(ctx.node, name, &replication);
-            if replication.replication_factor() > existing.replication.replication_factor() {
-                warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());
-            }
-            let mut ks = (*existing).clone();
-            ks.replication = replication;
-            ks.durable_writes = durable_writes;
-            schema.keyspaces.insert(name.to_string(), Arc::new(ks));
-            let mut c = change(schema, event(Updated, T::Keyspace, name, None));
-            c.warnings = warnings;
-            c
+            return Err(QueryError::Invalid(format!(
+                "Multiple PRIMARY KEY specified for table '{written}' (exactly one required)"
+            )));
         }
-        Statement::DropKeyspace(s) => {
-            let name = s.name.as_str();
-            if schema.keyspace(name).is_none() {
-                if s.if_exists {
-                    return Ok(None);
-                }
-                // Cassandra 5.0's DropKeyspaceStatement: an InvalidRequest.
-                return Err(QueryError::Invalid(format!(
-                    "Keyspace '{name}' doesn't exist"
-                )));
-            }
-            user_keyspace(&schema, name)?;
-            schema.keyspaces.remove(name);
-            let mut c = change(schema, event(Dropped, T::Keyspace, name, None));
-            c.invalidates_prepared = true;
-            c
+        let ks_name = keyspace_name(&s.name, session_keyspace)?;
+        let ks = user_keyspace(&schema, &ks_name)?.clone();
+        let name = s.name.name.as_str();
+        valid_table_name(&ks_name, name)?;
+        if s.partition_key.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "No PRIMARY KEY specifed for table '{ks_name}.{name}' (exactly one required)"
+            )));
         }
-        Statement::CreateTable(s) => {
-            if s.multiple_primary_keys {
-                // Refused by Cassandra's parser, so before the keyspace is looked up, and
-                // naming the table as written.
-                let written = match &s.name.keyspace {
-                    Some(ks) => format!("{}.{}", ks.as_str(), s.name.name.as_str()),
-                    None => s.name.name.as_str().to_string(),
-                };
-                return Err(QueryError::Invalid(format!(
-                    "Multiple PRIMARY KEY specified for table '{written}' (exactly one required)"
-                )));
+        // As Cassandra: the properties are checked before whether the table exists, its
+        // columns after.
+        table_options(s)?;
+        if ks.tables.contains_key(name) {
+            if s.if_not_exists {
+                return Ok(None);
             }
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
-            let name = s.name.name.as_str();
-            valid_table_name(&ks_name, name)?;
-            if s.partition_key.is_empty() {
-                return Err(QueryError::Invalid(format!(
-                    "No PRIMARY KEY specifed for table '{ks_name}.{name}' (exactly one required)"
-                )));
-            }
-            // As Cassandra: the properties are checked before whether the table exists, its
-            // columns after.
-            table_options(s)?;
-            if ks.tables.contains_key(name) {
-                if s.if_not_exists {
-                    return Ok(None);
-                }
-                return Err(QueryError::AlreadyExists {
-                    keyspace: ks_name.clone(),
-                    table: name.to_string(),
-                    message: format!("Table {ks_name}.{name} already exists"),
-                });
-            }
-            let table = table_from_create(s, &ks_name, &ks.types, crate::timeuuid::new_timeuuid())?;
-            if table.is_counter_table() {
-                return Err(QueryError::Invalid(
-                    "Counter tables are not supported yet by Helenus".to_string(),
-                ));
-            }
-            let mut ksm = (*ks).clone();
-            ksm.tables.insert(name.to_string(), Arc::new(table));
-            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            change(schema, event(Created, T::Table, &ks_name, Some(name)))
+            return Err(QueryError::AlreadyExists {
+                keyspace: ks_name.clone(),
+                table: name.to_string(),
+                message: format!("Table {ks_name}.{name} already exists"),
+            });
         }
-        Statement::AlterTable(s) => {
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let name = s.name.name.as_str();
-            // As Cassandra: a missing keyspace is a missing table.
-            let missing = || match s.if_exists {
-                true => Ok(None),
-                false => Err(QueryError::Invalid(format!(
-                    "Table '{ks_name}.{name}' doesn't exist"
-                ))),
-            };
-            if schema.keyspace(&ks_name).is_none() {
-                return missing();
-            }
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
-            let Some(existing) = ks.tables.get(name) else {
-                return missing();
-            };
-            let mut table = (**existing).clone();
-            match &s.action {
-                AlterTableAction::Add {
-                    if_not_exists,
-                    columns,
-                } => {
-                    for c in columns {
-                        if *if_not_exists && table.column(c.name.as_str()).is_some() {
-                            continue;
-                        }
-                        let ty = resolve_type(&c.ty, &ks_name, &ks.types, false, false)?;
-                        if non_frozen_udt_with_collection(&ty) {
-                            return Err(QueryError::Invalid(format!(
+        let table = table_from_create(s, &ks_name, &ks.types, crate::timeuuid::new_timeuuid())?;
+        if table.is_counter_table() {
+            return Err(QueryError::Invalid(
+                "Counter tables are not supported yet by Helenus".to_string(),
+            ));
+        }
+        let mut ksm = (*ks).clone();
+        ksm.tables.insert(name.to_string(), Arc::new(table));
+        schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+        change(schema, event(Created, T::Table, &ks_name, Some(name)))
+    }))
+}
+
+/// ALTER TABLE as a change of `schema`; `None` if it changes nothing (IF EXISTS).
+fn alter_table(
+    ctx: &DdlContext<'_>,
+    mut schema: Schema,
+    s: &ast::AlterTable,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let ks_name = keyspace_name(&s.name, session_keyspace)?;
+        let name = s.name.name.as_str();
+        // As Cassandra: a missing keyspace is a missing table.
+        let missing = || match s.if_exists {
+            true => Ok(None),
+            false => Err(QueryError::Invalid(format!(
+                "Table '{ks_name}.{name}' doesn't exist"
+            ))),
+        };
+        if schema.keyspace(&ks_name).is_none() {
+            return missing();
+        }
+        let ks = user_keyspace(&schema, &ks_name)?.clone();
+        let Some(existing) = ks.tables.get(name) else {
+            return missing();
+        };
+        let mut table = (**existing).clone();
+        match &s.action {
+            AlterTableAction::Add {
+                if_not_exists,
+                columns,
+            } => {
+                for c in columns {
+                    if *if_not_exists && table.column(c.name.as_str()).is_some() {
+                        continue;
+                    }
+                    let ty = resolve_type(&c.ty, &ks_name, &ks.types, false, false)?;
+                    if non_frozen_udt_with_collection(&ty) {
+                        return Err(QueryError::Invalid(format!(
                                 "Non-frozen UDTs with nested non-frozen collections are not supported for column {}",
                                 c.name.as_str()
                             )));
-                        }
-                        table.add_column(c.name.as_str(), ty, c.is_static)?;
                     }
-                }
-                AlterTableAction::Drop {
-                    columns,
-                    if_exists,
-                    timestamp,
-                } => {
-                    let at = timestamp.unwrap_or_else(ctx.next_timestamp);
-                    for (i, c) in columns.iter().enumerate() {
-                        // A column named twice is dropped once, as in Cassandra.
-                        let again = columns[..i].contains(c);
-                        if again || (*if_exists && table.column(c.as_str()).is_none()) {
-                            continue;
-                        }
-                        table.drop_column(c.as_str(), at)?;
-                    }
-                }
-                // Cassandra 5.0.9 refuses a missing column even with IF EXISTS.
-                AlterTableAction::Rename { renames, .. } => {
-                    for (from, to) in renames {
-                        table.rename_column(from.as_str(), to.as_str())?;
-                    }
-                }
-                AlterTableAction::With(props) => {
-                    for p in &props.0 {
-                        table
-                            .options
-                            .set(p.name.as_str(), property_value(&p.value))?;
-                    }
-                    table.options.validate()?;
-                }
-                AlterTableAction::Mask { .. } => {
-                    return Err(QueryError::Invalid(
-                        "Dynamic data masking is not supported yet by Helenus".to_string(),
-                    ))
-                }
-                AlterTableAction::AlterType { .. } => {
-                    return Err(QueryError::Invalid(
-                        "Altering column types is no longer supported".to_string(),
-                    ))
-                }
-                AlterTableAction::DropCompactStorage => {
-                    return Err(QueryError::Invalid(
-                        "Cannot DROP COMPACT STORAGE as table does not have COMPACT STORAGE"
-                            .to_string(),
-                    ))
+                    table.add_column(c.name.as_str(), ty, c.is_static)?;
                 }
             }
-            let mut ksm = (*ks).clone();
-            ksm.tables.insert(name.to_string(), Arc::new(table));
-            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            let mut c = change(schema, event(Updated, T::Table, &ks_name, Some(name)));
-            c.invalidates_prepared = true;
-            c
+            AlterTableAction::Drop {
+                columns,
+                if_exists,
+                timestamp,
+            } => {
+                let at = timestamp.unwrap_or_else(ctx.next_timestamp);
+                for (i, c) in columns.iter().enumerate() {
+                    // A column named twice is dropped once, as in Cassandra.
+                    let again = columns[..i].contains(c);
+                    if again || (*if_exists && table.column(c.as_str()).is_none()) {
+                        continue;
+                    }
+                    table.drop_column(c.as_str(), at)?;
+                }
+            }
+            // Cassandra 5.0.9 refuses a missing column even with IF EXISTS.
+            AlterTableAction::Rename { renames, .. } => {
+                for (from, to) in renames {
+                    table.rename_column(from.as_str(), to.as_str())?;
+                }
+            }
+            AlterTableAction::With(props) => {
+                for p in &props.0 {
+                    table
+                        .options
+                        .set(p.name.as_str(), property_value(&p.value))?;
+                }
+                table.options.validate()?;
+            }
+            AlterTableAction::Mask { .. } => {
+                return Err(QueryError::Invalid(
+                    "Dynamic data masking is not supported yet by Helenus".to_string(),
+                ))
+            }
+            AlterTableAction::AlterType { .. } => {
+                return Err(QueryError::Invalid(
+                    "Altering column types is no longer supported".to_string(),
+                ))
+            }
+            AlterTableAction::DropCompactStorage => {
+                return Err(QueryError::Invalid(
+                    "Cannot DROP COMPACT STORAGE as table does not have COMPACT STORAGE"
+                        .to_string(),
+                ))
+            }
         }
-        Statement::DropTable(s) => {
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let name = s.name.name.as_str();
-            let exists = schema.table(&ks_name, name).is_some();
-            if !exists {
-                if s.if_exists {
-                    return Ok(None);
-                }
-                return Err(QueryError::Invalid(format!(
-                    "Table '{ks_name}.{name}' doesn't exist"
-                )));
+        let mut ksm = (*ks).clone();
+        ksm.tables.insert(name.to_string(), Arc::new(table));
+        schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+        let mut c = change(schema, event(Updated, T::Table, &ks_name, Some(name)));
+        c.invalidates_prepared = true;
+        c
+    }))
+}
+
+/// DROP TABLE as a change of `schema`; `None` if it changes nothing (IF EXISTS).
+fn drop_table(
+    mut schema: Schema,
+    s: &ast::DropTable,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let ks_name = keyspace_name(&s.name, session_keyspace)?;
+        let name = s.name.name.as_str();
+        let exists = schema.table(&ks_name, name).is_some();
+        if !exists {
+            if s.if_exists {
+                return Ok(None);
             }
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
-            let mut ksm = (*ks).clone();
-            ksm.tables.remove(name);
-            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            let mut c = change(schema, event(Dropped, T::Table, &ks_name, Some(name)));
-            c.invalidates_prepared = true;
-            c
+            return Err(QueryError::Invalid(format!(
+                "Table '{ks_name}.{name}' doesn't exist"
+            )));
         }
-        Statement::CreateType(s) => {
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
-            let name = s.name.name.as_str();
-            if ks.types.contains_key(name) {
-                if s.if_not_exists {
-                    return Ok(None);
-                }
-                // Cassandra 5.0's CreateTypeStatement: an InvalidRequest, not AlreadyExists.
-                return Err(QueryError::Invalid(format!(
-                    "A user type with name '{name}' already exists"
-                )));
+        let ks = user_keyspace(&schema, &ks_name)?.clone();
+        let mut ksm = (*ks).clone();
+        ksm.tables.remove(name);
+        schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+        let mut c = change(schema, event(Dropped, T::Table, &ks_name, Some(name)));
+        c.invalidates_prepared = true;
+        c
+    }))
+}
+
+/// CREATE TYPE as a change of `schema`; `None` if it changes nothing (IF NOT EXISTS).
+fn create_type(
+    mut schema: Schema,
+    s: &ast::CreateType,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let ks_name = keyspace_name(&s.name, session_keyspace)?;
+        let ks = user_keyspace(&schema, &ks_name)?.clone();
+        let name = s.name.name.as_str();
+        if ks.types.contains_key(name) {
+            if s.if_not_exists {
+                return Ok(None);
             }
-            if CqlType::from_native_name(name).is_some() {
-                return Err(QueryError::Invalid(format!(
-                    "Cannot use reserved type name {name} as a user type name"
-                )));
-            }
-            if s.fields.len() > MAX_COMPONENTS {
-                return Err(QueryError::Invalid(format!(
-                    "A user type may have at most {MAX_COMPONENTS} fields, got {}",
-                    s.fields.len()
-                )));
-            }
-            let mut fields = Vec::new();
-            for (f, t) in &s.fields {
-                if fields
-                    .iter()
-                    .any(|(n, _): &(String, CqlType)| n == f.as_str())
-                {
-                    return Err(QueryError::Invalid(format!(
-                        "Duplicate field name '{}' in type '{name}'",
-                        f.as_str()
-                    )));
-                }
-                let ty = field_type(t, &ks_name, &ks.types)?;
-                fields.push((f.as_str().to_string(), ty));
-            }
-            let mut ksm = (*ks).clone();
-            ksm.types.insert(
-                name.to_string(),
-                Arc::new(UserType {
-                    keyspace: ks_name.clone(),
-                    name: name.to_string(),
-                    fields,
-                }),
-            );
-            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            change(schema, event(Created, T::Type, &ks_name, Some(name)))
+            // Cassandra 5.0's CreateTypeStatement: an InvalidRequest, not AlreadyExists.
+            return Err(QueryError::Invalid(format!(
+                "A user type with name '{name}' already exists"
+            )));
         }
-        Statement::AlterType(s) => {
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let name = s.name.name.as_str();
-            // As Cassandra: a missing keyspace is a missing type.
-            let existing = schema
-                .keyspace(&ks_name)
-                .and_then(|ks| ks.types.get(name))
-                .cloned();
-            let Some(existing) = existing else {
-                if s.if_exists {
-                    return Ok(None);
-                }
+        if CqlType::from_native_name(name).is_some() {
+            return Err(QueryError::Invalid(format!(
+                "Cannot use reserved type name {name} as a user type name"
+            )));
+        }
+        if s.fields.len() > MAX_COMPONENTS {
+            return Err(QueryError::Invalid(format!(
+                "A user type may have at most {MAX_COMPONENTS} fields, got {}",
+                s.fields.len()
+            )));
+        }
+        let mut fields = Vec::new();
+        for (f, t) in &s.fields {
+            if fields
+                .iter()
+                .any(|(n, _): &(String, CqlType)| n == f.as_str())
+            {
                 return Err(QueryError::Invalid(format!(
-                    "Type {ks_name}.{name} doesn't exist"
+                    "Duplicate field name '{}' in type '{name}'",
+                    f.as_str()
                 )));
-            };
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
-            let mut t = (*existing).clone();
-            match &s.action {
-                AlterTypeAction::Add {
-                    if_not_exists,
-                    field: f,
-                    ty,
-                } => {
-                    if *if_not_exists && t.fields.iter().any(|(n, _)| n == f.as_str()) {
-                        return Ok(None);
-                    }
-                    if t.fields.iter().any(|(n, _)| n == f.as_str()) {
-                        return Err(QueryError::Invalid(format!(
-                            "Cannot add field {} to type {ks_name}.{name}: a field with name {} already exists",
-                            f.as_str(), f.as_str()
-                        )));
-                    }
-                    // A type may not hold itself, however deep (Cassandra resolves the field's
-                    // type, then refuses this before anything else).
-                    let resolved = field_type(ty, &ks_name, &ks.types)?;
-                    if uses_type(&resolved, name) {
-                        return Err(QueryError::Invalid(format!(
-                            "Cannot add new field {} of type {} to user type {ks_name}.{name} as it would create a circular reference",
-                            f.as_str(),
-                            type_with_keyspaces(&resolved)
-                        )));
-                    }
-                    // Cassandra refuses a type in a partition key, in these words.
-                    let in_partition_keys: Vec<String> = ks
-                        .tables
-                        .values()
-                        .filter(|tb| tb.partition_key().iter().any(|c| uses_type(&c.ty, name)))
-                        .map(|tb| format!("{ks_name}.{}", tb.name))
-                        .collect();
-                    if !in_partition_keys.is_empty() {
-                        let ty = resolve_type(ty, &ks_name, &ks.types, false, false)?;
-                        return Err(QueryError::Invalid(format!(
-                            "Cannot add new field {} of type {ty} to user type {ks_name}.{name} as the type is being used in partition key by the following tables: {}",
-                            f.as_str(),
-                            in_partition_keys.join(", ")
-                        )));
-                    }
-                    // A clustering key stored before the field existed and the same value
-                    // written with the new field null would serialise differently: two rows
-                    // for one key. Refused until keys are normalised on write.
-                    if let Some(table) = ks.tables.values().find(|tb| {
-                        tb.columns.iter().any(|c| {
-                            matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering)
-                                && uses_type(&c.ty, name)
-                        })
-                    }) {
-                        return Err(QueryError::Invalid(format!(
-                            "Adding a field to type {ks_name}.{name}, which is used in the primary key of table {}, is not supported yet by Helenus",
-                            table.name
-                        )));
-                    }
-                    if t.fields.len() >= MAX_COMPONENTS {
-                        return Err(QueryError::Invalid(format!(
-                            "A user type may have at most {MAX_COMPONENTS} fields"
-                        )));
-                    }
-                    let ty = field_type(ty, &ks_name, &ks.types)?;
-                    if ty.is_multi_cell() {
-                        if let Some(table) = ks.tables.values().find(|tb| {
-                            tb.columns
-                                .iter()
-                                .any(|c| matches!(&c.ty, CqlType::Udt(u) if u.name == name))
-                        }) {
-                            return Err(QueryError::Invalid(format!(
-                                "Adding a non-frozen collection field to type {ks_name}.{name}, which table {} uses non-frozen, is not supported yet by Helenus",
-                                table.name
-                            )));
-                        }
-                    }
-                    t.fields.push((f.as_str().to_string(), ty));
-                }
-                AlterTypeAction::Rename { if_exists, renames } => {
-                    // As Cassandra: every rename names a field as it was before the statement
-                    // (`RENAME a TO b AND b TO a` swaps them; of two renames of one field the
-                    // last counts), and the new names must all differ.
-                    let original: Vec<String> = t.fields.iter().map(|(n, _)| n.clone()).collect();
-                    for (from, to) in renames {
-                        let Some(i) = original.iter().position(|n| n == from.as_str()) else {
-                            if *if_exists {
-                                continue;
-                            }
-                            return Err(QueryError::Invalid(format!(
-                                "Unkown field {} in user type {ks_name}.{name}",
-                                from.as_str()
-                            )));
-                        };
-                        t.fields[i].0 = to.as_str().to_string();
-                    }
-                    for (i, (n, _)) in t.fields.iter().enumerate() {
-                        if t.fields[..i].iter().any(|(m, _)| m == n) {
-                            // Cassandra's words, which name the keyspace as the type.
-                            return Err(QueryError::Invalid(format!(
-                                "Duplicate field name {n} in type {ks_name}"
-                            )));
-                        }
-                    }
-                }
-                AlterTypeAction::AlterField { .. } => {
-                    return Err(QueryError::Invalid(
-                        "Altering field types is no longer supported".to_string(),
-                    ))
-                }
             }
-            // Adding and renaming fields leave stored values valid (fields are stored by
-            // position; old values simply lack the new trailing fields), so every column and
-            // type that embeds this one takes the new definition, as in Cassandra.
-            let altered = UdtType {
+            let ty = field_type(t, &ks_name, &ks.types)?;
+            fields.push((f.as_str().to_string(), ty));
+        }
+        let mut ksm = (*ks).clone();
+        ksm.types.insert(
+            name.to_string(),
+            Arc::new(UserType {
                 keyspace: ks_name.clone(),
                 name: name.to_string(),
-                fields: t.fields.clone(),
-            };
-            let mut ksm = (*ks).clone();
-            for table in ksm.tables.values_mut() {
-                if table.columns.iter().any(|c| uses_type(&c.ty, name)) {
-                    let mut tm = (**table).clone();
-                    for column in &mut tm.columns {
-                        column.ty = with_altered_type(&column.ty, &altered);
-                    }
-                    *table = Arc::new(tm);
-                }
+                fields,
+            }),
+        );
+        schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+        change(schema, event(Created, T::Type, &ks_name, Some(name)))
+    }))
+}
+
+/// ALTER TYPE as a change of `schema`; `None` if it changes nothing (IF EXISTS).
+fn alter_type(
+    mut schema: Schema,
+    s: &ast::AlterType,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let ks_name = keyspace_name(&s.name, session_keyspace)?;
+        let name = s.name.name.as_str();
+        // As Cassandra: a missing keyspace is a missing type.
+        let existing = schema
+            .keyspace(&ks_name)
+            .and_then(|ks| ks.types.get(name))
+            .cloned();
+        let Some(existing) = existing else {
+            if s.if_exists {
+                return Ok(None);
             }
-            for other in ksm.types.values_mut() {
-                if other.name != name && other.fields.iter().any(|(_, f)| uses_type(f, name)) {
-                    let mut ut = (**other).clone();
-                    for (_, f) in &mut ut.fields {
-                        *f = with_altered_type(f, &altered);
-                    }
-                    *other = Arc::new(ut);
-                }
-            }
-            ksm.types.insert(name.to_string(), Arc::new(t));
-            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            let mut c = change(schema, event(Updated, T::Type, &ks_name, Some(name)));
-            c.invalidates_prepared = true;
-            c
-        }
-        Statement::DropType(s) => {
-            let ks_name = keyspace_name(&s.name, session_keyspace)?;
-            let ks = user_keyspace(&schema, &ks_name)?.clone();
-            let name = s.name.name.as_str();
-            if !ks.types.contains_key(name) {
-                if s.if_exists {
+            return Err(QueryError::Invalid(format!(
+                "Type {ks_name}.{name} doesn't exist"
+            )));
+        };
+        let ks = user_keyspace(&schema, &ks_name)?.clone();
+        let mut t = (*existing).clone();
+        match &s.action {
+            AlterTypeAction::Add {
+                if_not_exists,
+                field,
+                ty,
+            } => {
+                if !add_field(&mut t, &ks, &ks_name, name, field, ty, *if_not_exists)? {
                     return Ok(None);
                 }
-                return Err(QueryError::Invalid(format!(
-                    "Type '{ks_name}.{name}' doesn't exist"
-                )));
             }
-            // As Cassandra: the types that use it, all of them, before the tables.
-            let types: Vec<&str> = ks
-                .types
-                .values()
-                .filter(|t| t.name != name && t.fields.iter().any(|(_, f)| uses_type(f, name)))
-                .map(|t| t.name.as_str())
-                .collect();
-            if !types.is_empty() {
-                return Err(QueryError::Invalid(format!(
-                    "Cannot drop user type '{ks_name}.{name}' as it is still used by user types {}",
-                    types.join(", ")
-                )));
+            AlterTypeAction::Rename { if_exists, renames } => {
+                // As Cassandra: every rename names a field as it was before the statement
+                // (`RENAME a TO b AND b TO a` swaps them; of two renames of one field the
+                // last counts), and the new names must all differ.
+                let original: Vec<String> = t.fields.iter().map(|(n, _)| n.clone()).collect();
+                for (from, to) in renames {
+                    let Some(i) = original.iter().position(|n| n == from.as_str()) else {
+                        if *if_exists {
+                            continue;
+                        }
+                        return Err(QueryError::Invalid(format!(
+                            "Unkown field {} in user type {ks_name}.{name}",
+                            from.as_str()
+                        )));
+                    };
+                    t.fields[i].0 = to.as_str().to_string();
+                }
+                for (i, (n, _)) in t.fields.iter().enumerate() {
+                    if t.fields[..i].iter().any(|(m, _)| m == n) {
+                        // Cassandra's words, which name the keyspace as the type.
+                        return Err(QueryError::Invalid(format!(
+                            "Duplicate field name {n} in type {ks_name}"
+                        )));
+                    }
+                }
             }
-            let tables: Vec<&str> = ks
-                .tables
-                .values()
-                .filter(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
-                .map(|tb| tb.name.as_str())
-                .collect();
-            if !tables.is_empty() {
-                return Err(QueryError::Invalid(format!(
-                    "Cannot drop user type '{ks_name}.{name}' as it is still used by tables {}",
-                    tables.join(", ")
-                )));
+            AlterTypeAction::AlterField { .. } => {
+                return Err(QueryError::Invalid(
+                    "Altering field types is no longer supported".to_string(),
+                ))
             }
-            let mut ksm = (*ks).clone();
-            ksm.types.remove(name);
-            schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
-            let mut c = change(schema, event(Dropped, T::Type, &ks_name, Some(name)));
-            c.invalidates_prepared = true;
-            c
         }
-        _ => {
-            return Err(QueryError::Invalid(
-                "This statement is not supported yet by Helenus".to_string(),
-            ))
+        // Adding and renaming fields leave stored values valid (fields are stored by
+        // position; old values simply lack the new trailing fields), so every column and
+        // type that embeds this one takes the new definition, as in Cassandra.
+        let altered = UdtType {
+            keyspace: ks_name.clone(),
+            name: name.to_string(),
+            fields: t.fields.clone(),
+        };
+        let mut ksm = (*ks).clone();
+        for table in ksm.tables.values_mut() {
+            if table.columns.iter().any(|c| uses_type(&c.ty, name)) {
+                let mut tm = (**table).clone();
+                for column in &mut tm.columns {
+                    column.ty = with_altered_type(&column.ty, &altered);
+                }
+                *table = Arc::new(tm);
+            }
         }
+        for other in ksm.types.values_mut() {
+            if other.name != name && other.fields.iter().any(|(_, f)| uses_type(f, name)) {
+                let mut ut = (**other).clone();
+                for (_, f) in &mut ut.fields {
+                    *f = with_altered_type(f, &altered);
+                }
+                *other = Arc::new(ut);
+            }
+        }
+        ksm.types.insert(name.to_string(), Arc::new(t));
+        schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+        let mut c = change(schema, event(Updated, T::Type, &ks_name, Some(name)));
+        c.invalidates_prepared = true;
+        c
+    }))
+}
+
+/// ALTER TYPE ... ADD: adds `f` of type `ty` to `t`, the type `ks_name.name` of keyspace `ks`,
+/// with Cassandra's refusals; `false` if the field exists and the statement says IF NOT EXISTS.
+fn add_field(
+    t: &mut UserType,
+    ks: &KeyspaceMetadata,
+    ks_name: &str,
+    name: &str,
+    f: &ast::Identifier,
+    ty: &TypeExpr,
+    if_not_exists: bool,
+) -> Result<bool, QueryError> {
+    if if_not_exists && t.fields.iter().any(|(n, _)| n == f.as_str()) {
+        return Ok(false);
+    }
+    if t.fields.iter().any(|(n, _)| n == f.as_str()) {
+        return Err(QueryError::Invalid(format!(
+            "Cannot add field {} to type {ks_name}.{name}: a field with name {} already exists",
+            f.as_str(),
+            f.as_str()
+        )));
+    }
+    // A type may not hold itself, however deep (Cassandra resolves the field's
+    // type, then refuses this before anything else).
+    let resolved = field_type(ty, ks_name, &ks.types)?;
+    if uses_type(&resolved, name) {
+        return Err(QueryError::Invalid(format!(
+                "Cannot add new field {} of type {} to user type {ks_name}.{name} as it would create a circular reference",
+                f.as_str(),
+                type_with_keyspaces(&resolved)
+            )));
+    }
+    // Cassandra refuses a type in a partition key, in these words.
+    let in_partition_keys: Vec<String> = ks
+        .tables
+        .values()
+        .filter(|tb| tb.partition_key().iter().any(|c| uses_type(&c.ty, name)))
+        .map(|tb| format!("{ks_name}.{}", tb.name))
+        .collect();
+    if !in_partition_keys.is_empty() {
+        let ty = resolve_type(ty, ks_name, &ks.types, false, false)?;
+        return Err(QueryError::Invalid(format!(
+                "Cannot add new field {} of type {ty} to user type {ks_name}.{name} as the type is being used in partition key by the following tables: {}",
+                f.as_str(),
+                in_partition_keys.join(", ")
+            )));
+    }
+    // A clustering key stored before the field existed and the same value
+    // written with the new field null would serialise differently: two rows
+    // for one key. Refused until keys are normalised on write.
+    if let Some(table) = ks.tables.values().find(|tb| {
+        tb.columns.iter().any(|c| {
+            matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering)
+                && uses_type(&c.ty, name)
+        })
+    }) {
+        return Err(QueryError::Invalid(format!(
+                "Adding a field to type {ks_name}.{name}, which is used in the primary key of table {}, is not supported yet by Helenus",
+                table.name
+            )));
+    }
+    if t.fields.len() >= MAX_COMPONENTS {
+        return Err(QueryError::Invalid(format!(
+            "A user type may have at most {MAX_COMPONENTS} fields"
+        )));
+    }
+    let ty = field_type(ty, ks_name, &ks.types)?;
+    if ty.is_multi_cell() {
+        if let Some(table) = ks.tables.values().find(|tb| {
+            tb.columns
+                .iter()
+                .any(|c| matches!(&c.ty, CqlType::Udt(u) if u.name == name))
+        }) {
+            return Err(QueryError::Invalid(format!(
+                    "Adding a non-frozen collection field to type {ks_name}.{name}, which table {} uses non-frozen, is not supported yet by Helenus",
+                    table.name
+                )));
+        }
+    }
+    t.fields.push((f.as_str().to_string(), ty));
+    Ok(true)
+}
+
+/// DROP TYPE as a change of `schema`; `None` if it changes nothing (IF EXISTS).
+fn drop_type(
+    mut schema: Schema,
+    s: &ast::DropType,
+    session_keyspace: Option<&str>,
+) -> Result<Option<Change>, QueryError> {
+    use SchemaChangeKind::*;
+    use SchemaChangeTarget as T;
+    Ok(Some({
+        let ks_name = keyspace_name(&s.name, session_keyspace)?;
+        let ks = user_keyspace(&schema, &ks_name)?.clone();
+        let name = s.name.name.as_str();
+        if !ks.types.contains_key(name) {
+            if s.if_exists {
+                return Ok(None);
+            }
+            return Err(QueryError::Invalid(format!(
+                "Type '{ks_name}.{name}' doesn't exist"
+            )));
+        }
+        // As Cassandra: the types that use it, all of them, before the tables.
+        let types: Vec<&str> = ks
+            .types
+            .values()
+            .filter(|t| t.name != name && t.fields.iter().any(|(_, f)| uses_type(f, name)))
+            .map(|t| t.name.as_str())
+            .collect();
+        if !types.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Cannot drop user type '{ks_name}.{name}' as it is still used by user types {}",
+                types.join(", ")
+            )));
+        }
+        let tables: Vec<&str> = ks
+            .tables
+            .values()
+            .filter(|tb| tb.columns.iter().any(|c| uses_type(&c.ty, name)))
+            .map(|tb| tb.name.as_str())
+            .collect();
+        if !tables.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "Cannot drop user type '{ks_name}.{name}' as it is still used by tables {}",
+                tables.join(", ")
+            )));
+        }
+        let mut ksm = (*ks).clone();
+        ksm.types.remove(name);
+        schema.keyspaces.insert(ks_name.clone(), Arc::new(ksm));
+        let mut c = change(schema, event(Dropped, T::Type, &ks_name, Some(name)));
+        c.invalidates_prepared = true;
+        c
     }))
 }
