@@ -28,9 +28,7 @@
 //! harmless read repair of a tombstone; Cassandra leaves purgeable tombstones out).
 
 use md5::{Digest, Md5};
-use mutation::PartitionData;
-
-use mutation::ReadResponse;
+use mutation::{PartitionData, ReadResponse};
 
 /// The MD5 digest of a read's result (see the module comment for what it covers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
