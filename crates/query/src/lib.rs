@@ -1,7 +1,7 @@
 //! Statement execution: from CQL text to results.
 //!
 //! Owns: parsing (through `cql-syntax`), binding values to bind markers, validating statements
-//! against the schema, turning writes into `storage::PartitionUpdate`s and reads into
+//! against the schema, turning writes into `mutation::PartitionUpdate`s and reads into
 //! coordinator read commands, filtering and projecting rows, paging state, request deadlines
 //! and the guardrails on IN restrictions, the prepared statement cache, deciding schema changes
 //! (DDL: validation, the new schema, Cassandra's refusals; `schema-service` applies, persists
