@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::errors::{consistency_from_wire, error_body};
 use crate::in_flight::{ConnectionBudget, InFlightLimits, GRANT_BYTES};
-use crate::{EventSources, ServerConfig};
+use crate::{ClusterEvent, EventSources, ServerConfig};
 
 /// Encoded responses waiting for the socket beyond which no new request is started (a client
 /// that does not read its responses stops the server reading its requests).
@@ -57,7 +57,7 @@ const IDLE_BUFFER_BYTES: usize = 4 * READ_CHUNK_BYTES;
 /// small requests, ~15 ms of work) must not hold the shard's thread for all of it. At the
 /// benchmark's 128 in flight a pass rarely reaches it.
 const REQUESTS_PER_PASS: usize = 128;
-/// Schema events waiting to be sent to a registered connection.
+/// Events waiting to be sent to a registered connection.
 const EVENT_QUEUE: usize = 1024;
 /// Result column specs a connection keeps encoded (`SpecCache`).
 const SPEC_CACHE_ENTRIES: usize = 16;
@@ -121,6 +121,8 @@ struct Connection {
     fresh_input: bool,
     events_tx: mpsc::Sender<wire::Response>,
     events_task: Option<tokio::task::JoinHandle<()>>,
+    /// The event kinds REGISTERed for (served by `events_task`).
+    registered: Registered,
     flush: FlushPolicy,
     specs: SpecCache,
     /// What this connection holds of the node's and its address's bytes in flight.
@@ -279,6 +281,7 @@ pub(crate) async fn run(
         fresh_input: false,
         events_tx,
         events_task: None,
+        registered: Registered::default(),
         flush: FlushPolicy::default(),
         specs: SpecCache::default(),
         budget: limits.open(peer.ip()),
@@ -675,8 +678,19 @@ impl Connection {
                     return self.error(version, stream, message);
                 };
                 if let wire::Request::Register { events } = &other {
-                    if events.iter().any(|e| e == "SCHEMA_CHANGE") && self.events_task.is_none() {
-                        self.events_task = Some(spawn_events(&self.events, self.events_tx.clone()));
+                    let registered = self.registered.with(events);
+                    if registered != self.registered {
+                        // One task serves every kind registered so far: a second REGISTER
+                        // adds kinds to it, as Cassandra's connection tracker does.
+                        if let Some(t) = self.events_task.take() {
+                            t.abort();
+                        }
+                        self.registered = registered;
+                        self.events_task = Some(spawn_events(
+                            &self.events,
+                            registered,
+                            self.events_tx.clone(),
+                        ));
                     }
                     return self.respond(version, stream, &wire::Response::Ready, &[]);
                 }
@@ -800,28 +814,96 @@ fn check_cql_version(v: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The event kinds a connection registered for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Registered {
+    schema: bool,
+    topology: bool,
+    status: bool,
+}
+
+impl Registered {
+    /// These kinds and those `events` names (the protocol's names; the codec has refused
+    /// unknown ones).
+    fn with(self, events: &[String]) -> Registered {
+        let has = |name: &str| events.iter().any(|e| e == name);
+        Registered {
+            schema: self.schema || has("SCHEMA_CHANGE"),
+            topology: self.topology || has("TOPOLOGY_CHANGE"),
+            status: self.status || has("STATUS_CHANGE"),
+        }
+    }
+}
+
+/// A task that forwards the events of the `registered` kinds to the connection's writer.
 fn spawn_events(
     sources: &EventSources,
+    registered: Registered,
     out: mpsc::Sender<wire::Response>,
 ) -> tokio::task::JoinHandle<()> {
-    let mut events = sources.schema.subscribe();
+    use tokio::sync::broadcast::error::RecvError;
+    let mut schema = registered.schema.then(|| sources.schema.subscribe());
+    let mut cluster =
+        (registered.topology || registered.status).then(|| sources.cluster.subscribe());
     tokio::spawn(async move {
         loop {
-            match events.recv().await {
-                Ok(e) => {
-                    let response =
-                        wire::Response::Event(wire::Event::SchemaChange(schema_change(&e)));
-                    if out.send(response).await.is_err() {
-                        return;
+            let event = tokio::select! {
+                e = recv(&mut schema) => match e {
+                    Ok(e) => Some(wire::Event::SchemaChange(schema_change(&e))),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "client fell behind on schema events");
+                        None
                     }
+                    Err(RecvError::Closed) => return,
+                },
+                e = recv(&mut cluster) => match e {
+                    Ok(e) => cluster_event(e, registered),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "client fell behind on cluster events");
+                        None
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+            };
+            if let Some(event) = event {
+                if out.send(wire::Response::Event(event)).await.is_err() {
+                    return;
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(missed = n, "client fell behind on schema events");
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             }
         }
     })
+}
+
+/// The next event of `receiver`, or never if the connection did not register for its kind.
+async fn recv<T: Clone>(
+    receiver: &mut Option<tokio::sync::broadcast::Receiver<T>>,
+) -> Result<T, tokio::sync::broadcast::error::RecvError> {
+    match receiver {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `event` in the protocol's words, if the connection registered for its kind.
+fn cluster_event(event: ClusterEvent, registered: Registered) -> Option<wire::Event> {
+    let topology = |change: &str, addr| {
+        registered.topology.then(|| wire::Event::TopologyChange {
+            change: change.to_string(),
+            addr,
+        })
+    };
+    let status = |change: &str, addr| {
+        registered.status.then(|| wire::Event::StatusChange {
+            change: change.to_string(),
+            addr,
+        })
+    };
+    match event {
+        ClusterEvent::NewNode(addr) => topology("NEW_NODE", addr),
+        ClusterEvent::RemovedNode(addr) => topology("REMOVED_NODE", addr),
+        ClusterEvent::Up(addr) => status("UP", addr),
+        ClusterEvent::Down(addr) => status("DOWN", addr),
+    }
 }
 
 fn schema_change(e: &SchemaChangeEvent) -> wire::SchemaChange {
@@ -1185,5 +1267,67 @@ mod tests {
         assert_eq!(policy.threshold(), FLUSH_BYTES);
         policy.end_pass(Some(true));
         assert_eq!(policy.threshold(), LATE_FLUSH_BYTES);
+    }
+
+    mod events {
+        use std::net::SocketAddr;
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use cql_protocol as wire;
+        use tokio::sync::mpsc;
+
+        use super::super::{spawn_events, Registered};
+        use crate::{ClusterEvent, ClusterEvents, EventSources};
+
+        fn names(names: &[&str]) -> Vec<String> {
+            names.iter().map(|n| n.to_string()).collect()
+        }
+
+        #[test]
+        fn a_second_register_adds_kinds() {
+            let first = Registered::default().with(&names(&["STATUS_CHANGE"]));
+            assert!(first.status && !first.topology && !first.schema);
+            let both = first.with(&names(&["TOPOLOGY_CHANGE"]));
+            assert!(both.status && both.topology && !both.schema);
+            assert_eq!(both.with(&names(&["STATUS_CHANGE"])), both);
+        }
+
+        /// A connection registered for STATUS_CHANGE only gets UP and DOWN, in the protocol's
+        /// words, and neither topology nor schema events.
+        #[tokio::test]
+        async fn only_the_registered_kinds_reach_the_connection() {
+            let engine = Arc::new(storage::MemoryEngine::new());
+            let schema =
+                Arc::new(schema_service::SchemaService::open(engine, vec![]).expect("schema"));
+            let cluster = ClusterEvents::new();
+            let sources = EventSources {
+                schema,
+                cluster: cluster.clone(),
+            };
+            let (tx, mut rx) = mpsc::channel(16);
+            let registered = Registered::default().with(&names(&["STATUS_CHANGE"]));
+            let task = spawn_events(&sources, registered, tx);
+            tokio::task::yield_now().await;
+            let node: SocketAddr = "127.0.0.2:9042".parse().expect("address");
+            cluster.send(ClusterEvent::NewNode(node));
+            cluster.send(ClusterEvent::Down(node));
+            cluster.send(ClusterEvent::RemovedNode(node));
+            cluster.send(ClusterEvent::Up(node));
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let next = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+                got.push(next.expect("an event in time").expect("open"));
+            }
+            let status = |change: &str| {
+                wire::Response::Event(wire::Event::StatusChange {
+                    change: change.to_string(),
+                    addr: node,
+                })
+            };
+            assert_eq!(got, vec![status("DOWN"), status("UP")]);
+            assert!(rx.try_recv().is_err(), "no other event");
+            task.abort();
+        }
     }
 }

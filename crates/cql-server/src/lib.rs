@@ -59,11 +59,55 @@ pub struct ServerConfig {
 }
 
 /// Where the events a connection may REGISTER for come from: schema changes from the schema
-/// service (the native protocol's SCHEMA_CHANGE). Topology and status changes will come from
-/// membership, beside it, not through the query processor.
+/// service (the native protocol's SCHEMA_CHANGE), topology and status changes from membership
+/// (TOPOLOGY_CHANGE, STATUS_CHANGE), beside it, not through the query processor.
 #[derive(Clone)]
 pub struct EventSources {
     pub schema: Arc<SchemaService>,
+    /// Membership's changes, as the node sends them (`ClusterEvents::send`).
+    pub cluster: ClusterEvents,
+}
+
+/// A change of the cluster a driver is told of: a node joined or left the ring
+/// (TOPOLOGY_CHANGE), or was seen up or down (STATUS_CHANGE). The address is the node's
+/// native-protocol address (`broadcast_rpc_address` and `native_transport_port`), the one a
+/// driver connects to, as Cassandra's `Server.EventNotifier` sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterEvent {
+    NewNode(SocketAddr),
+    RemovedNode(SocketAddr),
+    Up(SocketAddr),
+    Down(SocketAddr),
+}
+
+/// Events buffered per registered connection before a slow one misses some (it is told in the
+/// log, as for schema events).
+pub const CLUSTER_EVENT_BUFFER: usize = 256;
+
+/// The channel membership's changes reach registered connections through: the node sends, each
+/// connection that REGISTERed for TOPOLOGY_CHANGE or STATUS_CHANGE receives. Cheap to clone.
+#[derive(Clone)]
+pub struct ClusterEvents(tokio::sync::broadcast::Sender<ClusterEvent>);
+
+impl ClusterEvents {
+    pub fn new() -> ClusterEvents {
+        ClusterEvents(tokio::sync::broadcast::channel(CLUSTER_EVENT_BUFFER).0)
+    }
+
+    /// Tells every registered connection of `event` (none registered: nothing happens).
+    pub fn send(&self, event: ClusterEvent) {
+        let _ = self.0.send(event);
+    }
+
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ClusterEvent> {
+        self.0.subscribe()
+    }
+}
+
+impl Default for ClusterEvents {
+    fn default() -> ClusterEvents {
+        ClusterEvents::new()
+    }
 }
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.

@@ -380,7 +380,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     let server = cql_server::Server::bind(
         addr,
         processor.clone(),
-        cql_server::EventSources { schema },
+        cql_server::EventSources {
+            schema,
+            cluster: cql_server::ClusterEvents::new(),
+        },
         cql_server::ServerConfig {
             max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
             max_requests_per_connection: config.native_transport_max_requests_per_connection,
