@@ -273,15 +273,20 @@ async fn a_node_back_at_a_new_address_replaces_the_old_one() {
         Some(ip(9))
     );
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let seen = drain(&mut events);
+    let mut seen = drain(&mut events);
+    // Whether node 1 convicted the old process before the new one's state arrived depends on
+    // timing; either way it told of it once.
+    let old_down = (EventKind::Down, 2, "127.0.0.2:9042".to_string());
+    if seen.first() == Some(&old_down) {
+        seen.remove(0);
+    }
     assert_eq!(
         seen,
         [
             (EventKind::RemovedNode, 2, "127.0.0.2:9042".to_string()),
             (EventKind::NewNode, 2, "127.0.0.9:9042".to_string()),
             (EventKind::Up, 2, "127.0.0.9:9042".to_string()),
-        ],
-        "the old address may or may not have been seen down first: {seen:?}"
+        ]
     );
 }
 
