@@ -137,7 +137,7 @@ mod tests {
             )
             .expect("valid");
             Cluster {
-                view: ClusterView::new(member),
+                view: ClusterView::new(member, Vec::new()),
                 tracker: EventTracker::default(),
                 local,
             }

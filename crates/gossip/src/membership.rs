@@ -17,8 +17,8 @@ use tokio::task::JoinHandle;
 
 use crate::events::{EventTracker, MembershipEvent};
 use crate::state::{
-    encode_tokens, local_key_values, parse_member, status_word, StateError, KEYS, KEY_SCHEMA,
-    KEY_STATUS, KEY_TOKENS, MAX_TOKENS_PER_NODE,
+    encode_tokens, local_key_values, parse_member, status_word, Member, StateError, KEYS,
+    KEY_SCHEMA, KEY_STATUS, KEY_TOKENS, MAX_TOKENS_PER_NODE,
 };
 use crate::view::{ClusterView, GossipNode};
 use crate::GossipError;
@@ -92,6 +92,12 @@ pub struct MembershipConfig {
     pub gossip_interval: Duration,
     /// Cassandra's `phi_convict_threshold` (5 to 16, [`DEFAULT_PHI_CONVICT_THRESHOLD`]).
     pub phi_convict_threshold: f64,
+    /// The peers this node knew when it last ran (the node keeps them, as Cassandra keeps
+    /// `system.peers`, from the views it was given): they are in the view from the start,
+    /// down, so a peer that is down while this node restarts keeps its tokens in the ring;
+    /// their gossip addresses are asked as seeds too. Their tokens are checked as
+    /// [`MembershipConfig::tokens`] (none is allowed: a joining peer's).
+    pub saved_peers: Vec<Member>,
 }
 
 impl MembershipConfig {
@@ -112,7 +118,13 @@ impl MembershipConfig {
         if self.gossip_interval.is_zero() {
             return invalid("the gossip interval must be positive".to_string());
         }
-        check_tokens(&self.tokens)
+        check_tokens(&self.tokens)?;
+        for peer in &self.saved_peers {
+            if !peer.tokens.is_empty() {
+                check_tokens(&peer.tokens)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -152,7 +164,6 @@ struct Shared {
     events_tx: broadcast::Sender<MembershipEvent>,
 }
 
-#[derive(Default)]
 struct RefreshState {
     tracker: EventTracker,
     /// Peers (node id, generation) already warned of for an invalid state.
@@ -168,6 +179,11 @@ impl Membership {
         transport: &dyn Transport,
     ) -> Result<Membership, GossipError> {
         config.validate()?;
+        let mut config = config;
+        for peer in &mut config.saved_peers {
+            peer.tokens.sort_unstable();
+            peer.tokens.dedup();
+        }
         let chitchat_id = ChitchatId::new(
             config.endpoint.host_id.to_string(),
             config.generation,
@@ -193,7 +209,12 @@ impl Membership {
             cluster_id: config.cluster_name.clone(),
             gossip_interval,
             listen_addr: config.listen_address,
-            seed_nodes: config.seeds.iter().map(SocketAddr::to_string).collect(),
+            seed_nodes: config
+                .seeds
+                .iter()
+                .chain(config.saved_peers.iter().map(|peer| &peer.storage_address))
+                .map(SocketAddr::to_string)
+                .collect(),
             failure_detector_config: FailureDetectorConfig {
                 phi_threshold: config.phi_convict_threshold / PHI_FACTOR,
                 sampling_window_size: SAMPLING_WINDOW_SIZE,
@@ -218,11 +239,18 @@ impl Membership {
             })?;
         let chitchat = handle.chitchat();
         let liveness = chitchat.lock().await.live_nodes_watcher();
-        let (view_tx, _) = watch::channel(Arc::new(ClusterView::new(local)));
+        let view = ClusterView::new(local, config.saved_peers);
+        // The saved peers were told of before this start: no event for them until they change.
+        let mut tracker = EventTracker::default();
+        tracker.diff(&view);
+        let (view_tx, _) = watch::channel(Arc::new(view));
         let (events_tx, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let shared = Arc::new(Shared {
             chitchat,
-            refresh: Mutex::new(RefreshState::default()),
+            refresh: Mutex::new(RefreshState {
+                tracker,
+                warned: HashSet::new(),
+            }),
             view_tx,
             events_tx,
         });
@@ -230,7 +258,8 @@ impl Membership {
         tracing::info!(
             host_id = %config.endpoint.host_id,
             generation = config.generation,
-            address = %config.gossip_address(),
+            address = %config.endpoint.broadcast_address,
+            storage_port = config.storage_port,
             seeds = ?config.seeds,
             "gossip started"
         );

@@ -34,12 +34,22 @@ pub struct ClusterView {
 }
 
 impl ClusterView {
-    /// The view of a node that knows only itself.
-    pub(crate) fn new(local: Member) -> ClusterView {
+    /// The view of a node that knows itself and the peers it saved before it stopped (down
+    /// until gossip hears from them; a saved copy of this node is ignored).
+    pub(crate) fn new(local: Member, saved_peers: Vec<Member>) -> ClusterView {
         let host_id = local.endpoint.host_id;
+        let mut members: BTreeMap<HostId, Member> = saved_peers
+            .into_iter()
+            .filter(|peer| peer.endpoint.host_id != host_id)
+            .map(|mut peer| {
+                peer.live = false;
+                (peer.endpoint.host_id, peer)
+            })
+            .collect();
+        members.insert(host_id, local);
         ClusterView {
             local: host_id,
-            members: BTreeMap::from([(host_id, local)]),
+            members,
         }
     }
 
@@ -210,7 +220,7 @@ pub(crate) mod tests {
             true,
         )
         .expect("valid");
-        ClusterView::new(member)
+        ClusterView::new(member, Vec::new())
     }
 
     fn no_rejects(node: &GossipNode, e: StateError) {

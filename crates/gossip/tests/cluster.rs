@@ -64,6 +64,7 @@ fn config(node: u8, generation: u64) -> MembershipConfig {
         seeds: vec![SocketAddr::new(ip(1), STORAGE_PORT)],
         gossip_interval: GOSSIP_INTERVAL,
         phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+        saved_peers: Vec::new(),
     }
 }
 
@@ -287,6 +288,42 @@ async fn a_node_back_at_a_new_address_replaces_the_old_one() {
             (EventKind::NewNode, 2, "127.0.0.9:9042".to_string()),
             (EventKind::Up, 2, "127.0.0.9:9042".to_string()),
         ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_node_keeps_a_saved_peer_that_is_down_in_its_ring() {
+    let transport = ChannelTransport::default();
+    let mut nodes = converged_three(&transport).await;
+    let saved: Vec<_> = nodes[0].view().peers().cloned().collect();
+    // Node 3 dies, then node 1 restarts while node 3 is still down.
+    drop(nodes.remove(2));
+    nodes.remove(0).shutdown().await;
+    let mut restart = config(1, 2);
+    restart.saved_peers = saved;
+    let node_1 = start(&transport, restart).await;
+    let mut events = node_1.subscribe();
+    let view = node_1.view();
+    assert_eq!(view.members().count(), 3);
+    assert!(!view.is_live(host_id(2)) && !view.is_live(host_id(3)));
+    until(&node_1, Duration::from_secs(30), "node 2 up", |v| {
+        v.is_live(host_id(2))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let view = node_1.view();
+    assert!(!view.is_live(host_id(3)));
+    let ring = view.token_metadata().expect("ring");
+    assert_eq!(
+        ring.tokens_of(host_id(3)),
+        tokens(3),
+        "down, it owns its ranges"
+    );
+    assert_eq!(ring.topology().len(), 3);
+    assert_eq!(
+        drain(&mut events),
+        [(EventKind::Up, 2, "127.0.0.2:9042".to_string())],
+        "saved peers are not new"
     );
 }
 
