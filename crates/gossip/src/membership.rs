@@ -419,3 +419,69 @@ fn snapshot(chitchat: &Chitchat) -> Vec<GossipNode> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Membership>();
+        shareable::<ClusterView>();
+    }
+
+    #[test]
+    fn cassandra_s_threshold_is_its_phi_not_chitchat_s() {
+        // Cassandra convicts when PHI_FACTOR × elapsed / mean > threshold.
+        let chitchat_threshold = DEFAULT_PHI_CONVICT_THRESHOLD / PHI_FACTOR;
+        assert!((chitchat_threshold - 8.0 * std::f64::consts::LN_10).abs() < 1e-9);
+        assert!((chitchat_threshold - 18.42).abs() < 0.01);
+    }
+
+    #[test]
+    fn settings_cassandra_refuses_are_refused() {
+        let config = MembershipConfig {
+            cluster_name: "c".to_string(),
+            endpoint: Endpoint {
+                host_id: locator::HostId(uuid::Uuid::from_u128(1)),
+                broadcast_address: "127.0.0.1".parse().expect("ip"),
+                native_address: "127.0.0.1".parse().expect("ip"),
+                native_port: 9042,
+                location: locator::Location {
+                    datacenter: "dc1".to_string(),
+                    rack: "rack1".to_string(),
+                },
+                state: NodeState::Normal,
+            },
+            tokens: vec![1],
+            schema_version: uuid::Uuid::nil(),
+            release_version: "5.0.4".to_string(),
+            generation: 1,
+            listen_address: "127.0.0.1:7000".parse().expect("address"),
+            storage_port: 7000,
+            seeds: Vec::new(),
+            gossip_interval: DEFAULT_GOSSIP_INTERVAL,
+            phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+            saved_peers: Vec::new(),
+        };
+        assert_eq!(config.validate(), Ok(()));
+        let refused = |change: fn(&mut MembershipConfig)| {
+            let mut changed = config.clone();
+            change(&mut changed);
+            changed.validate().expect_err("refused").to_string()
+        };
+        assert_eq!(
+            refused(|c| c.phi_convict_threshold = 4.9),
+            "phi_convict_threshold must be between 5 and 16"
+        );
+        assert_eq!(
+            refused(|c| c.phi_convict_threshold = 16.1),
+            "phi_convict_threshold must be between 5 and 16"
+        );
+        assert!(refused(|c| c.tokens.clear()).contains("at least one token"));
+        assert!(refused(|c| c.tokens.push(i64::MIN)).contains("minimum token"));
+        assert!(refused(|c| c.cluster_name.clear()).contains("cluster_name"));
+        assert!(refused(|c| c.gossip_interval = Duration::ZERO).contains("interval"));
+    }
+}
