@@ -1,7 +1,7 @@
 //! The running membership service: chitchat's gossip server for this node, and the task that
 //! turns chitchat's state into [`ClusterView`]s and [`MembershipEvent`]s.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,13 +173,12 @@ struct RefreshState {
 impl Membership {
     /// Starts gossiping as `config` says, over `transport` (chitchat's `UdpTransport` in the
     /// node, its `ChannelTransport` in tests and simulations). The view starts with this node
-    /// alone; peers join it as gossip brings their complete states.
+    /// and its saved peers (down); peers join it as gossip brings their complete states.
     pub async fn start(
-        config: MembershipConfig,
+        mut config: MembershipConfig,
         transport: &dyn Transport,
     ) -> Result<Membership, GossipError> {
         config.validate()?;
-        let mut config = config;
         for peer in &mut config.saved_peers {
             peer.tokens.sort_unstable();
             peer.tokens.dedup();
@@ -339,7 +338,7 @@ impl Drop for Membership {
 
 async fn refresh_loop(
     shared: Arc<Shared>,
-    mut liveness: watch::Receiver<std::collections::BTreeMap<ChitchatId, chitchat::NodeState>>,
+    mut liveness: watch::Receiver<BTreeMap<ChitchatId, chitchat::NodeState>>,
     gossip_interval: Duration,
 ) {
     let mut round = tokio::time::interval(gossip_interval);
