@@ -1,0 +1,486 @@
+//! The running membership service: chitchat's gossip server for this node, and the task that
+//! turns chitchat's state into [`ClusterView`]s and [`MembershipEvent`]s.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chitchat::transport::Transport;
+use chitchat::{
+    spawn_chitchat, Chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig,
+    ProtocolVersion,
+};
+use locator::{Endpoint, NodeState, Token};
+use tokio::sync::{broadcast, watch, Mutex};
+use tokio::task::JoinHandle;
+
+use crate::events::{EventTracker, MembershipEvent};
+use crate::state::{
+    encode_tokens, local_key_values, parse_member, status_word, Member, StateError, KEYS,
+    KEY_SCHEMA, KEY_STATUS, KEY_TOKENS, MAX_TOKENS_PER_NODE,
+};
+use crate::view::{ClusterView, GossipNode};
+use crate::GossipError;
+
+/// Cassandra's gossip round, `Gossiper.intervalInMillis`.
+pub const DEFAULT_GOSSIP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Cassandra's `phi_convict_threshold` default.
+pub const DEFAULT_PHI_CONVICT_THRESHOLD: f64 = 8.0;
+
+/// The range Cassandra accepts for `phi_convict_threshold`.
+const PHI_CONVICT_THRESHOLD_RANGE: std::ops::RangeInclusive<f64> = 5.0..=16.0;
+
+/// Cassandra's `FailureDetector.PHI_FACTOR`: its phi is `PHI_FACTOR × elapsed / mean interval`
+/// (the exponential distribution's -log10 of the probability the node is still up), chitchat's
+/// `elapsed / mean interval`, so Cassandra's threshold `t` is chitchat's `t / PHI_FACTOR`
+/// (`t × ln 10`): at the default 8, a node is convicted after about 18.4 mean heartbeat
+/// intervals without one.
+const PHI_FACTOR: f64 = std::f64::consts::LOG10_E;
+
+/// Cassandra's `ArrivalWindow` sample count.
+const SAMPLING_WINDOW_SIZE: usize = 1000;
+
+/// How long chitchat keeps a dead node's state before forgetting it: Cassandra's
+/// `VERY_LONG_TIME_MS` (3 days), its quarantine of dead endpoints. The view keeps the node
+/// after that anyway (down), so this only bounds what is gossiped.
+const DEAD_NODE_GRACE_PERIOD: Duration = Duration::from_secs(3 * 24 * 3600);
+
+/// How long a deleted key's tombstone is gossiped; this crate deletes no key, chitchat
+/// requires a value.
+const DELETED_KEY_GRACE_PERIOD: Duration = Duration::from_secs(3600);
+
+/// The events buffered for a subscriber that has not read them: past it, the subscriber's
+/// next `recv` reports how many it lost (`RecvError::Lagged`) and it should read the view
+/// afresh. 1,024 is a whole cluster's nodes changing several times over.
+pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+
+/// Bound on the peers remembered as having published an invalid state (each warned of once
+/// per generation); past it the memory is cleared, and they are warned of again.
+const MAX_WARNED_STATES: usize = 1024;
+
+/// How a node takes part in gossip: who it is, what it publishes, whom it asks first, and how
+/// quickly it convicts a silent peer.
+#[derive(Debug, Clone)]
+pub struct MembershipConfig {
+    /// Cassandra's `cluster_name`, chitchat's cluster id: gossip from a node of another
+    /// cluster is refused, both ways.
+    pub cluster_name: String,
+    /// This node: host id, broadcast address (what peers gossip and send messages to), native
+    /// address and port, data centre, rack and state.
+    pub endpoint: Endpoint,
+    /// This node's tokens: at least one, at most [`MAX_TOKENS_PER_NODE`], not the minimum.
+    pub tokens: Vec<Token>,
+    /// This node's schema version.
+    pub schema_version: uuid::Uuid,
+    /// This node's release version (`system.local`'s `release_version`).
+    pub release_version: String,
+    /// This start's gossip generation. It must grow at every restart, so peers tell the new
+    /// process from the old one: Cassandra takes the current time in seconds, or the stored
+    /// generation plus one if that is not larger (`SystemKeyspace.incrementAndGetGeneration`).
+    pub generation: u64,
+    /// The address the gossip socket binds (`listen_address` and `storage_port`).
+    pub listen_address: SocketAddr,
+    /// The port peers gossip with this node on, at its broadcast address (`storage_port`; the
+    /// same number carries messaging over TCP).
+    pub storage_port: u16,
+    /// The seeds' gossip addresses (`seed_provider`'s, with the storage port). A node that is
+    /// its own seed may be listed: it does not gossip with itself.
+    pub seeds: Vec<SocketAddr>,
+    /// How often this node gossips ([`DEFAULT_GOSSIP_INTERVAL`]).
+    pub gossip_interval: Duration,
+    /// Cassandra's `phi_convict_threshold` (5 to 16, [`DEFAULT_PHI_CONVICT_THRESHOLD`]).
+    pub phi_convict_threshold: f64,
+    /// The peers this node knew when it last ran (the node keeps them, as Cassandra keeps
+    /// `system.peers`, from the views it was given): they are in the view from the start,
+    /// down, so a peer that is down while this node restarts keeps its tokens in the ring;
+    /// their gossip addresses are asked as seeds too. Their tokens are checked as
+    /// [`MembershipConfig::tokens`] (none is allowed: a joining peer's).
+    pub saved_peers: Vec<Member>,
+}
+
+impl MembershipConfig {
+    /// Where peers gossip with this node: its broadcast address and storage port.
+    pub fn gossip_address(&self) -> SocketAddr {
+        SocketAddr::new(self.endpoint.broadcast_address, self.storage_port)
+    }
+
+    fn validate(&self) -> Result<(), GossipError> {
+        let invalid = |detail: String| Err(GossipError::InvalidConfig(detail));
+        if self.cluster_name.is_empty() {
+            return invalid("cluster_name must not be empty".to_string());
+        }
+        if !PHI_CONVICT_THRESHOLD_RANGE.contains(&self.phi_convict_threshold) {
+            // Cassandra's words.
+            return invalid("phi_convict_threshold must be between 5 and 16".to_string());
+        }
+        if self.gossip_interval.is_zero() {
+            return invalid("the gossip interval must be positive".to_string());
+        }
+        check_tokens(&self.tokens)?;
+        for peer in &self.saved_peers {
+            if !peer.tokens.is_empty() {
+                check_tokens(&peer.tokens)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_tokens(tokens: &[Token]) -> Result<(), GossipError> {
+    let invalid = |detail: String| Err(GossipError::InvalidConfig(detail));
+    if tokens.is_empty() {
+        return invalid("a node needs at least one token".to_string());
+    }
+    if tokens.len() > MAX_TOKENS_PER_NODE {
+        return invalid(format!(
+            "{} tokens, more than the {MAX_TOKENS_PER_NODE} gossip carries",
+            tokens.len()
+        ));
+    }
+    if tokens.contains(&Token::MIN) {
+        return invalid(format!("{} is the minimum token", Token::MIN));
+    }
+    Ok(())
+}
+
+/// This node's membership: gossips its state with the cluster, keeps the cluster's
+/// [`ClusterView`] and announces changes to it. Dropping it stops gossip at once (peers then
+/// convict this node); [`Membership::shutdown`] also waits for the gossip server to stop.
+pub struct Membership {
+    shared: Arc<Shared>,
+    chitchat: Option<ChitchatHandle>,
+    /// Rebuilds the view on chitchat's liveness changes and every gossip round.
+    refresher: JoinHandle<()>,
+}
+
+/// What the refresh task and the setters share.
+struct Shared {
+    chitchat: Arc<Mutex<Chitchat>>,
+    /// Held across a whole refresh, so views are built and diffed one at a time, in order.
+    refresh: Mutex<RefreshState>,
+    view_tx: watch::Sender<Arc<ClusterView>>,
+    events_tx: broadcast::Sender<MembershipEvent>,
+}
+
+struct RefreshState {
+    tracker: EventTracker,
+    /// Peers (node id, generation) already warned of for an invalid state.
+    warned: HashSet<(String, u64)>,
+}
+
+impl Membership {
+    /// Starts gossiping as `config` says, over `transport` (chitchat's `UdpTransport` in the
+    /// node, its `ChannelTransport` in tests and simulations). The view starts with this node
+    /// and its saved peers (down); peers join it as gossip brings their complete states.
+    pub async fn start(
+        mut config: MembershipConfig,
+        transport: &dyn Transport,
+    ) -> Result<Membership, GossipError> {
+        config.validate()?;
+        for peer in &mut config.saved_peers {
+            peer.tokens.sort_unstable();
+            peer.tokens.dedup();
+        }
+        let chitchat_id = ChitchatId::new(
+            config.endpoint.host_id.to_string(),
+            config.generation,
+            config.gossip_address(),
+        );
+        let key_values = local_key_values(
+            &config.endpoint,
+            &config.tokens,
+            config.schema_version,
+            &config.release_version,
+        );
+        let local = parse_member(
+            &chitchat_id.node_id,
+            config.generation,
+            chitchat_id.gossip_advertise_addr,
+            &key_values.iter().cloned().collect(),
+            true,
+        )
+        .expect("this node's validated state reads back");
+        let gossip_interval = config.gossip_interval;
+        let chitchat_config = ChitchatConfig {
+            chitchat_id,
+            cluster_id: config.cluster_name.clone(),
+            gossip_interval,
+            listen_addr: config.listen_address,
+            seed_nodes: config
+                .seeds
+                .iter()
+                .chain(config.saved_peers.iter().map(|peer| &peer.storage_address))
+                .map(SocketAddr::to_string)
+                .collect(),
+            failure_detector_config: FailureDetectorConfig {
+                phi_threshold: config.phi_convict_threshold / PHI_FACTOR,
+                sampling_window_size: SAMPLING_WINDOW_SIZE,
+                // Cassandra's `fd_max_interval_ms` and `fd_initial_value_ms` defaults: twice the
+                // gossip round. A longer silence is not a sample (it is what conviction is
+                // for); the first samples are smoothed towards the initial value.
+                max_interval: gossip_interval * 2,
+                initial_interval: gossip_interval * 2,
+                dead_node_grace_period: DEAD_NODE_GRACE_PERIOD,
+            },
+            marked_for_deletion_grace_period: DELETED_KEY_GRACE_PERIOD,
+            catchup_callback: None,
+            extra_liveness_predicate: None,
+            // Every Helenus node speaks chitchat 0.13, which reads the compressed digest.
+            protocol_version: ProtocolVersion::V1,
+        };
+        let handle = spawn_chitchat(chitchat_config, key_values, transport)
+            .await
+            .map_err(|e| GossipError::Start {
+                address: config.listen_address,
+                detail: format!("{e:#}"),
+            })?;
+        let chitchat = handle.chitchat();
+        let liveness = chitchat.lock().await.live_nodes_watcher();
+        let view = ClusterView::new(local, config.saved_peers);
+        // The saved peers were told of before this start: no event for them until they change.
+        let mut tracker = EventTracker::default();
+        tracker.diff(&view);
+        let (view_tx, _) = watch::channel(Arc::new(view));
+        let (events_tx, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let shared = Arc::new(Shared {
+            chitchat,
+            refresh: Mutex::new(RefreshState {
+                tracker,
+                warned: HashSet::new(),
+            }),
+            view_tx,
+            events_tx,
+        });
+        let refresher = tokio::spawn(refresh_loop(shared.clone(), liveness, gossip_interval));
+        tracing::info!(
+            host_id = %config.endpoint.host_id,
+            generation = config.generation,
+            address = %config.endpoint.broadcast_address,
+            storage_port = config.storage_port,
+            seeds = ?config.seeds,
+            "gossip started"
+        );
+        Ok(Membership {
+            shared,
+            chitchat: Some(handle),
+            refresher,
+        })
+    }
+
+    /// The cluster as this node sees it now.
+    pub fn view(&self) -> Arc<ClusterView> {
+        self.shared.view_tx.borrow().clone()
+    }
+
+    /// A receiver of every new view (the coordinator and `system.peers` swap in
+    /// `ClusterView::token_metadata` of each).
+    pub fn watch_view(&self) -> watch::Receiver<Arc<ClusterView>> {
+        self.shared.view_tx.subscribe()
+    }
+
+    /// A receiver of the events from now on, each published after the view that holds the
+    /// change (bounded by [`EVENT_CHANNEL_CAPACITY`]).
+    pub fn subscribe(&self) -> broadcast::Receiver<MembershipEvent> {
+        self.shared.events_tx.subscribe()
+    }
+
+    /// Publishes this node's new state (joining, normal, leaving, moving).
+    pub async fn set_state(&self, state: NodeState) {
+        self.publish(KEY_STATUS, status_word(state).to_string())
+            .await;
+    }
+
+    /// Publishes this node's new schema version.
+    pub async fn set_schema_version(&self, schema_version: uuid::Uuid) {
+        self.publish(KEY_SCHEMA, schema_version.hyphenated().to_string())
+            .await;
+    }
+
+    /// Publishes this node's new tokens (checked as [`MembershipConfig::tokens`]).
+    pub async fn set_tokens(&self, tokens: &[Token]) -> Result<(), GossipError> {
+        check_tokens(tokens)?;
+        self.publish(KEY_TOKENS, encode_tokens(tokens)).await;
+        Ok(())
+    }
+
+    /// Sets one of this node's keys, then brings the view up to date so a caller reads its
+    /// own change.
+    async fn publish(&self, key: &str, value: String) {
+        self.shared
+            .chitchat
+            .lock()
+            .await
+            .self_node_state()
+            .set(key, value);
+        self.shared.refresh().await;
+    }
+
+    /// Stops gossiping and waits for the gossip server to stop (its socket closed).
+    pub async fn shutdown(mut self) {
+        self.refresher.abort();
+        if let Some(handle) = self.chitchat.take() {
+            if let Err(e) = handle.shutdown().await {
+                tracing::warn!(error = %e, "gossip server stopped with an error");
+            }
+        }
+        tracing::info!("gossip stopped");
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        // Dropping the chitchat handle closes its command channel, which stops its server.
+        self.refresher.abort();
+    }
+}
+
+async fn refresh_loop(
+    shared: Arc<Shared>,
+    mut liveness: watch::Receiver<BTreeMap<ChitchatId, chitchat::NodeState>>,
+    gossip_interval: Duration,
+) {
+    let mut round = tokio::time::interval(gossip_interval);
+    round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            changed = liveness.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = round.tick() => {}
+        }
+        shared.refresh().await;
+    }
+}
+
+impl Shared {
+    /// Builds the view from chitchat's state; publishes it and its events if it changed.
+    async fn refresh(&self) {
+        let mut state = self.refresh.lock().await;
+        let nodes = snapshot(&*self.chitchat.lock().await);
+        let previous = self.view_tx.borrow().clone();
+        let warned = &mut state.warned;
+        let view = previous.next(&nodes, |node, error| report(warned, node, error));
+        if view == *previous {
+            return;
+        }
+        let events = state.tracker.diff(&view);
+        self.view_tx.send_replace(Arc::new(view));
+        for event in events {
+            tracing::info!(kind = ?event.kind, host_id = %event.host_id, address = %event.address, "membership change");
+            // No subscriber is not an error.
+            let _ = self.events_tx.send(event);
+        }
+    }
+}
+
+fn report(warned: &mut HashSet<(String, u64)>, node: &GossipNode, error: StateError) {
+    match error {
+        StateError::Incomplete(key) => {
+            tracing::debug!(node_id = %node.node_id, generation = node.generation, key, "gossip state incomplete");
+        }
+        StateError::Invalid { key, detail } => {
+            if warned.len() >= MAX_WARNED_STATES {
+                warned.clear();
+            }
+            if warned.insert((node.node_id.clone(), node.generation)) {
+                tracing::warn!(
+                    node_id = %node.node_id,
+                    generation = node.generation,
+                    address = %node.gossip_address,
+                    key,
+                    detail,
+                    "ignoring a node whose gossip state is invalid"
+                );
+            }
+        }
+    }
+}
+
+/// Chitchat's node states, the keys this crate reads, and their liveness.
+fn snapshot(chitchat: &Chitchat) -> Vec<GossipNode> {
+    let live: BTreeSet<&ChitchatId> = chitchat.live_nodes().collect();
+    chitchat
+        .node_states()
+        .iter()
+        .map(|(id, state)| GossipNode {
+            node_id: id.node_id.to_string(),
+            generation: id.generation_id,
+            gossip_address: id.gossip_advertise_addr,
+            key_values: KEYS
+                .iter()
+                .filter_map(|&key| Some((key.to_string(), state.get(key)?.to_string())))
+                .collect(),
+            live: live.contains(id),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Membership>();
+        shareable::<ClusterView>();
+    }
+
+    #[test]
+    fn cassandra_s_threshold_is_its_phi_not_chitchat_s() {
+        // Cassandra convicts when PHI_FACTOR × elapsed / mean > threshold.
+        let chitchat_threshold = DEFAULT_PHI_CONVICT_THRESHOLD / PHI_FACTOR;
+        assert!((chitchat_threshold - 8.0 * std::f64::consts::LN_10).abs() < 1e-9);
+        assert!((chitchat_threshold - 18.42).abs() < 0.01);
+    }
+
+    #[test]
+    fn settings_cassandra_refuses_are_refused() {
+        let config = MembershipConfig {
+            cluster_name: "c".to_string(),
+            endpoint: Endpoint {
+                host_id: locator::HostId(uuid::Uuid::from_u128(1)),
+                broadcast_address: "127.0.0.1".parse().expect("ip"),
+                native_address: "127.0.0.1".parse().expect("ip"),
+                native_port: 9042,
+                location: locator::Location {
+                    datacenter: "dc1".to_string(),
+                    rack: "rack1".to_string(),
+                },
+                state: NodeState::Normal,
+            },
+            tokens: vec![1],
+            schema_version: uuid::Uuid::nil(),
+            release_version: "5.0.4".to_string(),
+            generation: 1,
+            listen_address: "127.0.0.1:7000".parse().expect("address"),
+            storage_port: 7000,
+            seeds: Vec::new(),
+            gossip_interval: DEFAULT_GOSSIP_INTERVAL,
+            phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+            saved_peers: Vec::new(),
+        };
+        assert_eq!(config.validate(), Ok(()));
+        let refused = |change: fn(&mut MembershipConfig)| {
+            let mut changed = config.clone();
+            change(&mut changed);
+            changed.validate().expect_err("refused").to_string()
+        };
+        assert_eq!(
+            refused(|c| c.phi_convict_threshold = 4.9),
+            "phi_convict_threshold must be between 5 and 16"
+        );
+        assert_eq!(
+            refused(|c| c.phi_convict_threshold = 16.1),
+            "phi_convict_threshold must be between 5 and 16"
+        );
+        assert!(refused(|c| c.tokens.clear()).contains("at least one token"));
+        assert!(refused(|c| c.tokens.push(i64::MIN)).contains("minimum token"));
+        assert!(refused(|c| c.cluster_name.clear()).contains("cluster_name"));
+        assert!(refused(|c| c.gossip_interval = Duration::ZERO).contains("interval"));
+    }
+}
