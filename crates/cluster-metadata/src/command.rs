@@ -6,7 +6,7 @@
 //! must reach the same state and give the same answer (applied or refused, with the same
 //! reason), so `apply` looks at nothing but the state and the command.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 
 use locator::{Endpoint, HostId, Location, LocatorError, NodeState, Token, TokenMetadata};
@@ -17,6 +17,11 @@ use uuid::Uuid;
 /// service over the log starts a new node's empty schema at this version, so that the first
 /// change, decided on it, applies on every node.
 pub const INITIAL_SCHEMA_VERSION: Uuid = Uuid::nil();
+
+/// How many of the last applied schema versions the state remembers, so that a change
+/// proposed again after a leader change (its first proposal committed, its answer lost)
+/// is recognised and answered as applied rather than refused as stale.
+pub const RECENT_SCHEMA_VERSIONS: usize = 64;
 
 /// One entry of the metadata log, as proposed (`MetadataService::propose`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +94,9 @@ pub enum MetadataResponse {
 pub struct MetadataState {
     /// The last schema change applied; `None` before the first.
     pub schema: Option<SchemaEntry>,
+    /// The versions of the last [`RECENT_SCHEMA_VERSIONS`] schema changes applied, oldest
+    /// first.
+    pub recent_schema_versions: VecDeque<Uuid>,
     /// Every node ever placed in the ring by the log, `Left` ones included (their host ids
     /// may not come back).
     pub nodes: BTreeMap<Uuid, NodeOwnership>,
@@ -117,6 +125,17 @@ impl MetadataState {
     }
 
     fn apply_schema(&mut self, entry: &SchemaEntry) -> Result<(), String> {
+        if entry.version == entry.base_version {
+            return Err(format!(
+                "a schema change must make a new version, not keep {}",
+                entry.version
+            ));
+        }
+        if self.recent_schema_versions.contains(&entry.version) {
+            // The same change again (a proposal retried across a leader change): it applied
+            // once, and changes nothing now.
+            return Ok(());
+        }
         let current = self.schema_version();
         if entry.base_version != current {
             return Err(format!(
@@ -124,13 +143,11 @@ impl MetadataState {
                 entry.base_version
             ));
         }
-        if entry.version == entry.base_version {
-            return Err(format!(
-                "a schema change must make a new version, not keep {}",
-                entry.version
-            ));
-        }
         self.schema = Some(entry.clone());
+        if self.recent_schema_versions.len() == RECENT_SCHEMA_VERSIONS {
+            self.recent_schema_versions.pop_front();
+        }
+        self.recent_schema_versions.push_back(entry.version);
         Ok(())
     }
 
@@ -265,6 +282,28 @@ mod tests {
             state.apply(&schema(2, 2)),
             MetadataResponse::Refused(_)
         ));
+        // A change applied before, proposed again, is answered as applied and changes nothing.
+        assert_eq!(state.apply(&schema(0, 1)), MetadataResponse::Applied);
+        assert_eq!(state.schema_version(), Uuid::from_u128(2));
+    }
+
+    #[test]
+    fn only_the_last_schema_versions_are_remembered() {
+        let mut state = MetadataState::default();
+        let last = RECENT_SCHEMA_VERSIONS as u128 + 1;
+        for version in 1..=last {
+            assert_eq!(
+                state.apply(&schema(version - 1, version)),
+                MetadataResponse::Applied
+            );
+        }
+        assert_eq!(state.recent_schema_versions.len(), RECENT_SCHEMA_VERSIONS);
+        assert!(matches!(
+            state.apply(&schema(0, 1)),
+            MetadataResponse::Refused(_)
+        ));
+        assert_eq!(state.apply(&schema(1, 2)), MetadataResponse::Applied);
+        assert_eq!(state.schema_version(), Uuid::from_u128(last));
     }
 
     #[test]

@@ -109,6 +109,9 @@ pub enum MetadataError {
     Stopped(String),
     #[error("cannot join the metadata cluster: {0}")]
     Join(String),
+    /// The node is in no group: bootstrap or join first.
+    #[error("this node is not a member of the cluster metadata group (bootstrap or join first)")]
+    NotMember,
 }
 
 /// One node's member of the metadata Raft group.
@@ -279,6 +282,16 @@ impl MetadataService {
         command: MetadataCommand,
         timeout: Duration,
     ) -> Result<u64, MetadataError> {
+        if self
+            .metrics()
+            .membership_config
+            .membership()
+            .nodes()
+            .next()
+            .is_none()
+        {
+            return Err(MetadataError::NotMember);
+        }
         let deadline = Instant::now() + timeout;
         match tokio::time::timeout_at(deadline, self.propose_until(command, deadline)).await {
             Ok(result) => result,
@@ -314,7 +327,10 @@ impl MetadataService {
                             "the leader, node {leader}, failed: {reason}"
                         )))
                     }
-                    // Not the leader any more, or unreachable: look again.
+                    // Not the leader any more, unreachable, or not committed in time (the
+                    // deadline says which error that is): look again. A proposal that did
+                    // commit is answered as applied when proposed again (a schema change by
+                    // its version; a token claim is the same claim).
                     Ok(_) | Err(_) => {}
                 }
             }
@@ -449,7 +465,7 @@ impl MetadataService {
             self.raft.client_write(command),
         )
         .await
-        .map_err(|_| ForwardError::Failed(format!("not committed within {timeout_ms} ms")))?;
+        .map_err(|_| ForwardError::Timeout)?;
         match written {
             Ok(written) => Ok((written.log_id.index, written.data)),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
@@ -492,11 +508,7 @@ impl MetadataService {
         };
         tokio::time::timeout(Duration::from_millis(timeout_ms), changing)
             .await
-            .unwrap_or_else(|_| {
-                Err(ForwardError::Failed(format!(
-                    "node {node} did not become a voter within {timeout_ms} ms"
-                )))
-            })
+            .unwrap_or(Err(ForwardError::Timeout))
     }
 
     /// Stops this node's Raft (its state stays in its directory).

@@ -138,10 +138,12 @@ impl StateMachine {
                 MetadataResponse::Applied
             }
             EntryPayload::Normal(command) => {
+                let before = self.stored.state.schema_version();
                 let response = self.stored.state.apply(&command);
-                if let (MetadataResponse::Applied, MetadataCommand::Schema(schema)) =
-                    (&response, command)
-                {
+                // A repeated change (applied, changing nothing) is not handed over again:
+                // this node may have moved past it.
+                let changed = self.stored.state.schema_version() != before;
+                if let (true, MetadataCommand::Schema(schema)) = (changed, command) {
                     self.applier
                         .apply_schema(schema, SchemaSource::Entry)
                         .await

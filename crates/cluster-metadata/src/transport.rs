@@ -96,7 +96,9 @@ pub(crate) enum ForwardError {
         leader: Option<NodeId>,
         address: Option<String>,
     },
-    /// It was the leader but failed (a timeout, a stopped log, a refused membership change).
+    /// It was the leader and the request did not commit within its timeout.
+    Timeout,
+    /// It was the leader but failed (a stopped log, a refused membership change).
     Failed(String),
 }
 

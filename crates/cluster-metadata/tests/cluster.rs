@@ -367,14 +367,19 @@ async fn a_node_behind_a_compacted_log_catches_up_from_a_snapshot() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn without_a_quorum_a_proposal_fails_within_its_timeout() {
+/// Stops two of the three nodes, keeping the leader or a follower, and proposes on the one
+/// left.
+async fn propose_without_a_quorum(keep_the_leader: bool) {
     let mut cluster = Cluster::start(test_config()).await;
     cluster.change_schema(0).await.expect("applied");
     cluster.converge_on(0).await;
-    let survivor = 0;
-    cluster.stop(1).await;
-    cluster.stop(2).await;
+    let leader = cluster.node(0).leader().expect("a leader");
+    let survivor = (0..3)
+        .find(|n| (id(*n) == leader) == keep_the_leader)
+        .expect("a survivor");
+    for n in (0..3).filter(|n| *n != survivor) {
+        cluster.stop(n).await;
+    }
     let timeout = Duration::from_secs(3);
     let start = Instant::now();
     let base = cluster.state(survivor).schema_version();
@@ -407,10 +412,77 @@ async fn without_a_quorum_a_proposal_fails_within_its_timeout() {
     );
     // With one node back, a quorum commits again (a token claim: the timed-out schema
     // change may yet commit, which would make a new one decided now stale).
-    cluster.restart(1).await;
+    let back = (0..3).find(|n| *n != survivor).expect("a stopped node");
+    cluster.restart(back).await;
     cluster
         .node(survivor)
         .propose(ownership(1, vec![1], OwnershipState::Normal), TIMEOUT)
         .await
         .expect("a quorum again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_quorum_a_proposal_on_the_leader_fails_within_its_timeout() {
+    propose_without_a_quorum(true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_quorum_a_proposal_on_a_follower_fails_within_its_timeout() {
+    propose_without_a_quorum(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_whole_cluster_restarts_from_its_directories() {
+    let mut cluster = Cluster::start(test_config()).await;
+    cluster
+        .node(1)
+        .propose(ownership(1, vec![10], OwnershipState::Normal), TIMEOUT)
+        .await
+        .expect("applied");
+    cluster.change_schema(2).await.expect("applied");
+    let before = cluster.converge_on(2).await;
+    for n in 0..3 {
+        cluster.stop(n).await;
+    }
+    for n in 0..3 {
+        cluster.restart(n).await;
+        assert_eq!(*cluster.state(n), *before, "node {n}");
+    }
+    // A restarted node is still a member: it neither bootstraps nor joins again.
+    cluster.node(0).bootstrap().await.expect("a no-op");
+    cluster
+        .node(1)
+        .join(&[(id(0), address(0))], TIMEOUT)
+        .await
+        .expect("a no-op");
+    cluster
+        .change_schema(0)
+        .await
+        .expect("a quorum after the restart");
+    let after = cluster.converge_on(0).await;
+    for n in 0..3 {
+        assert_eq!(cluster.node(n).voters(), (0..3).map(id).collect());
+        assert_eq!(*cluster.state(n), *after, "node {n}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_in_no_group_refuses_to_propose() {
+    let network = MemoryNetwork::new();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let alone = MetadataService::open(
+        id(0),
+        address(0),
+        dir.path(),
+        network.transport(id(0)),
+        Arc::new(cluster_metadata::NoApplier),
+        test_config(),
+    )
+    .await
+    .expect("opened");
+    let refused = alone
+        .propose(ownership(1, vec![1], OwnershipState::Normal), TIMEOUT)
+        .await
+        .expect_err("not a member");
+    assert!(matches!(refused, MetadataError::NotMember), "{refused}");
 }
