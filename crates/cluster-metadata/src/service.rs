@@ -338,6 +338,71 @@ impl MetadataService {
         }
     }
 
+    /// A read barrier (ScyllaDB's group 0 `read_barrier`): waits until this node has
+    /// applied every entry committed before the call, so that what a DDL statement answered
+    /// on another node is visible here. Asks the leader (which confirms its leadership with
+    /// a quorum) for its committed index; fails at `timeout` as `propose` does.
+    pub async fn read_barrier(&self, timeout: Duration) -> Result<(), MetadataError> {
+        if self
+            .metrics()
+            .membership_config
+            .membership()
+            .nodes()
+            .next()
+            .is_none()
+        {
+            return Err(MetadataError::NotMember);
+        }
+        let deadline = Instant::now() + timeout;
+        match tokio::time::timeout_at(deadline, self.read_barrier_until(deadline)).await {
+            Ok(result) => result,
+            Err(_) => Err(self.timed_out(timeout)),
+        }
+    }
+
+    async fn read_barrier_until(&self, deadline: Instant) -> Result<(), MetadataError> {
+        loop {
+            let leader = self.metrics().current_leader;
+            let index = if leader == Some(self.id) {
+                self.read_index(remaining_ms(deadline)).await.ok()
+            } else if let Some((leader, address)) = leader.and_then(|l| self.address_of(l)) {
+                let request = Request::ReadIndex {
+                    timeout_ms: remaining_ms(deadline),
+                };
+                match self.call(leader, &address, &request, deadline).await {
+                    Ok(Reply::ReadIndex(Ok(index))) => Some(index),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            match index {
+                Some(Some(index)) => return self.await_applied(index, deadline).await,
+                Some(None) => return Ok(()),
+                None => self.pause(deadline).await,
+            }
+        }
+    }
+
+    /// As leader: the committed index a read barrier waits for, once a quorum confirmed this
+    /// node still leads.
+    async fn read_index(&self, timeout_ms: u64) -> Result<Option<u64>, ForwardError> {
+        if self.leader() != Some(self.id) {
+            return Err(self.not_leader());
+        }
+        let read = tokio::time::timeout(
+            Duration::from_millis(timeout_ms),
+            self.raft.get_read_log_id(),
+        )
+        .await
+        .map_err(|_| ForwardError::Timeout)?;
+        match read {
+            Ok((read_log_id, _applied)) => Ok(read_log_id.map(|l| l.index)),
+            Err(RaftError::APIError(_)) => Err(self.not_leader()),
+            Err(e) => Err(ForwardError::Failed(e.to_string())),
+        }
+    }
+
     /// The error a proposal that ran out of time gets: how many voters answered lately says
     /// whether a quorum could have committed it.
     fn timed_out(&self, timeout: Duration) -> MetadataError {
@@ -436,6 +501,9 @@ impl MetadataService {
                 command,
                 timeout_ms,
             } => Reply::Proposed(self.propose_as_leader(command, timeout_ms).await),
+            Request::ReadIndex { timeout_ms } => {
+                Reply::ReadIndex(self.read_index(timeout_ms).await)
+            }
             Request::Join {
                 node,
                 address,

@@ -64,6 +64,10 @@ pub(crate) enum Request {
         command: MetadataCommand,
         timeout_ms: u64,
     },
+    /// A read barrier: the leader's committed index, confirmed leader by a quorum.
+    ReadIndex {
+        timeout_ms: u64,
+    },
     /// A node asking the leader to make it a voter.
     Join {
         node: NodeId,
@@ -82,6 +86,8 @@ pub(crate) enum Reply {
     ),
     /// The proposal's log index and what applying it answered.
     Proposed(Result<(u64, MetadataResponse), ForwardError>),
+    /// The index a read barrier waits for this node to apply.
+    ReadIndex(Result<Option<u64>, ForwardError>),
     /// The log index of the membership change that made the node a voter.
     Joined(Result<u64, ForwardError>),
     /// The request did not decode.

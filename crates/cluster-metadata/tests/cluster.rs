@@ -486,3 +486,34 @@ async fn a_node_in_no_group_refuses_to_propose() {
         .expect_err("not a member");
     assert!(matches!(refused, MetadataError::NotMember), "{refused}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_read_barrier_waits_until_a_lagging_node_has_what_was_committed() {
+    let cluster = Cluster::start(test_config()).await;
+    let leader = cluster.node(0).leader().expect("a leader");
+    let lagging = (0..3).find(|n| id(*n) != leader).expect("a follower");
+    let proposer = (0..3).find(|n| *n != lagging).expect("another node");
+    cluster.network.isolate(id(lagging));
+    let version = cluster
+        .change_schema(proposer)
+        .await
+        .expect("committed without the isolated node");
+    cluster.network.heal(id(lagging));
+    assert_ne!(cluster.state(lagging).schema_version(), version);
+    cluster
+        .node(lagging)
+        .read_barrier(TIMEOUT)
+        .await
+        .expect("caught up");
+    assert_eq!(cluster.state(lagging).schema_version(), version);
+    // Cut off, the barrier cannot reach a leader and says so within its timeout.
+    cluster.network.isolate(id(lagging));
+    let start = Instant::now();
+    let error = cluster
+        .node(lagging)
+        .read_barrier(Duration::from_secs(2))
+        .await
+        .expect_err("no leader reachable");
+    assert!(start.elapsed() <= Duration::from_millis(2100));
+    assert!(matches!(error, MetadataError::NoQuorum { .. }), "{error}");
+}
