@@ -256,8 +256,9 @@ impl SchemaService {
         }
     }
 
-    /// Applies one change, after those before it: what the metadata log's state machine will
-    /// call on every node for each committed entry, in log order. A change decided on another
+    /// Applies one change, after those before it, on this node alone (the log's state
+    /// machine goes through [`SchemaService::applier`] instead, and a replicated service
+    /// refuses this: its changes go through the log). A change decided on another
     /// version than the current one is refused (`Conflict`) and changes nothing. Storage is
     /// prepared first (a created table's storage exists before the schema names it), then the
     /// schema is persisted, put in force and announced, then a dropped table's storage goes
@@ -265,6 +266,12 @@ impl SchemaService {
     /// is persisted, the schema stays as it was. Runs on the blocking pool, and runs to the
     /// end even if the caller stops waiting.
     pub async fn apply(&self, change: SchemaChange) -> Result<(), SchemaServiceError> {
+        if self.log.get().is_some() {
+            return Err(SchemaServiceError::Internal(
+                "the schema is replicated: a change goes through the metadata log (submit)"
+                    .to_string(),
+            ));
+        }
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.apply(change))
             .await

@@ -17,7 +17,7 @@ struct Node {
     engine: Arc<TestEngine>,
     schema: SchemaService,
     metadata: Arc<MetadataService>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 fn node_id(n: usize) -> NodeId {
@@ -35,12 +35,24 @@ fn metadata_config() -> MetadataConfig {
 
 async fn start_node(network: &Arc<MemoryNetwork>, n: usize, engine: Arc<TestEngine>) -> Node {
     let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut node = start_node_in(network, n, engine, dir.path()).await;
+    node._dir = Some(dir);
+    node
+}
+
+/// Node `n` over `engine`, its Raft state in `dir`.
+async fn start_node_in(
+    network: &Arc<MemoryNetwork>,
+    n: usize,
+    engine: Arc<TestEngine>,
+    dir: &std::path::Path,
+) -> Node {
     let schema =
         SchemaService::open_replicated(engine.clone(), vec![system_keyspace()]).expect("open");
     let metadata = MetadataService::open(
         node_id(n),
         format!("node{n}"),
-        dir.path(),
+        dir,
         network.transport(node_id(n)),
         schema.applier(),
         metadata_config(),
@@ -52,7 +64,7 @@ async fn start_node(network: &Arc<MemoryNetwork>, n: usize, engine: Arc<TestEngi
         engine,
         schema,
         metadata,
-        _dir: dir,
+        _dir: None,
     }
 }
 
@@ -271,4 +283,60 @@ async fn a_node_with_a_schema_of_its_own_makes_it_the_logs_first() {
         .await
         .expect("a change on the node's schema");
     assert!(node.schema.snapshot().table("ks", "t").is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_node_keeps_its_replicated_schema_and_goes_on() {
+    let network = MemoryNetwork::new();
+    let engine = Arc::new(TestEngine::default());
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let version = {
+        let node = start_node_in(&network, 0, engine.clone(), dir.path()).await;
+        node.metadata.bootstrap().await.expect("bootstrapped");
+        node.schema
+            .replicate_through(node.metadata.clone(), TIMEOUT)
+            .await
+            .expect("replicated");
+        node.schema
+            .submit(always(with_keyspace))
+            .await
+            .expect("keyspace");
+        node.schema
+            .submit(|s: &Schema| Ok::<_, SchemaServiceError>(Some(with_table(s, "t", T1))))
+            .await
+            .expect("table");
+        network.unregister(node_id(0));
+        node.metadata.shutdown().await.expect("shut down");
+        node.schema.snapshot().version
+    };
+    // Storage kept the schema and the directory the log: the log's entries, replayed or not,
+    // leave the schema as it was.
+    let node = start_node_in(&network, 0, engine, dir.path()).await;
+    assert_eq!(node.schema.snapshot().version, version);
+    node.metadata.bootstrap().await.expect("a no-op");
+    node.schema
+        .replicate_through(node.metadata.clone(), TIMEOUT)
+        .await
+        .expect("replicated");
+    assert_eq!(node.schema.snapshot().version, version);
+    let change = SchemaChange {
+        base_version: version,
+        schema: with_table(&node.schema.snapshot(), "u", T2).schema,
+        event: event(
+            SchemaChangeKind::Created,
+            SchemaChangeTarget::Table,
+            Some("u"),
+        ),
+    };
+    assert!(matches!(
+        node.schema.apply(change).await,
+        Err(SchemaServiceError::Internal(_))
+    ));
+    node.schema
+        .submit(|s: &Schema| Ok::<_, SchemaServiceError>(Some(with_table(s, "u", T2))))
+        .await
+        .expect("a change after the restart");
+    let schema = node.schema.snapshot();
+    assert!(schema.table("ks", "t").is_some() && schema.table("ks", "u").is_some());
+    assert!(has_storage(node.engine.as_ref(), T1) && has_storage(node.engine.as_ref(), T2));
 }
