@@ -275,11 +275,37 @@ impl RaftNetwork<TypeConfig> for NetworkClient {
 
 /// An in-process network of metadata services, for tests: a message goes straight to the
 /// target's `MetadataService::handle`. A node that is not registered (stopped) or is
-/// isolated is unreachable, both ways, at once.
+/// isolated is unreachable, both ways, at once; so is a node across a cut link; and with
+/// loss set, every n-th message is lost (deterministically: a count, no randomness).
 #[derive(Default)]
 pub struct MemoryNetwork {
     nodes: Mutex<HashMap<NodeId, Weak<MetadataService>>>,
-    isolated: Mutex<HashSet<NodeId>>,
+    faults: Mutex<Faults>,
+}
+
+#[derive(Default)]
+struct Faults {
+    isolated: HashSet<NodeId>,
+    /// Cut links, each as (lower id, higher id).
+    cut: HashSet<(NodeId, NodeId)>,
+    /// Lose every n-th message, counting all messages sent.
+    lose_every: Option<u64>,
+    sent: u64,
+}
+
+impl Faults {
+    /// Whether a message from `from` to `to` is lost.
+    fn lost(&mut self, from: NodeId, to: NodeId) -> bool {
+        self.sent += 1;
+        self.isolated.contains(&from)
+            || self.isolated.contains(&to)
+            || self.cut.contains(&link(from, to))
+            || self.lose_every.is_some_and(|n| self.sent.is_multiple_of(n))
+    }
+}
+
+fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
+    (a.min(b), a.max(b))
 }
 
 impl MemoryNetwork {
@@ -308,20 +334,39 @@ impl MemoryNetwork {
 
     /// Cuts `node` off: nothing reaches it and nothing it sends arrives.
     pub fn isolate(&self, node: NodeId) {
-        self.lock_isolated().insert(node);
+        self.lock_faults().isolated.insert(node);
     }
 
     /// Undoes [`MemoryNetwork::isolate`].
     pub fn heal(&self, node: NodeId) {
-        self.lock_isolated().remove(&node);
+        self.lock_faults().isolated.remove(&node);
+    }
+
+    /// Cuts the link between `a` and `b`, both ways (a partition is a set of cut links).
+    pub fn cut(&self, a: NodeId, b: NodeId) {
+        self.lock_faults().cut.insert(link(a, b));
+    }
+
+    /// Undoes [`MemoryNetwork::cut`].
+    pub fn mend(&self, a: NodeId, b: NodeId) {
+        self.lock_faults().cut.remove(&link(a, b));
+    }
+
+    /// Loses every `n`-th message from now on (`None`: none). `n` must be at least 2 (losing
+    /// everything is what `isolate` says).
+    pub fn lose_every(&self, n: Option<u64>) {
+        assert!(n.is_none_or(|n| n >= 2), "lose_every needs n >= 2");
+        let mut faults = self.lock_faults();
+        faults.lose_every = n;
+        faults.sent = 0;
     }
 
     fn lock_nodes(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, Weak<MetadataService>>> {
         self.nodes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn lock_isolated(&self) -> std::sync::MutexGuard<'_, HashSet<NodeId>> {
-        self.isolated.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock_faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -341,21 +386,64 @@ impl RaftTransport for MemoryTransport {
             node: target,
             reason: reason.to_string(),
         };
-        let cut = {
-            let isolated = self.network.lock_isolated();
-            isolated.contains(&self.from) || isolated.contains(&target)
-        };
+        let lost = self.network.lock_faults().lost(self.from, target);
         let service = self
             .network
             .lock_nodes()
             .get(&target)
             .and_then(Weak::upgrade);
         Box::pin(async move {
-            if cut {
-                return Err(unreachable("isolated"));
+            if lost {
+                return Err(unreachable("the message was lost"));
             }
             let service = service.ok_or_else(|| unreachable("not running"))?;
             Ok(service.handle(&message).await)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::Vote;
+
+    use super::*;
+
+    #[test]
+    fn a_message_round_trips_and_a_bad_one_is_an_error_not_a_panic() {
+        let request = Request::Vote(VoteRequest::new(Vote::new(3, NodeId::from_u128(1)), None));
+        let bytes = encode(&request);
+        assert_eq!(bytes[0], MESSAGE_FORMAT_VERSION);
+        let decoded: Request = decode(&bytes).expect("decodes");
+        assert_eq!(format!("{decoded:?}"), format!("{request:?}"));
+        for cut in 0..bytes.len() {
+            assert!(decode::<Request>(&bytes[..cut]).is_err(), "{cut} bytes");
+        }
+        let mut other_version = bytes.clone();
+        other_version[0] = 2;
+        assert_eq!(
+            decode::<Request>(&other_version).expect_err("unknown"),
+            "unknown metadata message format 2"
+        );
+    }
+
+    #[test]
+    fn faults_lose_what_they_say() {
+        let (a, b, c) = (
+            NodeId::from_u128(1),
+            NodeId::from_u128(2),
+            NodeId::from_u128(3),
+        );
+        let mut faults = Faults::default();
+        faults.cut.insert(link(b, a));
+        assert!(faults.lost(a, b) && faults.lost(b, a));
+        assert!(!faults.lost(a, c));
+        faults.isolated.insert(c);
+        assert!(faults.lost(b, c) && faults.lost(c, b));
+        let mut faults = Faults {
+            lose_every: Some(3),
+            ..Faults::default()
+        };
+        let lost: Vec<bool> = (0..6).map(|_| faults.lost(a, b)).collect();
+        assert_eq!(lost, [false, false, true, false, false, true]);
     }
 }

@@ -517,3 +517,76 @@ async fn a_read_barrier_waits_until_a_lagging_node_has_what_was_committed() {
     assert!(start.elapsed() <= Duration::from_millis(2100));
     assert!(matches!(error, MetadataError::NoQuorum { .. }), "{error}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn proposals_commit_through_lost_messages_and_retries_apply_once() {
+    let cluster = Cluster::start(test_config()).await;
+    cluster.network.lose_every(Some(4));
+    // Claims from every node in turn; a lost reply makes the proposer ask again, and the
+    // same claim applies once.
+    for host in 1..=9u128 {
+        let proposer = (host % 3) as usize;
+        let token = host as i64 * 10;
+        cluster
+            .node(proposer)
+            .propose(
+                ownership(host, vec![token], OwnershipState::Normal),
+                TIMEOUT,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("claim of host {host}: {e}"));
+    }
+    cluster.network.lose_every(None);
+    let state = cluster.converge_on(0).await;
+    assert_eq!(state.nodes.len(), 9);
+    for n in 0..3 {
+        assert_eq!(*cluster.state(n), *state, "node {n}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_majority_side_of_a_partition_goes_on_and_the_minority_catches_up() {
+    let cluster = Cluster::start(test_config()).await;
+    let leader = cluster.node(0).leader().expect("a leader");
+    let old_leader = (0..3).find(|n| id(*n) == leader).expect("the leader");
+    let majority: Vec<usize> = (0..3).filter(|n| *n != old_leader).collect();
+    for n in &majority {
+        cluster.network.cut(id(old_leader), id(*n));
+    }
+    let version = cluster
+        .change_schema(majority[0])
+        .await
+        .expect("the majority elects a leader and commits");
+    let refused = cluster
+        .node(old_leader)
+        .propose(
+            ownership(1, vec![1], OwnershipState::Normal),
+            Duration::from_secs(2),
+        )
+        .await
+        .expect_err("the minority cannot commit");
+    assert!(
+        matches!(
+            refused,
+            MetadataError::NoQuorum {
+                reachable: 1,
+                voters: 3,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    for n in &majority {
+        cluster.network.mend(id(old_leader), id(*n));
+    }
+    cluster
+        .node(old_leader)
+        .read_barrier(TIMEOUT)
+        .await
+        .expect("caught up");
+    assert_eq!(cluster.state(old_leader).schema_version(), version);
+    let state = cluster.converge_on(majority[0]).await;
+    for n in 0..3 {
+        assert_eq!(*cluster.state(n), *state, "node {n}");
+    }
+}
