@@ -50,12 +50,14 @@ pub struct SchemaEntry {
 /// gossip `STATUS` and `TOKENS`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeOwnership {
+    /// The node's host id (Cassandra's), its key in the token map.
     pub host_id: Uuid,
     /// Where other nodes reach it (`broadcast_address`).
     pub broadcast_address: IpAddr,
     /// Where clients reach it (`broadcast_rpc_address`) and on which port.
     pub native_address: IpAddr,
     pub native_port: u16,
+    /// Its data centre and rack, as its snitch reports them.
     pub datacenter: String,
     pub rack: String,
     /// Its tokens, any order; empty only when `state` is `Left`.

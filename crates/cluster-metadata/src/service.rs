@@ -30,11 +30,13 @@ pub struct MetadataConfig {
     pub heartbeat_interval_ms: u64,
     /// A follower that hears no leader for a random time in this range starts an election.
     pub election_timeout_min_ms: u64,
+    /// The top of that range; more than `election_timeout_min_ms`.
     pub election_timeout_max_ms: u64,
     /// A snapshot is taken after this many entries since the last one, and the log up to it
     /// purged (keeping `entries_kept_after_snapshot`, so a briefly lagging node still
     /// catches up from the log).
     pub snapshot_every_entries: u64,
+    /// Entries kept in the log below the last snapshot.
     pub entries_kept_after_snapshot: u64,
 }
 

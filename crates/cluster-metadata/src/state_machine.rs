@@ -75,15 +75,20 @@ impl MetadataApplier for NoApplier {
 /// The `state` file: everything applied so far.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StoredState {
+    /// The last entry applied.
     pub applied: Option<LogId<NodeId>>,
+    /// The last membership applied (the group's voters and learners).
     pub membership: StoredMembership<NodeId, BasicNode>,
+    /// What the applied entries built.
     pub state: MetadataState,
 }
 
 /// The `snapshot` file: a snapshot's meta and the state it holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredSnapshot {
+    /// Up to which entry, and with which membership.
     pub meta: SnapshotMeta<NodeId, BasicNode>,
+    /// The state the entries up to it built.
     pub state: MetadataState,
 }
 

@@ -49,6 +49,7 @@ pub trait RaftTransport: Send + Sync + 'static {
 /// A message that did not get a reply.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TransportError {
+    /// No reply came: the node is down, cut off, or the message was lost or undecodable.
     #[error("node {node} is unreachable: {reason}")]
     Unreachable { node: NodeId, reason: String },
 }
@@ -309,6 +310,7 @@ fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
 }
 
 impl MemoryNetwork {
+    /// An empty network, without faults.
     pub fn new() -> Arc<MemoryNetwork> {
         Arc::new(MemoryNetwork::default())
     }
