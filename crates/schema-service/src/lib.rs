@@ -15,17 +15,31 @@
 //! order ([`SchemaService::apply`]), running the same storage actions, which it derives from the
 //! schemas before and after, so an entry needs to carry nothing else.
 //!
+//! Over the cluster metadata log (`replicated.rs`, `cluster-metadata`): opened with
+//! [`SchemaService::open_replicated`] and wired with [`SchemaService::applier`] and
+//! [`SchemaService::replicate_through`], `submit` proposes the decided change as a log entry
+//! and answers once it is committed and applied here; every node's state machine hands each
+//! committed change to the applier, in log order, which runs the same storage actions. Alone
+//! (`open`), the service works as before.
+//!
 //! Must not depend on: the CQL parser, the query layer, the protocol, or RocksDB (storage is
-//! reached only through `storage::StorageEngine`).
+//! reached only through `storage::StorageEngine`); the metadata log only through
+//! `cluster-metadata`'s `MetadataService` and `MetadataApplier`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
+use cluster_metadata::MetadataError;
 use mutation::TableId;
 use schema::{KeyspaceMetadata, Schema, SchemaError};
+use serde::{Deserialize, Serialize};
 use storage::{StorageEngine, StorageError};
 use tokio::sync::broadcast;
 use uuid::Uuid;
+
+mod replicated;
+
+pub use replicated::{decode_change, encode_change};
 
 /// Where the user schema is persisted in storage's meta space (as JSON, `Schema::to_persisted_json`).
 pub const SCHEMA_META_KEY: &[u8] = b"schema";
@@ -40,14 +54,14 @@ pub const SCHEMA_EVENT_BUFFER: usize = 256;
 /// Bounded so that a submission cannot go round for ever.
 const SUBMIT_ATTEMPTS: usize = 4;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SchemaChangeKind {
     Created,
     Updated,
     Dropped,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SchemaChangeTarget {
     Keyspace,
     Table,
@@ -55,7 +69,7 @@ pub enum SchemaChangeTarget {
 }
 
 /// What a schema change announces (the native protocol's `SCHEMA_CHANGE` event and result).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SchemaChangeEvent {
     pub kind: SchemaChangeKind,
     pub target: SchemaChangeTarget,
@@ -102,6 +116,10 @@ pub enum SchemaServiceError {
     Conflict { base: Uuid, current: Uuid },
     #[error("the schema change task failed: {0}")]
     Internal(String),
+    /// The cluster metadata log did not commit the change (no quorum, a timeout, a stopped
+    /// log), or refused it more times than a submission decides again.
+    #[error("{0}")]
+    Metadata(MetadataError),
 }
 
 /// The node's schema, and the one writer of it.
@@ -111,6 +129,9 @@ pub struct SchemaService {
     /// CREATE TABLEs of one name racing see each other (the second finds the table), as under
     /// `query`'s former DDL lock.
     submissions: tokio::sync::Mutex<()>,
+    /// Set once the schema is replicated through the cluster metadata log
+    /// ([`SchemaService::replicate_through`]): submissions then become log entries.
+    log: OnceLock<replicated::Log>,
 }
 
 /// What a change's application (on the blocking pool) shares with the service.
@@ -132,6 +153,18 @@ impl SchemaService {
         engine: Arc<dyn StorageEngine>,
         system_keyspaces: Vec<KeyspaceMetadata>,
     ) -> Result<SchemaService, SchemaServiceError> {
+        SchemaService::open_with(engine, system_keyspaces, Uuid::new_v4())
+    }
+
+    /// Loads the schema as `open` does, with the version a new node's empty schema gets:
+    /// a random one alone, [`cluster_metadata::INITIAL_SCHEMA_VERSION`] for a node whose
+    /// schema the metadata log will drive (`open_replicated`), so the first change a node
+    /// decides applies on every node.
+    fn open_with(
+        engine: Arc<dyn StorageEngine>,
+        system_keyspaces: Vec<KeyspaceMetadata>,
+        empty_version: Uuid,
+    ) -> Result<SchemaService, SchemaServiceError> {
         let mut schema = match engine
             .get_meta(SCHEMA_META_KEY)
             .map_err(SchemaServiceError::Load)?
@@ -141,7 +174,7 @@ impl SchemaService {
             }
             None => Schema {
                 keyspaces: BTreeMap::new(),
-                version: Uuid::new_v4(),
+                version: empty_version,
             },
         };
         for (id, grace) in stored_tables(&schema) {
@@ -169,6 +202,7 @@ impl SchemaService {
                 events,
             }),
             submissions: tokio::sync::Mutex::new(()),
+            log: OnceLock::new(),
         })
     }
 
@@ -197,6 +231,9 @@ impl SchemaService {
         E: From<SchemaServiceError>,
     {
         let _turn = self.submissions.lock().await;
+        if let Some(log) = self.log.get() {
+            return log.submit(&self.shared, decide).await;
+        }
         let mut attempt = 1;
         loop {
             let current = self.snapshot();
@@ -219,8 +256,9 @@ impl SchemaService {
         }
     }
 
-    /// Applies one change, after those before it: what the metadata log's state machine will
-    /// call on every node for each committed entry, in log order. A change decided on another
+    /// Applies one change, after those before it, on this node alone (the log's state
+    /// machine goes through [`SchemaService::applier`] instead, and a replicated service
+    /// refuses this: its changes go through the log). A change decided on another
     /// version than the current one is refused (`Conflict`) and changes nothing. Storage is
     /// prepared first (a created table's storage exists before the schema names it), then the
     /// schema is persisted, put in force and announced, then a dropped table's storage goes
@@ -228,6 +266,12 @@ impl SchemaService {
     /// is persisted, the schema stays as it was. Runs on the blocking pool, and runs to the
     /// end even if the caller stops waiting.
     pub async fn apply(&self, change: SchemaChange) -> Result<(), SchemaServiceError> {
+        if self.log.get().is_some() {
+            return Err(SchemaServiceError::Internal(
+                "the schema is replicated: a change goes through the metadata log (submit)"
+                    .to_string(),
+            ));
+        }
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.apply(change))
             .await
@@ -252,10 +296,21 @@ impl Shared {
                 current: current.version,
             });
         }
-        let before = stored_tables(&current);
-        let after = stored_tables(&change.schema);
-        let persisted = change
-            .schema
+        self.transition(&current, change.schema, Some(change.event))
+    }
+
+    /// Moves the schema from `current` (in force; the caller holds `applying`) to `target`:
+    /// storage prepared, the schema persisted, put in force and announced (when there is an
+    /// event), then dropped tables' storage dropped and every grace set.
+    fn transition(
+        &self,
+        current: &Schema,
+        target: Schema,
+        event: Option<SchemaChangeEvent>,
+    ) -> Result<(), SchemaServiceError> {
+        let before = stored_tables(current);
+        let after = stored_tables(&target);
+        let persisted = target
             .to_persisted_json()
             .map_err(SchemaServiceError::Corrupt)?;
         for id in after.keys().filter(|id| !before.contains_key(id)) {
@@ -266,9 +321,11 @@ impl Shared {
         self.engine
             .put_meta(SCHEMA_META_KEY, &persisted)
             .map_err(SchemaServiceError::Persist)?;
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(change.schema);
-        // Nobody subscribed is fine: no connection registered for events.
-        let _ = self.events.send(change.event);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(target);
+        if let Some(event) = event {
+            // Nobody subscribed is fine: no connection registered for events.
+            let _ = self.events.send(event);
+        }
         // The change is persisted and in force: what follows cannot undo it, so a failure is
         // logged (a dropped table's storage left behind; a grace not updated until restart).
         let dropped: BTreeSet<&TableId> =

@@ -581,3 +581,5 @@ async fn a_failed_drop_after_the_schema_is_persisted_keeps_the_change() {
     let persisted = Schema::from_persisted_json(&persisted).expect("decodes");
     assert!(persisted.table("ks", "t").is_none());
 }
+
+mod replicated;

@@ -1,0 +1,285 @@
+//! The state machine (openraft's `RaftStateMachine`): applies committed entries, in log order,
+//! to the [`MetadataState`], hands each applied schema change to this node's
+//! [`MetadataApplier`] (the schema service), publishes the state after each entry, and keeps
+//! the snapshot.
+//!
+//! Files in the metadata directory (`files.rs` describes their bytes):
+//! - `state`: the applied state ([`StoredState`]: last applied log id, membership, the
+//!   metadata), rewritten after every entry that changes it, *after* the applier has run. A
+//!   crash between the two replays that one entry at restart, so an applier must take an entry
+//!   whose version it already has as done (see [`MetadataApplier`]).
+//! - `snapshot`: the last snapshot ([`StoredSnapshot`]: its meta and the state it holds).
+
+use std::io::{self, Cursor};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::future::BoxFuture;
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta, StorageError,
+    StorageIOError, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::command::{MetadataCommand, MetadataResponse, MetadataState, SchemaEntry};
+use crate::files;
+use crate::{Entry, NodeId, TypeConfig};
+
+const STATE_FILE: &str = "state";
+const SNAPSHOT_FILE: &str = "snapshot";
+
+/// Why the applier is shown a schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaSource {
+    /// A committed entry, applied in log order: announce it.
+    Entry,
+    /// A snapshot installed to catch up: the schema replaces whatever this node had, and the
+    /// changes between are not announced one by one.
+    Snapshot,
+}
+
+/// What this node does with each committed schema change: the schema service implements it,
+/// running the change's storage actions and putting the schema in force. Called on every node
+/// for every applied schema entry, in log order, one at a time; never for a refused one.
+///
+/// Contract: make this node's schema the entry's (`entry.version`), from whatever it has. An
+/// entry whose version this node already has is done (a restart may show the last entry
+/// again). An error stops this node's metadata log (openraft treats a state machine error as
+/// fatal): the node then refuses metadata changes until it is restarted, when the entry is
+/// applied again.
+pub trait MetadataApplier: Send + Sync + 'static {
+    /// Applies `entry`; see the trait's contract.
+    fn apply_schema(
+        &self,
+        entry: SchemaEntry,
+        source: SchemaSource,
+    ) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// An applier that does nothing: for a node whose schema is not (yet) driven by the log, and
+/// for tests that look at the state only.
+pub struct NoApplier;
+
+impl MetadataApplier for NoApplier {
+    fn apply_schema(
+        &self,
+        _: SchemaEntry,
+        _: SchemaSource,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The `state` file: everything applied so far.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StoredState {
+    /// The last entry applied.
+    pub applied: Option<LogId<NodeId>>,
+    /// The last membership applied (the group's voters and learners).
+    pub membership: StoredMembership<NodeId, BasicNode>,
+    /// What the applied entries built.
+    pub state: MetadataState,
+}
+
+/// The `snapshot` file: a snapshot's meta and the state it holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredSnapshot {
+    /// Up to which entry, and with which membership.
+    pub meta: SnapshotMeta<NodeId, BasicNode>,
+    /// The state the entries up to it built.
+    pub state: MetadataState,
+}
+
+/// The state machine of one node.
+pub struct StateMachine {
+    dir: PathBuf,
+    stored: StoredState,
+    applier: Arc<dyn MetadataApplier>,
+    published: watch::Sender<Arc<MetadataState>>,
+    /// Serialises writes of the `snapshot` file by the builder and by an install.
+    snapshot_lock: Arc<Mutex<()>>,
+}
+
+impl StateMachine {
+    /// Opens the state machine in `dir` (the applied state is empty on a new node), and the
+    /// watch it publishes its state on.
+    pub fn open(
+        dir: &Path,
+        applier: Arc<dyn MetadataApplier>,
+    ) -> io::Result<(StateMachine, watch::Receiver<Arc<MetadataState>>)> {
+        std::fs::create_dir_all(dir)?;
+        let stored: StoredState = files::read_value(dir, STATE_FILE)?.unwrap_or_default();
+        let (published, receiver) = watch::channel(Arc::new(stored.state.clone()));
+        Ok((
+            StateMachine {
+                dir: dir.to_path_buf(),
+                stored,
+                applier,
+                published,
+                snapshot_lock: Arc::new(Mutex::new(())),
+            },
+            receiver,
+        ))
+    }
+
+    fn persist(&self) -> Result<(), StorageError<NodeId>> {
+        files::write_value(&self.dir, STATE_FILE, &self.stored)
+            .map_err(|e| StorageIOError::write_state_machine(&e).into())
+    }
+
+    fn publish(&self) {
+        self.published
+            .send_replace(Arc::new(self.stored.state.clone()));
+    }
+
+    async fn apply_one(&mut self, entry: Entry) -> Result<MetadataResponse, StorageError<NodeId>> {
+        self.stored.applied = Some(entry.log_id);
+        let response = match entry.payload {
+            EntryPayload::Blank => return Ok(MetadataResponse::Applied),
+            EntryPayload::Membership(membership) => {
+                self.stored.membership = StoredMembership::new(Some(entry.log_id), membership);
+                MetadataResponse::Applied
+            }
+            EntryPayload::Normal(command) => {
+                let before = self.stored.state.schema_version();
+                let response = self.stored.state.apply(&command);
+                // A repeated change (applied, changing nothing) is not handed over again:
+                // this node may have moved past it.
+                let changed = self.stored.state.schema_version() != before;
+                if let (true, MetadataCommand::Schema(schema)) = (changed, command) {
+                    self.applier
+                        .apply_schema(schema, SchemaSource::Entry)
+                        .await
+                        .map_err(|e| StorageIOError::apply(entry.log_id, &io::Error::other(e)))?;
+                }
+                response
+            }
+        };
+        self.persist()?;
+        self.publish();
+        Ok(response)
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
+    {
+        Ok((self.stored.applied, self.stored.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<MetadataResponse>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut responses = Vec::new();
+        for entry in entries {
+            responses.push(self.apply_one(entry).await?);
+        }
+        // Blank entries are not written one by one; the applied log id catches up here (and
+        // replaying a blank entry after a crash changes nothing).
+        self.persist()?;
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            dir: self.dir.clone(),
+            stored: self.stored.clone(),
+            snapshot_lock: self.snapshot_lock.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let signature = Some(meta.signature());
+        let state: MetadataState = serde_json::from_slice(snapshot.get_ref())
+            .map_err(|e| StorageIOError::read_snapshot(signature.clone(), &e))?;
+        if let Some(schema) = state.schema.clone() {
+            self.applier
+                .apply_schema(schema, SchemaSource::Snapshot)
+                .await
+                .map_err(|e| {
+                    StorageIOError::write_snapshot(signature.clone(), &io::Error::other(e))
+                })?;
+        }
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            state: state.clone(),
+        };
+        write_snapshot(&self.dir, &self.snapshot_lock, &stored)
+            .map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
+        self.stored = StoredState {
+            applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+            state,
+        };
+        self.persist()?;
+        self.publish();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        let stored: Option<StoredSnapshot> = files::read_value(&self.dir, SNAPSHOT_FILE)
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        stored.map(to_snapshot).transpose()
+    }
+}
+
+/// Builds a snapshot of the state as it was when the builder was made.
+pub struct SnapshotBuilder {
+    dir: PathBuf,
+    stored: StoredState,
+    snapshot_lock: Arc<Mutex<()>>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let snapshot_id = match self.stored.applied {
+            Some(log_id) => format!("{}-{}", log_id.leader_id, log_id.index),
+            None => "empty".to_string(),
+        };
+        let stored = StoredSnapshot {
+            meta: SnapshotMeta {
+                last_log_id: self.stored.applied,
+                last_membership: self.stored.membership.clone(),
+                snapshot_id,
+            },
+            state: self.stored.state.clone(),
+        };
+        write_snapshot(&self.dir, &self.snapshot_lock, &stored)
+            .map_err(|e| StorageIOError::write_snapshot(Some(stored.meta.signature()), &e))?;
+        to_snapshot(stored)
+    }
+}
+
+fn write_snapshot(dir: &Path, lock: &Mutex<()>, stored: &StoredSnapshot) -> io::Result<()> {
+    let _writing = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    files::write_value(dir, SNAPSHOT_FILE, stored)
+}
+
+fn to_snapshot(stored: StoredSnapshot) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+    let data = serde_json::to_vec(&stored.state)
+        .map_err(|e| StorageIOError::read_snapshot(Some(stored.meta.signature()), &e))?;
+    Ok(Snapshot {
+        meta: stored.meta,
+        snapshot: Box::new(Cursor::new(data)),
+    })
+}
