@@ -1,0 +1,472 @@
+//! Unit tests of the coordinator over in-memory replicas.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mutation::{
+    ClusteringSlice, PartitionKey, PartitionUpdate, ReadCommand, ReadResponse, TableId,
+};
+use schema::Replication;
+
+use super::*;
+
+/// A replica that never answers (a stalled disk, a dead peer).
+struct Stalled;
+
+impl Replica for Stalled {
+    fn apply_mutation(&self, _: Mutation, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::pending())
+    }
+    fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+        Box::pin(std::future::pending())
+    }
+    fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+        Box::pin(std::future::pending())
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// A replica that refuses every request with `error`.
+struct Failing(ReplicaError);
+
+impl Replica for Failing {
+    fn apply_mutation(&self, _: Mutation, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::ready(Err(self.0.clone())))
+    }
+    fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+        Box::pin(std::future::ready(Err(self.0.clone())))
+    }
+    fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+        Box::pin(std::future::ready(Err(self.0.clone())))
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::ready(Err(self.0.clone())))
+    }
+}
+
+/// Hinted handoff that records what it is handed.
+#[derive(Default)]
+struct RecordedHints(Mutex<Vec<(Mutation, MissedWrite)>>);
+
+impl HintedHandoff for RecordedHints {
+    fn write_missed(&self, _: HostId, mutation: &Mutation, why: MissedWrite) -> bool {
+        self.0.lock().expect("lock").push((mutation.clone(), why));
+        false
+    }
+}
+
+fn keyspace() -> KeyspaceMetadata {
+    let options = BTreeMap::from([
+        ("class".to_string(), "SimpleStrategy".to_string()),
+        ("replication_factor".to_string(), "1".to_string()),
+    ]);
+    KeyspaceMetadata {
+        name: "ks".to_string(),
+        durable_writes: true,
+        replication: Replication::from_options(&options, "dc1", "ks", None).expect("valid"),
+        tables: BTreeMap::new(),
+        types: BTreeMap::new(),
+        virtual_keyspace: false,
+    }
+}
+
+fn endpoint(node: u8, dc: &str) -> locator::Endpoint {
+    let address = std::net::IpAddr::from([127, 0, 0, node]);
+    locator::Endpoint {
+        host_id: HostId(uuid::Uuid::from_u128(node.into())),
+        broadcast_address: address,
+        native_address: address,
+        native_port: 9042,
+        location: locator::Location {
+            datacenter: dc.to_string(),
+            rack: "rack1".to_string(),
+        },
+        state: locator::NodeState::Normal,
+    }
+}
+
+/// The ring of this node alone, owning token 0.
+fn one_node() -> Arc<TokenMetadata> {
+    Arc::new(TokenMetadata::new(endpoint(1, "dc1"), vec![0]).expect("ring"))
+}
+
+fn coordinator(replica: impl Replica) -> Coordinator {
+    Coordinator::new(one_node(), Arc::new(replica))
+}
+
+fn stalled() -> Coordinator {
+    coordinator(Stalled)
+}
+
+fn update(token: i64) -> PartitionUpdate {
+    PartitionUpdate {
+        table: TableId::from_u128(1),
+        key: PartitionKey {
+            token,
+            key: vec![1],
+        },
+        header: None,
+        static_row: None,
+        rows: Vec::new(),
+    }
+}
+
+/// A replica that acknowledges every write and counts them.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl Replica for Arc<Counting> {
+    fn apply_mutation(&self, mutation: Mutation, _: Deadline) -> ReplicaFuture<()> {
+        self.0
+            .fetch_add(mutation.updates.len(), std::sync::atomic::Ordering::Relaxed);
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+        Box::pin(std::future::pending())
+    }
+    fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+        Box::pin(std::future::pending())
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+fn keyspace_with(options: &[(&str, &str)]) -> KeyspaceMetadata {
+    KeyspaceMetadata {
+        replication: Replication::from_stored(
+            options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .expect("valid"),
+        ..keyspace()
+    }
+}
+
+#[tokio::test]
+async fn replicas_come_from_the_keyspace_strategy_over_the_ring() {
+    // This node (dc1) owns token 0; node 2 (dc2), which has no replica here and so counts
+    // as down, owns token 100.
+    let ring = one_node()
+        .with_normal_tokens(endpoint(2, "dc2"), vec![100])
+        .expect("ring");
+    let counting = Arc::new(Counting::default());
+    let coordinator = Coordinator::new(Arc::new(ring), Arc::new(counting.clone()));
+    let deadline = || Deadline::at(Instant::now() + Duration::from_secs(5));
+    let write = |ks: KeyspaceMetadata, token, consistency| {
+        let coordinator = &coordinator;
+        async move {
+            coordinator
+                .write(
+                    &ks,
+                    vec![update(token)],
+                    consistency,
+                    WriteType::Simple,
+                    deadline(),
+                )
+                .await
+        }
+    };
+    let simple = |rf| {
+        keyspace_with(&[
+            ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+            ("replication_factor", rf),
+        ])
+    };
+    // RF 1: token 50 is node 2's alone, token 150 (wrapping to 0) this node's.
+    let e = write(simple("1"), 50, ConsistencyLevel::One)
+        .await
+        .expect_err("its replica is down");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::Unavailable {
+                required: 1,
+                alive: 0,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    write(simple("1"), 150, ConsistencyLevel::One)
+        .await
+        .expect("this node's");
+    // RF 2: both nodes; ONE is met by this node, QUORUM is not.
+    write(simple("2"), 50, ConsistencyLevel::One)
+        .await
+        .expect("one of two");
+    let e = write(simple("2"), 50, ConsistencyLevel::Quorum)
+        .await
+        .expect_err("two of two");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::Unavailable {
+                required: 2,
+                alive: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // LOCAL_QUORUM counts dc1 only: its one replica is up. EACH_QUORUM needs dc2's too.
+    let nts = keyspace_with(&[
+        (
+            "class",
+            "org.apache.cassandra.locator.NetworkTopologyStrategy",
+        ),
+        ("dc1", "1"),
+        ("dc2", "1"),
+    ]);
+    write(nts.clone(), 50, ConsistencyLevel::LocalQuorum)
+        .await
+        .expect("dc1's replica is up");
+    let e = write(nts.clone(), 50, ConsistencyLevel::EachQuorum)
+        .await
+        .expect_err("dc2's replica is down");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::Unavailable {
+                required: 1,
+                alive: 0,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let only_dc2 = keyspace_with(&[
+        (
+            "class",
+            "org.apache.cassandra.locator.NetworkTopologyStrategy",
+        ),
+        ("dc2", "1"),
+    ]);
+    let e = write(only_dc2, 150, ConsistencyLevel::LocalOne)
+        .await
+        .expect_err("no replica in dc1");
+    assert!(matches!(e, CoordinatorError::Unavailable { .. }), "{e:?}");
+    assert_eq!(
+        counting.0.load(std::sync::atomic::Ordering::Relaxed),
+        3,
+        "only the writes that passed were applied"
+    );
+}
+
+fn read() -> ReadCommand {
+    ReadCommand::Partition {
+        table: TableId::from_u128(1),
+        key: PartitionKey {
+            token: 1,
+            key: vec![1],
+        },
+        slice: ClusteringSlice::all(),
+        max_rows: 1,
+        resume: None,
+    }
+}
+
+#[tokio::test]
+async fn a_read_past_its_deadline_is_a_read_timeout() {
+    let coordinator = stalled();
+    let started = Instant::now();
+    let deadline = Deadline::at(started + Duration::from_millis(50));
+    let e = coordinator
+        .read(&keyspace(), read(), ConsistencyLevel::One, deadline)
+        .await
+        .expect_err("the replica never answers");
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::ReadTimeout {
+                consistency: ConsistencyLevel::One,
+                received: 0,
+                block_for: 1,
+                data_present: false,
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "Operation timed out - received only 0 responses."
+    );
+    // A deadline already passed: still a read timeout (the read is sent, as a point read
+    // does not look at the clock first, and the stalled replica never answers it).
+    let e = coordinator
+        .read(
+            &keyspace(),
+            read(),
+            ConsistencyLevel::Quorum,
+            Deadline::at(started),
+        )
+        .await
+        .expect_err("too late");
+    assert!(matches!(e, CoordinatorError::ReadTimeout { .. }), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_write_past_its_deadline_is_a_write_timeout_of_its_type() {
+    let coordinator = stalled();
+    let deadline = Deadline::at(Instant::now() + Duration::from_millis(20));
+    let e = coordinator
+        .write(
+            &keyspace(),
+            vec![update(1)],
+            ConsistencyLevel::All,
+            WriteType::UnloggedBatch,
+            deadline,
+        )
+        .await
+        .expect_err("the replica never acknowledges");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::WriteTimeout {
+                consistency: ConsistencyLevel::All,
+                received: 0,
+                block_for: 1,
+                write_type: WriteType::UnloggedBatch,
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_write_a_replica_did_not_acknowledge_in_time_is_handed_to_hinted_handoff() {
+    let hints = Arc::new(RecordedHints::default());
+    let coordinator = stalled().with_hinted_handoff(hints.clone());
+    let mut keyspace = keyspace();
+    keyspace.durable_writes = false;
+    let deadline = Deadline::at(Instant::now() + Duration::from_millis(20));
+    let e = coordinator
+        .write(
+            &keyspace,
+            vec![update(1)],
+            ConsistencyLevel::One,
+            WriteType::Simple,
+            deadline,
+        )
+        .await
+        .expect_err("the replica never acknowledges");
+    assert!(matches!(e, CoordinatorError::WriteTimeout { .. }), "{e:?}");
+    let recorded = hints.0.lock().expect("lock");
+    assert_eq!(recorded.len(), 1);
+    let (mutation, why) = &recorded[0];
+    assert_eq!(*mutation.updates, vec![update(1)]);
+    assert!(
+        !mutation.durable_writes,
+        "the keyspace's durable_writes travels with the hint"
+    );
+    assert_eq!(*why, MissedWrite::TimedOut);
+}
+
+#[tokio::test]
+async fn a_write_a_replica_failed_is_handed_to_hinted_handoff_and_answers_its_error() {
+    let hints = Arc::new(RecordedHints::default());
+    let failure = ReplicaError::Storage("disk full".to_string());
+    let coordinator = coordinator(Failing(failure.clone())).with_hinted_handoff(hints.clone());
+    let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+    let e = coordinator
+        .write(
+            &keyspace(),
+            vec![update(1)],
+            ConsistencyLevel::One,
+            WriteType::Simple,
+            deadline,
+        )
+        .await
+        .expect_err("the replica fails");
+    // The client's words are the replica's (a server error in the query layer).
+    assert_eq!(e.to_string(), "storage error: disk full");
+    let recorded = hints.0.lock().expect("lock");
+    assert_eq!(recorded.len(), 1);
+    assert!(
+        recorded[0].0.durable_writes,
+        "durable_writes of the keyspace"
+    );
+    assert_eq!(recorded[0].1, MissedWrite::Failed(failure));
+}
+
+#[tokio::test]
+async fn a_read_the_replica_did_not_start_past_its_deadline_is_a_read_timeout() {
+    let coordinator = coordinator(Failing(ReplicaError::DeadlinePassed));
+    let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+    let e = coordinator
+        .read(&keyspace(), read(), ConsistencyLevel::One, deadline)
+        .await
+        .expect_err("not started");
+    assert!(matches!(e, CoordinatorError::ReadTimeout { .. }), "{e:?}");
+}
+
+#[test]
+fn replica_errors_keep_the_words_clients_saw() {
+    // The query layer answers these as server errors with these messages: unchanged from
+    // when the coordinator carried storage's error itself.
+    let cases = [
+        (
+            ReplicaError::UnknownTable(TableId::from_u128(1)),
+            "storage error: unknown table 00000000-0000-0000-0000-000000000001",
+        ),
+        (
+            ReplicaError::Storage("invalid storage request: too big".to_string()),
+            "storage error: invalid storage request: too big",
+        ),
+        (
+            ReplicaError::Internal("panicked".to_string()),
+            "replica task failed: panicked",
+        ),
+    ];
+    for (e, words) in cases {
+        assert_eq!(CoordinatorError::from(e).to_string(), words);
+    }
+}
+
+#[tokio::test]
+async fn a_truncate_past_its_deadline_is_a_truncate_timeout() {
+    let coordinator = stalled();
+    let started = Instant::now();
+    let deadline = Deadline::at(started + Duration::from_millis(20));
+    let e = coordinator
+        .truncate(&keyspace(), TableId::from_u128(1), deadline)
+        .await
+        .expect_err("the replica never acknowledges");
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    assert!(
+        matches!(e, CoordinatorError::TruncateTimeout { received: 0 }),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "Truncate timed out - received only 0 responses"
+    );
+}
+
+#[tokio::test]
+async fn a_truncate_a_replica_refused_is_its_error_and_one_it_did_not_start_a_timeout() {
+    let deadline = Deadline::at(Instant::now() + Duration::from_secs(60));
+    let unknown = ReplicaError::UnknownTable(TableId::from_u128(4));
+    let e = coordinator(Failing(unknown.clone()))
+        .truncate(&keyspace(), TableId::from_u128(4), deadline)
+        .await
+        .expect_err("unknown table");
+    assert!(
+        matches!(&e, CoordinatorError::Replica(r) if *r == unknown),
+        "{e:?}"
+    );
+    let e = coordinator(Failing(ReplicaError::DeadlinePassed))
+        .truncate(&keyspace(), TableId::from_u128(4), deadline)
+        .await
+        .expect_err("not started");
+    assert!(
+        matches!(e, CoordinatorError::TruncateTimeout { received: 0 }),
+        "{e:?}"
+    );
+}
