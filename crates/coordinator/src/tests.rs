@@ -470,3 +470,368 @@ async fn a_truncate_a_replica_refused_is_its_error_and_one_it_did_not_start_a_ti
         "{e:?}"
     );
 }
+
+/// What a fake replica was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Request {
+    Apply(Vec<i64>),
+    Read,
+    Digest,
+}
+
+/// An in-memory replica: applies mutations to a map of partitions (merging rows), answers
+/// reads with whole partitions (up to `max_rows` rows, no paging) and logs every request.
+/// `stalled` ones never answer.
+#[derive(Default)]
+struct Fake {
+    partitions: Mutex<BTreeMap<i64, mutation::PartitionData>>,
+    log: Mutex<Vec<Request>>,
+    stalled: std::sync::atomic::AtomicBool,
+}
+
+impl Fake {
+    fn stalled(&self) -> bool {
+        self.stalled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn requests(&self) -> Vec<Request> {
+        self.log.lock().expect("lock").clone()
+    }
+    fn page(&self, command: &ReadCommand) -> ReadResponse {
+        let ReadCommand::Partition { key, max_rows, .. } = command else {
+            panic!("partition reads only")
+        };
+        let mut data = self
+            .partitions
+            .lock()
+            .expect("lock")
+            .get(&key.token)
+            .cloned()
+            .unwrap_or_else(|| mutation::PartitionData {
+                key: key.clone(),
+                header: Default::default(),
+                static_row: None,
+                rows: Vec::new(),
+            });
+        data.rows.truncate(*max_rows);
+        ReadResponse::Partition(mutation::PartitionPage { data, resume: None })
+    }
+}
+
+impl Replica for Arc<Fake> {
+    fn apply_mutation(&self, mutation: Mutation, _: Deadline) -> ReplicaFuture<()> {
+        let tokens = mutation.updates.iter().map(|u| u.key.token).collect();
+        self.log.lock().expect("lock").push(Request::Apply(tokens));
+        if self.stalled() {
+            return Box::pin(std::future::pending());
+        }
+        let mut partitions = self.partitions.lock().expect("lock");
+        for u in mutation.updates.iter() {
+            let p = partitions
+                .entry(u.key.token)
+                .or_insert_with(|| mutation::PartitionData {
+                    key: u.key.clone(),
+                    header: Default::default(),
+                    static_row: None,
+                    rows: Vec::new(),
+                });
+            let mut rows: BTreeMap<Vec<u8>, mutation::Row> = p.rows.drain(..).collect();
+            for (c, r) in &u.rows {
+                let merged = match rows.remove(c) {
+                    Some(mine) => mine.merge(r.clone()),
+                    None => r.clone(),
+                };
+                rows.insert(c.clone(), merged);
+            }
+            p.rows = rows.into_iter().collect();
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn read(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+        self.log.lock().expect("lock").push(Request::Read);
+        if self.stalled() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(std::future::ready(Ok(self.page(&command))))
+    }
+    fn digest(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+        self.log.lock().expect("lock").push(Request::Digest);
+        if self.stalled() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(std::future::ready(Ok(read_digest(&self.page(&command)))))
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Fake replicas by host id, all up.
+struct Fakes(BTreeMap<HostId, Arc<Fake>>);
+
+impl Endpoints for Fakes {
+    fn replica(&self, endpoint: HostId) -> Option<Arc<dyn Replica>> {
+        let fake = self.0.get(&endpoint)?.clone();
+        Some(Arc::new(fake))
+    }
+    fn is_alive(&self, _: HostId) -> bool {
+        true
+    }
+}
+
+/// Nodes 1-3 (dc1) and 4 (dc2), owning tokens 100, 200, 300 and 400; node 1 coordinates.
+fn four_fakes() -> (Vec<Arc<Fake>>, Coordinator) {
+    let mut ring = TokenMetadata::new(endpoint(1, "dc1"), vec![100]).expect("ring");
+    for (n, dc) in [(2, "dc1"), (3, "dc1"), (4, "dc2")] {
+        ring = ring
+            .with_normal_tokens(endpoint(n, dc), vec![i64::from(n) * 100])
+            .expect("ring");
+    }
+    let fakes: Vec<Arc<Fake>> = (0..4).map(|_| Arc::new(Fake::default())).collect();
+    let endpoints = Fakes(
+        fakes
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (HostId(uuid::Uuid::from_u128(i as u128 + 1)), f.clone()))
+            .collect(),
+    );
+    let coordinator = Coordinator::for_cluster(
+        Arc::new(arc_swap::ArcSwap::from_pointee(ring)),
+        Arc::new(endpoints),
+    );
+    (fakes, coordinator)
+}
+
+fn later() -> Deadline {
+    Deadline::at(Instant::now() + Duration::from_secs(30))
+}
+
+fn row_update(token: i64, clustering: u8, timestamp: i64) -> PartitionUpdate {
+    PartitionUpdate {
+        rows: vec![(
+            vec![clustering],
+            mutation::Row {
+                liveness: Some(mutation::LivenessInfo {
+                    timestamp,
+                    expiry: None,
+                }),
+                deletion: None,
+                columns: Vec::new(),
+            },
+        )],
+        ..update(token)
+    }
+}
+
+#[tokio::test]
+async fn a_write_sends_each_replica_one_mutation_of_its_share() {
+    let (fakes, coordinator) = four_fakes();
+    // RF 2: token 150 is nodes 2 and 3's, token 250 nodes 3 and 4's.
+    let ks = keyspace_with(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "2"),
+    ]);
+    coordinator
+        .write(
+            &ks,
+            vec![update(150), update(250)],
+            ConsistencyLevel::All,
+            WriteType::UnloggedBatch,
+            later(),
+        )
+        .await
+        .expect("write");
+    assert_eq!(fakes[0].requests(), vec![]);
+    assert_eq!(fakes[1].requests(), vec![Request::Apply(vec![150])]);
+    assert_eq!(fakes[2].requests(), vec![Request::Apply(vec![150, 250])]);
+    assert_eq!(fakes[3].requests(), vec![Request::Apply(vec![250])]);
+}
+
+#[tokio::test]
+async fn every_partition_needs_its_own_acknowledgements() {
+    let (fakes, coordinator) = four_fakes();
+    let ks = keyspace_with(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "1"),
+    ]);
+    // Token 150 is node 2's, 250 node 3's; node 3 stalls: two acknowledgements would do for a
+    // level of one, but not for the partition of node 3.
+    fakes[2]
+        .stalled
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let e = coordinator
+        .write(
+            &ks,
+            vec![update(150), update(250)],
+            ConsistencyLevel::One,
+            WriteType::UnloggedBatch,
+            Deadline::at(Instant::now() + Duration::from_millis(50)),
+        )
+        .await
+        .expect_err("node 3 stalls");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::WriteTimeout {
+                received: 0,
+                block_for: 1,
+                write_type: WriteType::UnloggedBatch,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn matching_digests_answer_the_data_and_a_mismatch_reads_and_repairs() {
+    let (fakes, coordinator) = four_fakes();
+    let ks = keyspace_with(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "3"),
+    ]);
+    // Token 50: nodes 1, 2, 3. Node 1 (this node) is the closest: it gets the data request.
+    coordinator
+        .write(
+            &ks,
+            vec![row_update(50, 1, 1)],
+            ConsistencyLevel::All,
+            WriteType::Simple,
+            later(),
+        )
+        .await
+        .expect("write");
+    let read = || ReadCommand::Partition {
+        table: TableId::from_u128(1),
+        key: update(50).key,
+        slice: ClusteringSlice::all(),
+        max_rows: 10,
+        resume: None,
+    };
+    for f in &fakes {
+        f.log.lock().expect("lock").clear();
+    }
+    coordinator
+        .read(&ks, read(), ConsistencyLevel::All, later())
+        .await
+        .expect("read");
+    assert_eq!(fakes[0].requests(), vec![Request::Read]);
+    assert_eq!(fakes[1].requests(), vec![Request::Digest]);
+    assert_eq!(fakes[2].requests(), vec![Request::Digest]);
+    // Node 3 gets a newer row 1 and a row 2 behind the others' backs.
+    (&fakes[2])
+        .apply_mutation(
+            Mutation {
+                updates: Arc::new(vec![row_update(50, 1, 5), row_update(50, 2, 5)]),
+                durable_writes: true,
+            },
+            later(),
+        )
+        .await
+        .expect("apply");
+    for f in &fakes {
+        f.log.lock().expect("lock").clear();
+    }
+    let ReadResponse::Partition(page) = coordinator
+        .read(&ks, read(), ConsistencyLevel::Quorum, later())
+        .await
+        .expect("read")
+    else {
+        panic!("a partition page")
+    };
+    // QUORUM contacts nodes 1 and 2, which agree: node 3's rows are not seen.
+    assert_eq!(page.data.rows.len(), 1);
+    assert_eq!(fakes[2].requests(), vec![]);
+    for f in &fakes {
+        f.log.lock().expect("lock").clear();
+    }
+    let ReadResponse::Partition(page) = coordinator
+        .read(&ks, read(), ConsistencyLevel::All, later())
+        .await
+        .expect("read")
+    else {
+        panic!("a partition page")
+    };
+    assert_eq!(page.data.rows.len(), 2);
+    assert_eq!(page.data.rows[0].1.liveness.expect("marker").timestamp, 5);
+    // Data from all three after the mismatch, then repairs to the two stale ones.
+    assert_eq!(
+        fakes[0].requests(),
+        vec![Request::Read, Request::Read, Request::Apply(vec![50])]
+    );
+    assert_eq!(
+        fakes[1].requests(),
+        vec![Request::Digest, Request::Read, Request::Apply(vec![50])]
+    );
+    assert_eq!(fakes[2].requests(), vec![Request::Digest, Request::Read]);
+    let data = |f: &Fake| f.partitions.lock().expect("lock")[&50].clone();
+    assert_eq!(data(&fakes[0]), data(&fakes[2]));
+    assert_eq!(data(&fakes[1]), data(&fakes[2]));
+}
+
+#[tokio::test]
+async fn reads_go_to_the_closest_replicas_and_local_levels_stay_in_the_data_centre() {
+    let (fakes, coordinator) = four_fakes();
+    let ks = keyspace_with(&[
+        (
+            "class",
+            "org.apache.cassandra.locator.NetworkTopologyStrategy",
+        ),
+        ("dc1", "2"),
+        ("dc2", "1"),
+    ]);
+    // Token 350: node 4 (dc2) is the primary, then nodes 1 and 2 of dc1.
+    let read = ReadCommand::Partition {
+        table: TableId::from_u128(1),
+        key: update(350).key,
+        slice: ClusteringSlice::all(),
+        max_rows: 10,
+        resume: None,
+    };
+    coordinator
+        .read(&ks, read.clone(), ConsistencyLevel::One, later())
+        .await
+        .expect("read");
+    assert_eq!(fakes[0].requests(), vec![Request::Read], "this node first");
+    assert_eq!(fakes[3].requests(), vec![]);
+    coordinator
+        .read(&ks, read.clone(), ConsistencyLevel::LocalQuorum, later())
+        .await
+        .expect("read");
+    assert_eq!(fakes[1].requests(), vec![Request::Digest]);
+    assert_eq!(fakes[3].requests(), vec![], "LOCAL_QUORUM stays in dc1");
+    coordinator
+        .read(&ks, read, ConsistencyLevel::All, later())
+        .await
+        .expect("read");
+    assert_eq!(fakes[3].requests(), vec![Request::Digest]);
+}
+
+#[tokio::test]
+async fn a_replica_that_fails_after_the_answer_is_hinted_in_the_background() {
+    let (fakes, coordinator) = four_fakes();
+    let hints = Arc::new(RecordedHints::default());
+    let coordinator = coordinator.with_hinted_handoff(hints.clone());
+    let ks = keyspace_with(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "3"),
+    ]);
+    fakes[2]
+        .stalled
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let deadline = Deadline::at(Instant::now() + Duration::from_millis(50));
+    coordinator
+        .write(
+            &ks,
+            vec![update(50)],
+            ConsistencyLevel::Quorum,
+            WriteType::Simple,
+            deadline,
+        )
+        .await
+        .expect("two of three");
+    assert!(hints.0.lock().expect("lock").is_empty(), "not yet");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let recorded = hints.0.lock().expect("lock");
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].1, MissedWrite::TimedOut);
+}
