@@ -718,7 +718,7 @@ async fn matching_digests_answer_the_data_and_a_mismatch_reads_and_repairs() {
     assert_eq!(fakes[1].requests(), vec![Request::Digest]);
     assert_eq!(fakes[2].requests(), vec![Request::Digest]);
     // Node 3 gets a newer row 1 and a row 2 behind the others' backs.
-    (&fakes[2])
+    fakes[2]
         .apply_mutation(
             Mutation {
                 updates: Arc::new(vec![row_update(50, 1, 5), row_update(50, 2, 5)]),
