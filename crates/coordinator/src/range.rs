@@ -5,6 +5,8 @@
 //! ones repaired as a partition read's. Parts are read one after another in token order until
 //! the page's row budget is spent; the page's resume token says where the next page goes on.
 
+use std::cmp::Ordering;
+
 use locator::HostId;
 use mutation::{PartitionData, ReadCommand, ReadResponse, ScanPage, ScanStart, TableId};
 use schema::KeyspaceMetadata;
@@ -129,10 +131,16 @@ impl Coordinator {
             })
             .collect::<Result<_, _>>()?;
         if let [page] = pages.as_slice() {
-            // One replica: its page as it is.
+            // One replica: its page as it is, but for a last partition it stopped inside
+            // before any row (a static row, say): the next page returns it whole.
             let cut = reconcile::page_end(page)?;
-            let page = pages.into_iter().next().expect("one page");
-            return Ok((page.partitions, cut));
+            let mut partitions = pages.into_iter().next().expect("one page").partitions;
+            if let (Some(cut), Some(last)) = (&cut, partitions.last()) {
+                if reconcile::partition_order(&last.key, &cut.key) == Ordering::Greater {
+                    partitions.pop();
+                }
+            }
+            return Ok((partitions, cut));
         }
         let reconciled = reconcile::reconcile(table, &pages, false, budget)?;
         self.repair(

@@ -161,6 +161,33 @@ impl Coordinator {
             return Err(tally.timeout(block_for, write_type));
         }
         let updates = Arc::new(updates);
+        if let [(endpoint, indexes)] = shares.as_slice() {
+            if let Some(replica) = self.live_replica(*endpoint) {
+                // One replica (a single node): no fan-out to track, and no timer if it answers
+                // at once.
+                let mutation = share_of(&updates, indexes, keyspace.durable_writes);
+                let ack = replica.apply_mutation(mutation.clone(), deadline);
+                let why = match crate::by_deadline(ack, deadline).await {
+                    Some(Ok(())) => {
+                        tally.ack(*endpoint, indexes);
+                        return match tally.met() {
+                            true => Ok(()),
+                            false => Err(tally.timeout(block_for, write_type)),
+                        };
+                    }
+                    Some(Err(e)) => MissedWrite::Failed(e),
+                    None => MissedWrite::TimedOut,
+                };
+                let kept = self.hints.write_missed(*endpoint, &mutation, why.clone());
+                if kept && consistency == ConsistencyLevel::Any {
+                    return Ok(());
+                }
+                return Err(match why {
+                    MissedWrite::Failed(e) => e.into(),
+                    _ => tally.timeout(block_for, write_type),
+                });
+            }
+        }
         let mut sent: Vec<(Share, Mutation)> = Vec::new();
         let mut pending: FuturesUnordered<Ack> = FuturesUnordered::new();
         for (endpoint, indexes) in shares {

@@ -823,3 +823,59 @@ async fn truncate_reaches_every_node_and_needs_them_all() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_scan_page_never_shows_a_partition_with_rows_as_rowless() {
+    // A static row comes before a partition's rows: a replica's page can stop after it and
+    // before the first row. That partition must come whole in the next page, not as a
+    // partition without rows (which the query layer would show as its static row alone).
+    let (_cluster, coordinator) = cluster(&["dc1"; 5]);
+    for rf in ["1", "3"] {
+        let ks = simple(rf);
+        let mut expected = Vec::new();
+        for token in (0..12).map(|i| i * 3_000 + 1) {
+            let mut u = update(&key(token), &[1, 2], 1);
+            u.static_row = Some(row(1, b"s"));
+            write(&coordinator, &ks, vec![u], All, later())
+                .await
+                .expect("write");
+            expected.extend([(token, vec![1]), (token, vec![2])]);
+        }
+        for (level, max_rows) in [(One, 1), (One, 2), (One, 3), (All, 2), (All, 3)] {
+            let mut rows = Vec::new();
+            let mut start = ScanStart::Beginning;
+            loop {
+                let command = ReadCommand::Range {
+                    table: TABLE,
+                    start: start.clone(),
+                    end_token: None,
+                    max_rows,
+                };
+                let ReadResponse::Range(page) = coordinator
+                    .read(&ks, command, level, later())
+                    .await
+                    .expect("scan")
+                else {
+                    panic!("a scan page")
+                };
+                for p in &page.partitions {
+                    assert!(
+                        !p.rows.is_empty(),
+                        "{level} {max_rows}: {:?} without rows",
+                        p.key
+                    );
+                    rows.extend(p.rows.iter().map(|(c, _)| (p.key.token, c.clone())));
+                }
+                match page.resume {
+                    Some(r) => start = ScanStart::Resume(r),
+                    None => break,
+                }
+            }
+            assert_eq!(rows, expected, "RF {rf}, {level}, {max_rows} rows a page");
+        }
+        coordinator
+            .truncate(&ks, TABLE, later())
+            .await
+            .expect("truncate");
+    }
+}
