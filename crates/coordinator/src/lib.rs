@@ -101,6 +101,8 @@ pub struct Coordinator {
     endpoints: Arc<dyn Endpoints>,
     hints: Arc<dyn HintedHandoff>,
     timestamps: TimestampClock,
+    /// The tasks awaiting acknowledgements that came late for their write's answer.
+    late_acks: Arc<write::LateAcks>,
 }
 
 impl Coordinator {
@@ -124,6 +126,7 @@ impl Coordinator {
             endpoints,
             hints: Arc::new(NoHints),
             timestamps: TimestampClock::default(),
+            late_acks: Arc::default(),
         }
     }
 

@@ -830,7 +830,8 @@ async fn a_replica_that_fails_after_the_answer_is_hinted_in_the_background() {
         .await
         .expect("two of three");
     assert!(hints.0.lock().expect("lock").is_empty(), "not yet");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    coordinator.wait_for_late_acks().await;
+    assert!(deadline.passed(), "awaited until the deadline");
     let recorded = hints.0.lock().expect("lock");
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0].1, MissedWrite::TimedOut);

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -98,7 +99,29 @@ impl Tally<'_> {
     }
 }
 
+/// The background tasks awaiting writes' late acknowledgements, counted so that shutdown can
+/// wait for them (`Coordinator::wait_for_late_acks`). Each ends by its write's deadline.
+#[derive(Default)]
+pub(crate) struct LateAcks {
+    running: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
 impl Coordinator {
+    /// Waits until no write's late acknowledgements are awaited any more (each is, at most
+    /// until its deadline): at shutdown, so that every hint is handed over.
+    pub async fn wait_for_late_acks(&self) {
+        loop {
+            let idle = self.late_acks.idle.notified();
+            let mut idle = std::pin::pin!(idle);
+            idle.as_mut().enable();
+            if self.late_acks.running.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
     /// Writes mutations of one keyspace at `consistency`. Each partition update goes to every
     /// replica of its partition: the updates are grouped per replica endpoint, each live one
     /// getting one `Mutation` of its share (with the keyspace's `durable_writes`; it applies
@@ -263,7 +286,14 @@ impl Coordinator {
                 .zip(answered)
                 .map(|((share, mutation), answered)| (share.endpoint, mutation, answered))
                 .collect();
-            tokio::spawn(await_late_acks(pending, late, hints, deadline));
+            let tasks = self.late_acks.clone();
+            tasks.running.fetch_add(1, Ordering::AcqRel);
+            tokio::spawn(async move {
+                await_late_acks(pending, late, hints, deadline).await;
+                if tasks.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    tasks.idle.notify_waiters();
+                }
+            });
         }
         Ok(())
     }

@@ -511,7 +511,7 @@ async fn stalled_replicas_make_timeouts_with_cassandras_fields() {
     write(&coordinator, &ks, vec![update(&k, &[3], 3)], Quorum, soon())
         .await
         .expect("two of three");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    coordinator.wait_for_late_acks().await;
     let hinted: Vec<(HostId, MissedWrite)> = hints.0.lock().expect("lock").clone();
     assert_eq!(hinted, vec![(host(4), MissedWrite::TimedOut)]);
 }
