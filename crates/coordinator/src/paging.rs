@@ -4,17 +4,19 @@
 //! replicas than this one.
 //!
 //! ```text
-//! partition read:  0xA1 | a replica's resume token     (its page was answered as it was)
-//!                  0xA2 | clustering key               (a reconciled page: go on strictly after
-//!                                                       this row, in the slice's order)
+//! partition read:  0xA1 | a replica's resume token     (a page without rows that goes on)
+//!                  0xA2 | clustering key               (go on strictly after this row, the
+//!                                                       page's last, in the slice's order)
 //! scan:            0xB1 | i64 token                    (go on at this token, inclusively)
 //!                  0xB2 | i64 token | u32 key length | key | u8 0 or 1 | [clustering key]
 //!                                                      (go on just after this partition, or
 //!                                                       after its row if the flag is 1:
 //!                                                       `ScanStart::After`)
 //! ```
-//! Integers are big-endian. A replica's token inside 0xA1 names a position in the data (as
-//! storage's do), so any replica of the partition can continue from it.
+//! Integers are big-endian. A replica's token names the next row *that replica* holds, which
+//! another replica may not agree with, so pages go on after the last row returned instead; a
+//! replica's token (0xA1) is kept only for a page that goes on without a row (storage never
+//! answers one).
 //!
 //! A token of another shape (not from this coordinator) is passed to the replica unchanged,
 //! which refuses it if it is not its own.

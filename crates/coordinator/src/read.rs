@@ -311,14 +311,21 @@ impl Coordinator {
     }
 }
 
-/// A replica's answer as the coordinator answers it: its resume token wrapped as the
-/// coordinator's (`paging.rs`).
+/// A replica's answer as the coordinator answers it: a page that goes on resumes strictly
+/// after its last row (`paging.rs`), whichever replicas read the next page. Not with the
+/// replica's own resume token: that names the replica's next row, and another replica may hold
+/// rows before it (ones this replica lacks), which the next page would skip.
 fn as_coordinator_page(response: ReadResponse) -> ReadResponse {
     match response {
         ReadResponse::Partition(mut page) => {
-            page.resume = page
-                .resume
-                .map(|token| paging::encode_partition(&PartitionResume::Replica(token)));
+            page.resume = page.resume.map(|token| {
+                let resume = match page.data.rows.last() {
+                    Some((clustering, _)) => PartitionResume::After(clustering.clone()),
+                    // No row to go on after (storage always returns one before stopping).
+                    None => PartitionResume::Replica(token),
+                };
+                paging::encode_partition(&resume)
+            });
             ReadResponse::Partition(page)
         }
         range => range,
