@@ -896,8 +896,22 @@ impl Rng {
 /// live rows and row tombstones at random timestamps. Returns the merge of every write per
 /// partition, what a reconciled read must answer.
 async fn diverge(cluster: &Cluster, seed: u64) -> BTreeMap<i64, BTreeMap<Vec<u8>, Row>> {
+    diverge_with_headers(cluster, seed, false).await.0
+}
+
+/// `diverge`, with partition deletions and range tombstones too if `headers`: also returns
+/// the merged header of each partition.
+async fn diverge_with_headers(
+    cluster: &Cluster,
+    seed: u64,
+    headers: bool,
+) -> (
+    BTreeMap<i64, BTreeMap<Vec<u8>, Row>>,
+    BTreeMap<i64, mutation::PartitionHeader>,
+) {
     let mut rng = Rng(seed);
     let mut model: BTreeMap<i64, BTreeMap<Vec<u8>, Row>> = BTreeMap::new();
+    let mut model_headers: BTreeMap<i64, mutation::PartitionHeader> = BTreeMap::new();
     for _ in 0..120 {
         let token = rng.below(4) as i64 * 7_000 + 11;
         let clustering = vec![rng.below(12) as u8];
@@ -913,10 +927,42 @@ async fn diverge(cluster: &Cluster, seed: u64) -> BTreeMap<i64, BTreeMap<Vec<u8>
         } else {
             row(timestamp, &clustering)
         };
+        let deletion = mutation::DeletionTime {
+            marked_for_delete_at: timestamp,
+            local_deletion_time: 1,
+        };
+        let header = (headers && rng.below(6) == 0).then(|| match rng.below(2) {
+            0 => mutation::PartitionHeader {
+                deletion: Some(deletion),
+                range_tombstones: Vec::new(),
+            },
+            _ => mutation::PartitionHeader {
+                deletion: None,
+                range_tombstones: vec![mutation::RangeTombstone {
+                    start: Some(mutation::ClusteringBound {
+                        prefix: clustering.clone(),
+                        inclusive: true,
+                    }),
+                    end: Some(mutation::ClusteringBound {
+                        prefix: vec![clustering[0] + 2],
+                        inclusive: false,
+                    }),
+                    deletion,
+                }],
+            },
+        });
         let update = PartitionUpdate {
             rows: vec![(clustering.clone(), written.clone())],
+            header: header.clone(),
             ..update(&key(token), &[], timestamp)
         };
+        if let Some(header) = header {
+            let merged = model_headers
+                .remove(&token)
+                .unwrap_or_default()
+                .merge(header);
+            model_headers.insert(token, merged);
+        }
         let replicas = rng.below(7) + 1; // a non-empty subset of the three, as bits
         for n in 1..=3u8 {
             if replicas & (1 << (n - 1)) != 0 {
@@ -939,7 +985,7 @@ async fn diverge(cluster: &Cluster, seed: u64) -> BTreeMap<i64, BTreeMap<Vec<u8>
         };
         rows.insert(clustering, merged);
     }
-    model
+    (model, model_headers)
 }
 
 #[tokio::test]
@@ -1013,6 +1059,33 @@ async fn scans_at_all_over_diverging_replicas_page_through_the_reconciled_data()
                 expected,
                 "seed {seed}, {max_rows} a page"
             );
+        }
+    }
+}
+
+#[tokio::test]
+async fn reads_at_all_reconcile_and_repair_partition_deletions_and_range_tombstones() {
+    let ks = simple("3");
+    for seed in 11..=16u64 {
+        let (cluster, coordinator) = cluster(&["dc1"; 3]);
+        let (model, headers) = diverge_with_headers(&cluster, seed, true).await;
+        assert!(headers.len() >= 2, "seed {seed} writes tombstones");
+        for (token, rows) in &model {
+            let ReadResponse::Partition(page) = coordinator
+                .read(&ks, partition_read(&key(*token), 1_000), All, later())
+                .await
+                .expect("read")
+            else {
+                panic!("a partition page")
+            };
+            let header = headers.get(token).cloned().unwrap_or_default();
+            assert_eq!(page.data.header, header, "seed {seed}, token {token}");
+            let got: BTreeMap<Vec<u8>, Row> = page.data.rows.into_iter().collect();
+            assert_eq!(&got, rows, "seed {seed}, token {token}");
+            for n in 1..=3 {
+                let stored = cluster.stored(n, &key(*token)).await;
+                assert_eq!(stored.header, header, "node {n} repaired, seed {seed}");
+            }
         }
     }
 }
