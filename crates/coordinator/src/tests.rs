@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mutation::{
-    ClusteringSlice, PartitionKey, PartitionUpdate, ReadCommand, ReadResponse, TableId,
+    ClusteringSlice, PartitionKey, PartitionUpdate, ReadCommand, ReadResponse, ScanStart, TableId,
 };
 use schema::Replication;
 
@@ -477,6 +477,8 @@ enum Request {
     Apply(Vec<i64>),
     Read,
     Digest,
+    /// A scan from this token (`None`: a position after a partition) to this end token.
+    Scan(Option<i64>, Option<i64>),
 }
 
 /// An in-memory replica: applies mutations to a map of partitions (merging rows), answers
@@ -547,6 +549,27 @@ impl Replica for Arc<Fake> {
         Box::pin(std::future::ready(Ok(())))
     }
     fn read(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+        if let ReadCommand::Range {
+            start, end_token, ..
+        } = &command
+        {
+            let from = match start {
+                mutation::ScanStart::Beginning => Some(i64::MIN),
+                mutation::ScanStart::Token(t) => Some(*t),
+                _ => None,
+            };
+            self.log
+                .lock()
+                .expect("lock")
+                .push(Request::Scan(from, *end_token));
+            return Box::pin(std::future::ready(Ok(ReadResponse::Range(
+                mutation::ScanPage {
+                    partitions: Vec::new(),
+                    resume: None,
+                    last_partition_continues: false,
+                },
+            ))));
+        }
         self.log.lock().expect("lock").push(Request::Read);
         if self.stalled() {
             return Box::pin(std::future::pending());
@@ -835,4 +858,97 @@ async fn a_replica_that_fails_after_the_answer_is_hinted_in_the_background() {
     let recorded = hints.0.lock().expect("lock");
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0].1, MissedWrite::TimedOut);
+}
+
+#[tokio::test]
+async fn a_scan_is_split_where_the_replicas_change_and_joined_where_they_do_not() {
+    let (fakes, coordinator) = four_fakes();
+    let scan = |start| ReadCommand::Range {
+        table: TableId::from_u128(1),
+        start,
+        end_token: None,
+        max_rows: 100,
+    };
+    let scans = |fakes: &[Arc<Fake>]| -> Vec<Vec<Request>> {
+        fakes
+            .iter()
+            .map(|f| std::mem::take(&mut *f.log.lock().expect("lock")))
+            .collect()
+    };
+    // RF 1: each range its owner's: (400, MAX] and [MIN, 100] node 1's, then nodes 2, 3, 4.
+    let rf1 = keyspace_with(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "1"),
+    ]);
+    let ReadResponse::Range(page) = coordinator
+        .read(
+            &rf1,
+            scan(ScanStart::Beginning),
+            ConsistencyLevel::One,
+            later(),
+        )
+        .await
+        .expect("scan")
+    else {
+        panic!("a scan page")
+    };
+    assert_eq!(page.resume, None);
+    assert_eq!(
+        scans(&fakes),
+        vec![
+            vec![
+                Request::Scan(Some(i64::MIN), Some(100)),
+                Request::Scan(Some(401), Some(i64::MAX)),
+            ],
+            vec![Request::Scan(Some(101), Some(200))],
+            vec![Request::Scan(Some(201), Some(300))],
+            vec![Request::Scan(Some(301), Some(400))],
+        ]
+    );
+    // RF 4: every range has the same replicas: one scan of the whole ring, from this node.
+    let rf4 = keyspace_with(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "4"),
+    ]);
+    coordinator
+        .read(
+            &rf4,
+            scan(ScanStart::Token(150)),
+            ConsistencyLevel::One,
+            later(),
+        )
+        .await
+        .expect("scan");
+    assert_eq!(
+        scans(&fakes)[0],
+        vec![Request::Scan(Some(150), Some(i64::MAX))]
+    );
+    // A scan between two tokens: the parts of the ranges it covers, the last cut at its end.
+    let ReadResponse::Range(page) = coordinator
+        .read(
+            &rf1,
+            ReadCommand::Range {
+                table: TableId::from_u128(1),
+                start: ScanStart::Token(250),
+                end_token: Some(350),
+                max_rows: 100,
+            },
+            ConsistencyLevel::One,
+            later(),
+        )
+        .await
+        .expect("scan")
+    else {
+        panic!("a scan page")
+    };
+    assert_eq!(page.resume, None);
+    assert_eq!(
+        scans(&fakes),
+        vec![
+            vec![],
+            vec![],
+            vec![Request::Scan(Some(250), Some(300))],
+            vec![Request::Scan(Some(301), Some(350))],
+        ]
+    );
 }
