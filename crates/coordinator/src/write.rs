@@ -341,11 +341,13 @@ fn needed(keyspace: &KeyspaceMetadata, consistency: ConsistencyLevel, block_for:
                 .collect(),
         );
     }
-    // A node-served keyspace needs no acknowledgement by its level, but its one replica's.
-    Needed::Total {
-        required: block_for.max(1),
-        acks: 0,
-    }
+    // A node-served keyspace needs no acknowledgement by its level (`block_for` is 0), but
+    // the write is answered once its one replica, this node, applied it.
+    let required = match keyspace.virtual_keyspace {
+        true => 1,
+        false => block_for,
+    };
+    Needed::Total { required, acks: 0 }
 }
 
 /// The mutation of the updates `indexes` (all of them shared without a copy).
