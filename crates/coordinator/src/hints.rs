@@ -28,9 +28,9 @@ pub enum MissedWrite {
 /// wait: an implementation queues the hint and stores it on a task of its own.
 pub trait HintedHandoff: Send + Sync + 'static {
     /// Hands over `mutation`, which `target` missed. Answers whether a hint is kept (stored or
-    /// queued to be): at consistency level ANY a kept hint counts as the write's
-    /// acknowledgement, as Cassandra's hint write does; `false` (hints disabled, the target's
-    /// hint window passed) counts for nothing.
+    /// queued to be): at consistency level ANY a kept hint of a replica that was down
+    /// (`MissedWrite::Down`) counts as the write's acknowledgement, as Cassandra's hint write
+    /// does; `false` (hints disabled, the target's hint window passed) counts for nothing.
     fn write_missed(&self, target: HostId, mutation: &Mutation, why: MissedWrite) -> bool;
 }
 

@@ -132,9 +132,10 @@ impl Coordinator {
     ///
     /// Before anything is sent, every partition must have enough live replicas (else
     /// `Unavailable`), except at ANY. A replica endpoint that is not live gets no request: its
-    /// share goes to hinted handoff at once. At ANY a hint the hook keeps counts as an
+    /// share goes to hinted handoff at once. At ANY such a hint, if the hook keeps it, counts as an
     /// acknowledgement (so with `NoHints` a write whose replicas are all down times out, as in
-    /// Cassandra without hints). Past `deadline` the write is answered with a `WriteTimeout` of
+    /// Cassandra without hints); hints of replicas that fail or time out count for nothing, as
+    /// in Cassandra, where they are written after the response handler gave up on them. Past `deadline` the write is answered with a `WriteTimeout` of
     /// `write_type`; it may still be applied. Replicas that fail or time out get their share
     /// as a hint; so do those still outstanding when the level was met, which a background
     /// task awaits until the deadline (it ends by then).
@@ -201,10 +202,7 @@ impl Coordinator {
                     Some(Err(e)) => MissedWrite::Failed(e),
                     None => MissedWrite::TimedOut,
                 };
-                let kept = self.hints.write_missed(*endpoint, &mutation, why.clone());
-                if kept && consistency == ConsistencyLevel::Any {
-                    return Ok(());
-                }
+                self.hints.write_missed(*endpoint, &mutation, why.clone());
                 return Err(match why {
                     MissedWrite::Failed(e) => e.into(),
                     _ => tally.timeout(block_for, write_type),
@@ -246,14 +244,11 @@ impl Coordinator {
                     match outcome {
                         Ok(()) => tally.ack(share.endpoint, &share.updates),
                         Err(e) => {
-                            let kept = self.hints.write_missed(
+                            self.hints.write_missed(
                                 share.endpoint,
                                 mutation,
                                 MissedWrite::Failed(e.clone()),
                             );
-                            if kept && consistency == ConsistencyLevel::Any {
-                                tally.ack(share.endpoint, &share.updates);
-                            }
                             first_error.get_or_insert(e);
                         }
                     }
