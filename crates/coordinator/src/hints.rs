@@ -1,15 +1,18 @@
 //! The hook for hinted handoff (issue 36): where the coordinator hands over a mutation that a
-//! replica failed or did not acknowledge in time, to be stored as a hint and replayed once the
-//! replica is back (Cassandra's `StorageProxy.submitHint`). Only the interface lives here; the
-//! hint store, its files, window and replay belong to a `hints` crate of their own.
+//! replica was down for, failed, or did not acknowledge in time, to be stored as a hint and
+//! replayed once the replica is back (Cassandra's `StorageProxy.submitHint`). Only the
+//! interface lives here; the hint store, its files, window and replay belong to a `hints` crate
+//! of their own.
 
-use std::sync::Arc;
+use locator::HostId;
 
-use crate::{Mutation, Replica, ReplicaError};
+use crate::{Mutation, ReplicaError};
 
 /// Why a replica missed a mutation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MissedWrite {
+    /// The replica was down (or unreachable) when the write started: it was not sent.
+    Down,
     /// The replica did not acknowledge it by the request's deadline (it may still apply it).
     TimedOut,
     /// The replica answered with an error. Cassandra hints only writes that time out or
@@ -18,21 +21,26 @@ pub enum MissedWrite {
     Failed(ReplicaError),
 }
 
-/// Receives every mutation a replica missed. `Coordinator::write` calls it once per replica
-/// that failed or timed out, before answering the client, and must not wait on it: an
-/// implementation queues the hint and stores it on a task of its own. (With a cluster, a
-/// replica known to be down when the write starts is handed over here too, and ANY is met by
-/// a stored hint.)
+/// Receives every mutation a replica missed: `Coordinator::write` calls it once per replica
+/// endpoint that was down when the write started (with that replica's share of the write),
+/// and once per replica that failed or timed out (before answering the client, or from the
+/// write's background task for replicas still outstanding once the level was met). It must not
+/// wait: an implementation queues the hint and stores it on a task of its own.
 pub trait HintedHandoff: Send + Sync + 'static {
-    fn write_missed(&self, replica: &Arc<dyn Replica>, mutation: &Mutation, why: MissedWrite);
+    /// Hands over `mutation`, which `target` missed. Answers whether a hint is kept (stored or
+    /// queued to be): at consistency level ANY a kept hint of a replica that was down
+    /// (`MissedWrite::Down`) counts as the write's acknowledgement, as Cassandra's hint write
+    /// does; `false` (hints disabled, the target's hint window passed) counts for nothing.
+    fn write_missed(&self, target: HostId, mutation: &Mutation, why: MissedWrite) -> bool;
 }
 
-/// Stores no hints: the coordinator's default while the ring has one node, whose only replica
-/// is this node's storage, which finishes a timed out mutation in its own task anyway (see
-/// `Replica::apply_mutation`) and whose errors are its storage's, which a replay would meet
-/// again.
+/// Stores no hints: the coordinator's default (as Cassandra with `hinted_handoff_enabled:
+/// false`). A write at ANY whose replicas are all down then times out, as Cassandra's does
+/// without hints.
 pub struct NoHints;
 
 impl HintedHandoff for NoHints {
-    fn write_missed(&self, _: &Arc<dyn Replica>, _: &Mutation, _: MissedWrite) {}
+    fn write_missed(&self, _: HostId, _: &Mutation, _: MissedWrite) -> bool {
+        false
+    }
 }

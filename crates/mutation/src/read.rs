@@ -12,6 +12,16 @@ pub enum ScanStart {
     Token(i64),
     /// Opaque, from a previous `ScanPage::resume`.
     Resume(Vec<u8>),
+    /// Just after a position in the data, named by the data rather than by a replica's
+    /// opaque token, so that any replica can continue from it: where a coordinator that
+    /// reconciled several replicas' pages cut its page. `clustering: None` is after the whole
+    /// partition `key`; `Some(c)` is after its row `c`, the partition going on: its header and
+    /// static row are returned again, then its rows after `c` (none: the partition is not
+    /// returned again).
+    After {
+        key: PartitionKey,
+        clustering: Option<Vec<u8>>,
+    },
 }
 
 /// A page of a token-ordered scan.

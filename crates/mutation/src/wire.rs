@@ -43,9 +43,10 @@
 //!   [<bytes> end prefix]                            if bit 2
 //!   <opt bytes> resume
 //! range:
-//!   u8      start kind: 0x00 beginning, 0x01 token, 0x02 resume
+//!   u8      start kind: 0x00 beginning, 0x01 token, 0x02 resume, 0x03 after
 //!   [i64    token]                                  if 0x01
 //!   [<bytes> resume]                                if 0x02
+//!   [<partition key>, <opt bytes> clustering]       if 0x03
 //!   u8      0 = no end token, 1 = end token follows
 //!   [i64    end token]
 //!
@@ -99,6 +100,7 @@ const SLICE_REVERSED: u8 = 0x10;
 const SCAN_FROM_BEGINNING: u8 = 0x00;
 const SCAN_FROM_TOKEN: u8 = 0x01;
 const SCAN_FROM_RESUME: u8 = 0x02;
+const SCAN_AFTER: u8 = 0x03;
 
 const RESPONSE_PARTITION_PAGE: u8 = 0x00;
 const RESPONSE_SCAN_PAGE: u8 = 0x01;
@@ -248,6 +250,11 @@ pub fn encode_read_command(command: &ReadCommand, out: &mut Vec<u8>) {
                 ScanStart::Resume(resume) => {
                     out.push(SCAN_FROM_RESUME);
                     put_bytes(out, resume);
+                }
+                ScanStart::After { key, clustering } => {
+                    out.push(SCAN_AFTER);
+                    put_key(out, key);
+                    put_opt_bytes(out, clustering.as_deref());
                 }
             }
             match end_token {
@@ -429,6 +436,10 @@ impl Reader<'_> {
             SCAN_FROM_BEGINNING => Ok(ScanStart::Beginning),
             SCAN_FROM_TOKEN => Ok(ScanStart::Token(self.i64("scan start token")?)),
             SCAN_FROM_RESUME => Ok(ScanStart::Resume(self.bytes_with_len("scan resume")?)),
+            SCAN_AFTER => Ok(ScanStart::After {
+                key: self.partition_key()?,
+                clustering: self.opt_bytes("scan after clustering")?,
+            }),
             other => Err(self.corrupt(format!("unknown scan start kind 0x{other:02x}"))),
         }
     }

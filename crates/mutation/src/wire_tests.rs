@@ -87,10 +87,14 @@ fn gen_command(r: &mut Rng) -> ReadCommand {
     } else {
         ReadCommand::Range {
             table: gen_table(r),
-            start: match r.below(3) {
+            start: match r.below(4) {
                 0 => ScanStart::Beginning,
                 1 => ScanStart::Token(gen_token(r)),
-                _ => ScanStart::Resume(gen_bytes(r)),
+                2 => ScanStart::Resume(gen_bytes(r)),
+                _ => ScanStart::After {
+                    key: gen_key(r),
+                    clustering: r.chance(2).then(|| gen_bytes(r)),
+                },
             },
             end_token: r.chance(2).then(|| gen_token(r)),
             max_rows: gen_max_rows(r),
@@ -319,7 +323,7 @@ fn garbage_is_refused_saying_why() {
     command[kind_at] = 9;
     assert!(corrupt(decode_read_command(&command)).contains("read kind"));
     command[kind_at] = 1;
-    command[start_at] = 3;
+    command[start_at] = 4;
     assert!(corrupt(decode_read_command(&command)).contains("scan start kind"));
     command[start_at] = 0;
     command[end_flag_at] = 2;

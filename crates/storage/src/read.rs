@@ -9,7 +9,7 @@ use mutation::{
 
 use crate::keys::{
     decode_partition_resume, decode_scan_resume, encode_partition_resume, encode_scan_resume,
-    parse_key, prefix_successor, token_bytes, KIND_HEADER, KIND_ROW, KIND_STATIC,
+    parse_key, partition_prefix, prefix_successor, token_bytes, KIND_HEADER, KIND_ROW, KIND_STATIC,
 };
 use crate::StorageError;
 
@@ -214,6 +214,9 @@ pub(crate) fn scan(
     let mut partitions: Vec<PartitionData> = Vec::new();
     // The partition being assembled and its key prefix (`token | length | key`).
     let mut current: Option<(PartitionData, Vec<u8>)> = None;
+    // `current` goes on from a row of the previous page (`ScanStart::After`) and has no row
+    // yet: with none to come it is not returned again (the previous page had all of it).
+    let mut continued_without_rows = false;
     let lower: Vec<u8> = match &start {
         ScanStart::Beginning => Vec::new(),
         ScanStart::Token(t) => token_bytes(*t).to_vec(),
@@ -244,6 +247,40 @@ pub(crate) fn scan(
                 prefix.to_vec()
             }
         }
+        ScanStart::After { key, clustering } => {
+            let prefix = partition_prefix(key)?;
+            match clustering {
+                Some(clustering) => {
+                    // The partition goes on after row `clustering`: its header and static row
+                    // again, then the rows from the smallest key after that row's.
+                    let header = header_at(source, table, &with_kind(&prefix, KIND_HEADER))?;
+                    let static_row = row_at(source, table, &with_kind(&prefix, KIND_STATIC))?;
+                    let data = PartitionData {
+                        key: key.clone(),
+                        header,
+                        static_row,
+                        rows: Vec::new(),
+                    };
+                    let mut lower = with_kind(&prefix, KIND_ROW);
+                    lower.extend_from_slice(clustering);
+                    lower.push(0);
+                    current = Some((data, prefix));
+                    continued_without_rows = true;
+                    lower
+                }
+                // After every key of the partition.
+                None => match prefix_successor(&prefix) {
+                    Some(after) => after,
+                    None => {
+                        return Ok(ScanPage {
+                            partitions: Vec::new(),
+                            resume: None,
+                            last_partition_continues: false,
+                        })
+                    }
+                },
+            }
+        }
     };
     let upper: Option<Vec<u8>> = match end_token {
         Some(t) if t < i64::MAX => Some(token_bytes(t + 1).to_vec()),
@@ -263,8 +300,10 @@ pub(crate) fn scan(
             .is_some_and(|(_, p)| p.as_slice() == prefix);
         if !same_partition {
             if let Some((done, _)) = current.take() {
-                used += usize::from(done.rows.is_empty());
-                partitions.push(done);
+                if !std::mem::take(&mut continued_without_rows) {
+                    used += usize::from(done.rows.is_empty());
+                    partitions.push(done);
+                }
             }
             if used >= max_rows {
                 resume = Some(encode_scan_resume(k));
@@ -300,12 +339,13 @@ pub(crate) fn scan(
                 }
                 let row = decode_row(v).map_err(|e| corrupt(table, k, e))?;
                 data.rows.push((parsed.clustering.to_vec(), row));
+                continued_without_rows = false;
                 used += 1;
             }
         }
         Ok(Visit::Continue)
     })?;
-    if let Some((done, _)) = current {
+    if let Some((done, _)) = current.filter(|_| !continued_without_rows) {
         partitions.push(done);
     }
     Ok(ScanPage {

@@ -589,6 +589,42 @@ pub fn scan_is_in_token_order_and_pages_exactly(engine: &dyn StorageEngine) {
     ));
 }
 
+/// `ScanStart::After` continues just after a partition or one of its rows, whichever page of
+/// whichever replica named it: the rest of the partition (header and static row again; not
+/// returned at all if no row is left), then every later partition.
+pub fn scan_after_a_position_continues_there(engine: &dyn StorageEngine) {
+    let t = table(16);
+    scan_fixture(engine, t);
+    let full = collect_scan(engine, t, ScanStart::Beginning, None, usize::MAX);
+    for (i, p) in full.iter().enumerate() {
+        let later = &full[i + 1..];
+        let after = ScanStart::After {
+            key: p.key.clone(),
+            clustering: None,
+        };
+        assert_eq!(collect_scan(engine, t, after, None, 2), later, "after {i}");
+        for (r, (clustering, _)) in p.rows.iter().enumerate() {
+            let mut expected = Vec::new();
+            if r + 1 < p.rows.len() {
+                expected.push(PartitionData {
+                    rows: p.rows[r + 1..].to_vec(),
+                    ..p.clone()
+                });
+            }
+            expected.extend_from_slice(later);
+            let after = ScanStart::After {
+                key: p.key.clone(),
+                clustering: Some(clustering.clone()),
+            };
+            assert_eq!(
+                collect_scan(engine, t, after, None, 3),
+                expected,
+                "after row {r} of {i}"
+            );
+        }
+    }
+}
+
 pub fn apply_is_atomic_across_tables(engine: &dyn StorageEngine) {
     let (t1, t2) = (table(7), table(8));
     engine.create_table(t1).expect("create");
@@ -1202,6 +1238,7 @@ macro_rules! conformance {
                 partition_paging_loses_and_repeats_nothing,
                 try_calls_match_or_would_block,
                 scan_is_in_token_order_and_pages_exactly,
+                scan_after_a_position_continues_there,
                 apply_is_atomic_across_tables,
                 apply_group_is_one_atomic_write,
                 truncate_and_drop,

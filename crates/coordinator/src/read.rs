@@ -1,0 +1,339 @@
+//! The read path of one partition (Cassandra's `StorageProxy.read` with its `ReadCallback`,
+//! `DigestResolver`, `DataResolver` and `BlockingReadRepair`): data from the closest replica,
+//! digests from as many others as the level needs; on a mismatch, data from all of them,
+//! reconciled, and the stale ones repaired before the answer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use locator::HostId;
+use mutation::{
+    ClusteringSlice, PartitionData, PartitionKey, PartitionPage, PartitionUpdate, ReadCommand,
+    ReadResponse, TableId,
+};
+use schema::KeyspaceMetadata;
+
+use crate::paging::{self, PartitionResume};
+use crate::reconcile::{self, ReplicaPage};
+use crate::{
+    read_digest, ConsistencyLevel, Coordinator, CoordinatorError, Deadline, Mutation, Placement,
+    ReadDigest, ReadOrWrite, Replica, ReplicaError,
+};
+
+/// A replica chosen for a read, with its endpoint.
+pub(crate) type Contact = (HostId, Arc<dyn Replica>);
+
+/// A replica's answer to a data or digest request.
+enum Answer {
+    Data(ReadResponse),
+    Digest(ReadDigest),
+}
+
+type Answering = Pin<Box<dyn Future<Output = (usize, Result<Answer, ReplicaError>)> + Send>>;
+
+/// What a read at a consistency level needs to word its timeout.
+#[derive(Clone, Copy)]
+pub(crate) struct ReadLevel {
+    pub consistency: ConsistencyLevel,
+    pub block_for: usize,
+}
+
+impl ReadLevel {
+    pub fn timeout(self, received: usize, data_present: bool) -> CoordinatorError {
+        CoordinatorError::ReadTimeout {
+            consistency: self.consistency,
+            received: received as i32,
+            block_for: self.block_for as i32,
+            data_present,
+        }
+    }
+}
+
+/// A partition read as the query layer sends it.
+pub(crate) struct PartitionRead {
+    pub table: TableId,
+    pub key: PartitionKey,
+    pub slice: ClusteringSlice,
+    pub max_rows: usize,
+    pub resume: Option<Vec<u8>>,
+}
+
+impl Coordinator {
+    /// Reads at `consistency`: a partition (`ReadCommand::Partition`) from its replicas, or a
+    /// token range scan (`ReadCommand::Range`) split at the ring's range boundaries, each part
+    /// from its own replicas (`range.rs`). Past `deadline` the read is answered with a
+    /// `ReadTimeout` (and a replica that has not started it does not).
+    ///
+    /// A page's `resume` is the coordinator's own token (`paging.rs`), which the next page's
+    /// command carries back: it names a position in the data, so the next page may be read
+    /// from other replicas.
+    pub async fn read(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        command: ReadCommand,
+        consistency: ConsistencyLevel,
+        deadline: Deadline,
+    ) -> Result<ReadResponse, CoordinatorError> {
+        match command {
+            ReadCommand::Partition {
+                table,
+                key,
+                slice,
+                max_rows,
+                resume,
+            } => {
+                let read = PartitionRead {
+                    table,
+                    key,
+                    slice,
+                    max_rows,
+                    resume,
+                };
+                self.read_partition(keyspace, read, consistency, deadline)
+                    .await
+            }
+            ReadCommand::Range {
+                table,
+                start,
+                end_token,
+                max_rows,
+            } => {
+                self.read_range(
+                    keyspace,
+                    table,
+                    start,
+                    end_token,
+                    max_rows,
+                    consistency,
+                    deadline,
+                )
+                .await
+            }
+        }
+    }
+
+    /// One partition: the closest live replica gets the data request and the next
+    /// `block_for - 1` closest get digest requests; all must answer by `deadline`. If every
+    /// digest matches the data's, the data is the answer. Otherwise every contacted replica
+    /// is asked for its data, the answers are reconciled (`reconcile.rs`), each stale replica
+    /// is sent what it lacks, and the answer waits for those repairs (blocking read repair).
+    async fn read_partition(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        read: PartitionRead,
+        consistency: ConsistencyLevel,
+        deadline: Deadline,
+    ) -> Result<ReadResponse, CoordinatorError> {
+        let ring = self.ring.load_full();
+        let placement = Placement::new(self, &ring, keyspace);
+        let block_for = consistency.block_for(keyspace, ReadOrWrite::Read, placement.local_dc())?;
+        let level = ReadLevel {
+            consistency,
+            block_for,
+        };
+        let replicas = placement.natural_replicas(read.key.token);
+        placement.check_live(consistency, block_for, &replicas)?;
+        let contacts = placement.contacts_for_read(consistency, block_for, &replicas);
+        let reversed = read.slice.reversed;
+        let (slice, resume) = paging::resume_partition(read.slice, read.resume);
+        let command = ReadCommand::Partition {
+            table: read.table,
+            key: read.key.clone(),
+            slice,
+            max_rows: read.max_rows,
+            resume,
+        };
+        let Some(((_, closest), others)) = contacts.split_first() else {
+            return Err(CoordinatorError::Unavailable {
+                consistency,
+                required: block_for as i32,
+                alive: 0,
+            });
+        };
+        if others.is_empty() {
+            // One replica (a single node, or ONE): no digest, no timer if it answers at once.
+            // Not checked before sending: a read that completes at once costs no look at the
+            // clock (the query layer checks the deadline between the reads of a long request).
+            return match crate::by_deadline(closest.read(command, deadline), deadline).await {
+                Some(Err(ReplicaError::DeadlinePassed)) | None => Err(level.timeout(0, false)),
+                Some(done) => Ok(as_coordinator_page(done?)),
+            };
+        }
+        let mut pending: FuturesUnordered<Answering> = FuturesUnordered::new();
+        let data = closest.read(command.clone(), deadline);
+        pending.push(Box::pin(async move { (0, data.await.map(Answer::Data)) }));
+        for (n, (_, replica)) in others.iter().enumerate() {
+            let digest = replica.digest(command.clone(), deadline);
+            pending.push(Box::pin(async move {
+                (n + 1, digest.await.map(Answer::Digest))
+            }));
+        }
+        let mut data: Option<ReadResponse> = None;
+        let mut digests: Vec<ReadDigest> = Vec::new();
+        let mut received = 0;
+        while received < contacts.len() {
+            match crate::by_deadline(pending.next(), deadline).await {
+                Some(Some((_, Ok(answer)))) => {
+                    received += 1;
+                    match answer {
+                        Answer::Data(response) => data = Some(response),
+                        Answer::Digest(digest) => digests.push(digest),
+                    }
+                }
+                Some(Some((_, Err(e)))) if e != ReplicaError::DeadlinePassed => {
+                    return Err(e.into())
+                }
+                // A replica that did not start the read will not answer: as late as one that
+                // did not answer in time.
+                Some(Some((_, Err(_)))) | Some(None) | None => {
+                    return Err(level.timeout(received, data.is_some()))
+                }
+            }
+        }
+        let data = data.expect("every contacted replica answered, the data replica too");
+        let digest = read_digest(&data);
+        if digests.iter().all(|d| *d == digest) {
+            return Ok(as_coordinator_page(data));
+        }
+        tracing::debug!(table = %read.table, "digest mismatch; reading data from every replica");
+        let pages = self
+            .read_data_from_all(&contacts, &command, level, true, deadline)
+            .await?;
+        let pages: Vec<ReplicaPage> = pages
+            .into_iter()
+            .map(|response| match response {
+                ReadResponse::Partition(page) => Ok(ReplicaPage {
+                    more: page.resume.is_some(),
+                    last_partition_continues: page.resume.is_some(),
+                    partitions: vec![page.data],
+                }),
+                ReadResponse::Range(_) => Err(unexpected_response()),
+            })
+            .collect::<Result<_, _>>()?;
+        let reconciled = reconcile::reconcile(read.table, &pages, reversed, read.max_rows)?;
+        self.repair(keyspace, &contacts, reconciled.repairs, level, deadline)
+            .await?;
+        let data = reconciled
+            .partitions
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| PartitionData {
+                key: read.key,
+                header: Default::default(),
+                static_row: None,
+                rows: Vec::new(),
+            });
+        let resume = reconciled
+            .cut
+            .and_then(|cut| cut.clustering)
+            .map(|row| paging::encode_partition(&PartitionResume::After(row)));
+        Ok(ReadResponse::Partition(PartitionPage { data, resume }))
+    }
+
+    /// Sends `command` as a data request to every one of `contacts` and waits for all their
+    /// answers, in `contacts`' order. Past `deadline`: a `ReadTimeout` with the answers
+    /// received (and `data_present` if `data_present` or any arrived).
+    pub(crate) async fn read_data_from_all(
+        &self,
+        contacts: &[Contact],
+        command: &ReadCommand,
+        level: ReadLevel,
+        data_present: bool,
+        deadline: Deadline,
+    ) -> Result<Vec<ReadResponse>, CoordinatorError> {
+        let mut pending: FuturesUnordered<_> = contacts
+            .iter()
+            .enumerate()
+            .map(|(n, (_, replica))| {
+                let read = replica.read(command.clone(), deadline);
+                async move { (n, read.await) }
+            })
+            .collect();
+        let mut answers: Vec<Option<ReadResponse>> = vec![None; contacts.len()];
+        let mut received = 0;
+        while received < contacts.len() {
+            match crate::by_deadline(pending.next(), deadline).await {
+                Some(Some((n, Ok(response)))) => {
+                    answers[n] = Some(response);
+                    received += 1;
+                }
+                Some(Some((_, Err(e)))) if e != ReplicaError::DeadlinePassed => {
+                    return Err(e.into())
+                }
+                Some(Some((_, Err(_)))) | Some(None) | None => {
+                    return Err(level.timeout(received, data_present || received > 0))
+                }
+            }
+        }
+        Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// Blocking read repair: sends each of `contacts` its `repairs` (same order; none for a
+    /// replica that had everything) as one mutation, and waits for every one to be
+    /// acknowledged by `deadline` (else a `ReadTimeout` counting the unrepaired replicas as
+    /// not received, with the data present, as Cassandra's `BlockingPartitionRepair`).
+    pub(crate) async fn repair(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        contacts: &[Contact],
+        repairs: Vec<Vec<PartitionUpdate>>,
+        level: ReadLevel,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
+        let mut pending: FuturesUnordered<_> = contacts
+            .iter()
+            .zip(repairs)
+            .filter(|(_, updates)| !updates.is_empty())
+            .map(|((endpoint, replica), updates)| {
+                tracing::debug!(endpoint = %endpoint.0, partitions = updates.len(), "read repair");
+                replica.apply_mutation(
+                    Mutation {
+                        updates: Arc::new(updates),
+                        durable_writes: keyspace.durable_writes,
+                    },
+                    deadline,
+                )
+            })
+            .collect();
+        let mut unrepaired = pending.len();
+        while unrepaired > 0 {
+            match crate::by_deadline(pending.next(), deadline).await {
+                Some(Some(Ok(()))) => unrepaired -= 1,
+                Some(Some(Err(e))) if e != ReplicaError::DeadlinePassed => return Err(e.into()),
+                Some(Some(Err(_))) | Some(None) | None => {
+                    return Err(level.timeout(level.block_for.saturating_sub(unrepaired), true))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A replica's answer as the coordinator answers it: a page that goes on resumes strictly
+/// after its last row (`paging.rs`), whichever replicas read the next page. Not with the
+/// replica's own resume token: that names the replica's next row, and another replica may hold
+/// rows before it (ones this replica lacks), which the next page would skip.
+fn as_coordinator_page(response: ReadResponse) -> ReadResponse {
+    match response {
+        ReadResponse::Partition(mut page) => {
+            page.resume = page.resume.map(|token| {
+                let resume = match page.data.rows.last() {
+                    Some((clustering, _)) => PartitionResume::After(clustering.clone()),
+                    // No row to go on after (storage always returns one before stopping).
+                    None => PartitionResume::Replica(token),
+                };
+                paging::encode_partition(&resume)
+            });
+            ReadResponse::Partition(page)
+        }
+        range => range,
+    }
+}
+
+pub(crate) fn unexpected_response() -> CoordinatorError {
+    CoordinatorError::Replica(ReplicaError::Internal(
+        "a replica answered a read with a response of another kind".to_string(),
+    ))
+}
