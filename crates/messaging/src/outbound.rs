@@ -267,6 +267,9 @@ async fn run(
                 _ = stopped(&mut shutdown) => return,
                 _ = tokio::time::sleep(wait) => {}
             }
+            // A refusal's wait is over: the next message dials again (and fails at once if
+            // the peer still refuses).
+            lock(&connection.refused).take();
             // Messages that expired while the peer was unreachable go now, so the queue's
             // bounds count only messages that can still be sent.
             let now = Instant::now();

@@ -287,7 +287,18 @@ async fn three_nodes_route_each_response_to_its_request() {
 
 #[tokio::test]
 async fn a_node_of_another_cluster_is_refused_with_a_reason() {
-    let a = start(1).await;
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            refused_retry_ms: 500,
+            ..options()
+        },
+        None,
+        Environment::tcp(1),
+    )
+    .await;
     let b = start_with(
         2,
         "Other Cluster",
@@ -322,6 +333,15 @@ async fn a_node_of_another_cluster_is_refused_with_a_reason() {
     assert_eq!(a.messaging.metrics().refused_by_peers, 1);
     assert_eq!(b.messaging.metrics().handshakes_refused, 1);
     assert_eq!(b.messaging.metrics().verb(Verb::PING).received, 0);
+    // After it, the next request dials again, and is refused again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later_again = a.messaging.ping(b.messaging.host_id(), Some(later())).await;
+    assert!(
+        matches!(later_again, Err(MessagingError::Refused { .. })),
+        "{later_again:?}"
+    );
+    assert_eq!(a.messaging.metrics().refused_by_peers, 2);
+    assert_eq!(b.messaging.metrics().handshakes_refused, 2);
     a.messaging.shutdown().await;
     b.messaging.shutdown().await;
 }
