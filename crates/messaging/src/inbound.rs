@@ -101,7 +101,11 @@ async fn run_connection(inner: Arc<Inner>, mut stream: Box<dyn Stream>, from: So
         return;
     };
     let peer = hello.host_id;
-    inner.set_peer_address(peer, hello.broadcast_address);
+    if !inner.learn_peer_address(peer, hello.broadcast_address) {
+        tracing::warn!(%from, %peer, limit = crate::service::MAX_LEARNED_PEERS,
+            "too many peers known; closing the connection of a new one");
+        return;
+    }
     tracing::debug!(%from, %peer, connection_type = ?hello.connection_type, "accepted a messaging connection");
     let cap_bytes = inner.options.message_cap_bytes();
     let permits = Arc::new(Semaphore::new(

@@ -158,12 +158,6 @@ impl Peer {
     }
 }
 
-/// How a connected spell ended.
-enum Ended {
-    Shutdown,
-    Closed(String),
-}
-
 /// Why a connection attempt failed.
 #[derive(Debug, thiserror::Error)]
 enum DialError {
@@ -181,136 +175,270 @@ enum DialError {
     WrongHost(HostId),
 }
 
+/// Returned when the service is stopping: the task ends.
+struct Stopping;
+
+/// A connection's task and what it keeps between connections.
+struct ConnectionTask {
+    inner: Arc<Inner>,
+    peer: Arc<Peer>,
+    connection_type: ConnectionType,
+    receiver: mpsc::UnboundedReceiver<Outbound>,
+    /// Messages taken off the channel and not yet written or discarded.
+    backlog: VecDeque<Outbound>,
+    shutdown: watch::Receiver<bool>,
+    /// Failed connection attempts since the last success: the backoff's exponent.
+    failures: u32,
+}
+
 /// The connection's task: waits for a message, dials, writes until the connection fails,
 /// and dials again, until shutdown.
 async fn run(
     inner: Arc<Inner>,
     peer: Arc<Peer>,
     connection_type: ConnectionType,
-    mut receiver: mpsc::UnboundedReceiver<Outbound>,
+    receiver: mpsc::UnboundedReceiver<Outbound>,
 ) {
-    let mut shutdown = inner.shutdown.subscribe();
-    let connection = peer.connection(connection_type);
-    let mut backlog: VecDeque<Outbound> = VecDeque::new();
-    let mut failures = 0u32;
-    loop {
-        // Dial only when there is something to send (Cassandra connects lazily too).
-        if backlog.is_empty() {
+    let shutdown = inner.shutdown.subscribe();
+    let mut task = ConnectionTask {
+        inner,
+        peer,
+        connection_type,
+        receiver,
+        backlog: VecDeque::new(),
+        shutdown,
+        failures: 0,
+    };
+    let Err(Stopping) = task.run().await;
+}
+
+impl ConnectionTask {
+    fn connection(&self) -> &Connection {
+        self.peer.connection(self.connection_type)
+    }
+
+    async fn run(&mut self) -> Result<std::convert::Infallible, Stopping> {
+        loop {
+            // Dial only when there is something to send (Cassandra connects lazily too).
+            if self.backlog.is_empty() {
+                let message = tokio::select! {
+                    _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                    message = self.receiver.recv() => message.ok_or(Stopping)?,
+                };
+                self.backlog.push_back(message);
+            }
+            let address = self.peer.address();
+            let dialed = tokio::select! {
+                _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                dialed = dial(&self.inner, self.peer.host_id, address, self.connection_type) => dialed,
+            };
+            let wait = match dialed {
+                Ok(stream) => {
+                    self.failures = 0;
+                    lock(&self.connection().refused).take();
+                    Counters::add(&self.inner.counters.connections_opened, 1);
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type, "connected");
+                    let reason = self.write_messages(stream).await?;
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type, "connection closed: {reason}");
+                    // Redial at once: the peer may only have closed an idle connection.
+                    continue;
+                }
+                Err(DialError::Refused(reason)) => self.refused(address, reason),
+                Err(e) => {
+                    self.failures += 1;
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type, failures = self.failures,
+                        "cannot connect: {e}");
+                    self.backoff()
+                }
+            };
+            self.wait(wait).await?;
+        }
+    }
+
+    /// The peer refused the handshake: logs why, fails the queued requests with the reason,
+    /// and makes new ones fail at once until `refused_retry_ms` has passed (the wait it
+    /// returns).
+    fn refused(&mut self, address: SocketAddr, reason: String) -> Duration {
+        let inner = &self.inner;
+        tracing::warn!(peer = %self.peer.host_id, %address,
+            connection_type = ?self.connection_type, retry_ms = inner.options.refused_retry_ms,
+            "peer refused the messaging handshake: {reason}");
+        Counters::add(&inner.counters.refused_by_peers, 1);
+        *lock(&self.connection().refused) = Some(reason.clone());
+        let to = self.peer.host_id;
+        self.drain(|_| {
+            Some(MessagingError::Refused {
+                to,
+                reason: reason.clone(),
+            })
+        });
+        Duration::from_millis(self.inner.options.refused_retry_ms)
+    }
+
+    /// The wait before the next attempt after `failures` failures.
+    fn backoff(&self) -> Duration {
+        let options = &self.inner.options;
+        let mut random = self
+            .inner
+            .random
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        reconnect_delay(
+            self.failures,
+            Duration::from_millis(options.reconnect_initial_backoff_ms),
+            Duration::from_millis(options.reconnect_max_backoff_ms),
+            &mut **random,
+        )
+    }
+
+    /// Sleeps `wait`, then lifts a refusal and discards the messages that expired meanwhile
+    /// (so the queue's bounds count only messages that can still be sent).
+    async fn wait(&mut self, wait: Duration) -> Result<(), Stopping> {
+        tokio::select! {
+            _ = stopped(&mut self.shutdown) => return Err(Stopping),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        // A refusal's wait is over: the next message dials again (and fails at once if the
+        // peer still refuses).
+        lock(&self.connection().refused).take();
+        let now = Instant::now();
+        let to = self.peer.host_id;
+        self.drain(|m| {
+            (m.deadline <= now).then_some(MessagingError::Timeout {
+                verb: m.frame.verb,
+                to,
+            })
+        });
+        Ok(())
+    }
+
+    /// Moves the channel's messages to the backlog, then removes the backlog's messages for
+    /// which `discard` names an error: a request fails with it (its caller learns at once), and
+    /// every discarded message is counted (dropped while refused, else expired).
+    fn drain(&mut self, discard: impl Fn(&Outbound) -> Option<MessagingError>) {
+        while let Ok(message) = self.receiver.try_recv() {
+            self.backlog.push_back(message);
+        }
+        let inner = &self.inner;
+        let connection = self.peer.connection(self.connection_type);
+        self.backlog.retain(|message| {
+            let Some(error) = discard(message) else {
+                return true;
+            };
+            connection.release(message);
+            let verb = message.frame.verb;
+            match error {
+                MessagingError::Refused { .. } => inner.counters.count(verb, VerbCount::Dropped),
+                _ => inner.counters.count(verb, VerbCount::Expired),
+            }
+            if message.frame.kind == FrameKind::Request {
+                inner.fail(message.frame.request_id, error);
+            }
+            false
+        });
+    }
+
+    /// Writes the backlog's and the queue's messages to `stream` until it fails or the peer
+    /// closes it (the reason is returned) or the service stops. Nothing is ever read from an
+    /// outbound connection but its end: the read that returns it is how a restarted peer is
+    /// noticed while this side is idle.
+    async fn write_messages(&mut self, stream: Box<dyn Stream>) -> Result<String, Stopping> {
+        let (mut reader, mut writer) = tokio::io::split(stream);
+        let mut buffer = BytesMut::with_capacity(WRITE_BATCH_BYTES);
+        let mut probe = [0u8; 64];
+        loop {
+            if self.backlog.is_empty() {
+                let message = tokio::select! {
+                    biased;
+                    _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                    read = reader.read(&mut probe) => return Ok(match read {
+                        Ok(0) => "closed by the peer".to_string(),
+                        Ok(_) => "the peer wrote on an outbound connection".to_string(),
+                        Err(e) => e.to_string(),
+                    }),
+                    message = self.receiver.recv() => message.ok_or(Stopping)?,
+                };
+                self.backlog.push_back(message);
+            }
+            while let Ok(message) = self.receiver.try_recv() {
+                self.backlog.push_back(message);
+            }
+            if let Err(reason) = self.encode_backlog(&mut buffer, &mut writer).await? {
+                return Ok(reason);
+            }
+            if buffer.is_empty() {
+                continue;
+            }
             tokio::select! {
-                _ = stopped(&mut shutdown) => return,
-                message = receiver.recv() => match message {
-                    Some(message) => backlog.push_back(message),
-                    None => return,
+                _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                written = writer.write_all(&buffer) => if let Err(e) = written {
+                    return Ok(e.to_string());
                 },
             }
+            buffer.clear();
         }
-        let address = peer.address();
-        let dialed = tokio::select! {
-            _ = stopped(&mut shutdown) => return,
-            dialed = dial(&inner, peer.host_id, address, connection_type) => dialed,
-        };
-        let wait = match dialed {
-            Ok(stream) => {
-                failures = 0;
-                lock(&connection.refused).take();
-                Counters::add(&inner.counters.connections_opened, 1);
-                tracing::debug!(peer = %peer.host_id, %address, ?connection_type, "connected");
-                let ended = write_messages(
-                    &inner,
-                    &peer,
-                    connection,
-                    stream,
-                    &mut receiver,
-                    &mut backlog,
-                    &mut shutdown,
-                )
-                .await;
-                match ended {
-                    Ended::Shutdown => return,
-                    Ended::Closed(reason) => {
-                        tracing::debug!(peer = %peer.host_id, %address, ?connection_type,
-                            "connection closed: {reason}");
-                        // Redial at once: the peer may only have closed an idle connection.
-                        Duration::ZERO
+    }
+
+    /// Encodes backlog messages into `buffer` until it holds `WRITE_BATCH_BYTES` or the
+    /// backlog is empty, skipping expired messages and applying the interceptor (a delay first
+    /// writes what is buffered, to `writer`). The inner error is a failed write's reason.
+    async fn encode_backlog(
+        &mut self,
+        buffer: &mut BytesMut,
+        writer: &mut (impl tokio::io::AsyncWrite + Unpin),
+    ) -> Result<Result<(), String>, Stopping> {
+        while let Some(mut message) = self.backlog.pop_front() {
+            self.connection().release(&message);
+            let inner = &self.inner;
+            let verb = message.frame.verb;
+            if message.deadline <= Instant::now() {
+                inner.counters.count(verb, VerbCount::Expired);
+                continue;
+            }
+            match inner
+                .interceptor
+                .intercept(self.peer.host_id, verb, message.frame.kind)
+            {
+                Interception::Deliver => {}
+                Interception::Drop => {
+                    inner.counters.count(verb, VerbCount::Intercepted);
+                    continue;
+                }
+                Interception::Delay(delay) => {
+                    // Whatever is buffered was due before this message: send it first.
+                    if let Err(e) = writer.write_all(buffer).await {
+                        return Ok(Err(e.to_string()));
+                    }
+                    buffer.clear();
+                    tokio::select! {
+                        _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                        _ = tokio::time::sleep(delay) => {}
                     }
                 }
             }
-            Err(DialError::Refused(reason)) => {
-                tracing::warn!(peer = %peer.host_id, %address, ?connection_type,
-                    retry_ms = inner.options.refused_retry_ms,
-                    "peer refused the messaging handshake: {reason}");
-                Counters::add(&inner.counters.refused_by_peers, 1);
-                *lock(&connection.refused) = Some(reason.clone());
-                drain(&inner, connection, &mut receiver, &mut backlog, |_| {
-                    Some(MessagingError::Refused {
-                        to: peer.host_id,
-                        reason: reason.clone(),
-                    })
-                });
-                Duration::from_millis(inner.options.refused_retry_ms)
+            let inner = &self.inner;
+            // Milliseconds left, rounded down: under one left, the peer could not start it.
+            let left = message.deadline.saturating_duration_since(Instant::now());
+            let left_ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
+            if left_ms == 0 {
+                inner.counters.count(verb, VerbCount::Expired);
+                continue;
             }
-            Err(e) => {
-                failures += 1;
-                tracing::debug!(peer = %peer.host_id, %address, ?connection_type, failures,
-                    "cannot connect: {e}");
-                let random = &mut **inner.random.lock().unwrap_or_else(PoisonError::into_inner);
-                reconnect_delay(
-                    failures,
-                    Duration::from_millis(inner.options.reconnect_initial_backoff_ms),
-                    Duration::from_millis(inner.options.reconnect_max_backoff_ms),
-                    random,
-                )
+            if message.frame.kind == FrameKind::Request {
+                message.frame.expires_in_ms = left_ms;
             }
-        };
-        if !wait.is_zero() {
-            tokio::select! {
-                _ = stopped(&mut shutdown) => return,
-                _ = tokio::time::sleep(wait) => {}
+            let written = encode_frame(&message.frame, inner.options.compress_above_bytes, buffer);
+            inner.counters.count(verb, VerbCount::Sent);
+            Counters::add(&inner.counters.bytes_sent, written as u64);
+            if buffer.len() >= WRITE_BATCH_BYTES {
+                break;
             }
-            // A refusal's wait is over: the next message dials again (and fails at once if
-            // the peer still refuses).
-            lock(&connection.refused).take();
-            // Messages that expired while the peer was unreachable go now, so the queue's
-            // bounds count only messages that can still be sent.
-            let now = Instant::now();
-            drain(&inner, connection, &mut receiver, &mut backlog, |m| {
-                (m.deadline <= now).then_some(MessagingError::Timeout {
-                    verb: m.frame.verb,
-                    to: peer.host_id,
-                })
-            });
         }
+        Ok(Ok(()))
     }
-}
-
-/// Moves the channel's messages to the backlog, then removes the backlog's messages for which
-/// `discard` names an error: a request fails with it (its caller learns at once), and every
-/// discarded message is counted (dropped while refused, else expired).
-fn drain(
-    inner: &Inner,
-    connection: &Connection,
-    receiver: &mut mpsc::UnboundedReceiver<Outbound>,
-    backlog: &mut VecDeque<Outbound>,
-    discard: impl Fn(&Outbound) -> Option<MessagingError>,
-) {
-    while let Ok(message) = receiver.try_recv() {
-        backlog.push_back(message);
-    }
-    backlog.retain(|message| {
-        let Some(error) = discard(message) else {
-            return true;
-        };
-        connection.release(message);
-        let verb = message.frame.verb;
-        match error {
-            MessagingError::Refused { .. } => inner.counters.count(verb, VerbCount::Dropped),
-            _ => inner.counters.count(verb, VerbCount::Expired),
-        }
-        if message.frame.kind == FrameKind::Request {
-            inner.fail(message.frame.request_id, error);
-        }
-        false
-    });
 }
 
 /// Connects to `address` and handshakes as `connection_type`, expecting `peer` there.
@@ -346,98 +474,5 @@ async fn dial(
         Reply::Accepted { host_id, .. } if host_id != peer => Err(DialError::WrongHost(host_id)),
         Reply::Accepted { .. } => Ok(stream),
         Reply::Refused { reason, .. } => Err(DialError::Refused(reason)),
-    }
-}
-
-/// Writes the backlog's and the queue's messages to `stream` until it fails, the peer closes
-/// it, or the service stops. Nothing is ever read from an outbound connection but its end:
-/// the read that returns it is how a restarted peer is noticed while this side is idle.
-#[allow(clippy::too_many_arguments)]
-async fn write_messages(
-    inner: &Inner,
-    peer: &Peer,
-    connection: &Connection,
-    stream: Box<dyn Stream>,
-    receiver: &mut mpsc::UnboundedReceiver<Outbound>,
-    backlog: &mut VecDeque<Outbound>,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Ended {
-    let (mut reader, mut writer) = tokio::io::split(stream);
-    let mut buffer = BytesMut::with_capacity(WRITE_BATCH_BYTES);
-    let mut probe = [0u8; 64];
-    loop {
-        if backlog.is_empty() {
-            tokio::select! {
-                biased;
-                _ = stopped(shutdown) => return Ended::Shutdown,
-                read = reader.read(&mut probe) => return Ended::Closed(match read {
-                    Ok(0) => "closed by the peer".to_string(),
-                    Ok(_) => "the peer wrote on an outbound connection".to_string(),
-                    Err(e) => e.to_string(),
-                }),
-                message = receiver.recv() => match message {
-                    Some(message) => backlog.push_back(message),
-                    None => return Ended::Shutdown,
-                },
-            }
-        }
-        while let Ok(message) = receiver.try_recv() {
-            backlog.push_back(message);
-        }
-        let now = Instant::now();
-        while let Some(mut message) = backlog.pop_front() {
-            connection.release(&message);
-            let verb = message.frame.verb;
-            let left = message.deadline.saturating_duration_since(now);
-            let left_ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
-            if left_ms == 0 {
-                inner.counters.count(verb, VerbCount::Expired);
-                continue;
-            }
-            match inner
-                .interceptor
-                .intercept(peer.host_id, verb, message.frame.kind)
-            {
-                Interception::Deliver => {}
-                Interception::Drop => {
-                    inner.counters.count(verb, VerbCount::Intercepted);
-                    continue;
-                }
-                Interception::Delay(delay) => {
-                    // Whatever is buffered was due before this message: send it first.
-                    if let Err(e) = writer.write_all(&buffer).await {
-                        return Ended::Closed(e.to_string());
-                    }
-                    buffer.clear();
-                    tokio::select! {
-                        _ = stopped(shutdown) => return Ended::Shutdown,
-                        _ = tokio::time::sleep(delay) => {}
-                    }
-                }
-            }
-            if message.frame.kind == FrameKind::Request {
-                message.frame.expires_in_ms = left_ms;
-            }
-            let written = encode_frame(
-                &message.frame,
-                inner.options.compress_above_bytes,
-                &mut buffer,
-            );
-            inner.counters.count(verb, VerbCount::Sent);
-            Counters::add(&inner.counters.bytes_sent, written as u64);
-            if buffer.len() >= WRITE_BATCH_BYTES {
-                break;
-            }
-        }
-        if buffer.is_empty() {
-            continue;
-        }
-        tokio::select! {
-            _ = stopped(shutdown) => return Ended::Shutdown,
-            written = writer.write_all(&buffer) => if let Err(e) = written {
-                return Ended::Closed(e.to_string());
-            },
-        }
-        buffer.clear();
     }
 }

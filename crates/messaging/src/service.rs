@@ -122,6 +122,10 @@ where
 /// lock.
 const PENDING_SHARDS: usize = 16;
 
+/// Peers learned from handshakes beyond this many are not recorded (their connection is
+/// refused): far more nodes than a cluster has, few enough that the map stays small.
+pub(crate) const MAX_LEARNED_PEERS: usize = 4096;
+
 /// A request waiting for its response.
 struct Pending {
     to: HostId,
@@ -191,6 +195,22 @@ impl Inner {
                 peers.insert(host_id, Arc::new(peer));
             }
         }
+    }
+
+    /// Records the address a dialer's handshake gave (where this node answers it), unless the
+    /// peer is new and `MAX_LEARNED_PEERS` are known already: dialers choose their host ids,
+    /// so they must not grow the map without bound. Returns whether the peer is known.
+    pub fn learn_peer_address(&self, host_id: HostId, address: SocketAddr) -> bool {
+        let mut peers = self.peers.write().unwrap_or_else(PoisonError::into_inner);
+        match peers.get(&host_id) {
+            Some(peer) => peer.set_address(address),
+            None if peers.len() >= MAX_LEARNED_PEERS => return false,
+            None => {
+                let peer = Peer::new(host_id, address, &self.options);
+                peers.insert(host_id, Arc::new(peer));
+            }
+        }
+        true
     }
 
     pub fn handler(&self, verb: Verb) -> Option<Arc<dyn VerbHandler>> {

@@ -822,3 +822,51 @@ async fn shutdown_fails_the_requests_waiting() {
     );
     b.messaging.shutdown().await;
 }
+
+/// Delays every PING by a fixed time: a slow link.
+struct SlowPings(Duration);
+
+impl OutboundInterceptor for SlowPings {
+    fn intercept(&self, _: HostId, verb: Verb, kind: FrameKind) -> Interception {
+        if verb == Verb::PING && kind == FrameKind::Request {
+            Interception::Delay(self.0)
+        } else {
+            Interception::Deliver
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_outbound_interceptor_can_slow_a_link() {
+    let b = start(2).await;
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = Arc::new(SlowPings(Duration::from_millis(300)));
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    let started = Instant::now();
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("slow, not lost");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A delay longer than the time left: the message is not sent after its deadline.
+    let e = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(100))))
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(a.messaging.metrics().verb(Verb::PING).expired, 1);
+    assert_eq!(b.messaging.metrics().verb(Verb::PING).received, 1);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
