@@ -32,6 +32,7 @@ mod options;
 mod outbound;
 mod remote;
 mod service;
+mod untrusted;
 mod verb;
 
 pub use codec::{RemoteError, MAX_ERROR_MESSAGE_BYTES};
@@ -51,4 +52,5 @@ pub use remote::{replica_error, RemoteReplica};
 pub use service::{
     HandlerError, HandlerFuture, MessagingConfig, MessagingError, MessagingService, VerbHandler,
 };
+pub use untrusted::check_decoders;
 pub use verb::{Verb, MAX_VERB_ID};
