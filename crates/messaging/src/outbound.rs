@@ -139,7 +139,10 @@ impl Peer {
             return Err(EnqueueError::Shutdown);
         }
         if let Some(receiver) = lock(&connection.receiver).take() {
-            let task = tokio::spawn(run(inner.clone(), self.clone(), connection_type, receiver));
+            let task =
+                inner
+                    .runtime
+                    .spawn(run(inner.clone(), self.clone(), connection_type, receiver));
             inner.track(task);
         }
         let bytes = message.frame.payload.len();

@@ -155,6 +155,9 @@ pub(crate) struct Inner {
     pub counters: Counters,
     /// `true` once the service is stopping; every task watches it.
     pub shutdown: watch::Sender<bool>,
+    /// The runtime the service was started on: every task of the service runs there, wherever
+    /// the request that started it came from (a CQL shard's runtime, say).
+    pub runtime: tokio::runtime::Handle,
     /// The listener and the outbound connections' tasks, awaited by `shutdown`. (Inbound
     /// connections are the listener's, handler tasks their connection's.)
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -400,8 +403,9 @@ pub struct MessagingService {
 
 impl MessagingService {
     /// Binds the listener and starts accepting peers. `replica` serves peers' replica verbs
-    /// (`replica::LocalReplica` in the node). Must run inside a tokio runtime, which the
-    /// service's tasks then run on.
+    /// (`replica::LocalReplica` in the node). Every task of the service (listener,
+    /// connections, peers' requests) runs on the runtime this is called on; requests may be
+    /// sent from any runtime.
     pub async fn start(
         config: MessagingConfig,
         replica: Arc<dyn Replica>,
@@ -437,9 +441,12 @@ impl MessagingService {
             next_request_id: AtomicU64::new(1),
             counters: Counters::default(),
             shutdown: watch::Sender::new(false),
+            runtime: tokio::runtime::Handle::current(),
             tasks: Mutex::default(),
         });
-        let listening = tokio::spawn(crate::inbound::run_listener(inner.clone(), listener));
+        let listening = inner
+            .runtime
+            .spawn(crate::inbound::run_listener(inner.clone(), listener));
         inner.track(listening);
         tracing::info!(host_id = %inner.host_id, address = %listen_address,
             broadcast_address = %inner.broadcast_address, "messaging service listening");

@@ -870,3 +870,88 @@ async fn the_outbound_interceptor_can_slow_a_link() {
     a.messaging.shutdown().await;
     b.messaging.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_opened_from_another_runtime_outlives_it() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    // The first request (which opens the connection) comes from a runtime of its own, as a
+    // CQL shard's would, and that runtime then ends.
+    let messaging = a.messaging.clone();
+    tokio::task::spawn_blocking(move || {
+        let shard = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        shard
+            .block_on(messaging.ping(b_host, Some(later())))
+            .expect("ping from the shard");
+    })
+    .await
+    .expect("shard thread");
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("the connection lives on");
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn messages_over_the_cap_are_refused_by_sender_and_receiver() {
+    let a = start(1).await;
+    let b = start_with(
+        2,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            max_message_bytes: 1000,
+            ..options()
+        },
+        None,
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    introduce(&b, &a);
+    let verb = Verb::extension(66);
+    let echo =
+        |_: HostId, payload: Bytes, _: Deadline| async move { Ok::<_, HandlerError>(payload) };
+    b.messaging.register_handler(verb, Arc::new(echo)).unwrap();
+    let big = Bytes::from((0..2000u32).map(|i| (i * 7) as u8).collect::<Vec<u8>>());
+    // The sender refuses before queueing.
+    let e = b
+        .messaging
+        .request(a.messaging.host_id(), verb, big.clone(), Some(later()))
+        .await;
+    assert!(
+        matches!(
+            e,
+            Err(MessagingError::TooLarge {
+                bytes: 2000,
+                cap_bytes: 1000
+            })
+        ),
+        "{e:?}"
+    );
+    // A sender with a larger cap: the receiver closes the connection at the frame's header.
+    let e = a
+        .messaging
+        .request(
+            b.messaging.host_id(),
+            verb,
+            big,
+            Some(within(Duration::from_millis(500))),
+        )
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    assert_eq!(b.messaging.metrics().malformed, 1);
+    assert_eq!(b.messaging.metrics().verb(verb).received, 0);
+    // The next connection serves on.
+    ping_until_answered(&a, b.messaging.host_id(), Duration::from_secs(5)).await;
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
