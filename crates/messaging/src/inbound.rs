@@ -70,7 +70,20 @@ async fn accept_handshake(
     let exchange = async {
         let body = handshake::read_body(stream).await?;
         let hello = Hello::decode(&body)?;
-        let reply = handshake::judge(&hello, inner.host_id, &inner.cluster_name);
+        let mut reply = handshake::judge(&hello, inner.host_id, &inner.cluster_name);
+        // Record where to answer the dialer before accepting it; a new peer past the bound
+        // is refused (a dialer chooses its host id, so it must not grow the map forever).
+        if matches!(reply, Reply::Accepted { .. })
+            && !inner.learn_peer_address(hello.host_id, hello.broadcast_address)
+        {
+            reply = Reply::Refused {
+                host_id: inner.host_id,
+                reason: format!(
+                    "the acceptor already knows {} peers",
+                    crate::service::MAX_LEARNED_PEERS
+                ),
+            };
+        }
         handshake::write_all(stream, &reply.encode()).await?;
         Ok::<_, handshake::HandshakeError>((hello, reply))
     };
@@ -101,11 +114,6 @@ async fn run_connection(inner: Arc<Inner>, mut stream: Box<dyn Stream>, from: So
         return;
     };
     let peer = hello.host_id;
-    if !inner.learn_peer_address(peer, hello.broadcast_address) {
-        tracing::warn!(%from, %peer, limit = crate::service::MAX_LEARNED_PEERS,
-            "too many peers known; closing the connection of a new one");
-        return;
-    }
     tracing::debug!(%from, %peer, connection_type = ?hello.connection_type, "accepted a messaging connection");
     let cap_bytes = inner.options.message_cap_bytes();
     let permits = Arc::new(Semaphore::new(

@@ -26,6 +26,10 @@ use crate::service::{stopped, Inner, MessagingError};
 /// without holding a large one back.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// A connection that lasted this long was healthy: when it closes, the peer is redialled at
+/// once and the backoff starts over. One that closed sooner counts as a failed attempt.
+const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
+
 /// A message waiting on a connection.
 pub(crate) struct Outbound {
     pub frame: Frame,
@@ -237,16 +241,23 @@ impl ConnectionTask {
             };
             let wait = match dialed {
                 Ok(stream) => {
-                    self.failures = 0;
                     lock(&self.connection().refused).take();
                     Counters::add(&self.inner.counters.connections_opened, 1);
                     tracing::debug!(peer = %self.peer.host_id, %address,
                         connection_type = ?self.connection_type, "connected");
+                    let connected_at = Instant::now();
                     let reason = self.write_messages(stream).await?;
                     tracing::debug!(peer = %self.peer.host_id, %address,
                         connection_type = ?self.connection_type, "connection closed: {reason}");
-                    // Redial at once: the peer may only have closed an idle connection.
-                    continue;
+                    if connected_at.elapsed() >= HEALTHY_CONNECTION {
+                        // Redial at once: the peer may only have closed an idle connection.
+                        self.failures = 0;
+                        continue;
+                    }
+                    // Closed as soon as it opened: count it as a failure, or a peer that
+                    // accepts and then drops would be redialled in a tight loop.
+                    self.failures += 1;
+                    self.backoff()
                 }
                 Err(DialError::Refused(reason)) => self.refused(address, reason),
                 Err(e) => {

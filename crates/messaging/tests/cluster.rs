@@ -955,3 +955,60 @@ async fn messages_over_the_cap_are_refused_by_sender_and_receiver() {
     a.messaging.shutdown().await;
     b.messaging.shutdown().await;
 }
+
+/// A reply accepting the dialer, as the handshake's layout describes it.
+fn accepted_reply_bytes(host_id: HostId) -> Vec<u8> {
+    let mut body = vec![0, 1];
+    body.extend_from_slice(host_id.0.as_bytes());
+    body.extend_from_slice(&0u16.to_be_bytes());
+    let crc = crc32(&body);
+    let mut out = b"HMSH".to_vec();
+    out.extend_from_slice(&((body.len() + 4) as u16).to_be_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+#[tokio::test]
+async fn a_peer_that_drops_each_connection_at_once_is_redialled_with_backoff() {
+    // A fake peer: accepts each handshake, then closes the connection.
+    let fake = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake_address = fake.local_addr().unwrap();
+    let fake_host = host(9);
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = fake.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::Relaxed);
+            let mut head = [0u8; 6];
+            if socket.read_exact(&mut head).await.is_err() {
+                continue;
+            }
+            let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[4], head[5]]))];
+            if socket.read_exact(&mut body).await.is_err() {
+                continue;
+            }
+            let _ = socket.write_all(&accepted_reply_bytes(fake_host)).await;
+        }
+    });
+    let a = start(1).await;
+    a.messaging.set_peer_address(fake_host, fake_address);
+    // A ping every 10 ms for 700 ms: each is written to a connection the peer then drops.
+    for _ in 0..70 {
+        let messaging = a.messaging.clone();
+        tokio::spawn(async move {
+            let e = messaging
+                .ping(fake_host, Some(within(Duration::from_millis(300))))
+                .await;
+            assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Backoff from 20 ms doubling to 200 ms allows about six attempts in 700 ms; a redial
+    // at once after each close would make one per ping.
+    let attempts = accepted.load(Ordering::Relaxed);
+    assert!((2..=12).contains(&attempts), "{attempts} connections");
+    server.abort();
+    a.messaging.shutdown().await;
+}
