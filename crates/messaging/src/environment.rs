@@ -15,6 +15,7 @@ use crate::verb::Verb;
 /// A source of random numbers. The service draws from it only for reconnection jitter; a test
 /// or simulator injects a seeded one so a run can be replayed.
 pub trait RandomSource: Send + 'static {
+    /// The next 64 random bits.
     fn next_u64(&mut self) -> u64;
 }
 
@@ -25,6 +26,7 @@ pub struct SplitMix64 {
 }
 
 impl SplitMix64 {
+    /// A generator whose sequence is fixed by `seed`.
     pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64 { state: seed }
     }
@@ -72,6 +74,7 @@ pub enum Interception {
 /// installs another. Called on the connection's task for each message, so it must be cheap
 /// and must not block.
 pub trait OutboundInterceptor: Send + Sync + 'static {
+    /// What to do with the `kind` message of `verb` about to be written to peer `to`.
     fn intercept(&self, to: HostId, verb: Verb, kind: FrameKind) -> Interception;
 }
 
@@ -88,8 +91,11 @@ impl OutboundInterceptor for NoInterception {
 /// The service's outside world. [`Environment::tcp`] is production's: TCP, a random source
 /// seeded as given, no interception.
 pub struct Environment {
+    /// How to connect and listen.
     pub network: Arc<dyn Network>,
+    /// Reconnection jitter's randomness.
     pub random: Box<dyn RandomSource>,
+    /// The hook on every outbound message.
     pub interceptor: Arc<dyn OutboundInterceptor>,
 }
 

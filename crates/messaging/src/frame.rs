@@ -50,18 +50,24 @@ const KNOWN_FLAGS: u8 = FLAG_COMPRESSED | FLAG_RESPONSE;
 /// Whether a frame asks or answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {
+    /// Asks a verb's handler; answered by a response with the same request id.
     Request,
+    /// Answers the request with its request id (frame flag bit 1).
     Response,
 }
 
 /// One decoded message. The payload is uncompressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// Request or response.
     pub kind: FrameKind,
+    /// The request's verb (a response carries its request's).
     pub verb: Verb,
+    /// Unique per requester among its requests in flight; a response carries its request's.
     pub request_id: u64,
     /// A request's time left when it was written (see the module comment); 0 in a response.
     pub expires_in_ms: u32,
+    /// The verb's payload (`codec.rs`), uncompressed.
     pub payload: Bytes,
 }
 

@@ -55,7 +55,9 @@ pub const MAX_REFUSAL_REASON_BYTES: usize = 512;
 /// so a large message does not hold up the small ones behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConnectionType {
+    /// Messages up to the large-message threshold.
     Small,
+    /// Messages over it.
     Large,
 }
 

@@ -32,6 +32,7 @@ pub struct MessagingMetrics {
     pub verbs: BTreeMap<Verb, VerbCounts>,
     /// Frame bytes (headers included) written and read.
     pub bytes_sent: u64,
+    /// Bytes read from inbound connections after their handshakes.
     pub bytes_received: u64,
     /// Outbound connections that completed their handshake.
     pub connections_opened: u64,

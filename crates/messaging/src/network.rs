@@ -27,7 +27,9 @@ pub trait Listener: Send + 'static {
 
 /// Connects and binds. Implementations: [`TcpNetwork`] (the default).
 pub trait Network: Send + Sync + 'static {
+    /// Opens a stream to `to`.
     fn connect(&self, to: SocketAddr) -> NetworkFuture<'_, Box<dyn Stream>>;
+    /// Listens at `address` (port 0: any free port).
     fn bind(&self, address: SocketAddr) -> NetworkFuture<'_, Box<dyn Listener>>;
 }
 

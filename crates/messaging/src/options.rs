@@ -38,6 +38,7 @@ pub struct MessagingOptions {
     /// The first wait before redialling a peer after a failed connection; each further failure
     /// doubles it up to `reconnect_max_backoff_ms` (with jitter).
     pub reconnect_initial_backoff_ms: u64,
+    /// The longest wait between redials (before jitter halves it at most).
     pub reconnect_max_backoff_ms: u64,
     /// The wait before redialling a peer that refused the handshake (another cluster, no common
     /// version): retrying fast would only flood both logs.

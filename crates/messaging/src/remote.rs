@@ -29,6 +29,7 @@ impl RemoteReplica {
         RemoteReplica { messaging, peer }
     }
 
+    /// The peer this replica sends to.
     pub fn peer(&self) -> HostId {
         self.peer
     }

@@ -45,17 +45,20 @@ pub struct MessagingConfig {
     /// Where peers reach this node (Cassandra's `broadcast_address`); the bound listen address
     /// if `None`.
     pub broadcast_address: Option<SocketAddr>,
+    /// Bounds and timeouts.
     pub options: MessagingOptions,
 }
 
 /// Why a message did not get its answer.
 #[derive(Debug, thiserror::Error)]
 pub enum MessagingError {
+    /// The listener could not bind (at start).
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: SocketAddr,
         source: std::io::Error,
     },
+    /// The configuration cannot be used (at start).
     #[error("invalid messaging configuration: {0}")]
     Config(String),
     /// No address is known for the peer (`MessagingService::set_peer_address`).
@@ -72,6 +75,7 @@ pub enum MessagingError {
     /// connection retries after `refused_retry_ms`, and requests fail at once until then.
     #[error("{to} refused this node's connection: {reason}")]
     Refused { to: HostId, reason: String },
+    /// The payload is over `max_message_bytes`: refused before it is queued.
     #[error("a message of {bytes} bytes is over the {cap_bytes}-byte cap")]
     TooLarge { bytes: usize, cap_bytes: usize },
     /// The peer answered with an error.
@@ -84,6 +88,7 @@ pub enum MessagingError {
         from: HostId,
         detail: String,
     },
+    /// The service is stopping or stopped.
     #[error("the messaging service is shut down")]
     Shutdown,
     /// `register_handler` for a built-in verb or one that already has a handler.
@@ -105,6 +110,7 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Bytes, HandlerError>
 /// not start work whose deadline has passed (the requester has stopped waiting). Any
 /// `Fn(HostId, Bytes, Deadline) -> impl Future<Output = Result<Bytes, HandlerError>>` is one.
 pub trait VerbHandler: Send + Sync + 'static {
+    /// Serves one request from `from`; the bytes returned are the response's payload.
     fn handle(&self, from: HostId, payload: Bytes, deadline: Deadline) -> HandlerFuture;
 }
 
@@ -456,6 +462,7 @@ impl MessagingService {
         })
     }
 
+    /// This node's host id, as its handshakes announce it.
     pub fn host_id(&self) -> HostId {
         self.inner.host_id
     }
@@ -525,6 +532,7 @@ impl MessagingService {
         })
     }
 
+    /// A snapshot of the service's counters.
     pub fn metrics(&self) -> MessagingMetrics {
         self.inner.counters.snapshot()
     }

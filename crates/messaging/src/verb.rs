@@ -46,6 +46,7 @@ impl Verb {
         (id <= MAX_VERB_ID).then_some(Verb(id))
     }
 
+    /// The verb's wire id.
     pub const fn id(self) -> u16 {
         self.0
     }
