@@ -554,7 +554,7 @@ async fn a_full_queue_drops_the_message_counts_it_and_fails_the_request_at_once(
         requests.spawn(async move {
             let started = Instant::now();
             let result = messaging
-                .ping(peer, Some(within(Duration::from_millis(500))))
+                .ping(peer, Some(within(Duration::from_secs(2))))
                 .await;
             (result, started.elapsed())
         });
@@ -564,10 +564,8 @@ async fn a_full_queue_drops_the_message_counts_it_and_fails_the_request_at_once(
         match done.expect("task") {
             (Err(MessagingError::QueueFull { verb, .. }), waited) => {
                 assert_eq!(verb, Verb::PING);
-                assert!(
-                    waited < Duration::from_millis(100),
-                    "failed fast: {waited:?}"
-                );
+                // At once, not at the 2 s deadline (1 s of slack for a loaded machine).
+                assert!(waited < Duration::from_secs(1), "failed fast: {waited:?}");
                 full += 1;
             }
             (Err(MessagingError::Timeout { .. }), _) => timed_out += 1,
