@@ -88,6 +88,61 @@ impl OutboundInterceptor for NoInterception {
     }
 }
 
+/// A fault on the link from this node to one peer ([`FaultInjector`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkFault {
+    /// Every message to the peer is dropped (one direction of a partition; set it on both
+    /// nodes for both).
+    Cut,
+    /// Every message to the peer waits this long first (a slow link).
+    Delay(Duration),
+    /// Messages of this verb to the peer are dropped, the rest delivered.
+    DropVerb(Verb),
+}
+
+/// Faults between this node and given peers, changeable while the node runs: the
+/// fault-injection interceptor issue 36's tests install (`Environment::interceptor`). Off by
+/// default: a node gets it only from a test configuration, and with no fault set it delivers
+/// everything.
+#[derive(Debug, Default)]
+pub struct FaultInjector {
+    faults: std::sync::RwLock<std::collections::HashMap<HostId, LinkFault>>,
+}
+
+impl FaultInjector {
+    /// Sets the fault on the link to `peer`, replacing any other.
+    pub fn set(&self, peer: HostId, fault: LinkFault) {
+        self.faults
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(peer, fault);
+    }
+
+    /// Heals the link to `peer`.
+    pub fn heal(&self, peer: HostId) {
+        self.faults
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&peer);
+    }
+}
+
+impl OutboundInterceptor for FaultInjector {
+    fn intercept(&self, to: HostId, verb: Verb, _: FrameKind) -> Interception {
+        let faults = self
+            .faults
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match faults.get(&to) {
+            None => Interception::Deliver,
+            Some(LinkFault::Cut) => Interception::Drop,
+            Some(LinkFault::Delay(delay)) => Interception::Delay(*delay),
+            Some(LinkFault::DropVerb(dropped)) if *dropped == verb => Interception::Drop,
+            Some(LinkFault::DropVerb(_)) => Interception::Deliver,
+        }
+    }
+}
+
 /// The service's outside world. [`Environment::tcp`] is production's: TCP, a random source
 /// seeded as given, no interception.
 pub struct Environment {
@@ -136,6 +191,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_fault_injector_applies_each_links_fault_until_healed() {
+        let injector = FaultInjector::default();
+        let (a, b) = (
+            HostId(uuid::Uuid::from_u128(1)),
+            HostId(uuid::Uuid::from_u128(2)),
+        );
+        let send = |to, verb| injector.intercept(to, verb, FrameKind::Request);
+        assert_eq!(send(a, Verb::PING), Interception::Deliver);
+        injector.set(a, LinkFault::Cut);
+        injector.set(b, LinkFault::DropVerb(Verb::MUTATION));
+        assert_eq!(send(a, Verb::PING), Interception::Drop);
+        assert_eq!(send(b, Verb::MUTATION), Interception::Drop);
+        assert_eq!(send(b, Verb::READ), Interception::Deliver);
+        injector.set(a, LinkFault::Delay(Duration::from_millis(5)));
+        assert_eq!(
+            send(a, Verb::PING),
+            Interception::Delay(Duration::from_millis(5))
+        );
+        injector.heal(a);
+        assert_eq!(send(a, Verb::PING), Interception::Deliver);
     }
 
     #[test]

@@ -37,8 +37,8 @@ mod verb;
 
 pub use codec::{RemoteError, MAX_ERROR_MESSAGE_BYTES};
 pub use environment::{
-    reconnect_delay, Environment, Interception, NoInterception, OutboundInterceptor, RandomSource,
-    SplitMix64,
+    reconnect_delay, Environment, FaultInjector, Interception, LinkFault, NoInterception,
+    OutboundInterceptor, RandomSource, SplitMix64,
 };
 pub use frame::{
     decode_frame, encode_frame, Frame, FrameError, FrameKind, FRAME_HEADER_BYTES,

@@ -1010,3 +1010,43 @@ async fn a_peer_that_drops_each_connection_at_once_is_redialled_with_backoff() {
     server.abort();
     a.messaging.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_fault_injector_partitions_two_nodes_and_heals() {
+    let injector = Arc::new(messaging::FaultInjector::default());
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = injector.clone();
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    let b = start(2).await;
+    let c = start(3).await;
+    for (x, y) in [(&a, &b), (&a, &c)] {
+        introduce(x, y);
+    }
+    let (b_host, c_host) = (b.messaging.host_id(), c.messaging.host_id());
+    injector.set(b_host, messaging::LinkFault::Cut);
+    let e = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(200))))
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    a.messaging
+        .ping(c_host, Some(later()))
+        .await
+        .expect("only the link to b is cut");
+    injector.heal(b_host);
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("healed");
+    for node in [a, b, c] {
+        node.messaging.shutdown().await;
+    }
+}
