@@ -44,6 +44,8 @@ pub(crate) enum EnqueueError {
     Full,
     Refused(String),
     Shutdown,
+    /// The peer was forgotten (`MessagingService::forget_peer`) after the request found it.
+    Forgotten,
 }
 
 /// One of a peer's connections: its queue, bounded in messages and payload bytes.
@@ -68,6 +70,9 @@ pub(crate) struct Peer {
     capacity_messages: usize,
     capacity_bytes: usize,
     large_threshold_bytes: usize,
+    /// Set when the service stops or the peer is forgotten: the peer's connection tasks
+    /// watch it and end.
+    stop: watch::Sender<bool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -104,6 +109,7 @@ impl Peer {
             capacity_messages: options.queue_capacity_messages,
             capacity_bytes: options.queue_capacity_bytes,
             large_threshold_bytes: options.large_message_threshold_bytes,
+            stop: watch::Sender::new(false),
         }
     }
 
@@ -113,6 +119,11 @@ impl Peer {
 
     pub fn set_address(&self, address: SocketAddr) {
         *lock(&self.address) = address;
+    }
+
+    /// Ends the peer's connection tasks (service shutdown, or the peer forgotten).
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
     }
 
     fn connection(&self, connection_type: ConnectionType) -> &Connection {
@@ -141,6 +152,9 @@ impl Peer {
         }
         if inner.is_shut_down() {
             return Err(EnqueueError::Shutdown);
+        }
+        if *self.stop.borrow() {
+            return Err(EnqueueError::Forgotten);
         }
         if let Some(receiver) = lock(&connection.receiver).take() {
             let task =
@@ -206,7 +220,7 @@ async fn run(
     connection_type: ConnectionType,
     receiver: mpsc::UnboundedReceiver<Outbound>,
 ) {
-    let shutdown = inner.shutdown.subscribe();
+    let shutdown = peer.stop.subscribe();
     let mut task = ConnectionTask {
         inner,
         peer,

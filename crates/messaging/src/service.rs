@@ -362,6 +362,33 @@ impl Inner {
         }
     }
 
+    /// Forgets `host_id`: closes its connections and drops its queued messages.
+    pub fn forget_peer(&self, host_id: HostId) {
+        let removed = self
+            .peers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&host_id);
+        if let Some(peer) = removed {
+            peer.stop();
+        }
+    }
+
+    /// Marks the service stopping, ends every peer's connection tasks and fails every waiting
+    /// request with `Shutdown`.
+    fn stop(&self) {
+        self.shutdown.send_replace(true);
+        for peer in self
+            .peers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            peer.stop();
+        }
+        self.fail_all_pending();
+    }
+
     /// Fails every waiting request with `Shutdown`.
     fn fail_all_pending(&self) {
         for shard in &self.pending {
@@ -390,6 +417,7 @@ impl EnqueueError {
             EnqueueError::Full => MessagingError::QueueFull { verb, to },
             EnqueueError::Refused(reason) => MessagingError::Refused { to, reason },
             EnqueueError::Shutdown => MessagingError::Shutdown,
+            EnqueueError::Forgotten => MessagingError::UnknownPeer(to),
         }
     }
 }
@@ -483,6 +511,13 @@ impl MessagingService {
         self.inner.set_peer_address(host_id, address);
     }
 
+    /// Forgets peer `host_id` (it left the cluster): closes this node's connections to it and
+    /// drops the messages queued for it; requests to it then fail with `UnknownPeer` until its
+    /// address is set again (or it connects to this node again).
+    pub fn forget_peer(&self, host_id: HostId) {
+        self.inner.forget_peer(host_id);
+    }
+
     /// `host_id`'s replica verbs over this service: what the coordinator holds for a peer.
     pub fn remote_replica(&self, host_id: HostId) -> RemoteReplica {
         RemoteReplica::new(self.inner.clone(), host_id)
@@ -541,8 +576,7 @@ impl MessagingService {
     /// (`Shutdown`), and waits for the service's tasks to end. Messages still queued are not
     /// sent.
     pub async fn shutdown(&self) {
-        self.inner.shutdown.send_replace(true);
-        self.inner.fail_all_pending();
+        self.inner.stop();
         let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
         for task in tasks {
             if let Err(e) = task.await {
@@ -557,8 +591,7 @@ impl MessagingService {
 
 impl Drop for MessagingService {
     fn drop(&mut self) {
-        self.inner.shutdown.send_replace(true);
-        self.inner.fail_all_pending();
+        self.inner.stop();
     }
 }
 

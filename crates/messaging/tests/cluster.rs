@@ -1050,3 +1050,27 @@ async fn the_fault_injector_partitions_two_nodes_and_heals() {
         node.messaging.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn a_forgotten_peer_is_disconnected_until_introduced_again() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    a.messaging.forget_peer(b_host);
+    let e = a.messaging.ping(b_host, Some(later())).await;
+    assert!(matches!(e, Err(MessagingError::UnknownPeer(_))), "{e:?}");
+    introduce(&a, &b);
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("ping again");
+    assert_eq!(
+        a.messaging.metrics().connections_opened,
+        2,
+        "a new connection"
+    );
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
