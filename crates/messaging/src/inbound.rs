@@ -1,0 +1,243 @@
+//! The listener and the connections peers open to this node: the handshake's acceptor side,
+//! then frames read and dispatched (responses to the requests waiting for them, requests to
+//! the replica or a registered handler, whose answers go back on this node's own outbound
+//! connection to the peer).
+//!
+//! Bytes from a peer are untrusted: a handshake that does not decode or is refused, and a
+//! frame that does not decode, close that one connection, are logged and counted, and the node
+//! goes on serving everyone else. A request whose payload does not decode is answered with an
+//! error (its frame was whole, so the stream is still in step).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use coordinator::{Deadline, ReplicaError};
+use locator::HostId;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::{timeout, Instant};
+
+use crate::codec::{self, PayloadError, RemoteError};
+use crate::frame::{decode_frame, Frame, FrameKind};
+use crate::handshake::{self, Hello, Reply};
+use crate::metrics::{Counters, VerbCount};
+use crate::network::{Listener, Stream};
+use crate::service::{stopped, Inner};
+use crate::verb::Verb;
+
+/// A connection's read buffer starts at this and grows to hold the largest frame in flight.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// After a failed accept (out of file descriptors, say), the listener waits this long, so it
+/// does not spin.
+const ACCEPT_RETRY_MS: u64 = 100;
+
+/// Accepts connections until shutdown; owns them (they are aborted when it ends).
+pub(crate) async fn run_listener(inner: Arc<Inner>, mut listener: Box<dyn Listener>) {
+    let mut shutdown = inner.shutdown.subscribe();
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stopped(&mut shutdown) => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, from)) => {
+                    if connections.len() >= inner.options.max_inbound_connections {
+                        tracing::warn!(%from, limit = inner.options.max_inbound_connections,
+                            "too many inbound messaging connections; closing the new one");
+                        continue;
+                    }
+                    connections.spawn(run_connection(inner.clone(), stream, from));
+                }
+                Err(e) => {
+                    tracing::warn!("accepting a messaging connection failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+                }
+            },
+        }
+    }
+    connections.shutdown().await;
+}
+
+/// Reads the dialer's hello and answers it; the hello if accepted.
+async fn accept_handshake(
+    inner: &Inner,
+    stream: &mut Box<dyn Stream>,
+    from: SocketAddr,
+) -> Option<Hello> {
+    let exchange = async {
+        let body = handshake::read_body(stream).await?;
+        let hello = Hello::decode(&body)?;
+        let mut reply = handshake::judge(&hello, inner.host_id, &inner.cluster_name);
+        // Record where to answer the dialer before accepting it; a new peer past the bound
+        // is refused (a dialer chooses its host id, so it must not grow the map forever).
+        if matches!(reply, Reply::Accepted { .. })
+            && !inner.learn_peer_address(hello.host_id, hello.broadcast_address)
+        {
+            reply = Reply::Refused {
+                host_id: inner.host_id,
+                reason: format!(
+                    "the acceptor already knows {} peers",
+                    crate::service::MAX_LEARNED_PEERS
+                ),
+            };
+        }
+        handshake::write_all(stream, &reply.encode()).await?;
+        Ok::<_, handshake::HandshakeError>((hello, reply))
+    };
+    let handshake_timeout = Duration::from_millis(inner.options.handshake_timeout_ms);
+    match timeout(handshake_timeout, exchange).await {
+        Err(_) => {
+            tracing::debug!(%from, "messaging handshake timed out");
+            None
+        }
+        Ok(Err(e)) => {
+            Counters::add(&inner.counters.malformed, 1);
+            tracing::warn!(%from, "messaging handshake failed: {e}");
+            None
+        }
+        Ok(Ok((hello, Reply::Refused { reason, .. }))) => {
+            Counters::add(&inner.counters.handshakes_refused, 1);
+            tracing::warn!(%from, peer = %hello.host_id, "refused a messaging connection: {reason}");
+            None
+        }
+        Ok(Ok((hello, Reply::Accepted { .. }))) => Some(hello),
+    }
+}
+
+/// One inbound connection: handshake, then frames until the peer closes it, a frame is
+/// malformed, or shutdown (which aborts this task).
+async fn run_connection(inner: Arc<Inner>, mut stream: Box<dyn Stream>, from: SocketAddr) {
+    let Some(hello) = accept_handshake(&inner, &mut stream, from).await else {
+        return;
+    };
+    let peer = hello.host_id;
+    tracing::debug!(%from, %peer, connection_type = ?hello.connection_type, "accepted a messaging connection");
+    let cap_bytes = inner.options.message_cap_bytes();
+    let permits = Arc::new(Semaphore::new(
+        inner.options.max_inbound_requests_per_connection.max(1),
+    ));
+    let mut handlers = JoinSet::new();
+    let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    'reading: loop {
+        loop {
+            let frame = match decode_frame(&mut buffer, cap_bytes) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    Counters::add(&inner.counters.malformed, 1);
+                    tracing::warn!(%from, %peer, "malformed message; closing the connection: {e}");
+                    break 'reading;
+                }
+            };
+            inner.counters.count(frame.verb, VerbCount::Received);
+            match frame.kind {
+                FrameKind::Response => inner.complete(peer, frame),
+                FrameKind::Request => {
+                    let arrived = Instant::now();
+                    let deadline = arrived + Duration::from_millis(u64::from(frame.expires_in_ms));
+                    // At the bound this waits, and the connection stops reading.
+                    let permit = permits
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("the semaphore is never closed");
+                    handlers.spawn(serve(inner.clone(), peer, frame, deadline, permit));
+                }
+            }
+        }
+        while handlers.try_join_next().is_some() {}
+        match stream.read_buf(&mut buffer).await {
+            Ok(0) => break,
+            Ok(n) => Counters::add(&inner.counters.bytes_received, n as u64),
+            Err(e) => {
+                tracing::debug!(%from, %peer, "messaging connection failed: {e}");
+                break;
+            }
+        }
+    }
+    // The requests already read still get their answers (they go out on this node's own
+    // connection to the peer); shutdown aborts this wait.
+    while handlers.join_next().await.is_some() {}
+}
+
+/// Serves one request and queues its response.
+async fn serve(
+    inner: Arc<Inner>,
+    from: HostId,
+    frame: Frame,
+    deadline: Instant,
+    _permit: OwnedSemaphorePermit,
+) {
+    let verb = frame.verb;
+    let response = if Instant::now() >= deadline {
+        // Expired in flight or while waiting for a permit: not started, as Cassandra drops
+        // expired messages; the answer tells the requester why.
+        inner.counters.count(verb, VerbCount::Expired);
+        codec::encode_error(&ReplicaError::DeadlinePassed.into())
+    } else {
+        let request_deadline = Deadline::at(deadline.into_std());
+        match dispatch(&inner, from, verb, frame.payload, request_deadline).await {
+            Ok(response) => response,
+            Err(error) => {
+                if let RemoteError::BadRequest(detail) = &error {
+                    Counters::add(&inner.counters.malformed, 1);
+                    tracing::warn!(peer = %from, %verb, "malformed request: {detail}");
+                }
+                codec::encode_error(&error)
+            }
+        }
+    };
+    inner.send_response(from, verb, frame.request_id, response, deadline);
+}
+
+fn bad_request(e: PayloadError) -> RemoteError {
+    RemoteError::BadRequest(e.to_string())
+}
+
+/// Runs `verb` and encodes its success response.
+async fn dispatch(
+    inner: &Inner,
+    from: HostId,
+    verb: Verb,
+    payload: Bytes,
+    deadline: Deadline,
+) -> Result<Bytes, RemoteError> {
+    let replica = &inner.replica;
+    match verb {
+        Verb::PING => {
+            codec::decode_empty(&payload).map_err(bad_request)?;
+            Ok(codec::encode_ok(&[]))
+        }
+        Verb::MUTATION => {
+            let mutation = codec::decode_mutation_request(&payload).map_err(bad_request)?;
+            replica.apply_mutation(mutation, deadline).await?;
+            Ok(codec::encode_ok(&[]))
+        }
+        Verb::READ => {
+            let command = codec::decode_read_request(&payload).map_err(bad_request)?;
+            let response = replica.read(command, deadline).await?;
+            Ok(codec::encode_read_ok(&response))
+        }
+        Verb::DIGEST => {
+            let command = codec::decode_read_request(&payload).map_err(bad_request)?;
+            let digest = replica.digest(command, deadline).await?;
+            Ok(codec::encode_ok(&digest.0))
+        }
+        Verb::TRUNCATE => {
+            let table = codec::decode_table_id(&payload).map_err(bad_request)?;
+            replica.truncate(table, deadline).await?;
+            Ok(codec::encode_ok(&[]))
+        }
+        _ => {
+            let handler = inner.handler(verb).ok_or(RemoteError::UnknownVerb)?;
+            let body = handler
+                .handle(from, payload, deadline)
+                .await
+                .map_err(|e| RemoteError::Handler(e.0))?;
+            Ok(codec::encode_ok(&body))
+        }
+    }
+}

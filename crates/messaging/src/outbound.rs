@@ -1,0 +1,506 @@
+//! A peer's two outbound connections (small and large messages), each a bounded queue and a
+//! task that dials the peer when there is something to send, handshakes, writes the queue's
+//! messages, and redials with capped, jittered exponential backoff when the connection fails.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use locator::HostId;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{timeout, Instant};
+
+use crate::environment::{reconnect_delay, Interception};
+use crate::frame::{encode_frame, Frame, FrameKind, PROTOCOL_VERSION};
+use crate::handshake::{self, ConnectionType, Hello, Reply};
+use crate::metrics::{Counters, VerbCount};
+use crate::network::Stream;
+use crate::options::MessagingOptions;
+use crate::service::{stopped, Inner, MessagingError};
+
+/// A connection writes when its buffer reaches this, so one write covers many small messages
+/// without holding a large one back.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+/// A connection that lasted this long was healthy: when it closes, the peer is redialled at
+/// once and the backoff starts over. One that closed sooner counts as a failed attempt.
+const HEALTHY_CONNECTION: Duration = Duration::from_secs(1);
+
+/// A message waiting on a connection.
+pub(crate) struct Outbound {
+    pub frame: Frame,
+    /// Not written after this (the request's deadline; a response's request's): the
+    /// requester has stopped waiting.
+    pub deadline: Instant,
+}
+
+/// Why a message was not queued.
+#[derive(Debug)]
+pub(crate) enum EnqueueError {
+    Full,
+    Refused(String),
+    Shutdown,
+    /// The peer was forgotten (`MessagingService::forget_peer`) after the request found it.
+    Forgotten,
+}
+
+/// One of a peer's connections: its queue, bounded in messages and payload bytes.
+pub(crate) struct Connection {
+    sender: mpsc::UnboundedSender<Outbound>,
+    /// Taken by the connection's task when the first message starts it.
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<Outbound>>>,
+    /// Messages and payload bytes queued and not yet written or discarded by the task. The
+    /// channel itself is unbounded: these are its bounds, checked before a message goes in.
+    queued_messages: AtomicUsize,
+    queued_bytes: AtomicUsize,
+    /// The peer's reason while it refuses this node's handshake: requests fail at once.
+    refused: Mutex<Option<String>>,
+}
+
+/// A peer and its two connections.
+pub(crate) struct Peer {
+    pub host_id: HostId,
+    address: Mutex<SocketAddr>,
+    small: Connection,
+    large: Connection,
+    capacity_messages: usize,
+    capacity_bytes: usize,
+    large_threshold_bytes: usize,
+    /// Set when the service stops or the peer is forgotten: the peer's connection tasks
+    /// watch it and end.
+    stop: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Connection {
+    fn new() -> Connection {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        Connection {
+            sender,
+            receiver: Mutex::new(Some(receiver)),
+            queued_messages: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
+            refused: Mutex::new(None),
+        }
+    }
+
+    /// Gives back a message's share of the queue's bounds (written or discarded).
+    fn release(&self, message: &Outbound) {
+        self.queued_messages.fetch_sub(1, Ordering::Relaxed);
+        self.queued_bytes
+            .fetch_sub(message.frame.payload.len(), Ordering::Relaxed);
+    }
+}
+
+impl Peer {
+    pub fn new(host_id: HostId, address: SocketAddr, options: &MessagingOptions) -> Peer {
+        Peer {
+            host_id,
+            address: Mutex::new(address),
+            small: Connection::new(),
+            large: Connection::new(),
+            capacity_messages: options.queue_capacity_messages,
+            capacity_bytes: options.queue_capacity_bytes,
+            large_threshold_bytes: options.large_message_threshold_bytes,
+            stop: watch::Sender::new(false),
+        }
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        *lock(&self.address)
+    }
+
+    pub fn set_address(&self, address: SocketAddr) {
+        *lock(&self.address) = address;
+    }
+
+    /// Ends the peer's connection tasks (service shutdown, or the peer forgotten).
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    fn connection(&self, connection_type: ConnectionType) -> &Connection {
+        match connection_type {
+            ConnectionType::Small => &self.small,
+            ConnectionType::Large => &self.large,
+        }
+    }
+
+    /// Queues `message` on the connection its size picks, starting the connection's task if
+    /// this is its first message. Refuses when the queue is at a bound (an empty queue takes
+    /// any one message), while the peer refuses the handshake, or after shutdown.
+    pub fn enqueue(
+        self: &Arc<Self>,
+        inner: &Arc<Inner>,
+        message: Outbound,
+    ) -> Result<(), EnqueueError> {
+        let connection_type = if message.frame.payload.len() > self.large_threshold_bytes {
+            ConnectionType::Large
+        } else {
+            ConnectionType::Small
+        };
+        let connection = self.connection(connection_type);
+        if let Some(reason) = lock(&connection.refused).as_ref() {
+            return Err(EnqueueError::Refused(reason.clone()));
+        }
+        if inner.is_shut_down() {
+            return Err(EnqueueError::Shutdown);
+        }
+        if *self.stop.borrow() {
+            return Err(EnqueueError::Forgotten);
+        }
+        if let Some(receiver) = lock(&connection.receiver).take() {
+            let task =
+                inner
+                    .runtime
+                    .spawn(run(inner.clone(), self.clone(), connection_type, receiver));
+            inner.track(task);
+        }
+        let bytes = message.frame.payload.len();
+        let messages_before = connection.queued_messages.fetch_add(1, Ordering::Relaxed);
+        let bytes_before = connection.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let over = messages_before >= self.capacity_messages
+            || (messages_before > 0 && bytes_before + bytes > self.capacity_bytes);
+        if over {
+            connection.release(&message);
+            return Err(EnqueueError::Full);
+        }
+        connection.sender.send(message).map_err(|e| {
+            connection.release(&e.0);
+            EnqueueError::Shutdown
+        })
+    }
+}
+
+/// Why a connection attempt failed.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("connect timed out")]
+    ConnectTimeout,
+    #[error("{0}")]
+    Handshake(#[from] handshake::HandshakeError),
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+    #[error("the peer refused the handshake: {0}")]
+    Refused(String),
+    #[error("the node at this address is {0}, not the peer expected")]
+    WrongHost(HostId),
+}
+
+/// Returned when the service is stopping: the task ends.
+struct Stopping;
+
+/// A connection's task and what it keeps between connections.
+struct ConnectionTask {
+    inner: Arc<Inner>,
+    peer: Arc<Peer>,
+    connection_type: ConnectionType,
+    receiver: mpsc::UnboundedReceiver<Outbound>,
+    /// Messages taken off the channel and not yet written or discarded.
+    backlog: VecDeque<Outbound>,
+    shutdown: watch::Receiver<bool>,
+    /// Failed connection attempts since the last success: the backoff's exponent.
+    failures: u32,
+}
+
+/// The connection's task: waits for a message, dials, writes until the connection fails,
+/// and dials again, until shutdown.
+async fn run(
+    inner: Arc<Inner>,
+    peer: Arc<Peer>,
+    connection_type: ConnectionType,
+    receiver: mpsc::UnboundedReceiver<Outbound>,
+) {
+    let shutdown = peer.stop.subscribe();
+    let mut task = ConnectionTask {
+        inner,
+        peer,
+        connection_type,
+        receiver,
+        backlog: VecDeque::new(),
+        shutdown,
+        failures: 0,
+    };
+    let Err(Stopping) = task.run().await;
+}
+
+impl ConnectionTask {
+    fn connection(&self) -> &Connection {
+        self.peer.connection(self.connection_type)
+    }
+
+    async fn run(&mut self) -> Result<std::convert::Infallible, Stopping> {
+        loop {
+            // Dial only when there is something to send (Cassandra connects lazily too).
+            if self.backlog.is_empty() {
+                let message = tokio::select! {
+                    _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                    message = self.receiver.recv() => message.ok_or(Stopping)?,
+                };
+                self.backlog.push_back(message);
+            }
+            let address = self.peer.address();
+            let dialed = tokio::select! {
+                _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                dialed = dial(&self.inner, self.peer.host_id, address, self.connection_type) => dialed,
+            };
+            let wait = match dialed {
+                Ok(stream) => {
+                    lock(&self.connection().refused).take();
+                    Counters::add(&self.inner.counters.connections_opened, 1);
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type, "connected");
+                    let connected_at = Instant::now();
+                    let reason = self.write_messages(stream).await?;
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type, "connection closed: {reason}");
+                    if connected_at.elapsed() >= HEALTHY_CONNECTION {
+                        // Redial at once: the peer may only have closed an idle connection.
+                        self.failures = 0;
+                        continue;
+                    }
+                    // Closed as soon as it opened: count it as a failure, or a peer that
+                    // accepts and then drops would be redialled in a tight loop.
+                    self.failures += 1;
+                    self.backoff()
+                }
+                Err(DialError::Refused(reason)) => self.refused(address, reason),
+                Err(e) => {
+                    self.failures += 1;
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type, failures = self.failures,
+                        "cannot connect: {e}");
+                    self.backoff()
+                }
+            };
+            self.wait(wait).await?;
+        }
+    }
+
+    /// The peer refused the handshake: logs why, fails the queued requests with the reason,
+    /// and makes new ones fail at once until `refused_retry_ms` has passed (the wait it
+    /// returns).
+    fn refused(&mut self, address: SocketAddr, reason: String) -> Duration {
+        let inner = &self.inner;
+        tracing::warn!(peer = %self.peer.host_id, %address,
+            connection_type = ?self.connection_type, retry_ms = inner.options.refused_retry_ms,
+            "peer refused the messaging handshake: {reason}");
+        Counters::add(&inner.counters.refused_by_peers, 1);
+        *lock(&self.connection().refused) = Some(reason.clone());
+        let to = self.peer.host_id;
+        self.drain(|_| {
+            Some(MessagingError::Refused {
+                to,
+                reason: reason.clone(),
+            })
+        });
+        Duration::from_millis(self.inner.options.refused_retry_ms)
+    }
+
+    /// The wait before the next attempt after `failures` failures.
+    fn backoff(&self) -> Duration {
+        let options = &self.inner.options;
+        let mut random = self
+            .inner
+            .random
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        reconnect_delay(
+            self.failures,
+            Duration::from_millis(options.reconnect_initial_backoff_ms),
+            Duration::from_millis(options.reconnect_max_backoff_ms),
+            &mut **random,
+        )
+    }
+
+    /// Sleeps `wait`, then lifts a refusal and discards the messages that expired meanwhile
+    /// (so the queue's bounds count only messages that can still be sent).
+    async fn wait(&mut self, wait: Duration) -> Result<(), Stopping> {
+        tokio::select! {
+            _ = stopped(&mut self.shutdown) => return Err(Stopping),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        // A refusal's wait is over: the next message dials again (and fails at once if the
+        // peer still refuses).
+        lock(&self.connection().refused).take();
+        let now = Instant::now();
+        let to = self.peer.host_id;
+        self.drain(|m| {
+            (m.deadline <= now).then_some(MessagingError::Timeout {
+                verb: m.frame.verb,
+                to,
+            })
+        });
+        Ok(())
+    }
+
+    /// Moves the channel's messages to the backlog, then removes the backlog's messages for
+    /// which `discard` names an error: a request fails with it (its caller learns at once), and
+    /// every discarded message is counted (dropped while refused, else expired).
+    fn drain(&mut self, discard: impl Fn(&Outbound) -> Option<MessagingError>) {
+        while let Ok(message) = self.receiver.try_recv() {
+            self.backlog.push_back(message);
+        }
+        let inner = &self.inner;
+        let connection = self.peer.connection(self.connection_type);
+        self.backlog.retain(|message| {
+            let Some(error) = discard(message) else {
+                return true;
+            };
+            connection.release(message);
+            let verb = message.frame.verb;
+            match error {
+                MessagingError::Refused { .. } => inner.counters.count(verb, VerbCount::Dropped),
+                _ => inner.counters.count(verb, VerbCount::Expired),
+            }
+            if message.frame.kind == FrameKind::Request {
+                inner.fail(message.frame.request_id, error);
+            }
+            false
+        });
+    }
+
+    /// Writes the backlog's and the queue's messages to `stream` until it fails or the peer
+    /// closes it (the reason is returned) or the service stops. Nothing is ever read from an
+    /// outbound connection but its end: the read that returns it is how a restarted peer is
+    /// noticed while this side is idle.
+    async fn write_messages(&mut self, stream: Box<dyn Stream>) -> Result<String, Stopping> {
+        let (mut reader, mut writer) = tokio::io::split(stream);
+        let mut buffer = BytesMut::with_capacity(WRITE_BATCH_BYTES);
+        let mut probe = [0u8; 64];
+        loop {
+            if self.backlog.is_empty() {
+                let message = tokio::select! {
+                    biased;
+                    _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                    read = reader.read(&mut probe) => return Ok(match read {
+                        Ok(0) => "closed by the peer".to_string(),
+                        Ok(_) => "the peer wrote on an outbound connection".to_string(),
+                        Err(e) => e.to_string(),
+                    }),
+                    message = self.receiver.recv() => message.ok_or(Stopping)?,
+                };
+                self.backlog.push_back(message);
+            }
+            while let Ok(message) = self.receiver.try_recv() {
+                self.backlog.push_back(message);
+            }
+            if let Err(reason) = self.encode_backlog(&mut buffer, &mut writer).await? {
+                return Ok(reason);
+            }
+            if buffer.is_empty() {
+                continue;
+            }
+            tokio::select! {
+                _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                written = writer.write_all(&buffer) => if let Err(e) = written {
+                    return Ok(e.to_string());
+                },
+            }
+            buffer.clear();
+        }
+    }
+
+    /// Encodes backlog messages into `buffer` until it holds `WRITE_BATCH_BYTES` or the
+    /// backlog is empty, skipping expired messages and applying the interceptor (a delay first
+    /// writes what is buffered, to `writer`). The inner error is a failed write's reason.
+    async fn encode_backlog(
+        &mut self,
+        buffer: &mut BytesMut,
+        writer: &mut (impl tokio::io::AsyncWrite + Unpin),
+    ) -> Result<Result<(), String>, Stopping> {
+        while let Some(mut message) = self.backlog.pop_front() {
+            self.connection().release(&message);
+            let inner = &self.inner;
+            let verb = message.frame.verb;
+            if message.deadline <= Instant::now() {
+                inner.counters.count(verb, VerbCount::Expired);
+                continue;
+            }
+            match inner
+                .interceptor
+                .intercept(self.peer.host_id, verb, message.frame.kind)
+            {
+                Interception::Deliver => {}
+                Interception::Drop => {
+                    inner.counters.count(verb, VerbCount::Intercepted);
+                    continue;
+                }
+                Interception::Delay(delay) => {
+                    // Whatever is buffered was due before this message: send it first.
+                    if let Err(e) = writer.write_all(buffer).await {
+                        return Ok(Err(e.to_string()));
+                    }
+                    buffer.clear();
+                    tokio::select! {
+                        _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+            let inner = &self.inner;
+            // Milliseconds left, rounded down: under one left, the peer could not start it.
+            let left = message.deadline.saturating_duration_since(Instant::now());
+            let left_ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
+            if left_ms == 0 {
+                inner.counters.count(verb, VerbCount::Expired);
+                continue;
+            }
+            if message.frame.kind == FrameKind::Request {
+                message.frame.expires_in_ms = left_ms;
+            }
+            let written = encode_frame(&message.frame, inner.options.compress_above_bytes, buffer);
+            inner.counters.count(verb, VerbCount::Sent);
+            Counters::add(&inner.counters.bytes_sent, written as u64);
+            if buffer.len() >= WRITE_BATCH_BYTES {
+                break;
+            }
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// Connects to `address` and handshakes as `connection_type`, expecting `peer` there.
+async fn dial(
+    inner: &Inner,
+    peer: HostId,
+    address: SocketAddr,
+    connection_type: ConnectionType,
+) -> Result<Box<dyn Stream>, DialError> {
+    let connect_timeout = Duration::from_millis(inner.options.connect_timeout_ms);
+    let mut stream = timeout(connect_timeout, inner.network.connect(address))
+        .await
+        .map_err(|_| DialError::ConnectTimeout)?
+        .map_err(DialError::Connect)?;
+    let hello = Hello {
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
+        connection_type,
+        host_id: inner.host_id,
+        broadcast_address: inner.broadcast_address,
+        cluster_name: inner.cluster_name.clone(),
+    };
+    let exchange = async {
+        handshake::write_all(&mut stream, &hello.encode()).await?;
+        let body = handshake::read_body(&mut stream).await?;
+        Reply::decode(&body)
+    };
+    let handshake_timeout = Duration::from_millis(inner.options.handshake_timeout_ms);
+    let reply = timeout(handshake_timeout, exchange)
+        .await
+        .map_err(|_| DialError::HandshakeTimeout)??;
+    match reply {
+        Reply::Accepted { host_id, .. } if host_id != peer => Err(DialError::WrongHost(host_id)),
+        Reply::Accepted { .. } => Ok(stream),
+        Reply::Refused { reason, .. } => Err(DialError::Refused(reason)),
+    }
+}

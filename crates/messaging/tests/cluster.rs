@@ -1,0 +1,1076 @@
+//! Two or three messaging services in one process on 127.0.0.1's ephemeral ports, each serving
+//! a `replica::LocalReplica` over a `MemoryEngine`: the replica verbs end to end, and the
+//! failures the service must survive (another cluster, a restarted peer, a slow handler, a full
+//! queue, hostile bytes).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use coordinator::{
+    read_digest, Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture,
+};
+use locator::HostId;
+use messaging::{
+    Environment, FrameKind, HandlerError, Interception, MessagingConfig, MessagingError,
+    MessagingOptions, MessagingService, OutboundInterceptor, RemoteError, Verb,
+};
+use mutation::{
+    Cell, ClusteringSlice, ColumnData, LivenessInfo, PartitionKey, PartitionUpdate, ReadCommand,
+    ReadResponse, Row, ScanStart, TableId,
+};
+use storage::{Durability, MemoryEngine, StorageEngine};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TABLE: TableId = TableId::from_u128(0x7ab1e);
+const CLUSTER: &str = "Test Cluster";
+
+fn host(n: u128) -> HostId {
+    HostId(uuid::Uuid::from_u128(n))
+}
+
+fn within(d: Duration) -> Deadline {
+    Deadline::at(Instant::now() + d)
+}
+
+fn later() -> Deadline {
+    within(Duration::from_secs(10))
+}
+
+/// A node: its messaging service and the engine its replica writes to.
+struct Node {
+    messaging: Arc<MessagingService>,
+    engine: Arc<MemoryEngine>,
+}
+
+fn options() -> MessagingOptions {
+    MessagingOptions {
+        reconnect_initial_backoff_ms: 20,
+        reconnect_max_backoff_ms: 200,
+        ..MessagingOptions::default()
+    }
+}
+
+async fn start_with(
+    id: u128,
+    cluster: &str,
+    address: SocketAddr,
+    options: MessagingOptions,
+    replica: Option<Arc<dyn Replica>>,
+    environment: Environment,
+) -> Node {
+    let engine = Arc::new(MemoryEngine::new());
+    engine.create_table(TABLE).expect("create table");
+    let replica = replica.unwrap_or_else(|| {
+        Arc::new(replica::LocalReplica::new(
+            engine.clone(),
+            Durability::Periodic,
+        ))
+    });
+    let config = MessagingConfig {
+        host_id: host(id),
+        cluster_name: cluster.to_string(),
+        listen_address: address,
+        broadcast_address: None,
+        options,
+    };
+    let messaging = MessagingService::start(config, replica, environment)
+        .await
+        .expect("start");
+    Node {
+        messaging: Arc::new(messaging),
+        engine,
+    }
+}
+
+async fn start(id: u128) -> Node {
+    start_with(
+        id,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        Environment::tcp(id as u64),
+    )
+    .await
+}
+
+/// Tells `a` where `b` listens.
+fn introduce(a: &Node, b: &Node) {
+    a.messaging
+        .set_peer_address(b.messaging.host_id(), b.messaging.listen_address());
+}
+
+fn key(k: u8) -> PartitionKey {
+    PartitionKey {
+        token: i64::from(k),
+        key: vec![k],
+    }
+}
+
+fn write(k: u8, value: &[u8]) -> Mutation {
+    let row = Row {
+        liveness: Some(LivenessInfo {
+            timestamp: 1,
+            expiry: None,
+        }),
+        deletion: None,
+        columns: vec![ColumnData::Simple {
+            id: 1,
+            cell: Cell::live(1, value.to_vec()),
+        }],
+    };
+    Mutation {
+        updates: Arc::new(vec![PartitionUpdate {
+            table: TABLE,
+            key: key(k),
+            header: None,
+            static_row: None,
+            rows: vec![(vec![0], row)],
+        }]),
+        durable_writes: true,
+    }
+}
+
+fn point_read(table: TableId, k: u8) -> ReadCommand {
+    ReadCommand::Partition {
+        table,
+        key: key(k),
+        slice: ClusteringSlice::all(),
+        max_rows: 100,
+        resume: None,
+    }
+}
+
+fn rows_stored(engine: &MemoryEngine, k: u8) -> usize {
+    engine
+        .read_partition(TABLE, &key(k), &ClusteringSlice::all(), 100, None)
+        .expect("read")
+        .data
+        .rows
+        .len()
+}
+
+/// Polls `ping` from `a` to `b` until it answers, for at most `limit`.
+async fn ping_until_answered(a: &Node, b: HostId, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        match a
+            .messaging
+            .ping(b, Some(within(Duration::from_millis(500))))
+            .await
+        {
+            Ok(()) => return,
+            Err(e) if start.elapsed() < limit => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("no answer from {b} in {limit:?}: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_remote_replica_applies_reads_digests_and_truncates_through_its_peer() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let remote = a.messaging.remote_replica(b.messaging.host_id());
+
+    remote
+        .apply_mutation(write(1, b"one"), later())
+        .await
+        .expect("apply");
+    remote
+        .apply_mutation(write(2, b"two"), later())
+        .await
+        .expect("apply");
+    assert_eq!(rows_stored(&b.engine, 1), 1);
+    assert_eq!(
+        rows_stored(&a.engine, 1),
+        0,
+        "applied on the peer, not here"
+    );
+
+    let local = replica::LocalReplica::new(b.engine.clone(), Durability::Periodic);
+    let remote_read = remote
+        .read(point_read(TABLE, 1), later())
+        .await
+        .expect("read");
+    let local_read = local
+        .read(point_read(TABLE, 1), later())
+        .await
+        .expect("read");
+    assert_eq!(remote_read, local_read);
+    let ReadResponse::Partition(page) = &remote_read else {
+        panic!("a partition read answers a partition page");
+    };
+    assert_eq!(page.data.rows.len(), 1);
+
+    let scan = ReadCommand::Range {
+        table: TABLE,
+        start: ScanStart::Beginning,
+        end_token: None,
+        max_rows: 100,
+    };
+    let ReadResponse::Range(scanned) = remote.read(scan, later()).await.expect("scan") else {
+        panic!("a range read answers a scan page");
+    };
+    assert_eq!(scanned.partitions.len(), 2);
+
+    let digest = remote
+        .digest(point_read(TABLE, 1), later())
+        .await
+        .expect("digest");
+    assert_eq!(digest, read_digest(&local_read));
+    assert_ne!(digest, ReadDigest([0; 16]));
+
+    let missing = TableId::from_u128(404);
+    assert_eq!(
+        remote.read(point_read(missing, 1), later()).await,
+        Err(ReplicaError::UnknownTable(missing)),
+        "the peer's replica error arrives as it was raised"
+    );
+
+    remote.truncate(TABLE, later()).await.expect("truncate");
+    assert_eq!(rows_stored(&b.engine, 1), 0);
+
+    let metrics = a.messaging.metrics();
+    assert_eq!(metrics.verb(Verb::MUTATION).sent, 2);
+    assert_eq!(b.messaging.metrics().verb(Verb::MUTATION).received, 2);
+    assert_eq!(metrics.verb(Verb::MUTATION).received, 2, "the responses");
+    assert!(metrics.bytes_sent > 0 && metrics.bytes_received > 0);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn three_nodes_route_each_response_to_its_request() {
+    let nodes = [start(1).await, start(2).await, start(3).await];
+    for a in &nodes {
+        for b in &nodes {
+            introduce(a, b);
+        }
+    }
+    let mut requests = tokio::task::JoinSet::new();
+    for (i, from) in nodes.iter().enumerate() {
+        for (j, to) in nodes.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let remote = from.messaging.remote_replica(to.messaging.host_id());
+            let k = (i * 3 + j) as u8;
+            requests.spawn(async move {
+                remote.apply_mutation(write(k, b"v"), later()).await?;
+                remote.read(point_read(TABLE, k), later()).await
+            });
+        }
+    }
+    while let Some(result) = requests.join_next().await {
+        let ReadResponse::Partition(page) = result.expect("task").expect("request") else {
+            panic!("partition page expected");
+        };
+        assert_eq!(page.data.rows.len(), 1);
+    }
+    for (j, node) in nodes.iter().enumerate() {
+        for i in 0..3 {
+            let stored = rows_stored(&node.engine, (i * 3 + j) as u8);
+            assert_eq!(stored, usize::from(i != j), "write from {i} to {j}");
+        }
+    }
+    for node in &nodes {
+        node.messaging.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_of_another_cluster_is_refused_with_a_reason() {
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            refused_retry_ms: 500,
+            ..options()
+        },
+        None,
+        Environment::tcp(1),
+    )
+    .await;
+    let b = start_with(
+        2,
+        "Other Cluster",
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    let started = Instant::now();
+    let e = a
+        .messaging
+        .ping(b.messaging.host_id(), Some(later()))
+        .await
+        .expect_err("refused");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "fails at the refusal, not at the deadline"
+    );
+    let MessagingError::Refused { reason, .. } = &e else {
+        panic!("{e}");
+    };
+    assert!(reason.contains("cluster name mismatch"), "{reason}");
+    assert!(reason.contains("Other Cluster"), "{reason}");
+    // Until `refused_retry_ms` passes, requests fail at once without dialling again.
+    let again = a.messaging.ping(b.messaging.host_id(), Some(later())).await;
+    assert!(
+        matches!(again, Err(MessagingError::Refused { .. })),
+        "{again:?}"
+    );
+    assert_eq!(a.messaging.metrics().refused_by_peers, 1);
+    assert_eq!(b.messaging.metrics().handshakes_refused, 1);
+    assert_eq!(b.messaging.metrics().verb(Verb::PING).received, 0);
+    // After it, the next request dials again, and is refused again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later_again = a.messaging.ping(b.messaging.host_id(), Some(later())).await;
+    assert!(
+        matches!(later_again, Err(MessagingError::Refused { .. })),
+        "{later_again:?}"
+    );
+    assert_eq!(a.messaging.metrics().refused_by_peers, 2);
+    assert_eq!(b.messaging.metrics().handshakes_refused, 2);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restarted_peer_is_reached_again() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    let b_address = b.messaging.listen_address();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+
+    b.messaging.shutdown().await;
+    drop(b);
+    let down = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(300))))
+        .await;
+    assert!(down.is_err(), "a stopped peer does not answer");
+
+    let b = start_with(2, CLUSTER, b_address, options(), None, Environment::tcp(2)).await;
+    ping_until_answered(&a, b_host, Duration::from_secs(10)).await;
+    let remote = a.messaging.remote_replica(b_host);
+    remote
+        .apply_mutation(write(5, b"again"), later())
+        .await
+        .expect("apply");
+    assert_eq!(rows_stored(&b.engine, 5), 1);
+    assert!(a.messaging.metrics().connections_opened >= 2);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+/// A replica whose reads take `delay`; it records whether a read ever started after its
+/// deadline.
+struct SlowReplica {
+    delay: Duration,
+    started_late: Arc<AtomicBool>,
+}
+
+impl Replica for SlowReplica {
+    fn apply_mutation(&self, _: Mutation, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn read(&self, _: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadResponse> {
+        if deadline.passed() {
+            self.started_late.store(true, Ordering::Relaxed);
+        }
+        let delay = self.delay;
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Err(ReplicaError::Internal("too slow to matter".into()))
+        })
+    }
+    fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+        Box::pin(async { Ok(ReadDigest([0; 16])) })
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[tokio::test]
+async fn a_slow_handler_times_out_at_the_deadline() {
+    let a = start(1).await;
+    let started_late = Arc::new(AtomicBool::new(false));
+    let slow = SlowReplica {
+        delay: Duration::from_secs(3),
+        started_late: started_late.clone(),
+    };
+    let b = start_with(
+        2,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        Some(Arc::new(slow)),
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    // Connected first, so the deadline measures the request, not the dial.
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+
+    let remote = a.messaging.remote_replica(b_host);
+    let started = Instant::now();
+    let e = remote
+        .read(point_read(TABLE, 1), within(Duration::from_millis(300)))
+        .await;
+    let waited = started.elapsed();
+    assert_eq!(
+        e,
+        Err(ReplicaError::DeadlinePassed),
+        "the coordinator's timeout"
+    );
+    assert!(
+        waited >= Duration::from_millis(290) && waited < Duration::from_secs(2),
+        "waited {waited:?}"
+    );
+
+    let sleeper = |_: HostId, _: Bytes, _: Deadline| async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Ok::<_, HandlerError>(Bytes::new())
+    };
+    let verb = Verb::extension(100);
+    b.messaging
+        .register_handler(verb, Arc::new(sleeper))
+        .expect("register");
+    let started = Instant::now();
+    let e = a
+        .messaging
+        .request(
+            b_host,
+            verb,
+            Bytes::new(),
+            Some(within(Duration::from_millis(200))),
+        )
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // The verb's own timeout caps a caller's later deadline.
+    let mut short = options();
+    short.request_timeout_ms = 150;
+    let c = start_with(
+        3,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        short,
+        None,
+        Environment::tcp(3),
+    )
+    .await;
+    introduce(&c, &b);
+    ping_until_answered(&c, b_host, Duration::from_secs(10)).await;
+    let started = Instant::now();
+    let e = c
+        .messaging
+        .request(b_host, verb, Bytes::new(), Some(later()))
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    let metrics = a.messaging.metrics();
+    assert_eq!(metrics.verb(Verb::READ).timeouts, 1);
+    assert_eq!(metrics.verb(verb).timeouts, 1);
+    assert!(!started_late.load(Ordering::Relaxed));
+    for node in [a, b, c] {
+        node.messaging.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn an_expired_request_is_not_started_by_the_peer() {
+    let a = start(1).await;
+    let started_late = Arc::new(AtomicBool::new(false));
+    let slow = SlowReplica {
+        delay: Duration::ZERO,
+        started_late: started_late.clone(),
+    };
+    let b = start_with(
+        2,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        Some(Arc::new(slow)),
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    // A deadline already passed: not even sent.
+    let remote = a.messaging.remote_replica(b_host);
+    let e = remote
+        .read(point_read(TABLE, 1), within(Duration::ZERO))
+        .await;
+    assert_eq!(e, Err(ReplicaError::DeadlinePassed));
+    assert_eq!(a.messaging.metrics().verb(Verb::READ).expired, 1);
+    assert_eq!(b.messaging.metrics().verb(Verb::READ).received, 0);
+    assert!(!started_late.load(Ordering::Relaxed));
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_the_message_counts_it_and_fails_the_request_at_once() {
+    // Nothing listens at the peer's address, so its connection never drains its queue.
+    let unused = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let nowhere = unused.local_addr().unwrap();
+    drop(unused);
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            queue_capacity_messages: 4,
+            ..options()
+        },
+        None,
+        Environment::tcp(1),
+    )
+    .await;
+    let peer = host(2);
+    a.messaging.set_peer_address(peer, nowhere);
+    let mut requests = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let messaging = a.messaging.clone();
+        requests.spawn(async move {
+            let started = Instant::now();
+            let result = messaging
+                .ping(peer, Some(within(Duration::from_secs(2))))
+                .await;
+            (result, started.elapsed())
+        });
+    }
+    let (mut full, mut timed_out) = (0, 0);
+    while let Some(done) = requests.join_next().await {
+        match done.expect("task") {
+            (Err(MessagingError::QueueFull { verb, .. }), waited) => {
+                assert_eq!(verb, Verb::PING);
+                // At once, not at the 2 s deadline (1 s of slack for a loaded machine).
+                assert!(waited < Duration::from_secs(1), "failed fast: {waited:?}");
+                full += 1;
+            }
+            (Err(MessagingError::Timeout { .. }), _) => timed_out += 1,
+            (other, _) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((full, timed_out), (6, 4));
+    let counts = a.messaging.metrics().verb(Verb::PING);
+    assert_eq!(counts.dropped, 6);
+    assert_eq!(counts.sent, 0);
+    a.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn hostile_bytes_close_their_connection_and_the_node_keeps_serving() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_address = b.messaging.listen_address();
+
+    // Garbage instead of a handshake.
+    let mut raw = tokio::net::TcpStream::connect(b_address).await.unwrap();
+    raw.write_all(&[0xAB; 64]).await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), raw.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "closed by the node"
+    );
+
+    // A valid handshake, then a frame whose header checksum is wrong.
+    let mut raw = tokio::net::TcpStream::connect(b_address).await.unwrap();
+    raw.write_all(&hello_bytes(host(3), CLUSTER)).await.unwrap();
+    let mut reply_head = [0u8; 6];
+    raw.read_exact(&mut reply_head).await.expect("a reply");
+    let mut frame = bytes::BytesMut::new();
+    messaging::encode_frame(
+        &messaging::Frame {
+            kind: FrameKind::Request,
+            verb: Verb::PING,
+            request_id: 1,
+            expires_in_ms: 1000,
+            payload: Bytes::new(),
+        },
+        usize::MAX,
+        &mut frame,
+    );
+    frame[10] ^= 0xFF;
+    raw.write_all(&frame).await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), raw.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "closed by the node");
+
+    assert_eq!(b.messaging.metrics().malformed, 2);
+    a.messaging
+        .ping(b.messaging.host_id(), Some(later()))
+        .await
+        .expect("still serving");
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+/// A hello as the handshake's layout describes it (written out here, independently of the
+/// crate's encoder).
+fn hello_bytes(host_id: HostId, cluster: &str) -> Vec<u8> {
+    let mut body = vec![1, 1, 0];
+    body.extend_from_slice(host_id.0.as_bytes());
+    body.push(4);
+    body.extend_from_slice(&[127, 0, 0, 1]);
+    body.extend_from_slice(&7000u16.to_be_bytes());
+    body.extend_from_slice(&(cluster.len() as u16).to_be_bytes());
+    body.extend_from_slice(cluster.as_bytes());
+    let crc = crc32(&body);
+    let mut out = b"HMSH".to_vec();
+    out.extend_from_slice(&((body.len() + 4) as u16).to_be_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// CRC-32 (IEEE), bit by bit.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[tokio::test]
+async fn a_large_message_takes_the_large_connection_compressed() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let echo =
+        |_: HostId, payload: Bytes, _: Deadline| async move { Ok::<_, HandlerError>(payload) };
+    let verb = Verb::extension(64);
+    b.messaging.register_handler(verb, Arc::new(echo)).unwrap();
+    let b_host = b.messaging.host_id();
+
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    assert_eq!(
+        a.messaging.metrics().connections_opened,
+        1,
+        "the small connection"
+    );
+    let large = Bytes::from(vec![42u8; 200 * 1024]);
+    let echoed = a
+        .messaging
+        .request(b_host, verb, large.clone(), Some(later()))
+        .await
+        .expect("echo");
+    assert_eq!(echoed, large);
+    assert_eq!(
+        a.messaging.metrics().connections_opened,
+        2,
+        "and the large one"
+    );
+    assert!(
+        a.messaging.metrics().bytes_sent < 100 * 1024,
+        "compressed: {} bytes",
+        a.messaging.metrics().bytes_sent
+    );
+    assert_eq!(
+        b.messaging.metrics().connections_opened,
+        2,
+        "b answered the ping on its small connection, the echo on its large one"
+    );
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn extension_verbs_need_a_handler_and_report_its_error() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    let verb = Verb::extension(65);
+    let e = a
+        .messaging
+        .request(b_host, verb, Bytes::new(), Some(later()))
+        .await;
+    assert!(
+        matches!(e, Err(MessagingError::Remote(RemoteError::UnknownVerb))),
+        "{e:?}"
+    );
+    let failing = |_: HostId, _: Bytes, _: Deadline| async {
+        Err::<Bytes, _>(HandlerError("no leader".into()))
+    };
+    b.messaging
+        .register_handler(verb, Arc::new(failing))
+        .unwrap();
+    assert!(matches!(
+        b.messaging.register_handler(verb, Arc::new(failing)),
+        Err(MessagingError::HandlerTaken(_))
+    ));
+    assert!(matches!(
+        b.messaging.register_handler(Verb::READ, Arc::new(failing)),
+        Err(MessagingError::HandlerTaken(_))
+    ));
+    let e = a
+        .messaging
+        .request(b_host, verb, Bytes::new(), Some(later()))
+        .await;
+    let Err(MessagingError::Remote(RemoteError::Handler(message))) = e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(message, "no leader");
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+/// Drops every MUTATION to one peer: a cut link for writes only.
+struct DropMutationsTo(HostId);
+
+impl OutboundInterceptor for DropMutationsTo {
+    fn intercept(&self, to: HostId, verb: Verb, _: FrameKind) -> Interception {
+        if to == self.0 && verb == Verb::MUTATION {
+            Interception::Drop
+        } else {
+            Interception::Deliver
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_outbound_interceptor_can_cut_a_link() {
+    let b = start(2).await;
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = Arc::new(DropMutationsTo(b.messaging.host_id()));
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    introduce(&a, &b);
+    let remote = a.messaging.remote_replica(b.messaging.host_id());
+    let e = remote
+        .apply_mutation(write(1, b"lost"), within(Duration::from_millis(300)))
+        .await;
+    assert_eq!(e, Err(ReplicaError::DeadlinePassed));
+    assert_eq!(rows_stored(&b.engine, 1), 0);
+    remote
+        .read(point_read(TABLE, 1), later())
+        .await
+        .expect("reads pass");
+    assert_eq!(a.messaging.metrics().verb(Verb::MUTATION).intercepted, 1);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_fails_the_requests_waiting() {
+    let a = start(1).await;
+    let b = start_with(
+        2,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        Some(Arc::new(SlowReplica {
+            delay: Duration::from_secs(30),
+            started_late: Arc::default(),
+        })),
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    let remote = a.messaging.remote_replica(b.messaging.host_id());
+    let waiting = tokio::spawn(async move { remote.read(point_read(TABLE, 1), later()).await });
+    // Let the request reach the peer.
+    ping_until_answered(&a, b.messaging.host_id(), Duration::from_secs(5)).await;
+    a.messaging.shutdown().await;
+    let result = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("answered at shutdown")
+        .expect("task");
+    assert!(
+        matches!(&result, Err(ReplicaError::Internal(m)) if m.contains("shut down")),
+        "{result:?}"
+    );
+    b.messaging.shutdown().await;
+}
+
+/// Delays every PING by a fixed time: a slow link.
+struct SlowPings(Duration);
+
+impl OutboundInterceptor for SlowPings {
+    fn intercept(&self, _: HostId, verb: Verb, kind: FrameKind) -> Interception {
+        if verb == Verb::PING && kind == FrameKind::Request {
+            Interception::Delay(self.0)
+        } else {
+            Interception::Deliver
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_outbound_interceptor_can_slow_a_link() {
+    let b = start(2).await;
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = Arc::new(SlowPings(Duration::from_millis(300)));
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    let started = Instant::now();
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("slow, not lost");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A delay longer than the time left: the message is not sent after its deadline.
+    let e = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(100))))
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(a.messaging.metrics().verb(Verb::PING).expired, 1);
+    assert_eq!(b.messaging.metrics().verb(Verb::PING).received, 1);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_opened_from_another_runtime_outlives_it() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    // The first request (which opens the connection) comes from a runtime of its own, as a
+    // CQL shard's would, and that runtime then ends.
+    let messaging = a.messaging.clone();
+    tokio::task::spawn_blocking(move || {
+        let shard = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        shard
+            .block_on(messaging.ping(b_host, Some(later())))
+            .expect("ping from the shard");
+    })
+    .await
+    .expect("shard thread");
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("the connection lives on");
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn messages_over_the_cap_are_refused_by_sender_and_receiver() {
+    let a = start(1).await;
+    let b = start_with(
+        2,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            max_message_bytes: 1000,
+            ..options()
+        },
+        None,
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    introduce(&b, &a);
+    let verb = Verb::extension(66);
+    let echo =
+        |_: HostId, payload: Bytes, _: Deadline| async move { Ok::<_, HandlerError>(payload) };
+    b.messaging.register_handler(verb, Arc::new(echo)).unwrap();
+    let big = Bytes::from((0..2000u32).map(|i| (i * 7) as u8).collect::<Vec<u8>>());
+    // The sender refuses before queueing.
+    let e = b
+        .messaging
+        .request(a.messaging.host_id(), verb, big.clone(), Some(later()))
+        .await;
+    assert!(
+        matches!(
+            e,
+            Err(MessagingError::TooLarge {
+                bytes: 2000,
+                cap_bytes: 1000
+            })
+        ),
+        "{e:?}"
+    );
+    // A sender with a larger cap: the receiver closes the connection at the frame's header.
+    let e = a
+        .messaging
+        .request(
+            b.messaging.host_id(),
+            verb,
+            big,
+            Some(within(Duration::from_millis(500))),
+        )
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    assert_eq!(b.messaging.metrics().malformed, 1);
+    assert_eq!(b.messaging.metrics().verb(verb).received, 0);
+    // The next connection serves on.
+    ping_until_answered(&a, b.messaging.host_id(), Duration::from_secs(5)).await;
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+/// A reply accepting the dialer, as the handshake's layout describes it.
+fn accepted_reply_bytes(host_id: HostId) -> Vec<u8> {
+    let mut body = vec![0, 1];
+    body.extend_from_slice(host_id.0.as_bytes());
+    body.extend_from_slice(&0u16.to_be_bytes());
+    let crc = crc32(&body);
+    let mut out = b"HMSH".to_vec();
+    out.extend_from_slice(&((body.len() + 4) as u16).to_be_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+#[tokio::test]
+async fn a_peer_that_drops_each_connection_at_once_is_redialled_with_backoff() {
+    // A fake peer: accepts each handshake, then closes the connection.
+    let fake = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake_address = fake.local_addr().unwrap();
+    let fake_host = host(9);
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = fake.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::Relaxed);
+            let mut head = [0u8; 6];
+            if socket.read_exact(&mut head).await.is_err() {
+                continue;
+            }
+            let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[4], head[5]]))];
+            if socket.read_exact(&mut body).await.is_err() {
+                continue;
+            }
+            let _ = socket.write_all(&accepted_reply_bytes(fake_host)).await;
+        }
+    });
+    let a = start(1).await;
+    a.messaging.set_peer_address(fake_host, fake_address);
+    // A ping every 10 ms for 700 ms: each is written to a connection the peer then drops.
+    for _ in 0..70 {
+        let messaging = a.messaging.clone();
+        tokio::spawn(async move {
+            let e = messaging
+                .ping(fake_host, Some(within(Duration::from_millis(300))))
+                .await;
+            assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Backoff from 20 ms doubling to 200 ms allows about six attempts in 700 ms; a redial
+    // at once after each close would make one per ping.
+    let attempts = accepted.load(Ordering::Relaxed);
+    assert!((2..=12).contains(&attempts), "{attempts} connections");
+    server.abort();
+    a.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_fault_injector_partitions_two_nodes_and_heals() {
+    let injector = Arc::new(messaging::FaultInjector::default());
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = injector.clone();
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    let b = start(2).await;
+    let c = start(3).await;
+    for (x, y) in [(&a, &b), (&a, &c)] {
+        introduce(x, y);
+    }
+    let (b_host, c_host) = (b.messaging.host_id(), c.messaging.host_id());
+    injector.set(b_host, messaging::LinkFault::Cut);
+    let e = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(200))))
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    a.messaging
+        .ping(c_host, Some(later()))
+        .await
+        .expect("only the link to b is cut");
+    injector.heal(b_host);
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("healed");
+    for node in [a, b, c] {
+        node.messaging.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_forgotten_peer_is_disconnected_until_introduced_again() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    a.messaging.forget_peer(b_host);
+    let e = a.messaging.ping(b_host, Some(later())).await;
+    assert!(matches!(e, Err(MessagingError::UnknownPeer(_))), "{e:?}");
+    introduce(&a, &b);
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("ping again");
+    assert_eq!(
+        a.messaging.metrics().connections_opened,
+        2,
+        "a new connection"
+    );
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
