@@ -1,27 +1,392 @@
-//! This node's place in the cluster: its gossip generation and the peers it knew (kept in
-//! storage's meta space, as Cassandra keeps them in `system.local` and `system.peers`),
-//! membership started from them, and the tasks that follow membership: each new view's ring
-//! handed to the node (coordinator, `system.peers`), each change told to registered
-//! connections, and this node's schema version gossiped after every schema change.
+//! This node's place in the cluster, wired from the cluster crates in the order a node joins:
+//! messaging (the replica verbs and the metadata log's messages, on `storage_port` over TCP),
+//! membership (gossip on `storage_port` over UDP: who is up, and the seeds' host ids), the
+//! cluster metadata log (Raft: the schema and the token ring, in `<data dir>/metadata`), this
+//! node's ownership of its tokens proposed to the log, and then the tasks that follow them:
+//! every applied token map becomes the ring the coordinator and `system.peers` read, every
+//! membership change an event for registered connections, every schema change this node's
+//! gossiped schema version.
+//!
+//! Who starts the metadata log: the first seed, when its metadata directory is new (a new
+//! cluster); every other node joins it through the seeds. A seed whose data was lost must
+//! not be started as the first seed of a running cluster (it would start a second log): as
+//! in Cassandra, replacing a node is its own procedure (node lifecycle issue).
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
-use gossip::{ClusterView, EventKind, Member, Membership, MembershipConfig};
-use locator::{Endpoint, HostId, Location, NodeState, Token};
+use anyhow::{bail, Context, Result};
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use cluster_metadata::{
+    MetadataCommand, MetadataConfig, MetadataError, MetadataService, MetadataState,
+    NodeOwnership, OwnershipState, RaftTransport, TransportError,
+};
+use coordinator::{Deadline, Endpoints, Replica};
+use gossip::{ClusterView, EventKind, Membership, MembershipConfig};
+use locator::{Endpoint, HostId, Token, TokenMetadata};
+use messaging::{HandlerError, MessagingConfig, MessagingService, Verb};
 use schema_service::SchemaService;
 use storage::StorageEngine;
+use tokio::sync::watch;
+
+/// The metadata log's messages between nodes (an extension verb of messaging's).
+const METADATA_VERB: Verb = Verb::extension(64);
 
 const GENERATION_KEY: &[u8] = b"local/gossip_generation";
-const PEERS_KEY: &[u8] = b"local/peers";
+
+/// How this node takes part in the cluster (from its configuration).
+pub struct ClusterSettings {
+    pub cluster_name: String,
+    /// What the messaging listener and the gossip socket bind.
+    pub listen_address: IpAddr,
+    /// Where peers reach this node.
+    pub broadcast_address: IpAddr,
+    pub storage_port: u16,
+    /// The seeds' addresses (`seed_provider`), gossip and messaging on `storage_port` there.
+    pub seeds: Vec<IpAddr>,
+    pub phi_convict_threshold: f64,
+    /// How long a start waits to join the metadata log through the seeds.
+    pub join_timeout: Duration,
+    /// How long a metadata change (a DDL statement, this node's ownership) may take.
+    pub metadata_timeout: Duration,
+}
+
+/// The running cluster services of this node.
+pub struct Cluster {
+    /// The ring every request is placed on, rebuilt from each applied token map.
+    pub ring: Arc<ArcSwap<TokenMetadata>>,
+    /// Who serves each endpoint's replica verbs, and who is up (for the coordinator).
+    pub endpoints: Arc<ClusterEndpoints>,
+    pub messaging: Arc<MessagingService>,
+    pub metadata: Arc<MetadataService>,
+    pub membership: Arc<Membership>,
+}
+
+impl Cluster {
+    /// Stops gossip first (peers then see this node go down), then the metadata log and
+    /// messaging.
+    pub async fn shutdown(self) {
+        drop(self.membership);
+        if let Err(e) = self.metadata.shutdown().await {
+            tracing::warn!("stopping the metadata log: {e}");
+        }
+        self.messaging.shutdown().await;
+    }
+}
+
+/// Starts this node's cluster services and joins the cluster (module docs). `local` is this
+/// node as the ring will know it, `tokens` its tokens; `local_replica` serves peers' replica
+/// verbs; `schema` is opened replicated (`SchemaService::open_replicated`) and is made to
+/// propose through the log; `events` receives membership's changes for registered
+/// connections.
+#[allow(clippy::too_many_arguments)]
+pub async fn start(
+    settings: ClusterSettings,
+    engine: Arc<dyn StorageEngine>,
+    data_dir: &Path,
+    local: Endpoint,
+    tokens: Vec<Token>,
+    local_replica: Arc<dyn Replica>,
+    schema: Arc<SchemaService>,
+    events: cql_server::ClusterEvents,
+) -> Result<Cluster> {
+    let host_id = local.host_id;
+    let storage_address = SocketAddr::new(settings.broadcast_address, settings.storage_port);
+    let messaging = Arc::new(
+        MessagingService::start(
+            MessagingConfig {
+                host_id,
+                cluster_name: settings.cluster_name.clone(),
+                listen_address: SocketAddr::new(settings.listen_address, settings.storage_port),
+                broadcast_address: Some(storage_address),
+                options: messaging::MessagingOptions::default(),
+            },
+            local_replica.clone(),
+            messaging::Environment::tcp(host_id.0.as_u64_pair().1),
+        )
+        .await
+        .context("cannot start internode messaging")?,
+    );
+
+    let generation = {
+        let engine = engine.clone();
+        tokio::task::spawn_blocking(move || next_generation(engine.as_ref())).await??
+    };
+    let seeds: Vec<SocketAddr> = settings
+        .seeds
+        .iter()
+        .map(|ip| SocketAddr::new(*ip, settings.storage_port))
+        .collect();
+    let membership = Arc::new(
+        Membership::start(
+            MembershipConfig {
+                cluster_name: settings.cluster_name.clone(),
+                endpoint: local.clone(),
+                tokens: tokens.clone(),
+                schema_version: schema.snapshot().version,
+                release_version: crate::RELEASE_VERSION.to_string(),
+                generation,
+                listen_address: SocketAddr::new(settings.listen_address, settings.storage_port),
+                storage_port: settings.storage_port,
+                seeds: seeds.clone(),
+                gossip_interval: gossip::DEFAULT_GOSSIP_INTERVAL,
+                phi_convict_threshold: settings.phi_convict_threshold,
+                saved_peers: Vec::new(),
+            },
+            &gossip::UdpTransport,
+        )
+        .await
+        .context("cannot start gossip")?,
+    );
+
+    let transport = Arc::new(MessagingTransport {
+        messaging: messaging.clone(),
+    });
+    let metadata = MetadataService::open(
+        host_id.0,
+        storage_address.to_string(),
+        &data_dir.join("metadata"),
+        transport,
+        schema.applier(),
+        MetadataConfig {
+            cluster_name: settings.cluster_name.clone(),
+            ..MetadataConfig::default()
+        },
+    )
+    .await
+    .context("cannot open the cluster metadata log")?;
+    let served = Arc::downgrade(&metadata);
+    messaging
+        .register_handler(
+            METADATA_VERB,
+            Arc::new(move |_from: HostId, payload: Bytes, _deadline: Deadline| {
+                let served = served.clone();
+                async move {
+                    match served.upgrade() {
+                        Some(metadata) => Ok(Bytes::from(metadata.handle(&payload).await)),
+                        None => Err(HandlerError("the metadata log has stopped".to_string())),
+                    }
+                }
+            }),
+        )
+        .context("cannot serve the metadata log's messages")?;
+
+    if seeds.first() == Some(&storage_address) {
+        metadata
+            .bootstrap()
+            .await
+            .context("cannot start the cluster metadata log")?;
+    } else {
+        join_through_seeds(&metadata, &membership, &messaging, &seeds, &settings).await?;
+    }
+    schema
+        .replicate_through(metadata.clone(), settings.metadata_timeout)
+        .await
+        .context("cannot take the cluster's schema")?;
+    claim_tokens(&metadata, &local, &tokens, settings.metadata_timeout).await?;
+
+    let state = metadata.state();
+    let ring = Arc::new(ArcSwap::from_pointee(
+        ring_of(&state.borrow(), host_id).context("this node is not in the ring it joined")?,
+    ));
+    let endpoints = Arc::new(ClusterEndpoints {
+        local: host_id,
+        local_replica,
+        messaging: messaging.clone(),
+        view: membership.watch_view(),
+        remotes: RwLock::default(),
+    });
+    follow_ring(state, ring.clone(), messaging.clone(), settings.storage_port);
+    follow_events(&membership, events);
+    follow_schema(&membership, schema);
+    Ok(Cluster {
+        ring,
+        endpoints,
+        messaging,
+        metadata,
+        membership,
+    })
+}
+
+/// Joins the metadata log through the seeds gossip has found (their host ids come from
+/// gossip), trying until `join_timeout`.
+async fn join_through_seeds(
+    metadata: &MetadataService,
+    membership: &Membership,
+    messaging: &MessagingService,
+    seeds: &[SocketAddr],
+    settings: &ClusterSettings,
+) -> Result<()> {
+    let deadline = Instant::now() + settings.join_timeout;
+    let mut views = membership.watch_view();
+    loop {
+        let found: Vec<(uuid::Uuid, String)> = views
+            .borrow_and_update()
+            .peers()
+            .filter(|m| seeds.contains(&m.storage_address))
+            .map(|m| {
+                messaging.set_peer_address(m.endpoint.host_id, m.storage_address);
+                (m.endpoint.host_id.0, m.storage_address.to_string())
+            })
+            .collect();
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !found.is_empty() {
+            match metadata.join(&found, left.min(Duration::from_secs(10))).await {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(e).context("cannot join the cluster through its seeds")
+                }
+                Err(e) => tracing::info!("joining the cluster: {e}; trying again"),
+            }
+        } else if left.is_zero() {
+            bail!(
+                "no seed ({}) answered gossip within {} s: cannot join the cluster",
+                seeds
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                settings.join_timeout.as_secs()
+            );
+        } else {
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), views.changed()).await;
+        }
+    }
+}
+
+/// Proposes this node's ownership of `tokens` (normal: there is no streaming yet, so a node
+/// joins owning its ranges at once, as a new cluster's nodes do with `auto_bootstrap:
+/// false`), unless the log already holds exactly that (a restart).
+async fn claim_tokens(
+    metadata: &MetadataService,
+    local: &Endpoint,
+    tokens: &[Token],
+    timeout: Duration,
+) -> Result<()> {
+    let ownership = NodeOwnership {
+        host_id: local.host_id.0,
+        broadcast_address: local.broadcast_address,
+        native_address: local.native_address,
+        native_port: local.native_port,
+        datacenter: local.location.datacenter.clone(),
+        rack: local.location.rack.clone(),
+        tokens: tokens.to_vec(),
+        state: OwnershipState::Normal,
+    };
+    let held = metadata.state().borrow().nodes.get(&local.host_id.0).cloned();
+    if held.as_ref().is_some_and(|h| same_ownership(h, &ownership)) {
+        return Ok(());
+    }
+    match metadata
+        .propose(MetadataCommand::Ownership(ownership), timeout)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(MetadataError::Refused(why)) => bail!("the cluster refused this node's tokens: {why}"),
+        Err(e) => Err(e).context("cannot record this node's tokens in the cluster metadata"),
+    }
+}
+
+fn same_ownership(a: &NodeOwnership, b: &NodeOwnership) -> bool {
+    let sorted = |t: &[Token]| {
+        let mut t = t.to_vec();
+        t.sort_unstable();
+        t
+    };
+    a.broadcast_address == b.broadcast_address
+        && a.native_address == b.native_address
+        && a.native_port == b.native_port
+        && a.datacenter == b.datacenter
+        && a.rack == b.rack
+        && a.state == b.state
+        && sorted(&a.tokens) == sorted(&b.tokens)
+}
+
+fn ring_of(state: &MetadataState, local: HostId) -> Result<TokenMetadata> {
+    Ok(cluster_metadata::token_metadata(&state.nodes, local.0)?)
+}
+
+/// Rebuilds the ring from every applied token map, and tells messaging where each node is.
+fn follow_ring(
+    mut state: watch::Receiver<Arc<MetadataState>>,
+    ring: Arc<ArcSwap<TokenMetadata>>,
+    messaging: Arc<MessagingService>,
+    storage_port: u16,
+) {
+    let local = ring.load().local_host_id();
+    tokio::spawn(async move {
+        loop {
+            let current = state.borrow_and_update().clone();
+            match ring_of(&current, local) {
+                Ok(new) => {
+                    for endpoint in new.peers() {
+                        messaging.set_peer_address(
+                            endpoint.host_id,
+                            SocketAddr::new(endpoint.broadcast_address, storage_port),
+                        );
+                    }
+                    ring.store(Arc::new(new));
+                }
+                Err(e) => tracing::error!("the cluster metadata's ring cannot be used: {e:#}"),
+            }
+            if state.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Membership's changes to the connections registered for them.
+fn follow_events(membership: &Membership, sink: cql_server::ClusterEvents) {
+    let mut events = membership.subscribe();
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match events.recv().await {
+                Ok(e) => sink.send(match e.kind {
+                    EventKind::NewNode => cql_server::ClusterEvent::NewNode(e.address),
+                    EventKind::RemovedNode => cql_server::ClusterEvent::RemovedNode(e.address),
+                    EventKind::Up => cql_server::ClusterEvent::Up(e.address),
+                    EventKind::Down => cql_server::ClusterEvent::Down(e.address),
+                }),
+                Err(RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "fell behind on membership events")
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// Gossips this node's schema version after every schema change.
+fn follow_schema(membership: &Arc<Membership>, schema: Arc<SchemaService>) {
+    let mut changes = schema.subscribe();
+    let gossiped = Arc::downgrade(membership);
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            if let Err(RecvError::Closed) = changes.recv().await {
+                return;
+            }
+            let Some(membership) = gossiped.upgrade() else {
+                return;
+            };
+            membership
+                .set_schema_version(schema.snapshot().version)
+                .await;
+        }
+    });
+}
 
 /// This start's gossip generation, stored before it is used: the current time in seconds, or
 /// the stored one plus one if that is not larger (Cassandra's
 /// `SystemKeyspace.incrementAndGetGeneration`), so that it grows at every restart even if the
 /// clock went back.
-pub fn next_generation(engine: &dyn StorageEngine) -> Result<u64> {
+fn next_generation(engine: &dyn StorageEngine) -> Result<u64> {
     let stored = match engine.get_meta(GENERATION_KEY)? {
         Some(bytes) => Some(u64::from_be_bytes(
             bytes
@@ -42,159 +407,80 @@ pub fn next_generation(engine: &dyn StorageEngine) -> Result<u64> {
     Ok(generation)
 }
 
-/// A peer as this node keeps it between runs: enough to put it in the ring, down, before its
-/// gossip arrives.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SavedPeer {
-    host_id: uuid::Uuid,
-    broadcast_address: std::net::IpAddr,
-    storage_port: u16,
-    native_address: std::net::IpAddr,
-    native_port: u16,
-    datacenter: String,
-    rack: String,
-    tokens: Vec<Token>,
-    release_version: String,
+/// The metadata log's messages over messaging (`METADATA_VERB`).
+struct MessagingTransport {
+    messaging: Arc<MessagingService>,
 }
 
-/// The peers this node knew when it last ran (none on a first start).
-pub fn saved_peers(engine: &dyn StorageEngine) -> Result<Vec<Member>> {
-    let Some(bytes) = engine.get_meta(PEERS_KEY)? else {
-        return Ok(Vec::new());
-    };
-    let saved: Vec<SavedPeer> =
-        serde_json::from_slice(&bytes).context("corrupt stored list of peers")?;
-    Ok(saved
-        .into_iter()
-        .map(|p| Member {
-            endpoint: Endpoint {
-                host_id: HostId(p.host_id),
-                broadcast_address: p.broadcast_address,
-                native_address: p.native_address,
-                native_port: p.native_port,
-                location: Location {
-                    datacenter: p.datacenter,
-                    rack: p.rack,
-                },
-                state: NodeState::Normal,
-            },
-            storage_address: SocketAddr::new(p.broadcast_address, p.storage_port),
-            tokens: p.tokens,
-            schema_version: uuid::Uuid::nil(),
-            release_version: p.release_version,
-            generation: 0,
-            live: false,
-        })
-        .collect())
-}
+/// How long one metadata message may wait for its answer (a snapshot's included).
+const METADATA_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Keeps the ring members among `view`'s peers for the next start.
-fn save_peers(engine: &dyn StorageEngine, view: &ClusterView) -> Result<()> {
-    let peers: Vec<SavedPeer> = view
-        .peers()
-        .filter(|m| m.in_ring())
-        .map(|m| SavedPeer {
-            host_id: m.endpoint.host_id.0,
-            broadcast_address: m.endpoint.broadcast_address,
-            storage_port: m.storage_address.port(),
-            native_address: m.endpoint.native_address,
-            native_port: m.endpoint.native_port,
-            datacenter: m.endpoint.location.datacenter.clone(),
-            rack: m.endpoint.location.rack.clone(),
-            tokens: m.tokens.clone(),
-            release_version: m.release_version.clone(),
-        })
-        .collect();
-    engine.put_meta(PEERS_KEY, &serde_json::to_vec(&peers)?)?;
-    Ok(())
-}
-
-/// What the node does with membership's news.
-pub struct Followers {
-    /// Takes each new view (the ring, who is up): the coordinator's and `system.peers`'.
-    pub on_view: Box<dyn Fn(&Arc<ClusterView>) + Send + Sync>,
-    /// Registered connections' TOPOLOGY_CHANGE and STATUS_CHANGE events.
-    pub events: cql_server::ClusterEvents,
-}
-
-/// Starts membership with `config` and the tasks that follow it (they end when membership
-/// does). The peers in each new view are saved for the next start.
-pub async fn start(
-    config: MembershipConfig,
-    engine: Arc<dyn StorageEngine>,
-    schema: Arc<SchemaService>,
-    followers: Followers,
-) -> Result<Arc<Membership>> {
-    let address = config.listen_address;
-    let membership = Arc::new(
-        Membership::start(config, &gossip::UdpTransport)
-            .await
-            .with_context(|| format!("cannot start gossip on {address}"))?,
-    );
-    let mut views = membership.watch_view();
-    let on_view = followers.on_view;
-    on_view(&views.borrow_and_update());
-    tokio::spawn(async move {
-        let mut saved: Vec<(HostId, Vec<Token>)> = Vec::new();
-        while views.changed().await.is_ok() {
-            let view = views.borrow_and_update().clone();
-            on_view(&view);
-            let ring: Vec<(HostId, Vec<Token>)> = view
-                .peers()
-                .filter(|m| m.in_ring())
-                .map(|m| (m.endpoint.host_id, m.tokens.clone()))
-                .collect();
-            if ring != saved {
-                let engine = engine.clone();
-                let view = view.clone();
-                let stored =
-                    tokio::task::spawn_blocking(move || save_peers(engine.as_ref(), &view)).await;
-                match stored {
-                    Ok(Ok(())) => saved = ring,
-                    Ok(Err(e)) => tracing::warn!("cannot save the list of peers: {e:#}"),
-                    Err(e) => tracing::warn!("cannot save the list of peers: {e}"),
-                }
-            }
-        }
-    });
-    let mut events = membership.subscribe();
-    let sink = followers.events;
-    tokio::spawn(async move {
-        use tokio::sync::broadcast::error::RecvError;
-        loop {
-            match events.recv().await {
-                Ok(e) => sink.send(match e.kind {
-                    EventKind::NewNode => cql_server::ClusterEvent::NewNode(e.address),
-                    EventKind::RemovedNode => cql_server::ClusterEvent::RemovedNode(e.address),
-                    EventKind::Up => cql_server::ClusterEvent::Up(e.address),
-                    EventKind::Down => cql_server::ClusterEvent::Down(e.address),
-                }),
-                Err(RecvError::Lagged(n)) => {
-                    tracing::warn!(missed = n, "fell behind on membership events")
-                }
-                Err(RecvError::Closed) => return,
-            }
-        }
-    });
-    let mut changes = schema.subscribe();
-    let gossiped = Arc::downgrade(&membership);
-    tokio::spawn(async move {
-        use tokio::sync::broadcast::error::RecvError;
-        loop {
-            match changes.recv().await {
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => return,
-            }
-            let Some(membership) = gossiped.upgrade() else {
-                return;
+impl RaftTransport for MessagingTransport {
+    fn send(
+        &self,
+        target: uuid::Uuid,
+        address: &str,
+        message: Vec<u8>,
+    ) -> futures_util::future::BoxFuture<'static, Result<Vec<u8>, TransportError>> {
+        let messaging = self.messaging.clone();
+        let address = address.parse::<SocketAddr>();
+        Box::pin(async move {
+            let unreachable = |reason: String| TransportError::Unreachable {
+                node: target,
+                reason,
             };
-            membership
-                .set_schema_version(schema.snapshot().version)
-                .await;
-        }
-    });
-    Ok(membership)
+            let address = address.map_err(|e| unreachable(format!("bad address: {e}")))?;
+            let to = HostId(target);
+            messaging.set_peer_address(to, address);
+            let deadline = Deadline::at(Instant::now() + METADATA_MESSAGE_TIMEOUT);
+            messaging
+                .request(to, METADATA_VERB, Bytes::from(message), Some(deadline))
+                .await
+                .map(|reply| reply.to_vec())
+                .map_err(|e| unreachable(e.to_string()))
+        })
+    }
 }
 
-/// How often a node gossips; Cassandra's is one second.
-pub const GOSSIP_INTERVAL: Duration = gossip::DEFAULT_GOSSIP_INTERVAL;
+/// The coordinator's view of the cluster's replicas: this node's storage for itself, a
+/// messaging `RemoteReplica` for a peer, and gossip's failure detector for who is up.
+pub struct ClusterEndpoints {
+    local: HostId,
+    local_replica: Arc<dyn Replica>,
+    messaging: Arc<MessagingService>,
+    view: watch::Receiver<Arc<ClusterView>>,
+    remotes: RwLock<HashMap<HostId, Arc<dyn Replica>>>,
+}
+
+impl ClusterEndpoints {
+    /// Whether gossip holds `endpoint` up now.
+    fn live(&self, endpoint: HostId) -> bool {
+        self.view.borrow().is_live(endpoint)
+    }
+}
+
+impl Endpoints for ClusterEndpoints {
+    fn replica(&self, endpoint: HostId) -> Option<Arc<dyn Replica>> {
+        if endpoint == self.local {
+            return Some(self.local_replica.clone());
+        }
+        if let Some(r) = self
+            .remotes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&endpoint)
+        {
+            return Some(r.clone());
+        }
+        let replica: Arc<dyn Replica> = Arc::new(self.messaging.remote_replica(endpoint));
+        self.remotes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(endpoint, replica.clone());
+        Some(replica)
+    }
+
+    fn is_alive(&self, endpoint: HostId) -> bool {
+        endpoint == self.local || self.live(endpoint)
+    }
+}

@@ -12,6 +12,7 @@
 mod admin;
 mod alloc;
 mod cassandra_keys;
+mod cluster;
 mod config;
 mod descriptors;
 
@@ -38,7 +39,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 /// What `release_version` reports. Drivers switch features on the Cassandra version (the
 /// Python driver reads `system_virtual_schema` only from 4.0), so Helenus reports the Cassandra
 /// release whose behaviour it follows.
-const RELEASE_VERSION: &str = "5.0.2";
+pub(crate) const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
        helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
