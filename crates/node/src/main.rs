@@ -12,7 +12,7 @@
 mod admin;
 mod alloc;
 mod cassandra_keys;
-mod cluster;
+mod internode;
 mod config;
 mod descriptors;
 
