@@ -685,6 +685,111 @@ def helenus_cluster_needs_the_cluster_command():
         assert cluster.pids == [] and not cluster.started
 
 
+# A stand-in `helenus` for the check below: `cluster start|stop|status` and `admin` as the real
+# binary's (crates/node/src/cluster.rs), each node a process listening on 127.0.0.K:PORT whose
+# command line names DIR/nodeK/helenus.yaml; every admin call is appended to $FAKE_ADMIN_LOG.
+FAKE_HELENUS = r"""#!/usr/bin/env python3
+import os, signal, socket, subprocess, sys, time
+args = sys.argv[1:]
+def opt(name):
+    return args[args.index(name) + 1] if name in args else None
+if args[:1] == ["--version"]:
+    print("helenus stand-in"); sys.exit(0)
+if args[:1] == ["admin"]:
+    with open(os.environ["FAKE_ADMIN_LOG"], "a") as f:
+        f.write(" ".join(args[1:]) + "\n")
+    if "metrics" in args:
+        print("running_compactions=0\npending_compaction_bytes=0")
+    sys.exit(0)
+command, d = args[1], opt("--dir")
+if command == "status" and not os.path.isdir(d):
+    print(f"no cluster in {d}", file=sys.stderr); sys.exit(1)
+if command == "start":
+    port = int(opt("--cql-port"))
+    for k in range(1, int(opt("--nodes")) + 1):
+        node = os.path.join(d, f"node{k}")
+        os.makedirs(node, exist_ok=True)
+        config = os.path.join(node, "helenus.yaml")
+        open(config, "w").close()
+        code = ("import socket, sys, time; s = socket.socket(); "
+                "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                f"s.bind(('127.0.0.{k}', {port})); s.listen(); time.sleep(600)")
+        proc = subprocess.Popen([sys.executable, "-c", code, "server", "--config", config],
+                                start_new_session=True)
+        with open(os.path.join(node, "helenus.pid"), "w") as f:
+            f.write(f"{proc.pid}\n")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((f"127.0.0.{k}", port), timeout=1).close(); break
+            except OSError:
+                time.sleep(0.05)
+if command == "stop":
+    for k in range(1, 255):
+        pid_file = os.path.join(d, f"node{k}", "helenus.pid")
+        if not os.path.exists(pid_file):
+            break
+        pid = int(open(pid_file).read())
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+"""
+
+
+@check
+def helenus_cluster_starts_measures_and_stops_its_nodes():
+    """`HelenusCluster` against a stand-in `helenus` (the real `cluster` command is not in
+    every binary yet): 3 node processes, each on 127.0.0.K:PORT, their PIDs from the pid
+    files; CPU and RSS sampled over the three; flush and the compaction check on every node's
+    admin endpoint; paused and resumed together; stopped with `cluster stop`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = Path(tmp) / "helenus"
+        fake.write_text(FAKE_HELENUS)
+        fake.chmod(0o755)
+        admin_log = Path(tmp) / "admin.log"
+        os.environ["FAKE_ADMIN_LOG"] = str(admin_log)
+        cluster = servers.HelenusCluster(fake, Path(tmp) / "cluster", 3, Path(tmp))
+        try:
+            cluster.start()
+            assert len(cluster.pids) == 3 and cluster.pid == cluster.pids[0], cluster.pids
+            for k, address in enumerate(cluster.addresses, 1):
+                host, port = address.split(":")
+                assert host == f"127.0.0.{k}" and servers.port_open(int(port), host), address
+            # The nodes sleep: their peaks hold still between the two readings.
+            assert cluster.peak_rss_kib() == sum(servers.status_kib(pid, "VmHWM")
+                                                 for pid in cluster.pids)
+            cluster.flush("ks")
+            assert not cluster.compacting()
+            calls = admin_log.read_text().splitlines()
+            port = cluster.admin_port
+            assert calls == [f"--host 127.0.0.{k} --port {port} flush ks" for k in (1, 2, 3)] + \
+                [f"--host 127.0.0.{k} --port {port} metrics" for k in (1, 2, 3)], calls
+            def states():
+                return [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                        for pid in cluster.pids]
+            cluster.pause()
+            # A signal is delivered when the process is next scheduled: wait for it.
+            deadline = time.monotonic() + 5
+            while states() != ["T"] * 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            paused = states()
+            cluster.resume()
+            assert paused == ["T"] * 3, paused
+            pids = list(cluster.pids)
+        finally:
+            cluster.stop()
+            os.environ.pop("FAKE_ADMIN_LOG", None)
+        deadline = time.monotonic() + 20
+        while any(Path(f"/proc/{pid}").exists() and
+                  Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+                  for pid in pids):
+            assert time.monotonic() < deadline, f"nodes {pids} still running after stop"
+            time.sleep(0.1)
+        assert cluster.pids == [] and not cluster.started
+    return "3 nodes"
+
+
 @check
 def cassandra_cluster_script_refuses_without_a_cluster():
     """`scripts/cassandra.sh cluster` checks its arguments before it downloads or starts
