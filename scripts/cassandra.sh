@@ -20,7 +20,7 @@
 #   scripts/cassandra.sh cluster kill I [--dir DIR]     # SIGKILL node I (a crash)
 #   scripts/cassandra.sh cluster restart I [--dir DIR]  # start node I again; waits until every
 #                                                       # running node sees every running node UN
-#   scripts/cassandra.sh cluster nodetool I ARGS...     # nodetool against node I's JMX port
+#   scripts/cassandra.sh cluster nodetool I ARGS... [--dir DIR]  # nodetool on node I's JMX port
 #   scripts/cassandra.sh cluster pids [--dir DIR]       # the running nodes' PIDs, one a line
 #   scripts/cassandra.sh cluster clear [--dir DIR]      # stop, then delete the cluster's directory
 #
@@ -462,7 +462,7 @@ cmd_status() {
 cluster_usage="usage: $0 cluster start --nodes N [--dir DIR] [--cql-port P] [--storage-port P] [--jmx-port P]
        $0 cluster stop|status|pids|clear [--dir DIR]
        $0 cluster kill|restart I [--dir DIR]
-       $0 cluster nodetool I [--dir DIR] ARGS..."
+       $0 cluster nodetool I ARGS... [--dir DIR]"
 cluster_dir=""
 nodes=0
 
@@ -673,24 +673,34 @@ cmd_cluster() {
     [ -n "$command" ] || die "$cluster_usage"
     shift
     cluster_dir="${CASSANDRA_CLUSTER_DIR:-$cache_root/cassandra-cluster}"
+    # Options anywhere; for nodetool everything after the node number but --dir is nodetool's.
     while [ $# -gt 0 ]; do
         case "$1" in
             --dir) cluster_dir="${2:?--dir needs a value}"; shift 2 ;;
-            --nodes) want="${2:?--nodes needs a value}"; shift 2 ;;
-            --cql-port) port="${2:?--cql-port needs a value}"; shift 2 ;;
-            --storage-port) storage_port="${2:?--storage-port needs a value}"; shift 2 ;;
-            --jmx-port) jmx_port="${2:?--jmx-port needs a value}"; shift 2 ;;
+            --nodes | --cql-port | --storage-port | --jmx-port)
+                if [ "$command" = nodetool ] && [ -n "$node" ]; then
+                    args+=("$1")
+                    shift
+                    continue
+                fi
+                case "$1" in
+                    --nodes) want="${2:?--nodes needs a value}" ;;
+                    --cql-port) port="${2:?--cql-port needs a value}" ;;
+                    --storage-port) storage_port="${2:?--storage-port needs a value}" ;;
+                    --jmx-port) jmx_port="${2:?--jmx-port needs a value}" ;;
+                esac
+                shift 2
+                ;;
             *)
                 if [ -z "$node" ] && [[ "$command" =~ ^(kill|restart|nodetool)$ ]]; then
                     node="$1"
-                    shift
                 elif [ "$command" = nodetool ]; then
-                    args=("$@")
-                    break
+                    args+=("$1")
                 else
                     die "unknown argument '$1'
 $cluster_usage"
                 fi
+                shift
                 ;;
         esac
     done

@@ -9,16 +9,15 @@ cluster at the end (unless --keep).
 
     ~/.cache/helenus/venv/bin/python tests/cluster-cassandra/smoke.py [--dir DIR] [--keep]
 
-Runs under the tests' venv (cassandra-driver). Uses the cluster in --dir (default: a fresh
-temporary directory, removed at the end), starting it if it is not running; its ports are the
-script's defaults (CQL 9042, storage 7000, JMX 7199-7201) unless the cluster in --dir has
-others. Exits 1 on the first check that fails, after stopping the cluster."""
+Runs under the tests' venv (cassandra-driver), through `cassandra_cluster.CassandraLocalCluster`
+beside it. Uses the cluster in --dir (default: a fresh temporary directory, removed at the
+end), starting it if it is not running, on free ports (a cluster that exists keeps its own).
+Exits 1 on the first check that fails, after stopping the cluster."""
 
 import argparse
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,32 +29,17 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
-REPO_DIR = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_DIR / "scripts" / "cassandra.sh"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cassandra_cluster import CassandraLocalCluster  # noqa: E402
+
 NODES = 3
 ROWS = 100
-# A client's wait for a node's DOWN or UP event (the failure detector takes ~10 s to convict).
+# A client's wait for a node's DOWN or UP event (the failure detector takes ~20 s to convict).
 EVENT_TIMEOUT_S = 60
 
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def script(directory, *args, timeout=900):
-    """`cassandra.sh cluster ARGS... --dir DIR`; its stdout."""
-    cmd = [str(SCRIPT), "cluster", args[0], "--dir", str(directory), *args[1:]]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout)
-    return out.stdout
-
-
-def cluster_env(directory):
-    values = {}
-    for line in (Path(directory) / "cluster.env").read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            key, value = line.split("=", 1)
-            values[key] = value
-    return values
 
 
 class EventListener(threading.Thread):
@@ -166,23 +150,22 @@ def rss_mib(pid):
     return None
 
 
-def run(directory):
+def run(cluster):
     started = time.monotonic()
-    script(directory, "start", "--nodes", str(NODES))
-    log(f"cluster up in {time.monotonic() - started:.0f} s (its log says the same, per node)")
-    env = cluster_env(directory)
-    port = int(env["CLUSTER_CQL_PORT"])
-    pids = script(directory, "pids").split()
-    check(len(pids) == NODES, f"{NODES} nodes running: pids {' '.join(pids)}")
+    cluster.start()
+    log(f"cluster up in {time.monotonic() - started:.0f} s")
+    port = cluster.cql_port
+    pids = cluster.pids()
+    check(len(pids) == NODES, f"{NODES} nodes running: pids {pids}")
     for i, pid in enumerate(pids, 1):
-        log(f"node{i} pid {pid}: RSS {rss_mib(int(pid)):.0f} MiB, heap {env['CLUSTER_HEAP']}")
+        log(f"node{i} pid {pid}: RSS {rss_mib(pid):.0f} MiB, heap {cluster.heap}")
     for i in range(1, NODES + 1):
-        status = script(directory, "nodetool", str(i), "status")
+        status = cluster.nodetool(i, "status")
         up = [line.split()[1] for line in status.splitlines() if line.startswith("UN ")]
         check(sorted(up) == [f"127.0.0.{k}" for k in range(1, NODES + 1)],
               f"node{i}'s nodetool status lists 127.0.0.1-{NODES} UN")
 
-    hosts = [f"127.0.0.{k}" for k in range(1, NODES + 1)]
+    hosts = cluster.hosts
     clients = {h: session_on(h, port) for h in hosts}
     try:
         ks = f"smoke_{uuid.uuid4().hex[:8]}"
@@ -215,7 +198,7 @@ def run(directory):
         recorder.start()
         victim = hosts[-1]
         killed_at = time.monotonic()
-        script(directory, "kill", str(NODES))
+        cluster.kill(NODES)
         check(recorder.wait_for("DOWN", victim, EVENT_TIMEOUT_S),
               f"node1 sent STATUS_CHANGE DOWN {victim} "
               f"({time.monotonic() - killed_at:.1f} s after the kill)")
@@ -225,13 +208,13 @@ def run(directory):
         check(len(rows) == 2 * ROWS,
               f"with {victim} down: {ROWS} more rows written at QUORUM through {hosts[0]}, "
               f"all {2 * ROWS} read at QUORUM through {hosts[1]}")
-        status = script(directory, "nodetool", "1", "status")
+        status = cluster.nodetool(1, "status")
         check(any(line.startswith("DN ") and victim in line for line in status.splitlines()),
               f"node1's nodetool status lists {victim} DN")
 
         # Restart it: UP event, and it serves the rows it missed.
         restarted_at = time.monotonic()
-        script(directory, "restart", str(NODES))
+        cluster.restart(NODES)
         log(f"node{NODES} restarted, seen UN by every node, in "
             f"{time.monotonic() - restarted_at:.0f} s")
         check(recorder.wait_for("UP", victim, EVENT_TIMEOUT_S),
@@ -255,8 +238,8 @@ def run(directory):
         recorder.close()
         clients[hosts[0]][1].execute(f"DROP KEYSPACE {ks}")
     finally:
-        for cluster, _ in clients.values():
-            cluster.shutdown()
+        for client, _ in clients.values():
+            client.shutdown()
 
 
 def main(argv):
@@ -266,22 +249,17 @@ def main(argv):
     args = p.parse_args(argv)
     temporary = args.dir is None
     directory = Path(args.dir or tempfile.mkdtemp(prefix="cassandra-cluster-"))
+    cluster = CassandraLocalCluster(directory, NODES)
     status = 0
     try:
-        run(directory)
+        run(cluster)
         log("all checks passed")
     except Exception as e:  # noqa: BLE001 - reported, the cluster stopped, exit 1
         log(f"FAILED: {type(e).__name__}: {e}")
-        if isinstance(e, subprocess.CalledProcessError):
-            print(e.stdout, e.stderr, sep="\n", file=sys.stderr)
         status = 1
     finally:
         if not args.keep:
-            try:
-                script(directory, "stop", timeout=300)
-            except subprocess.CalledProcessError as e:
-                print(e.stderr, file=sys.stderr)
-                status = 1
+            cluster.destroy()
             if temporary:
                 shutil.rmtree(directory, ignore_errors=True)
     return status
