@@ -28,7 +28,7 @@ from pathlib import Path
 from . import latte as latte_mod
 from . import machine, report, servers
 from .workloads import (DEFAULT, QUICK, WORKLOADS, Profile, Workload, by_name, cluster_profile,
-                        warm_up_ended)
+                        replication_factor, warm_up_ended)
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = BENCH_DIR.parent
@@ -48,12 +48,6 @@ SETTLE_MAX_S = 180
 CLUSTER_WORKLOADS = ("write", "read")
 CLUSTER_CASSANDRA_HEAP = "1G"
 CLUSTER_CONSISTENCY = "QUORUM"
-
-
-def replication_factor(nodes: int) -> int:
-    """The keyspaces' replication factor on `nodes` nodes: 3, as the benchmark issue asks,
-    unless there are fewer nodes."""
-    return min(nodes, 3)
 
 
 def wait_until_settled(server) -> bool:
