@@ -53,13 +53,14 @@
 # loopback address 127.0.0.1 whatever listen_address is (JMXServerUtils: a local JMX server binds
 # InetAddress.getLoopbackAddress()), so each node gets its own JMX port: node I uses
 # JMX_PORT + I - 1 (7199, 7200, 7201 by default). `start` writes DIR/cluster.env (node count,
-# ports, heap, version); every later command reads the ports from it, so `--dir` (or
+# ports, heap); every later command reads the ports from it, so `--dir` (or
 # CASSANDRA_CLUSTER_DIR) is all they need.
 #
 # A fresh cluster comes up fastest this way (measured here, see bench/README.md): the nodes are
 # started one after another, each once the one before answers CQL, with `auto_bootstrap: false`
 # (no data to stream, so no bootstrap and none of its waits: RING_DELAY's 30 s sleep and the
-# ~2 minutes ccm leaves between bootstrapping nodes) and `-Dcassandra.skip_wait_for_gossip_to_settle=0`.
+# ~2 minutes ccm leaves between bootstrapping nodes) and
+# `-Dcassandra.skip_wait_for_gossip_to_settle=0`.
 # One after another and not at once, because a node chooses its tokens from the ring it sees
 # when it starts: two nodes starting together against the same ring would allocate the same
 # tokens. `start` then waits until every node's `nodetool status` lists N nodes UN. `start` on a

@@ -769,7 +769,8 @@ def render(results: dict) -> str:
     if "cassandra" in servers_info:
         ci = servers_info["cassandra"]
         L.append(f"- Apache Cassandra {ci.get('version', '?')} (scripts/cassandra.sh), JVM: "
-                 f"{v.get('java', '')}, heap {ci.get('heap', '?')} (-Xms = -Xmx)")
+                 f"{v.get('java', '')}, heap {ci.get('heap', '?')} (-Xms = -Xmx)"
+                 + (" per node" if nodes(results) > 1 else ""))
     L.append(f"- latte: {v['latte']}")
     L.append(f"- rustc: {v.get('rustc', '')}")
     L.append("")

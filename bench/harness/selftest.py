@@ -552,7 +552,8 @@ def report_from_fixture():
 # and 4,000 ops/s (read); Helenus achieved 3,700 of its 4,000 reads/s (under 95%: †).
 #   write: throughput C 6,000   H 15,000               -> 2.50
 #          p99 at 50% C 6.0 ms   H 1.5 ms               -> 0.25
-#          CPU/op     C 9.0 s / 30,000 = 300 µs, H 2.1 s / 30,000 = 70 µs -> 0.2333 (target ≤ ¼: met)
+#          CPU/op     C 9.0 s / 30,000 = 300 µs, H 2.1 s / 30,000 = 70 µs -> 0.2333
+#                     (the target, at most ¼: met)
 #          peak RSS   C 3,072 MiB (the three nodes'), H 384 MiB         -> 0.125
 #   read:  throughput C 8,000   H 12,000               -> 1.50
 #          p99 at 50% C 4.0 ms   H 2.0 ms †             -> 0.50

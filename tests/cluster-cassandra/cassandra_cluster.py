@@ -6,7 +6,7 @@ this instead of a Helenus cluster:
 
     cluster = CassandraLocalCluster(tmp_path / "cassandra", nodes=3).start()
     try:
-        ...  # cluster.hosts, cluster.cql_port, cluster.run("kill", "2"), cluster.nodetool(1, "status")
+        ...  # cluster.hosts, cluster.cql_port, cluster.kill(2), cluster.nodetool(1, "status")
     finally:
         cluster.destroy()
 
