@@ -75,16 +75,23 @@ def params_args(params: dict) -> list[str]:
     return args
 
 
+def addresses_args(address) -> list[str]:
+    """latte's trailing contact points: one `HOST:PORT`, or a list of them (a cluster's
+    nodes)."""
+    return [address] if isinstance(address, str) else list(address)
+
+
 def schema_cmd(latte, script, address, params, client: ClientSettings) -> list[str]:
     return [str(latte), "schema", str(script), *params_args(params), *client.connection_args(),
-            address]
+            *addresses_args(address)]
 
 
 def load_cmd(latte, script, address, params, client: ClientSettings) -> list[str]:
     # `load` runs `erase` (TRUNCATE) first, then `load_cycle_count` cycles of `load`.
     # Not measured: latte's default load concurrency (512 in flight per thread).
     return [str(latte), "load", str(script), "-q", *params_args(params),
-            "--threads", str(client.threads), *client.connection_args(), address]
+            "--threads", str(client.threads), *client.connection_args(),
+            *addresses_args(address)]
 
 
 def run_cmd(latte, script, address, functions: list[str], params, client: ClientSettings, *,
@@ -98,7 +105,7 @@ def run_cmd(latte, script, address, functions: list[str], params, client: Client
         cmd += ["--rate", f"{rate:.0f}"]
     if drop_log:
         cmd.append("--drop-sampling-log")
-    cmd.append(address)
+    cmd += addresses_args(address)
     return cmd
 
 

@@ -5,7 +5,12 @@ The ratio table compares, per workload: saturation throughput; p99 cycle latency
 rate nearest 50% of Cassandra's saturation throughput (the same offered load for every
 server; the median over that rate's runs, as the profile runs it more than once); server CPU
 time per operation at that rate (its median likewise); and the server's peak resident memory
-(VmHWM) while the workload ran (load and warm pass included)."""
+(VmHWM) while the workload ran (load and warm pass included).
+
+A run with `--nodes N` (N > 1, `results["nodes"]`) compares two local clusters of N nodes,
+Cassandra's and Helenus's, without the ceiling: CPU per op and peak RSS are summed over every
+node's process, the table has no ceiling columns, and the targets are the cluster round's
+(`CLUSTER_TARGETS`)."""
 
 import json
 import math
@@ -129,15 +134,23 @@ def _ratio(a, b):
     return a / b
 
 
+def nodes(results: dict) -> int:
+    """Nodes per server: 1, or a local cluster's N (`bench/run --nodes N`)."""
+    return int(results.get("nodes") or 1)
+
+
 def ratio_rows(results: dict) -> list[dict]:
     """One row per workload and metric: the three values and the two ratios."""
     s = summary(results)
     half = _half_fraction(results)
     half_text = "50%" if half is None else f"{half:.0%}"
+    n = nodes(results)
     rows = []
     for workload in results["workloads"]:
         for key, label, unit, higher_better in METRICS:
             label = label.format(half=half_text)
+            if n > 1 and key in ("cpu_us_per_op", "peak_rss_mib"):
+                label += f", {n} nodes together"
             values = {srv: s.get((workload, srv), {}).get(key) for srv in SERVERS}
             unsustained = [] if key not in ("p99_ms", "cpu_us_per_op") else [
                 srv for srv in SERVERS
@@ -174,17 +187,29 @@ def _fmt_ratio(value, better: bool | None = None) -> str:
 
 
 def ratio_table_markdown(results: dict) -> str:
-    lines = [
-        "| workload | metric | Cassandra | Helenus | ceiling | Helenus ÷ Cassandra "
-        "| Helenus ÷ ceiling | ceiling ÷ Cassandra |",
-        "|---|---|--:|--:|--:|--:|--:|--:|",
-    ]
+    cluster = nodes(results) > 1
+    if cluster:
+        # Local clusters: no ceiling (one process answering without executing has no place
+        # among replicated clusters).
+        lines = ["| workload | metric | Cassandra | Helenus | Helenus ÷ Cassandra |",
+                 "|---|---|--:|--:|--:|"]
+    else:
+        lines = [
+            "| workload | metric | Cassandra | Helenus | ceiling | Helenus ÷ Cassandra "
+            "| Helenus ÷ ceiling | ceiling ÷ Cassandra |",
+            "|---|---|--:|--:|--:|--:|--:|--:|",
+        ]
     for row in ratio_rows(results):
         r = row["helenus_vs_cassandra"]
         better = r is not None and (r > 1 if row["higher_is_better"] else r < 1)
         arrow = "↑" if row["higher_is_better"] else "↓"
         cells = {srv: _fmt_value(row["values"][srv], row["unit"])
                  + (" †" if srv in row["unsustained"] else "") for srv in SERVERS}
+        if cluster:
+            lines.append(f"| {row['workload']} | {row['label']} {arrow} "
+                         f"| {cells['cassandra']} | {cells['helenus']} "
+                         f"| {_fmt_ratio(r, better)} |")
+            continue
         lines.append(
             f"| {row['workload']} | {row['label']} {arrow} "
             f"| {cells['cassandra']} | {cells['helenus']} | {cells['ceiling']} "
@@ -211,12 +236,21 @@ TARGETS = (
 )
 
 
+# The targets of the 3-node round (`bench/run --nodes 3`; the same shape as TARGETS): Helenus's
+# CPU per replicated write, all nodes together, at most a quarter of Cassandra's.
+CLUSTER_TARGETS = (
+    ("server CPU per replicated write (all nodes) ≤ ¼ of Cassandra's", ("write",),
+     "cpu_us_per_op", "helenus_vs_cassandra", 0.25, False, False),
+)
+
+
 def target_rows(results: dict) -> list[dict]:
     """One row per target and workload: the ratio, and "met", "missed", "out of reach" (missed,
     and the ceiling's own ratio misses the bound too) or "no data"."""
     by_key = {(r["workload"], r["metric"]): r for r in ratio_rows(results)}
     rows = []
-    for text, workloads, metric, ratio_key, bound, at_least, ceiling_bounds in TARGETS:
+    targets = CLUSTER_TARGETS if nodes(results) > 1 else TARGETS
+    for text, workloads, metric, ratio_key, bound, at_least, ceiling_bounds in targets:
         def meets(x):
             return x >= bound if at_least else x <= bound
         for workload in results["workloads"]:
@@ -596,6 +630,18 @@ def render(results: dict) -> str:
         "latte client on the same cores: numbers are **noisy** (see *Noise* below), compare "
         "ratios rather than absolute values.")
     L.append("")
+    n_nodes = nodes(results)
+    if n_nodes > 1:
+        L.append(
+            f"**Local clusters of {n_nodes} nodes**, Cassandra's (`scripts/cassandra.sh cluster "
+            f"start --nodes {n_nodes}`) and Helenus's (`helenus cluster start --nodes "
+            f"{n_nodes}`), node K on 127.0.0.K, every node of both on this machine's "
+            f"{results['machine'].get('logical_cpus', '?')} cores with the client: keyspaces "
+            f"with replication factor {results.get('replication_factor', '?')}, every request "
+            f"at consistency {client['consistency']}, the client connected to every node. A "
+            "server's CPU per op and peak RSS are its nodes' processes' summed; a measured "
+            "cluster's nodes all run while the other cluster's are paused.")
+        L.append("")
     parts = []
     for key, label, _unit, higher in METRICS:
         value, n = gm[key]
@@ -623,21 +669,30 @@ def render(results: dict) -> str:
         "where Helenus is better. Throughput: the saturation run. p99 (cycle latency, "
         f"queueing included) and CPU per op: {_half_runs_text(results, half)}, the same "
         "offered load for every server. CPU per op: the server process's user + system CPU time "
-        "(/proc/<pid>/stat) during the measured phase ÷ operations. Peak RSS: VmHWM while "
-        "the workload ran, load and warm pass included. † the server did not sustain that "
-        f"rate (it achieved under {SUSTAINED_FRACTION:.0%} of it), so its latency there is "
-        "mostly queueing. The ceiling answers without executing "
+        "(/proc/<pid>/stat"
+        + (", summed over the nodes" if n_nodes > 1 else "")
+        + ") during the measured phase ÷ operations. Peak RSS: VmHWM"
+        + (" summed over the nodes" if n_nodes > 1 else "")
+        + " while the workload ran, load and warm pass included. † the server did not sustain "
+        f"that rate (it achieved under {SUSTAINED_FRACTION:.0%} of it), so its latency there "
+        "is mostly queueing."
+        + ("" if n_nodes > 1 else " The ceiling answers without executing "
         "(what the client and loopback cost): Helenus ÷ ceiling throughput is the fraction of "
         "the reachable maximum, and ceiling ÷ Cassandra p99 is the lowest Helenus ÷ Cassandra "
         "p99 any server could have reached in this run (a server that did no work at all): "
         "read a p99 ratio against it, as Cassandra's p99 varies from run to run far more than "
-        "the ceiling's." if half is not None else
+        "the ceiling's.") if half is not None else
         "↑ higher is better, ↓ lower is better. No fixed-rate runs, so no p99 or CPU per op.")
     L.append("")
     L.append("## Targets")
     L.append("")
-    L.append("The speed targets of the benchmark issue's first round, as ratios of this run "
-             "(\"out of reach\": not even the ceiling, which does no work, met the bound).")
+    if n_nodes > 1:
+        L.append(f"The targets of the benchmark issue's {n_nodes}-node round, as ratios of this "
+                 "run.")
+    else:
+        L.append("The speed targets of the benchmark issue's first round, as ratios of this "
+                 "run (\"out of reach\": not even the ceiling, which does no work, met the "
+                 "bound).")
     L.append("")
     L.extend(targets_markdown(results))
     L.append("")
@@ -681,7 +736,8 @@ def render(results: dict) -> str:
         "admin flush) and read once in full before their runs, so the data set is in the "
         "server's cache (Cassandra: the page cache; Helenus: its block cache). "
         + _warmup_text(prof)
-        + " The ceiling stores nothing, so it is neither warmed up nor loaded.")
+        + (" The ceiling stores nothing, so it is neither warmed up nor loaded."
+           if "ceiling" in servers_info else ""))
     L.append("")
     L.append("## Machine")
     L.append("")
@@ -713,7 +769,8 @@ def render(results: dict) -> str:
     if "cassandra" in servers_info:
         ci = servers_info["cassandra"]
         L.append(f"- Apache Cassandra {ci.get('version', '?')} (scripts/cassandra.sh), JVM: "
-                 f"{v.get('java', '')}, heap {ci.get('heap', '?')} (-Xms = -Xmx)")
+                 f"{v.get('java', '')}, heap {ci.get('heap', '?')} (-Xms = -Xmx)"
+                 + (" per node" if nodes(results) > 1 else ""))
     L.append(f"- latte: {v['latte']}")
     L.append(f"- rustc: {v.get('rustc', '')}")
     L.append("")

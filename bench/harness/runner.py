@@ -1,4 +1,5 @@
-"""`bench/run`: the suite. Start every server (Cassandra, Helenus, the ceiling) and warm each up;
+"""`bench/run`: the suite. Start every server (Cassandra, Helenus, the ceiling; with `--nodes N`,
+a local cluster of N Cassandra nodes and one of N Helenus nodes) and warm each up;
 then for each workload, every step on every server in turn: the setup (schema; for read
 workloads load, flush and one warm pass), a saturation run, fixed-rate runs at fractions of
 Cassandra's saturation throughput (before each measured run, a wait until no server is
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from . import latte as latte_mod
 from . import machine, report, servers
-from .workloads import DEFAULT, QUICK, WORKLOADS, Profile, Workload, by_name, warm_up_ended
+from .workloads import (DEFAULT, QUICK, WORKLOADS, Profile, Workload, by_name, cluster_profile,
+                        replication_factor, warm_up_ended)
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = BENCH_DIR.parent
@@ -40,6 +42,12 @@ SETUP_CYCLES_PER_S = 500
 # polling this often, for at most this long (then the run goes ahead and the step says so).
 SETTLE_POLL_S = 1.0
 SETTLE_MAX_S = 180
+# `--nodes N` (N > 1): the workloads run by default (the benchmark issue's: replicated writes
+# and reads), each node's Cassandra heap (three on this 24 GiB machine shared with builds; one
+# node gets Cassandra's own default, 6 GiB here), and the consistency of every request.
+CLUSTER_WORKLOADS = ("write", "read")
+CLUSTER_CASSANDRA_HEAP = "1G"
+CLUSTER_CONSISTENCY = "QUORUM"
 
 
 def wait_until_settled(server) -> bool:
@@ -61,15 +69,22 @@ def parse_args(argv):
     )
     p.add_argument("--quick", action="store_true",
                    help="under 5 minutes: 5 s runs, one fixed rate (50%%), small data sets")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="1 (default): one process per server; N > 1: Cassandra and Helenus as "
+                   "local clusters of N nodes on 127.0.0.1..N, keyspaces with replication "
+                   "factor min(N, 3), consistency QUORUM, the write and read workloads by "
+                   "default, CPU and memory summed over the nodes (no ceiling)")
     p.add_argument("--out", help="output directory (default bench/results/<UTC timestamp>)")
     p.add_argument("--helenus-bin", help="helenus binary (default: cargo build --release)")
     p.add_argument("--ceiling-bin", help="helenus-ceiling binary (default: cargo build --release)")
     p.add_argument("--latte-bin", help="latte binary (default $HELENUS_CACHE/latte/bin/latte, "
                    "installed with cargo install if missing)")
-    p.add_argument("--servers", default=",".join(SERVER_ORDER),
-                   help="comma-separated subset of cassandra,helenus,ceiling (default: all)")
-    p.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS),
-                   help="comma-separated subset of " + ",".join(w.name for w in WORKLOADS))
+    p.add_argument("--servers", help="comma-separated subset of cassandra,helenus,ceiling "
+                   "(default: all; with --nodes N > 1: cassandra,helenus)")
+    p.add_argument("--workloads", help="comma-separated subset of "
+                   + ",".join(w.name for w in WORKLOADS)
+                   + " (default: all; with --nodes N > 1: "
+                   + ",".join(CLUSTER_WORKLOADS) + ")")
     p.add_argument("--duration", type=int, help="seconds per measured run (profile default)")
     p.add_argument("--warmup", type=int, help="seconds of warm-up before each run")
     p.add_argument("--server-warmup-max", type=int, metavar="S",
@@ -84,9 +99,10 @@ def parse_args(argv):
                    help="also measure disk bytes per point read (bench/readamp.py and "
                    "bench/readamp_cassandra.py, data 12x the cache) after the workloads: about "
                    "5 minutes, 3 with --quick; Cassandra's side needs root (a memory cgroup)")
-    p.add_argument("--cassandra-heap", default=servers.cassandra_default_heap(),
+    p.add_argument("--cassandra-heap",
                    help="Cassandra's -Xms/-Xmx (default: Cassandra's own formula, "
-                   "%(default)s here)")
+                   f"{servers.cassandra_default_heap()} here; with --nodes N > 1: "
+                   f"{CLUSTER_CASSANDRA_HEAP} per node)")
     p.add_argument("--threads", type=int, default=1, help="latte worker threads (default 1)")
     p.add_argument("--concurrency", type=int, default=128,
                    help="latte requests in flight per thread (default 128)")
@@ -97,11 +113,29 @@ def parse_args(argv):
     p.add_argument("--keep-workdir", action="store_true", help="keep the servers' data")
     p.add_argument("--report-only", metavar="DIR",
                    help="only (re)write report.md and the plots from DIR/results.json")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.nodes < 1 or args.nodes > 254:
+        p.error("--nodes must be 1 to 254")
+    cluster = args.nodes > 1
+    if args.servers is None:
+        args.servers = ",".join(s for s in SERVER_ORDER if not (cluster and s == "ceiling"))
+    if args.workloads is None:
+        args.workloads = ",".join(CLUSTER_WORKLOADS if cluster else
+                                  (w.name for w in WORKLOADS))
+    if args.cassandra_heap is None:
+        args.cassandra_heap = CLUSTER_CASSANDRA_HEAP if cluster else \
+            servers.cassandra_default_heap()
+    if cluster and "ceiling" in args.servers.split(","):
+        p.error("the ceiling is one process: it has no place in a --nodes N > 1 run")
+    if cluster and args.readamp:
+        p.error("--readamp measures one node: run it without --nodes")
+    return args
 
 
 def _profile(args) -> Profile:
     profile = QUICK if args.quick else DEFAULT
+    if args.nodes > 1:
+        profile = cluster_profile(profile, args.nodes)
     if args.duration:
         profile = replace(profile, duration_s=args.duration)
     if args.warmup is not None:
@@ -177,9 +211,9 @@ class Suite:
         self.latte = latte
         self.servers = server_list
         self.workloads = workloads
-        self.client = latte_mod.ClientSettings(threads=args.threads,
-                                               concurrency=args.concurrency,
-                                               connections=args.connections)
+        self.client = latte_mod.ClientSettings(
+            threads=args.threads, concurrency=args.concurrency, connections=args.connections,
+            consistency=CLUSTER_CONSISTENCY if args.nodes > 1 else "ONE")
         self.results = {}
         self.up = []  # the servers started, in SERVER_ORDER
         self.unsettled = set()  # servers that took requests since they last settled
@@ -312,12 +346,14 @@ class Suite:
             server.stop()
             return False
         info.update(version=server.version(), command=shlex.join(server.command),
-                    pid=server.pid, address=server.address)
-        if isinstance(server, servers.CassandraServer):
+                    pid=server.pid, pids=server.pids, address=" ".join(server.addresses),
+                    nodes=server.nodes)
+        if isinstance(server, (servers.CassandraServer, servers.CassandraCluster)):
             info["heap"] = server.heap
-        info["start_peak_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmHWM"))
+        info["start_peak_rss_bytes"] = _kib(server.peak_rss_kib())
         self.step(server, None, "start", started)
-        _log(f"{server.label} {info['version']} up on {server.address} (pid {server.pid})")
+        _log(f"{server.label} {info['version']} up on {info['address']} "
+             f"(pid {' '.join(map(str, server.pids))})")
         return True
 
     def stop(self, server) -> None:
@@ -343,12 +379,12 @@ class Suite:
         info["warmup"] = warmup
         started = time.monotonic()
         ok, error = self.latte_process(
-            latte_mod.schema_cmd(self.latte, workload.path, server.address, params,
+            latte_mod.schema_cmd(self.latte, workload.path, server.addresses, params,
                                  self.client), log, SETUP_BASE_S)
         while ok and warmup["ended"] is None:
             output = self.out / "logs" / f"{server.name}-server-warmup.json"
             ok, error = self.latte_process(latte_mod.run_cmd(
-                self.latte, workload.path, server.address, workload.function_args(), params,
+                self.latte, workload.path, server.addresses, workload.function_args(), params,
                 self.client, duration=f"{round_s}s", warmup="0", rate=None, output=output,
                 drop_log=True), log, round_s + LATTE_SLACK_S)
             if ok:
@@ -404,12 +440,12 @@ class Suite:
         """Schema, and for read workloads: load, flush, warm; whether it all succeeded."""
         self.unsettled.add(server.name)
         log = self.out / "logs" / f"{server.name}-{workload.name}.log"
-        servers.reset_peak_rss(server.pid)
+        server.reset_peak_rss()
         script = workload.path
 
         started = time.monotonic()
         ok, error = self.latte_process(
-            latte_mod.schema_cmd(self.latte, script, server.address, params, self.client),
+            latte_mod.schema_cmd(self.latte, script, server.addresses, params, self.client),
             log, SETUP_BASE_S)
         self.step(server, workload.name, "schema", started, "ok" if ok else "failed", error)
         if not ok:
@@ -419,7 +455,7 @@ class Suite:
             started = time.monotonic()
             cycles = _load_cycles(workload, params)
             ok, error = self.latte_process(
-                latte_mod.load_cmd(self.latte, script, server.address, params, self.client),
+                latte_mod.load_cmd(self.latte, script, server.addresses, params, self.client),
                 log, SETUP_BASE_S + cycles / SETUP_CYCLES_PER_S)
             self.step(server, workload.name, "load", started, "ok" if ok else "failed", error)
             if not ok:
@@ -434,7 +470,7 @@ class Suite:
             started = time.monotonic()
             warm_cycles = int(params[workload.warm_cycles_param])
             cmd = latte_mod.run_cmd(
-                self.latte, script, server.address, ["-f", "warm"], params, self.client,
+                self.latte, script, server.addresses, ["-f", "warm"], params, self.client,
                 duration=str(warm_cycles), warmup="0", rate=None,
                 output=self.out / "logs" / f"{server.name}-{workload.name}-warm.json",
                 drop_log=True)
@@ -505,7 +541,7 @@ class Suite:
         rel = Path("latte") / f"{server.name}-{workload.name}-{tag}.json"
         warmup_s = self.profile.warmup_s
         warmup = f"{warmup_s}s" if rate is None else str(int(rate * warmup_s))
-        cmd = latte_mod.run_cmd(self.latte, workload.path, server.address,
+        cmd = latte_mod.run_cmd(self.latte, workload.path, server.addresses,
                                 workload.function_args(), params, self.client,
                                 duration=f"{self.profile.duration_s}s", warmup=warmup,
                                 rate=rate, output=self.out / rel)
@@ -538,8 +574,8 @@ class Suite:
         else:
             record.update(status="failed", error=error)
             _log(f"  failed: {error}")
-        record["server_peak_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmHWM"))
-        record["server_rss_bytes"] = _kib(servers.status_kib(server.pid, "VmRSS"))
+        record["server_peak_rss_bytes"] = _kib(server.peak_rss_kib())
+        record["server_rss_bytes"] = _kib(server.rss_kib())
         self.results["runs"].append(record)
         self.step(server, workload.name, tag, started, record["status"], error)
         return throughput
@@ -567,6 +603,7 @@ def main(argv) -> int:
         signal.signal(signum, _interrupt)
     profile = _profile(args)
     wanted = [s.strip() for s in args.servers.split(",") if s.strip()]
+    cluster = args.nodes > 1
     for name in wanted:
         if name not in SERVER_ORDER:
             raise SystemExit(f"bench: unknown server '{name}' (have {', '.join(SERVER_ORDER)})")
@@ -600,7 +637,14 @@ def main(argv) -> int:
     for name in SERVER_ORDER:
         if name not in wanted:
             continue
-        if name == "cassandra":
+        if name == "cassandra" and cluster:
+            server_list.append(servers.CassandraCluster(
+                REPO_DIR / "scripts" / "cassandra.sh", work_dir / "cassandra", args.nodes,
+                args.cassandra_heap, out / "logs", cache_root))
+        elif name == "helenus" and cluster:
+            server_list.append(servers.HelenusCluster(helenus_bin, work_dir / "helenus",
+                                                      args.nodes, out / "logs"))
+        elif name == "cassandra":
             server_list.append(servers.CassandraServer(
                 REPO_DIR / "scripts" / "cassandra.sh", work_dir / "cassandra",
                 args.cassandra_heap, out / "logs", cache_root))
@@ -615,6 +659,10 @@ def main(argv) -> int:
         "format": 1,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["bench/run", *argv]),
+        # Servers as local clusters of this many nodes (1: one process each), keyspaces with
+        # this replication factor.
+        "nodes": args.nodes,
+        "replication_factor": replication_factor(args.nodes),
         "profile": asdict(profile),
         "client": asdict(suite.client),
         "workloads": {w.name: {"title": w.title, "script": f"bench/workloads/{w.script}",
@@ -658,6 +706,13 @@ def main(argv) -> int:
         cassandra_log = work_dir / "cassandra" / "logs" / "system.log"
         if cassandra_log.exists():
             shutil.copy(cassandra_log, out / "logs" / "cassandra-system.log")
+        for k in range(1, args.nodes + 1) if cluster else ():
+            for src, dst in ((work_dir / "cassandra" / f"node{k}" / "logs" / "system.log",
+                              f"cassandra-node{k}-system.log"),
+                             (work_dir / "helenus" / f"node{k}" / "helenus.log",
+                              f"helenus-node{k}.log")):
+                if src.exists():
+                    shutil.copy(src, out / "logs" / dst)
         if not args.keep_workdir:
             shutil.rmtree(work_dir, ignore_errors=True)
         suite.results["finished"] = datetime.datetime.now(

@@ -13,6 +13,7 @@
 
 Prints `N passed, N failed` last; exits 1 if anything failed."""
 
+import contextlib
 import json
 import os
 import py_compile
@@ -544,6 +545,280 @@ def report_from_fixture():
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, f"{name} not a plot"
             assert f"({name})" in text, f"report.md does not show {name}"
     return f"ratio table ({len(EXPECTED)} rows) and {len(pngs)} plots"
+
+
+# The 3-node fixture (bench/fixtures/report-cluster/results.json, `bench/run --nodes 3`), by
+# hand (Helenus ÷ Cassandra; no ceiling). Runs are 10 s; the 50% rate is 3,000 ops/s (write)
+# and 4,000 ops/s (read); Helenus achieved 3,700 of its 4,000 reads/s (under 95%: †).
+#   write: throughput C 6,000   H 15,000               -> 2.50
+#          p99 at 50% C 6.0 ms   H 1.5 ms               -> 0.25
+#          CPU/op     C 9.0 s / 30,000 = 300 µs, H 2.1 s / 30,000 = 70 µs -> 0.2333
+#                     (the target, at most ¼: met)
+#          peak RSS   C 3,072 MiB (the three nodes'), H 384 MiB         -> 0.125
+#   read:  throughput C 8,000   H 12,000               -> 1.50
+#          p99 at 50% C 4.0 ms   H 2.0 ms †             -> 0.50
+#          CPU/op     C 8.0 s / 40,000 = 200 µs, H 4.07 s / 37,000 = 110 µs † -> 0.55
+#          peak RSS   C 3,300 MiB, H 480 MiB            -> 0.1455
+CLUSTER_FIXTURE = BENCH_DIR / "fixtures" / "report-cluster"
+CLUSTER_EXPECTED_LINES = [
+    "| workload | metric | Cassandra | Helenus | Helenus ÷ Cassandra |",
+    "| write | throughput ↑ | 6,000 ops/s | 15,000 ops/s | **2.50×** |",
+    "| write | p99 at 50% rate ↓ | 6.00 ms | 1.50 ms | **0.25×** |",
+    "| write | server CPU per op at 50% rate, 3 nodes together ↓ | 300 µs | 70.0 µs "
+    "| **0.23×** |",
+    "| write | server peak RSS, 3 nodes together ↓ | 3,072 MiB | 384 MiB | **0.12×** |",
+    "| read | throughput ↑ | 8,000 ops/s | 12,000 ops/s | **1.50×** |",
+    "| read | p99 at 50% rate ↓ | 4.00 ms | 2.00 ms † | **0.50×** |",
+    "| read | server CPU per op at 50% rate, 3 nodes together ↓ | 200 µs | 110 µs † "
+    "| **0.55×** |",
+    "| read | server peak RSS, 3 nodes together ↓ | 3,300 MiB | 480 MiB | **0.15×** |",
+    "| server CPU per replicated write (all nodes) ≤ ¼ of Cassandra's | write | 0.23× "
+    "| **met** |",
+]
+
+
+@check
+def report_from_cluster_fixture():
+    """`bench/run --nodes 3`'s report: Helenus ÷ Cassandra without ceiling columns, CPU per op
+    and peak RSS of the nodes together, the 3-node round's target."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report"
+        shutil.copytree(CLUSTER_FIXTURE, out)
+        text = report.generate(out).read_text()
+        results = report.load(out)
+        got = {(r["workload"], r["metric"]): r["helenus_vs_cassandra"]
+               for r in report.ratio_rows(results)}
+        for key, value in {("write", "cpu_us_per_op"): 70 / 300, ("read", "p99_ms"): 0.5,
+                           ("read", "cpu_us_per_op"): 110 / 200,
+                           ("write", "peak_rss_mib"): 0.125}.items():
+            assert _close(got[key], value), f"{key}: got {got[key]}, expected {value}"
+        for line in CLUSTER_EXPECTED_LINES:
+            assert line in text, f"report.md lacks the line:\n{line}\n--- report.md:\n{text}"
+        assert "ceiling" not in text.split("## Plots")[0].split("## Ratios")[1], \
+            "a 3-node report has no ceiling columns"
+        assert "**Local clusters of 3 nodes**" in text and "consistency QUORUM" in text
+        assert "replication factor 3" in text
+        verdicts = [t["verdict"] for t in report.target_rows(results)]
+        assert verdicts == ["met"], verdicts
+        # Just above a quarter: missed.
+        for r in results["runs"]:
+            if r["server"] == "helenus" and r["workload"] == "write" and r["kind"] == "rate":
+                r["metrics"]["cpu_us_per_op"] = 76.0
+        assert [t["verdict"] for t in report.target_rows(results)] == ["missed"]
+    return f"{len(CLUSTER_EXPECTED_LINES)} lines"
+
+
+@check
+def cluster_mode_settings():
+    """`--nodes 3`: Cassandra and Helenus clusters (no ceiling), the write and read workloads,
+    keyspaces with replication factor 3, requests at QUORUM, every node a contact point."""
+    from . import runner
+
+    args = runner.parse_args(["--nodes", "3"])
+    assert args.servers == "cassandra,helenus" and args.workloads == "write,read", args
+    assert args.cassandra_heap == runner.CLUSTER_CASSANDRA_HEAP
+    profile = runner._profile(args)
+    assert profile.nodes == 3 and all(p["replication_factor"] == 3
+                                      for p in profile.params.values()), profile
+    assert runner._profile(runner.parse_args([])).params == workloads.DEFAULT.params
+    for bad in (["--nodes", "3", "--servers", "cassandra,ceiling"], ["--nodes", "0"],
+                ["--nodes", "3", "--readamp"]):
+        try:
+            with open(os.devnull, "w") as devnull, \
+                    contextlib.redirect_stderr(devnull):
+                runner.parse_args(bad)
+        except SystemExit:
+            continue
+        raise AssertionError(f"{bad} accepted")
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = servers.CassandraCluster(Path("cassandra.sh"), Path(tmp), 3, "1G", Path(tmp),
+                                           Path(tmp))
+        cluster.port = 9999
+        client = latte_mod.ClientSettings(consistency=runner.CLUSTER_CONSISTENCY)
+        cmd = latte_mod.run_cmd(Path("latte"), Path("w.rn"), cluster.addresses, ["-f", "write"],
+                                profile.params["write"], client, duration="1s", warmup="0",
+                                rate=None, output=Path(tmp) / "o.json")
+    assert cmd[-3:] == ["127.0.0.1:9999", "127.0.0.2:9999", "127.0.0.3:9999"], cmd
+    assert "replication_factor=3" in cmd and cmd[cmd.index("--consistency") + 1] == "QUORUM"
+    # Every workload script takes the replication factor.
+    for w in workloads.WORKLOADS:
+        assert 'latte::param!("replication_factor", 1)' in w.path.read_text(), w.script
+    # Ports a cluster's nodes share are free on every node's address.
+    hosts = servers.cluster_hosts(3)
+    port = servers.free_port_on(hosts, 3)
+    assert all(servers._bindable(h, p) for h in hosts for p in range(port, port + 3))
+
+
+@check
+def cluster_cpu_and_memory_are_summed():
+    """A cluster's CPU time and peak RSS are its nodes' processes' together; a sample with a
+    node missing is no sample (it would look like a fall in CPU time)."""
+    me = os.getpid()
+    single = servers.status_kib(me, "VmHWM")
+    assert servers.peak_rss_kib([me, me]) >= 2 * single
+    assert servers.peak_rss_kib([me, 2**22 + 1]) is None  # above pid_max's default: no process
+    both = servers.Sampler([me, me])
+    both.sample()
+    one = servers.Sampler(me)
+    one.sample()
+    assert both.process[0][1] >= 2 * one.process[0][1] - 0.05
+    gone = servers.Sampler([me, 2**22 + 1])
+    gone.sample()
+    assert gone.process == []
+
+
+@check
+def helenus_cluster_needs_the_cluster_command():
+    """A helenus binary without `cluster` (it answers with its usage, which names no cluster)
+    fails the 3-node run's start with a message saying so, and starts nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = Path(tmp) / "helenus"
+        fake.write_text("#!/bin/sh\necho 'helenus: usage: helenus server [--config FILE]' >&2\n"
+                        "exit 1\n")
+        fake.chmod(0o755)
+        cluster = servers.HelenusCluster(fake, Path(tmp) / "c", 3, Path(tmp))
+        try:
+            cluster.start()
+        except RuntimeError as e:
+            assert "has no `cluster` command" in str(e), e
+        else:
+            raise AssertionError("started a cluster with a binary that has no cluster command")
+        assert cluster.pids == [] and not cluster.started
+
+
+# A stand-in `helenus` for the check below: `cluster start|stop|status` and `admin` as the real
+# binary's (crates/node/src/cluster.rs), each node a process listening on 127.0.0.K:PORT whose
+# command line names DIR/nodeK/helenus.yaml; every admin call is appended to $FAKE_ADMIN_LOG.
+FAKE_HELENUS = r"""#!/usr/bin/env python3
+import os, signal, socket, subprocess, sys, time
+args = sys.argv[1:]
+def opt(name):
+    return args[args.index(name) + 1] if name in args else None
+if args[:1] == ["--version"]:
+    print("helenus stand-in"); sys.exit(0)
+if args[:1] == ["admin"]:
+    with open(os.environ["FAKE_ADMIN_LOG"], "a") as f:
+        f.write(" ".join(args[1:]) + "\n")
+    if "metrics" in args:
+        print("running_compactions=0\npending_compaction_bytes=0")
+    sys.exit(0)
+command, d = args[1], opt("--dir")
+if command == "status" and not os.path.isdir(d):
+    print(f"no cluster in {d}", file=sys.stderr); sys.exit(1)
+if command == "start":
+    port = int(opt("--cql-port"))
+    for k in range(1, int(opt("--nodes")) + 1):
+        node = os.path.join(d, f"node{k}")
+        os.makedirs(node, exist_ok=True)
+        config = os.path.join(node, "helenus.yaml")
+        open(config, "w").close()
+        code = ("import socket, sys, time; s = socket.socket(); "
+                "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                f"s.bind(('127.0.0.{k}', {port})); s.listen(); time.sleep(600)")
+        proc = subprocess.Popen([sys.executable, "-c", code, "server", "--config", config],
+                                start_new_session=True)
+        with open(os.path.join(node, "helenus.pid"), "w") as f:
+            f.write(f"{proc.pid}\n")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((f"127.0.0.{k}", port), timeout=1).close(); break
+            except OSError:
+                time.sleep(0.05)
+if command == "stop":
+    for k in range(1, 255):
+        pid_file = os.path.join(d, f"node{k}", "helenus.pid")
+        if not os.path.exists(pid_file):
+            break
+        pid = int(open(pid_file).read())
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+"""
+
+
+@check
+def helenus_cluster_starts_measures_and_stops_its_nodes():
+    """`HelenusCluster` against a stand-in `helenus` (the real `cluster` command is not in
+    every binary yet): 3 node processes, each on 127.0.0.K:PORT, their PIDs from the pid
+    files; CPU and RSS sampled over the three; flush and the compaction check on every node's
+    admin endpoint; paused and resumed together; stopped with `cluster stop`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = Path(tmp) / "helenus"
+        fake.write_text(FAKE_HELENUS)
+        fake.chmod(0o755)
+        admin_log = Path(tmp) / "admin.log"
+        os.environ["FAKE_ADMIN_LOG"] = str(admin_log)
+        cluster = servers.HelenusCluster(fake, Path(tmp) / "cluster", 3, Path(tmp))
+        try:
+            cluster.start()
+            assert len(cluster.pids) == 3 and cluster.pid == cluster.pids[0], cluster.pids
+            for k, address in enumerate(cluster.addresses, 1):
+                host, port = address.split(":")
+                assert host == f"127.0.0.{k}" and servers.port_open(int(port), host), address
+            # The nodes sleep: their peaks hold still between the two readings.
+            assert cluster.peak_rss_kib() == sum(servers.status_kib(pid, "VmHWM")
+                                                 for pid in cluster.pids)
+            cluster.flush("ks")
+            assert not cluster.compacting()
+            calls = admin_log.read_text().splitlines()
+            port = cluster.admin_port
+            assert calls == [f"--host 127.0.0.{k} --port {port} flush ks" for k in (1, 2, 3)] + \
+                [f"--host 127.0.0.{k} --port {port} metrics" for k in (1, 2, 3)], calls
+            def states():
+                return [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                        for pid in cluster.pids]
+            cluster.pause()
+            # A signal is delivered when the process is next scheduled: wait for it.
+            deadline = time.monotonic() + 5
+            while states() != ["T"] * 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            paused = states()
+            cluster.resume()
+            assert paused == ["T"] * 3, paused
+            pids = list(cluster.pids)
+        finally:
+            cluster.stop()
+            os.environ.pop("FAKE_ADMIN_LOG", None)
+        deadline = time.monotonic() + 20
+        while any(Path(f"/proc/{pid}").exists() and
+                  Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+                  for pid in pids):
+            assert time.monotonic() < deadline, f"nodes {pids} still running after stop"
+            time.sleep(0.1)
+        assert cluster.pids == [] and not cluster.started
+    return "3 nodes"
+
+
+@check
+def cassandra_cluster_script_refuses_without_a_cluster():
+    """`scripts/cassandra.sh cluster` checks its arguments before it downloads or starts
+    anything: no cluster in the directory, no node count, a node the cluster has not."""
+    script = BENCH_DIR.parent / "scripts" / "cassandra.sh"
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(*args):
+            out = subprocess.run([str(script), "cluster", *args, "--dir", tmp],
+                                 capture_output=True, text=True, timeout=60,
+                                 env=dict(os.environ, HELENUS_CACHE=tmp))
+            return out.returncode, out.stderr
+        code, err = run("status")
+        assert code == 1 and "no cluster in" in err, err
+        code, err = run("start")
+        assert code == 1 and "give --nodes N" in err, err
+        assert not (Path(tmp) / "cassandra-5.0.9").exists(), "downloaded before checking"
+        (Path(tmp) / "cluster.env").write_text(
+            "CLUSTER_NODES=3\nCLUSTER_CQL_PORT=1\nCLUSTER_STORAGE_PORT=2\n"
+            "CLUSTER_JMX_PORT=3\nCLUSTER_HEAP=512M\n")
+        code, err = run("kill", "5")
+        assert code == 1 and "no node '5'" in err, err
+        code, err = run("start", "--nodes", "4")
+        assert code == 1 and "a cluster of 3 nodes, not 4" in err, err
+        code, out = run("status")
+        assert code == 1, out
+        code, err = run("frobnicate")
+        assert code == 1 and "unknown cluster command" in err, err
+    return "4 refusals"
 
 
 def main(argv) -> int:

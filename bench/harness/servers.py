@@ -1,13 +1,17 @@
-"""The three servers the suite measures, one at a time, each on free loopback ports, each
-started by the harness and stopped by its PID at the end (also on Ctrl-C and errors): Apache
-Cassandra 5.0 (through scripts/cassandra.sh, in its own instance directory), Helenus (the
-release `helenus` binary, data under the harness's temporary directory) and the ceiling
-(`helenus-ceiling`, which answers without executing).
+"""The servers the suite measures, one at a time, each on free loopback ports, each started by
+the harness and stopped by its PID at the end (also on Ctrl-C and errors): Apache Cassandra 5.0
+(through scripts/cassandra.sh, in its own instance directory), Helenus (the release `helenus`
+binary, data under the harness's temporary directory) and the ceiling (`helenus-ceiling`, which
+answers without executing). With `bench/run --nodes N` (N > 1) a server is a local cluster of N
+nodes on 127.0.0.1 ... 127.0.0.N, one process each: `CassandraCluster` (`cassandra.sh cluster`)
+and `HelenusCluster` (`helenus cluster`), in a directory of the harness's, on free ports.
 
-`Sampler` measures the server process from /proc: CPU time (utime + stime of every thread,
-/proc/<pid>/stat) sampled every `SAMPLE_INTERVAL_S` and interpolated to the start and end of a
-latte run's measured phase, the machine's busy CPU (/proc/stat) the same way, and peak resident
-memory (VmHWM in /proc/<pid>/status, reset per workload through /proc/<pid>/clear_refs)."""
+`Sampler` measures the server's processes (a cluster's every node) from /proc: CPU time (utime +
+stime of every thread, /proc/<pid>/stat, summed over the processes) sampled every
+`SAMPLE_INTERVAL_S` and interpolated to the start and end of a latte run's measured phase, the
+machine's busy CPU (/proc/stat) the same way, and peak resident memory (VmHWM in
+/proc/<pid>/status, summed over the processes, reset per workload through
+/proc/<pid>/clear_refs)."""
 
 import bisect
 import os
@@ -36,9 +40,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_open(port: int) -> bool:
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port_on(hosts: list[str], count: int = 1) -> int:
+    """A port P such that P ... P + count - 1 are free on every address of `hosts`: a local
+    cluster's nodes share their ports, each on its own address (and Cassandra's nodes take
+    consecutive JMX ports on 127.0.0.1)."""
+    for _ in range(100):
+        port = free_port()
+        if port + count > 65536:
+            continue
+        if all(_bindable(h, p) for h in hosts for p in range(port, port + count)):
+            return port
+    raise RuntimeError(f"no port free on {', '.join(hosts)} after 100 tries")
+
+
+def cluster_hosts(nodes: int) -> list[str]:
+    """A local cluster's node addresses: 127.0.0.1 ... 127.0.0.N."""
+    return [f"127.0.0.{k}" for k in range(1, nodes + 1)]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with socket.create_connection((host, port), timeout=0.5):
             return True
     except OSError:
         return False
@@ -94,13 +125,24 @@ def interpolate(samples: list, t: float) -> float | None:
     return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
 
 
-class Sampler(threading.Thread):
-    """Samples one process's CPU time and the machine's busy CPU time until `stop()`."""
+def peak_rss_kib(pids: list[int], key: str = "VmHWM") -> int | None:
+    """`key` (VmHWM: peak, VmRSS: current) summed over `pids`; None if a process is gone."""
+    values = [status_kib(pid, key) for pid in pids]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values)
 
-    def __init__(self, pid: int):
-        super().__init__(name=f"sampler-{pid}", daemon=True)
-        self.pid = pid
-        self.process = []  # (epoch s, process CPU s)
+
+class Sampler(threading.Thread):
+    """Samples the CPU time of one process, or the sum over a cluster's processes, and the
+    machine's busy CPU time until `stop()`. A sample is taken only when every process could be
+    read: a sum missing a node would look like a drop in CPU time."""
+
+    def __init__(self, pids):
+        pids = [pids] if isinstance(pids, int) else list(pids)
+        super().__init__(name=f"sampler-{pids[0]}", daemon=True)
+        self.pids = pids
+        self.process = []  # (epoch s, CPU s of the processes together)
         self.machine = []  # (epoch s, machine busy CPU s)
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
@@ -112,7 +154,7 @@ class Sampler(threading.Thread):
 
     def sample(self):
         try:
-            cpu = process_cpu_s(self.pid)
+            cpu = sum(process_cpu_s(pid) for pid in self.pids)
         except (OSError, ValueError, IndexError):
             return
         now = time.time()
@@ -192,16 +234,37 @@ class Server:
     # warming the server up) would measure nothing, so the suite skips them.
     stores_data = True
 
+    # Processes (nodes) of the server: 1, or a local cluster's N.
+    nodes = 1
+
     def __init__(self, log_dir: Path):
         self.log_dir = log_dir
         self.port = 0
-        self.pid = None
+        self.pid = None  # the process, or a cluster's first node's
+        self.pids = []  # every process of the server (a cluster: one per node)
         self.command = []  # how it was started, for the report
         self.sampler = None
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def addresses(self) -> list[str]:
+        """What latte connects to: every node (a client learns the others from any one, but
+        starts on whichever of these answers)."""
+        return [self.address]
+
+    def peak_rss_kib(self) -> int | None:
+        """Peak resident memory since the last `reset_peak_rss`, summed over the processes."""
+        return peak_rss_kib(self.pids, "VmHWM")
+
+    def rss_kib(self) -> int | None:
+        return peak_rss_kib(self.pids, "VmRSS")
+
+    def reset_peak_rss(self) -> None:
+        for pid in self.pids:
+            reset_peak_rss(pid)
 
     def version(self) -> str:
         return ""
@@ -225,21 +288,23 @@ class Server:
         self._signal(signal.SIGCONT)
 
     def _signal(self, signum) -> None:
-        if self.pid is not None:
+        for pid in self.pids:
             try:
-                os.kill(self.pid, signum)
+                os.kill(pid, signum)
             except ProcessLookupError:
                 pass  # exited: the next step reports it
 
-    def _started(self, pid: int) -> None:
-        self.pid = pid
-        self.sampler = Sampler(pid)
+    def _started(self, pids) -> None:
+        self.pids = [pids] if isinstance(pids, int) else list(pids)
+        self.pid = self.pids[0]
+        self.sampler = Sampler(self.pids)
         self.sampler.start()
 
     def _stopped(self) -> None:
         if self.sampler:
             self.sampler.stop()
         self.pid = None
+        self.pids = []
 
     def _wait_for_port(self, proc: subprocess.Popen, log: Path) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -432,4 +497,193 @@ class CassandraServer(Server):
                 subprocess.run([str(self.script), "stop"], env=self.env(), stdout=out,
                                stderr=subprocess.STDOUT, timeout=STOP_TIMEOUT_S + 30)
             self.started = False
+        self._stopped()
+
+
+def _run_logged(cmd: list[str], log: Path, timeout_s: float, env: dict | None = None) -> int:
+    """Runs `cmd` with its output appended to `log`; its exit status."""
+    with open(log, "ab") as out:
+        out.write(f"\n$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        return subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=timeout_s).returncode
+
+
+class CassandraCluster(Server):
+    """N Cassandra nodes on 127.0.0.1 ... 127.0.0.N through `scripts/cassandra.sh cluster`,
+    in the directory `cluster_dir` (the script's `--dir`) on free CQL and storage ports (shared
+    by the nodes, each on its own address) and N consecutive free JMX ports. `start` returns
+    once every node sees N nodes UN; the PIDs are the nodes' (`cluster pids`). Stopped with
+    `cluster stop`: SIGTERM to the PIDs in the cluster's pid files."""
+
+    name = "cassandra"
+    label = "Cassandra"
+
+    def __init__(self, script: Path, cluster_dir: Path, nodes: int, heap: str, log_dir: Path,
+                 cache_root: Path):
+        super().__init__(log_dir)
+        self.script = script
+        self.cluster_dir = cluster_dir
+        self.nodes = nodes
+        self.heap = heap
+        self.cache_root = cache_root
+        self.hosts = cluster_hosts(nodes)
+        self.started = False
+        self._version = ""
+        self.label = f"Cassandra ({nodes} nodes)"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"{h}:{self.port}" for h in self.hosts]
+
+    def env(self) -> dict:
+        return dict(os.environ, HELENUS_CACHE=str(self.cache_root), CASSANDRA_HEAP=self.heap,
+                    CASSANDRA_START_TIMEOUT_S=str(CASSANDRA_START_TIMEOUT_S))
+
+    def cluster_cmd(self, *args) -> list[str]:
+        return [str(self.script), "cluster", args[0], "--dir", str(self.cluster_dir), *args[1:]]
+
+    def start(self) -> None:
+        self.port = free_port_on(self.hosts)
+        storage_port = free_port_on(self.hosts)
+        jmx_port = free_port_on(["127.0.0.1"], self.nodes)
+        log = self.log_dir / "cassandra-start.log"
+        cmd = self.cluster_cmd("start", "--nodes", str(self.nodes), "--cql-port", str(self.port),
+                               "--storage-port", str(storage_port), "--jmx-port", str(jmx_port))
+        self.command = [f"CASSANDRA_HEAP={self.heap}", *cmd]
+        # From here on `stop` must run even if start fails half way: a node's pid file is
+        # written before the script waits for it.
+        self.started = True
+        # Per node, and once more for the nodes to see each other UN (the first start also
+        # downloads Cassandra).
+        rc = _run_logged(cmd, log, CASSANDRA_START_TIMEOUT_S * (self.nodes + 1), self.env())
+        if rc != 0:
+            raise RuntimeError(f"cassandra.sh cluster start failed ({rc}); log: {log}\n"
+                               f"{_tail(log)}")
+        pids = subprocess.run(self.cluster_cmd("pids"), env=self.env(), capture_output=True,
+                              text=True, timeout=30, check=True).stdout.split()
+        if len(pids) != self.nodes:
+            raise RuntimeError(f"cassandra.sh cluster pids: {len(pids)} of {self.nodes} nodes "
+                               "running")
+        self._started([int(p) for p in pids])
+        self._version = subprocess.run([str(self.script), "install"], env=self.env(),
+                                       capture_output=True, text=True, timeout=60).stdout.strip()
+
+    def version(self) -> str:
+        return self._version
+
+    def nodetool(self, node: int, *args, timeout_s: float = STATUS_TIMEOUT_S) -> str:
+        return subprocess.run(self.cluster_cmd("nodetool", str(node), *args), env=self.env(),
+                              check=True, capture_output=True, text=True,
+                              timeout=timeout_s).stdout
+
+    def flush(self, keyspace: str) -> None:
+        for node in range(1, self.nodes + 1):
+            self.nodetool(node, "flush", keyspace, timeout_s=FLUSH_TIMEOUT_S)
+
+    def compacting(self) -> bool:
+        return any(cassandra_compacting(self.nodetool(node, "compactionstats"))
+                   for node in range(1, self.nodes + 1))
+
+    def stop(self) -> None:
+        self.resume()  # a paused node would not act on SIGTERM
+        if self.started:
+            _run_logged(self.cluster_cmd("stop"), self.log_dir / "cassandra-start.log",
+                        STOP_TIMEOUT_S + 30, self.env())
+            self.started = False
+        self._stopped()
+
+
+class HelenusCluster(Server):
+    """N Helenus nodes on 127.0.0.1 ... 127.0.0.N through `helenus cluster start --nodes N
+    --dir DIR` on free CQL, storage and admin ports (shared by the nodes, each on its own
+    address); the PIDs are the nodes' (DIR/nodeK/helenus.pid). Stopped with `helenus cluster
+    stop`. A binary without the `cluster` command fails `start` with a message saying so."""
+
+    name = "helenus"
+    label = "Helenus"
+
+    def __init__(self, binary: Path, cluster_dir: Path, nodes: int, log_dir: Path):
+        super().__init__(log_dir)
+        self.binary = binary
+        self.cluster_dir = cluster_dir
+        self.nodes = nodes
+        self.hosts = cluster_hosts(nodes)
+        self.admin_port = 0
+        self.started = False
+        self.label = f"Helenus ({nodes} nodes)"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"{h}:{self.port}" for h in self.hosts]
+
+    def cluster_cmd(self, *args) -> list[str]:
+        return [str(self.binary), "cluster", args[0], *args[1:], "--dir", str(self.cluster_dir)]
+
+    def start(self) -> None:
+        # `helenus cluster status` on a directory holding no cluster: "no cluster in DIR" from a
+        # binary that has the command, the top-level usage (which names no `cluster`) from one
+        # that has not.
+        probe = subprocess.run(self.cluster_cmd("status"), capture_output=True, text=True,
+                               timeout=30)
+        if "cluster" not in probe.stdout + probe.stderr:
+            raise RuntimeError(
+                f"{self.binary} has no `cluster` command (`helenus cluster start --nodes "
+                f"{self.nodes}`), which the {self.nodes}-node benchmark starts Helenus with: "
+                "build a helenus that has it, or run Cassandra's side alone with "
+                "--servers cassandra")
+        self.port = free_port_on(self.hosts)
+        storage_port = free_port_on(self.hosts)
+        self.admin_port = free_port_on(self.hosts)
+        log = self.log_dir / "helenus-start.log"
+        cmd = self.cluster_cmd("start", "--nodes", str(self.nodes), "--cql-port", str(self.port),
+                               "--storage-port", str(storage_port),
+                               "--admin-port", str(self.admin_port))
+        self.command = cmd
+        self.started = True
+        rc = _run_logged(cmd, log, START_TIMEOUT_S * (self.nodes + 1))
+        if rc != 0:
+            raise RuntimeError(f"helenus cluster start failed ({rc}); log: {log}\n{_tail(log)}")
+        pids = []
+        for k in range(1, self.nodes + 1):
+            pid_file = self.cluster_dir / f"node{k}" / "helenus.pid"
+            try:
+                pids.append(int(pid_file.read_text().strip()))
+            except (OSError, ValueError) as e:
+                raise RuntimeError(f"node{k}: no pid in {pid_file}: {e}") from e
+        self._started(pids)
+
+    def version(self) -> str:
+        out = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True,
+                             timeout=30)
+        return (out.stdout or out.stderr).strip()
+
+    def admin(self, host: str, *args, timeout_s: float = STATUS_TIMEOUT_S) -> str:
+        return subprocess.run([str(self.binary), "admin", "--host", host, "--port",
+                               str(self.admin_port), *args], check=True, capture_output=True,
+                              text=True, timeout=timeout_s).stdout
+
+    def flush(self, keyspace: str) -> None:
+        for host in self.hosts:
+            self.admin(host, "flush", keyspace, timeout_s=FLUSH_TIMEOUT_S)
+
+    def compacting(self) -> bool:
+        return any(helenus_compacting(self.admin(host, "metrics")) for host in self.hosts)
+
+    def stop(self) -> None:
+        self.resume()  # a paused node would not act on SIGTERM
+        if self.started:
+            _run_logged(self.cluster_cmd("stop"), self.log_dir / "helenus-start.log",
+                        STOP_TIMEOUT_S + 30)
+            self.started = False
+            # Any node `cluster stop` left (it SIGKILLs after its own deadline): by PID, only
+            # while it is still that node's server.
+            for k, pid in enumerate(self.pids, 1):
+                config = str(self.cluster_dir / f"node{k}" / "helenus.yaml").encode()
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if config in cmdline:
+                    os.kill(pid, signal.SIGKILL)
         self._stopped()

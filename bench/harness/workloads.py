@@ -5,7 +5,7 @@ Every workload is run against every server with the same client settings: first 
 run (no rate limit), then fixed-rate runs at fractions of Cassandra's saturation throughput for
 that workload (see `runner`)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workloads"
@@ -141,6 +141,8 @@ class Profile:
     server_warmup_round_s: int = 15
     # 0: exactly `server_warmup_s`, in one round.
     server_warmup_max_s: int = 0
+    # Nodes per server (`bench/run --nodes`): 1, or a local cluster's N.
+    nodes: int = 1
 
 
 # A warm-up round "rises" when its throughput is more than this fraction above the best round
@@ -203,3 +205,18 @@ QUICK = Profile(
         "timeseries": {"sensors": 200, "points": 50, "slice_rows": 20},
     },
 )
+
+
+def replication_factor(nodes: int) -> int:
+    """The keyspaces' replication factor on `nodes` nodes: 3, as the benchmark issue asks,
+    unless there are fewer nodes."""
+    return min(nodes, 3)
+
+
+def cluster_profile(profile: Profile, nodes: int) -> Profile:
+    """`profile` for servers that are local clusters of `nodes` nodes: the same runs and data
+    sets, every workload's keyspace created with `replication_factor(nodes)` (the
+    `replication_factor` parameter every workload script takes)."""
+    rf = replication_factor(nodes)
+    params = {name: {**p, "replication_factor": rf} for name, p in profile.params.items()}
+    return replace(profile, name=f"{profile.name}, {nodes} nodes", params=params, nodes=nodes)
