@@ -100,12 +100,33 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let needs_node =
         || node.ok_or_else(|| anyhow!("{command} needs a node number\nusage: {USAGE}"));
+    if !matches!(
+        command.as_str(),
+        "start" | "stop" | "status" | "kill" | "restart"
+    ) {
+        bail!("unknown cluster command '{command}'\nusage: {USAGE}");
+    }
+    if matches!(command.as_str(), "kill" | "restart") {
+        needs_node()?;
+    }
+    // Absolute, so that the configuration paths a node runs with (and that identify its
+    // process) are the same whatever directory a later command runs in.
+    if command == "start" {
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let dir = dir.canonicalize().map_err(|_| {
+        anyhow!(
+            "no cluster in {} (create one with helenus cluster start --nodes N --dir {0})",
+            dir.display()
+        )
+    })?;
+    let dir = dir.as_path();
     match command.as_str() {
-        "start" => start(&dir, nodes, &layout),
-        "stop" => stop(&dir),
-        "status" => status(&dir),
-        "kill" => kill(&dir, needs_node()?),
-        "restart" => restart(&dir, needs_node()?),
+        "start" => start(dir, nodes, &layout),
+        "stop" => stop(dir),
+        "status" => status(dir),
+        "kill" => kill(dir, needs_node()?),
+        "restart" => restart(dir, needs_node()?),
         other => bail!("unknown cluster command '{other}'\nusage: {USAGE}"),
     }
 }
@@ -205,8 +226,8 @@ fn node_config(dir: &Path, k: usize, nodes: usize, layout: &Layout) -> String {
     )
 }
 
-/// Creates the cluster if `dir` holds none (`nodes` is then needed), and starts every node not
-/// running, in order, each waited for until it answers CQL.
+/// Creates the cluster if `dir` (absolute, existing) holds none (`nodes` is then needed), and
+/// starts every node not running, in order, each waited for until it answers CQL.
 fn start(dir: &Path, nodes: Option<usize>, layout: &Layout) -> Result<()> {
     let existing = existing_nodes(dir);
     let nodes = match (existing, nodes) {
@@ -215,14 +236,10 @@ fn start(dir: &Path, nodes: Option<usize>, layout: &Layout) -> Result<()> {
             dir.display()
         ),
         (0, Some(n)) => {
-            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            let dir = dir
-                .canonicalize()
-                .with_context(|| format!("cannot resolve {}", dir.display()))?;
             for k in 1..=n {
-                fs::create_dir_all(node_dir(&dir, k))?;
-                fs::write(config_path(&dir, k), node_config(&dir, k, n, layout))
-                    .with_context(|| format!("cannot write {}", config_path(&dir, k).display()))?;
+                fs::create_dir_all(node_dir(dir, k))?;
+                fs::write(config_path(dir, k), node_config(dir, k, n, layout))
+                    .with_context(|| format!("cannot write {}", config_path(dir, k).display()))?;
             }
             n
         }
