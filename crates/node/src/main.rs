@@ -378,11 +378,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         token_metadata.clone(),
         Arc::new(LocalReplica::new(engine.clone(), durability)),
     ));
-    let mut node = NodeInfo::new(
-        config.cluster_name.clone(),
-        RELEASE_VERSION,
-        token_metadata.clone(),
-    );
+    let mut node = NodeInfo::new(config.cluster_name.clone(), RELEASE_VERSION, token_metadata);
     node.listen_address = config.listen_address;
     node.storage_port = config.storage_port;
     node.gossip_generation = identity.gossip_generation;
