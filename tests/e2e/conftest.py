@@ -10,6 +10,8 @@ is proved right against Apache Cassandra 5.0:
     pytest tests/e2e --host 127.0.0.1:9042
 
 Tests marked `helenus_only` start and stop their own Helenus nodes; they are skipped with --host.
+The `cluster3` fixture runs a local cluster of three (`helenus cluster start --nodes 3`) on
+127.0.0.1-3 for such tests.
 
 Tests that need tables flushed and compacted (tombstone purging) use the `compact` fixture: on the
 Helenus node the suite started it runs `helenus admin`; with --host it runs the command given by
@@ -23,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from util import HelenusNode, default_helenus_bin, new_cluster, unique_name, wait_for_cql
+from util import (
+    HelenusNode, LocalCluster, default_helenus_bin, new_cluster, unique_name, wait_for_cql,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # A flush or major compaction of one small table; Cassandra's nodetool also starts a JVM.
@@ -185,3 +189,22 @@ def node_factory(request, tmp_path_factory):
     yield factory
     for node in nodes:
         node.stop()
+
+
+@pytest.fixture
+def cluster3(request, tmp_path_factory):
+    """Three Helenus nodes on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (`helenus cluster start
+    --nodes 3` in a fresh directory, every node answering CQL), stopped at the end and any node
+    left SIGKILLed by its pid. Until membership is wired in, each node serves alone.
+    Helenus-only: skipped with --host."""
+    if request.config.getoption("--host"):
+        pytest.skip("starts its own Helenus cluster; not possible with --host")
+    binary = default_helenus_bin()
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"helenus binary not found at {binary}")
+    cluster = LocalCluster(binary, tmp_path_factory.mktemp("cluster3"), nodes=3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()

@@ -129,3 +129,42 @@ def test_the_snitch_places_the_node(node_factory, snitch, expected):
         s.execute("CREATE TABLE snitch_ks.t (k int PRIMARY KEY)")
         s.execute("INSERT INTO snitch_ks.t (k) VALUES (1)")
         assert s.execute("SELECT k FROM snitch_ks.t").one().k == 1
+
+
+def test_gossiping_property_file_snitch_reads_cassandra_rackdc_properties(node_factory):
+    # As Cassandra: the file beside the config file names the data centre and rack.
+    node = node_factory(extra_config={"endpoint_snitch": "GossipingPropertyFileSnitch"})
+    node.directory.mkdir(parents=True, exist_ok=True)
+    rackdc = node.directory / "cassandra-rackdc.properties"
+    rackdc.write_text("# this node's place\ndc=dc-west\nrack=rack-3\n")
+    node.start()
+    with new_session(node.host, node.port) as s:
+        row = s.execute("SELECT data_center, rack FROM system.local").one()
+        assert (row.data_center, row.rack) == ("dc-west", "rack-3")
+    node.stop()
+    # Without a rack the node does not start, in Cassandra's words.
+    rackdc.write_text("dc=dc-west\n")
+    result = refused(node)
+    assert result.returncode != 0
+    assert "DC or rack not found in snitch properties" in result.stderr, result.stderr
+
+
+def test_initial_token_is_taken_at_the_first_start_and_kept(node_factory):
+    node = node_factory(extra_config={"num_tokens": 2, "initial_token": "'-4611686018427387904,42'"})
+    node.start()
+    with new_session(node.host, node.port) as s:
+        tokens = s.execute("SELECT tokens FROM system.local").one().tokens
+    assert set(tokens) == {"-4611686018427387904", "42"}
+    node.stop()
+    # A later start keeps them, whatever initial_token says now.
+    node.extra_config["initial_token"] = "'7,8'"
+    node.start()
+    with new_session(node.host, node.port) as s:
+        assert set(s.execute("SELECT tokens FROM system.local").one().tokens) == set(tokens)
+
+
+def test_initial_token_must_match_num_tokens(node_factory):
+    result = refused(node_factory(extra_config={"initial_token": "'1,2,3'"}))
+    assert result.returncode != 0
+    assert "initial_token was set but num_tokens is not!" in result.stderr, result.stderr
+    assert "Starting listening" not in result.stderr

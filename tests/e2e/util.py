@@ -287,3 +287,82 @@ def default_helenus_bin():
     if os.environ.get("CARGO_TARGET_DIR"):
         return Path(os.environ["CARGO_TARGET_DIR"]) / "debug" / "helenus"
     return Path(__file__).resolve().parents[2] / "target" / "debug" / "helenus"
+
+
+def free_port_on(hosts):
+    """A TCP port nothing listens on right now on every one of `hosts` (loopback addresses)."""
+    for _ in range(100):
+        port = free_port()
+        try:
+            for host in hosts:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((host, port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError(f"no port free on all of {hosts}")
+
+
+# How long `helenus cluster start` may take for all its nodes, and `stop` for all of them.
+CLUSTER_START_TIMEOUT_S = 180
+CLUSTER_STOP_TIMEOUT_S = 120
+
+
+class LocalCluster:
+    """`helenus cluster` in a directory: nodes on 127.0.0.1..N with ports of their own (free on
+    every node's address), so that it runs beside other servers on the machine. `destroy()` stops
+    it with `helenus cluster stop`, then SIGKILLs any node whose pid file still names a live
+    process of this cluster's nodes. Helenus-only."""
+
+    def __init__(self, binary, directory, nodes):
+        self.binary = str(binary)
+        self.directory = Path(directory)
+        self.nodes = nodes
+        self.hosts = [f"127.0.0.{k}" for k in range(1, nodes + 1)]
+        self.cql_port = free_port_on(self.hosts)
+        self.storage_port = free_port_on(self.hosts)
+        self.admin_port = free_port_on(self.hosts)
+
+    def run(self, *args, timeout_s=CLUSTER_START_TIMEOUT_S):
+        """`helenus cluster ARGS... --dir DIR`: (exit code, stdout, stderr)."""
+        result = subprocess.run(
+            [self.binary, "cluster", *args, "--dir", str(self.directory)],
+            capture_output=True, text=True, timeout=timeout_s,
+        )
+        return result.returncode, result.stdout, result.stderr
+
+    def start(self):
+        code, out, err = self.run(
+            "start", "--nodes", str(self.nodes), "--cql-port", str(self.cql_port),
+            "--storage-port", str(self.storage_port), "--admin-port", str(self.admin_port),
+        )
+        if code != 0:
+            raise RuntimeError(f"helenus cluster start failed ({code}):\n{out}{err}")
+        return self
+
+    def node_dir(self, k):
+        return self.directory / f"node{k}"
+
+    def pid(self, k):
+        """Node k's pid from its pid file, or None."""
+        try:
+            return int((self.node_dir(k) / "helenus.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def destroy(self):
+        try:
+            self.run("stop", timeout_s=CLUSTER_STOP_TIMEOUT_S)
+        finally:
+            for k in range(1, self.nodes + 1):
+                pid = self.pid(k)
+                if pid is not None and self._is_node(pid, k):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _is_node(self, pid, k):
+        """Whether `pid` is still node k's server (never signal a reused pid)."""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return str(self.node_dir(k) / "helenus.yaml").encode() in cmdline

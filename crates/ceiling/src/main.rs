@@ -133,11 +133,7 @@ fn processor(addr: SocketAddr) -> Result<Arc<QueryProcessor>> {
         token_metadata.clone(),
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),
     ));
-    let node = NodeInfo {
-        cluster_name: "Helenus Ceiling".to_string(),
-        release_version: RELEASE_VERSION.to_string(),
-        token_metadata,
-    };
+    let node = NodeInfo::new("Helenus Ceiling", RELEASE_VERSION, token_metadata);
     let schema = SchemaService::open(engine, query::system_keyspaces()?)
         .context("cannot start the schema service")?;
     let processor = QueryProcessor::open(node, Arc::new(schema), coordinator);

@@ -25,6 +25,31 @@ pub fn load_or_mint(
     num_tokens: usize,
     seed: u64,
 ) -> Result<Vec<Token>, LocatorError> {
+    load_or_assign(store, host_id, num_tokens, &[], seed).map(|(tokens, _)| tokens)
+}
+
+/// Where the tokens [`load_or_assign`] returned come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenOrigin {
+    /// Taken at an earlier start and kept.
+    Stored,
+    /// The configured `initial_token`, taken at this (first) start.
+    Initial,
+    /// Minted at random at this (first) start.
+    Minted,
+}
+
+/// As [`load_or_mint`], but a first start takes `initial` (Cassandra's `initial_token`, which
+/// must hold `num_tokens` distinct tokens, none the minimum) when it is not empty. Once the
+/// node has tokens, `initial` is not looked at: Cassandra uses `initial_token` only to
+/// bootstrap.
+pub fn load_or_assign(
+    store: &dyn TokenStore,
+    host_id: HostId,
+    num_tokens: usize,
+    initial: &[Token],
+    seed: u64,
+) -> Result<(Vec<Token>, TokenOrigin), LocatorError> {
     if let Some(bytes) = store.load().map_err(LocatorError::Store)? {
         let tokens = decode(&bytes)?;
         if tokens.len() != num_tokens {
@@ -33,9 +58,25 @@ pub fn load_or_mint(
                 configured: num_tokens,
             });
         }
-        return Ok(tokens);
+        return Ok((tokens, TokenOrigin::Stored));
     }
-    let tokens = partitioner::random_tokens(num_tokens, seed);
+    let (tokens, origin) = if initial.is_empty() {
+        let tokens = partitioner::random_tokens(num_tokens, seed);
+        (tokens, TokenOrigin::Minted)
+    } else {
+        let mut tokens = initial.to_vec();
+        tokens.sort_unstable();
+        tokens.dedup();
+        if tokens.len() != num_tokens || tokens.first() == Some(&Token::MIN) {
+            return Err(LocatorError::InvalidTokens {
+                host_id,
+                detail: format!(
+                    "initial_token must list num_tokens ({num_tokens}) distinct tokens, none the minimum"
+                ),
+            });
+        }
+        (tokens, TokenOrigin::Initial)
+    };
     if tokens.is_empty() {
         return Err(LocatorError::InvalidTokens {
             host_id,
@@ -43,7 +84,7 @@ pub fn load_or_mint(
         });
     }
     store.save(&encode(&tokens)).map_err(LocatorError::Store)?;
-    Ok(tokens)
+    Ok((tokens, origin))
 }
 
 fn encode(tokens: &[Token]) -> Vec<u8> {
@@ -137,5 +178,29 @@ mod tests {
             load_or_mint(&Memory::default(), host(), 0, 1),
             Err(LocatorError::InvalidTokens { .. })
         ));
+    }
+
+    #[test]
+    fn a_first_start_takes_the_initial_tokens_and_keeps_them() {
+        let store = Memory::default();
+        let (tokens, origin) = load_or_assign(&store, host(), 3, &[30, -10, 20], 1).expect("take");
+        assert_eq!(
+            (tokens.clone(), origin),
+            (vec![-10, 20, 30], TokenOrigin::Initial)
+        );
+        // A restart keeps them, whatever initial_token says now.
+        let (again, origin) = load_or_assign(&store, host(), 3, &[1, 2, 3], 1).expect("load");
+        assert_eq!((again, origin), (tokens, TokenOrigin::Stored));
+        let (_, origin) = load_or_assign(&Memory::default(), host(), 2, &[], 1).expect("mint");
+        assert_eq!(origin, TokenOrigin::Minted);
+        for bad in [&[1, 1][..], &[1][..], &[Token::MIN, 1][..]] {
+            assert!(
+                matches!(
+                    load_or_assign(&Memory::default(), host(), 2, bad, 1),
+                    Err(LocatorError::InvalidTokens { .. })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 }

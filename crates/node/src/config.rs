@@ -1,13 +1,14 @@
 //! Node configuration: a YAML file with Cassandra's key names where one exists, and embedded
 //! defaults so that no file is needed for a single local node.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_yaml::Value;
 
 use crate::cassandra_keys::CASSANDRA_KEYS;
+use crate::config_cluster;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitLogSync {
@@ -37,9 +38,25 @@ pub enum DiskFailurePolicy {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub cluster_name: String,
+    /// The address internode messaging binds (never a wildcard).
     pub listen_address: IpAddr,
+    /// `broadcast_address`: the address other nodes reach this one on (the ring's, and
+    /// `system.peers.peer` on the others); `listen_address` unless set.
+    pub broadcast_address: IpAddr,
+    /// The address the CQL server binds (may be a wildcard if `broadcast_rpc_address` is set).
     pub rpc_address: IpAddr,
+    /// `broadcast_rpc_address`: the address clients are told to reach this node on
+    /// (`system.local.rpc_address`, `system.peers(_v2)` on the others); `rpc_address` unless
+    /// set.
+    pub broadcast_rpc_address: IpAddr,
     pub native_transport_port: u16,
+    /// `storage_port`: internode messaging (Cassandra's default 7000); also the port of seeds
+    /// that name none.
+    pub storage_port: u16,
+    /// `seed_provider`'s seeds (`SimpleSeedProvider`), every address resolved, with
+    /// `storage_port` where a seed names no port. Default: 127.0.0.1 (Cassandra's default
+    /// `cassandra.yaml`).
+    pub seeds: Vec<SocketAddr>,
     /// Helenus's own: where `helenus admin` reaches the node (on `listen_address`). Cassandra's
     /// nodetool uses JMX on 7199; so does this by default.
     pub admin_port: u16,
@@ -51,9 +68,18 @@ pub struct Config {
     /// flushed so that it can be deleted.
     pub commitlog_total_space_bytes: u64,
     pub num_tokens: usize,
+    /// `initial_token`: the tokens this node takes at its first start (`num_tokens` of them),
+    /// instead of random ones; ignored once the node has tokens. Empty when not set.
+    pub initial_tokens: Vec<locator::Token>,
+    /// `allocate_tokens_for_local_replication_factor`: accepted, but Helenus has no token
+    /// allocator yet, so a first start without `initial_token` takes random tokens and says so.
+    pub allocate_tokens_for_local_replication_factor: Option<u32>,
+    /// `endpoint_snitch` as written.
     pub endpoint_snitch: String,
-    pub dc: String,
-    pub rack: String,
+    /// The snitch it names, with this node's data centre and rack (for
+    /// `GossipingPropertyFileSnitch`, from `cassandra-rackdc.properties` beside the config
+    /// file, or Helenus's own `dc` and `rack` keys).
+    pub snitch: locator::Snitch,
     pub native_transport_max_frame_size_bytes: usize,
     /// Requests one connection may have in flight before the server stops reading from it.
     pub native_transport_max_requests_per_connection: usize,
@@ -99,8 +125,15 @@ impl Default for Config {
         Config {
             cluster_name: "Test Cluster".to_string(),
             listen_address: IpAddr::from([127, 0, 0, 1]),
+            broadcast_address: IpAddr::from([127, 0, 0, 1]),
             rpc_address: IpAddr::from([127, 0, 0, 1]),
+            broadcast_rpc_address: IpAddr::from([127, 0, 0, 1]),
             native_transport_port: 9042,
+            storage_port: DEFAULT_STORAGE_PORT,
+            seeds: vec![SocketAddr::new(
+                IpAddr::from([127, 0, 0, 1]),
+                DEFAULT_STORAGE_PORT,
+            )],
             admin_port: 7199,
             data_file_directories: vec![data.join("data")],
             commitlog_directory: data.join("commitlog"),
@@ -108,9 +141,10 @@ impl Default for Config {
             commitlog_sync_period_ms: 10_000,
             commitlog_total_space_bytes: storage::DEFAULT_COMMIT_LOG_TOTAL_BYTES,
             num_tokens: 16,
+            initial_tokens: Vec::new(),
+            allocate_tokens_for_local_replication_factor: None,
             endpoint_snitch: "SimpleSnitch".to_string(),
-            dc: "datacenter1".to_string(),
-            rack: "rack1".to_string(),
+            snitch: locator::Snitch::Simple,
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
             native_transport_max_requests_per_connection: 1024,
             block_cache_size_bytes: default_block_cache_bytes(),
@@ -158,6 +192,9 @@ fn cassandra_heap_bytes() -> u64 {
     let memory = memory_bytes() as u64;
     (memory / 2).min(1 << 30).max((memory / 4).min(8 << 30))
 }
+
+/// Cassandra's default `storage_port`.
+pub const DEFAULT_STORAGE_PORT: u16 = 7000;
 
 /// The smallest `commitlog_total_space` accepted.
 const MIN_COMMITLOG_TOTAL_SPACE_BYTES: u64 = 1 << 20;
@@ -439,15 +476,142 @@ fn as_ip(key: &str, v: &Value) -> Result<IpAddr> {
         .map_err(|_| anyhow!("invalid value for '{key}': '{s}' is not an IP address"))
 }
 
+/// The cluster keys [`Config::parse_with_rackdc`] settles once every key is read: defaults
+/// that follow other keys (`broadcast_address` → `listen_address`, seeds' port →
+/// `storage_port`) and checks across keys (Cassandra's `applyAddressConfig`,
+/// `applyTokensConfig`, `GossipingPropertyFileSnitch`).
+#[derive(Default)]
+struct ClusterKeys {
+    broadcast_address: Option<IpAddr>,
+    broadcast_rpc_address: Option<IpAddr>,
+    /// Seeds as written.
+    seeds: Option<Vec<String>>,
+    num_tokens_set: bool,
+    /// Helenus's own `dc` and `rack`.
+    dc: Option<String>,
+    rack: Option<String>,
+}
+
+impl ClusterKeys {
+    fn apply(
+        self,
+        config: &mut Config,
+        rackdc: Option<&str>,
+        warnings: &mut Vec<String>,
+        resolve: impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>,
+    ) -> Result<()> {
+        if config.listen_address.is_unspecified() {
+            bail!(
+                "listen_address cannot be a wildcard address ({})!",
+                config.listen_address
+            );
+        }
+        config.broadcast_address = match self.broadcast_address {
+            Some(a) if a.is_unspecified() => {
+                bail!("broadcast_address cannot be a wildcard address ({a})!")
+            }
+            Some(a) => a,
+            None => config.listen_address,
+        };
+        config.broadcast_rpc_address = match self.broadcast_rpc_address {
+            Some(a) if a.is_unspecified() => {
+                bail!("broadcast_rpc_address cannot be a wildcard address ({a})!")
+            }
+            Some(a) => a,
+            None if config.rpc_address.is_unspecified() => bail!(
+                "If rpc_address is set to a wildcard address ({0}), then you must set broadcast_rpc_address to a value other than {0}",
+                config.rpc_address
+            ),
+            None => config.rpc_address,
+        };
+        if let Some(seeds) = &self.seeds {
+            let (seeds, unresolved) =
+                config_cluster::resolve_seeds(seeds, config.storage_port, resolve)?;
+            config.seeds = seeds;
+            warnings.extend(unresolved);
+        } else {
+            config.seeds = vec![SocketAddr::new(
+                IpAddr::from([127, 0, 0, 1]),
+                config.storage_port,
+            )];
+        }
+        if !config.initial_tokens.is_empty() {
+            let num_tokens = self.num_tokens_set.then_some(config.num_tokens);
+            config.num_tokens =
+                config_cluster::check_initial_token_count(config.initial_tokens.len(), num_tokens)?;
+        }
+        config.snitch = self.snitch(&config.endpoint_snitch, rackdc)?;
+        Ok(())
+    }
+
+    /// The snitch `endpoint_snitch` names. `GossipingPropertyFileSnitch` takes its data centre
+    /// and rack from `cassandra-rackdc.properties` (Cassandra's place for them) or from
+    /// Helenus's own `dc` and `rack` keys, not both.
+    fn snitch(&self, class: &str, rackdc: Option<&str>) -> Result<locator::Snitch> {
+        let short = class.rsplit('.').next().unwrap_or(class);
+        let (dc, rack) = match (short, rackdc, &self.dc, &self.rack) {
+            ("GossipingPropertyFileSnitch", Some(_), Some(_), _)
+            | ("GossipingPropertyFileSnitch", Some(_), _, Some(_)) => bail!(
+                "GossipingPropertyFileSnitch: the data centre and rack are set both in {} and by the dc/rack keys of the config file; keep one",
+                config_cluster::RACKDC_FILE_NAME
+            ),
+            ("GossipingPropertyFileSnitch", Some(text), None, None) => {
+                config_cluster::rackdc_location(&config_cluster::parse_properties(text))?
+            }
+            ("GossipingPropertyFileSnitch", None, Some(dc), Some(rack)) => (dc.clone(), rack.clone()),
+            ("GossipingPropertyFileSnitch", None, _, _) => bail!(
+                "DC or rack not found in snitch properties, check your configuration in: {} (beside the config file)",
+                config_cluster::RACKDC_FILE_NAME
+            ),
+            // SimpleSnitch places the node itself; dc and rack have no effect on it.
+            _ => (String::new(), String::new()),
+        };
+        locator::Snitch::from_class_name(class, &dc, &rack).ok_or_else(|| {
+            anyhow!("invalid value for 'endpoint_snitch': '{class}' (supported: SimpleSnitch, GossipingPropertyFileSnitch)")
+        })
+    }
+}
+
 impl Config {
+    /// Reads the config file at `path`, and `cassandra-rackdc.properties` beside it if it is
+    /// there (see [`Config::parse_with_rackdc`]).
     pub fn load(path: &Path) -> Result<(Config, Vec<String>)> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        Config::parse(&text).with_context(|| format!("invalid config file {}", path.display()))
+        let rackdc_path = path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(config_cluster::RACKDC_FILE_NAME);
+        let rackdc = match std::fs::read_to_string(&rackdc_path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read {}", rackdc_path.display()))
+            }
+        };
+        Config::parse_with_rackdc(&text, rackdc.as_deref(), config_cluster::system_resolve)
+            .with_context(|| format!("invalid config file {}", path.display()))
     }
 
-    /// Parses YAML; returns the config and warnings about keys that were not used.
+    /// Parses YAML; returns the config and warnings about keys that were not used. Seeds are
+    /// IP addresses only (a host name fails to resolve).
+    #[cfg(test)]
     pub fn parse(text: &str) -> Result<(Config, Vec<String>)> {
+        Config::parse_with_rackdc(text, None, |host, _| {
+            Err(std::io::Error::other(format!(
+                "{host}: no resolver in tests"
+            )))
+        })
+    }
+
+    /// Parses YAML, with the text of `cassandra-rackdc.properties` if there is one, and
+    /// `resolve` to look seeds' host names up; returns the config and warnings (keys that were
+    /// not used, seeds that did not resolve).
+    pub fn parse_with_rackdc(
+        text: &str,
+        rackdc: Option<&str>,
+        resolve: impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>,
+    ) -> Result<(Config, Vec<String>)> {
         let mut config = Config::default();
         let mut warnings = Vec::new();
         let mut no_effect: Vec<String> = Vec::new();
@@ -455,9 +619,12 @@ impl Config {
         let doc: Value = serde_yaml::from_str(text).context("not valid YAML")?;
         let map = match doc {
             Value::Mapping(m) => m,
-            Value::Null => return Ok((config, warnings)),
+            Value::Null => serde_yaml::Mapping::new(),
             _ => bail!("the top level must be a mapping of key: value"),
         };
+        // Keys whose defaults depend on others, or that are checked against others once all
+        // are read.
+        let mut cluster = ClusterKeys::default();
         for (k, v) in &map {
             let key = k
                 .as_str()
@@ -473,7 +640,35 @@ impl Config {
                 _ if is_security_key(key) => {}
                 "cluster_name" => config.cluster_name = as_str(key, v)?.to_string(),
                 "listen_address" => config.listen_address = as_ip(key, v)?,
+                "broadcast_address" => cluster.broadcast_address = Some(as_ip(key, v)?),
                 "rpc_address" => config.rpc_address = as_ip(key, v)?,
+                "broadcast_rpc_address" => {
+                    cluster.broadcast_rpc_address = Some(as_ip(key, v)?);
+                }
+                // Without them the node would bind 127.0.0.1 where the operator named a network
+                // interface.
+                "listen_interface" | "rpc_interface" => bail!(
+                    "'{key}' is not supported yet; set {} to the interface's address",
+                    key.replace("interface", "address")
+                ),
+                "storage_port" => config.storage_port = as_port(key, v)?,
+                "seed_provider" => cluster.seeds = Some(config_cluster::seed_provider_seeds(v)?),
+                "initial_token" => {
+                    let text = match v {
+                        Value::Number(n) => n.to_string(),
+                        other => as_str(key, other)?.to_string(),
+                    };
+                    config.initial_tokens = config_cluster::initial_tokens(&text)?;
+                }
+                "allocate_tokens_for_local_replication_factor" => {
+                    let rf = as_u64(key, v)?;
+                    config.allocate_tokens_for_local_replication_factor = Some(
+                        u32::try_from(rf)
+                            .ok()
+                            .filter(|rf| *rf > 0)
+                            .ok_or_else(|| anyhow!("invalid value for '{key}': {rf} (expected a positive replication factor)"))?,
+                    );
+                }
                 "native_transport_port" => config.native_transport_port = as_port(key, v)?,
                 "admin_port" => config.admin_port = as_port(key, v)?,
                 "data_file_directories" => {
@@ -527,10 +722,11 @@ impl Config {
                         bail!("invalid value for 'num_tokens': {n} (expected 1..=1536)");
                     }
                     config.num_tokens = n as usize;
+                    cluster.num_tokens_set = true;
                 }
                 "endpoint_snitch" => config.endpoint_snitch = as_str(key, v)?.to_string(),
-                "dc" => config.dc = as_str(key, v)?.to_string(),
-                "rack" => config.rack = as_str(key, v)?.to_string(),
+                "dc" => cluster.dc = Some(as_str(key, v)?.to_string()),
+                "rack" => cluster.rack = Some(as_str(key, v)?.to_string()),
                 "native_transport_max_frame_size_in_mb" => {
                     let mb = as_u64(key, v)?;
                     if mb == 0 || mb > 256 {
@@ -686,16 +882,7 @@ impl Config {
                 }
             }
         }
-        if !config.endpoint_snitch.ends_with("SimpleSnitch")
-            && !config
-                .endpoint_snitch
-                .ends_with("GossipingPropertyFileSnitch")
-        {
-            bail!(
-                "invalid value for 'endpoint_snitch': '{}' (supported: SimpleSnitch, GossipingPropertyFileSnitch)",
-                config.endpoint_snitch
-            );
-        }
+        cluster.apply(&mut config, rackdc, &mut warnings, resolve)?;
         Ok((config, warnings))
     }
 }
@@ -757,7 +944,7 @@ mod tests {
     #[test]
     fn cassandra_keys_and_units() {
         let (c, w) = Config::parse(
-            "cluster_name: 'Prod'\nnative_transport_port: 19042\ncommitlog_sync: batch\ncommitlog_sync_period: 2s\nnum_tokens: 8\nseed_provider: []\nfoo: 1\n",
+            "cluster_name: 'Prod'\nnative_transport_port: 19042\ncommitlog_sync: batch\ncommitlog_sync_period: 2s\nnum_tokens: 8\nssl_storage_port: 7001\nfoo: 1\n",
         )
         .expect("valid");
         assert_eq!(c.cluster_name, "Prod");
@@ -768,7 +955,7 @@ mod tests {
         // One line for every key not acted on: Cassandra's, then unknown ones.
         assert_eq!(
             w,
-            ["Cassandra config keys Helenus accepts but does not act on: seed_provider; unknown config keys: foo (ignored)"]
+            ["Cassandra config keys Helenus accepts but does not act on: ssl_storage_port; unknown config keys: foo (ignored)"]
         );
     }
 
@@ -997,5 +1184,137 @@ mod tests {
         ] {
             assert!(Config::parse(bad).is_err(), "{bad} should be refused");
         }
+    }
+
+    #[test]
+    fn addresses_default_and_are_checked_as_cassandra_does() {
+        let (c, w) = Config::parse("").expect("empty");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.broadcast_address, c.listen_address);
+        assert_eq!(c.broadcast_rpc_address, c.rpc_address);
+        assert_eq!(c.storage_port, 7000);
+        assert_eq!(c.seeds, [SocketAddr::from(([127, 0, 0, 1], 7000))]);
+        let (c, w) = Config::parse(
+            "listen_address: 10.0.0.5\nrpc_address: 0.0.0.0\nbroadcast_rpc_address: 192.168.1.5\nstorage_port: 7010\n",
+        )
+        .expect("valid");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.broadcast_address, IpAddr::from([10, 0, 0, 5]));
+        assert_eq!(c.rpc_address, IpAddr::from([0, 0, 0, 0]));
+        assert_eq!(c.broadcast_rpc_address, IpAddr::from([192, 168, 1, 5]));
+        assert_eq!(c.storage_port, 7010);
+        // The default seed takes the storage port too.
+        assert_eq!(c.seeds, [SocketAddr::from(([127, 0, 0, 1], 7010))]);
+        let (c, _) = Config::parse("listen_address: 10.0.0.5\nbroadcast_address: 203.0.113.5\n")
+            .expect("valid");
+        assert_eq!(c.broadcast_address, IpAddr::from([203, 0, 113, 5]));
+        for (bad, message) in [
+            ("listen_address: 0.0.0.0", "listen_address cannot be a wildcard address (0.0.0.0)!"),
+            ("listen_address: '::'", "listen_address cannot be a wildcard address (::)!"),
+            ("broadcast_address: 0.0.0.0", "broadcast_address cannot be a wildcard address (0.0.0.0)!"),
+            ("rpc_address: 0.0.0.0", "If rpc_address is set to a wildcard address (0.0.0.0), then you must set broadcast_rpc_address to a value other than 0.0.0.0"),
+            ("rpc_address: 0.0.0.0\nbroadcast_rpc_address: 0.0.0.0", "broadcast_rpc_address cannot be a wildcard address (0.0.0.0)!"),
+            ("broadcast_rpc_address: nowhere", "is not an IP address"),
+            ("listen_interface: eth0", "'listen_interface' is not supported yet; set listen_address"),
+            ("rpc_interface: eth0", "'rpc_interface' is not supported yet; set rpc_address"),
+            ("storage_port: 0", "is not a TCP port"),
+        ] {
+            let e = Config::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(message), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn seeds_in_cassandras_list_form() {
+        let (c, w) = Config::parse(
+            "storage_port: 7001\nseed_provider:\n  - class_name: org.apache.cassandra.locator.SimpleSeedProvider\n    parameters:\n      - seeds: \"127.0.0.1,127.0.0.2:7002,name.invalid\"\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.seeds,
+            [
+                SocketAddr::from(([127, 0, 0, 1], 7001)),
+                SocketAddr::from(([127, 0, 0, 2], 7002))
+            ]
+        );
+        assert_eq!(w, ["Seed provider couldn't lookup host name.invalid"]);
+        let e = Config::parse("seed_provider:\n  - class_name: org.apache.cassandra.locator.SimpleSeedProvider\n    parameters:\n      - seeds: \"\"\n")
+            .expect_err("no seeds");
+        assert!(
+            format!("{e:#}").contains("The seed provider lists no seeds."),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn initial_token_and_num_tokens_agree() {
+        let (c, _) = Config::parse("initial_token: -100").expect("one token");
+        assert_eq!((c.num_tokens, c.initial_tokens.clone()), (1, vec![-100]));
+        let (c, _) = Config::parse("num_tokens: 2\ninitial_token: '5,-5'").expect("two");
+        assert_eq!(c.initial_tokens, [5, -5]);
+        assert!(Config::parse("")
+            .expect("empty")
+            .0
+            .initial_tokens
+            .is_empty());
+        for (bad, message) in [
+            ("initial_token: '1,2'", "initial_token was set but num_tokens is not!"),
+            ("num_tokens: 16\ninitial_token: '1,2'", "The number of initial tokens (by initial_token) specified (2) is different from num_tokens value (16)"),
+            ("num_tokens: 1\ninitial_token: abc", "Invalid token for Murmur3Partitioner. Got abc"),
+        ] {
+            let e = Config::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(message), "{bad}: {e}");
+        }
+        let (c, w) =
+            Config::parse("allocate_tokens_for_local_replication_factor: 3").expect("valid");
+        assert_eq!(c.allocate_tokens_for_local_replication_factor, Some(3));
+        assert!(w.is_empty(), "{w:?}");
+        assert!(Config::parse("allocate_tokens_for_local_replication_factor: 0").is_err());
+    }
+
+    #[test]
+    fn the_snitch_places_the_node() {
+        let gpfs = "endpoint_snitch: org.apache.cassandra.locator.GossipingPropertyFileSnitch\n";
+        let location = |c: &Config| c.snitch.local_location();
+        let resolve = |_: &str, _: u16| Err(std::io::Error::other("none"));
+        let (c, _) = Config::parse_with_rackdc(gpfs, Some("dc=dc-east\nrack=r7\n"), resolve)
+            .expect("from the properties file");
+        assert_eq!(
+            (location(&c).datacenter.as_str(), location(&c).rack.as_str()),
+            ("dc-east", "r7")
+        );
+        let (c, _) = Config::parse(&format!("{gpfs}dc: d2\nrack: r2\n")).expect("from dc and rack");
+        assert_eq!(location(&c).datacenter, "d2");
+        for (yaml, rackdc, message) in [
+            (
+                gpfs.to_string(),
+                None,
+                "DC or rack not found in snitch properties",
+            ),
+            (
+                gpfs.to_string(),
+                Some("dc=d1\n"),
+                "DC or rack not found in snitch properties",
+            ),
+            (
+                format!("{gpfs}dc: d2\n"),
+                Some("dc=d1\nrack=r1\n"),
+                "keep one",
+            ),
+            (
+                "endpoint_snitch: Ec2Snitch".to_string(),
+                None,
+                "supported: SimpleSnitch, GossipingPropertyFileSnitch",
+            ),
+        ] {
+            let e = Config::parse_with_rackdc(&yaml, rackdc, resolve)
+                .expect_err(&yaml)
+                .to_string();
+            assert!(e.contains(message), "{yaml}: {e}");
+        }
+        // SimpleSnitch ignores both.
+        let (c, _) = Config::parse_with_rackdc("dc: x\nrack: y\n", Some("dc=a\nrack=b\n"), resolve)
+            .expect("simple");
+        assert_eq!(location(&c).datacenter, "datacenter1");
     }
 }

@@ -12,9 +12,12 @@
 mod admin;
 mod alloc;
 mod cassandra_keys;
-mod internode;
+mod cluster;
 mod config;
+mod config_cluster;
 mod descriptors;
+mod identity;
+mod internode;
 
 /// mimalloc instead of glibc's malloc: with a request's allocations spread over runtime and
 /// blocking-pool threads, glibc's per-thread arenas and consolidation took about 20% of the
@@ -43,6 +46,7 @@ pub(crate) const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
        helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
+       helenus cluster start|stop|status|kill|restart ... (helenus cluster help)
        helenus --version";
 
 fn main() {
@@ -96,6 +100,16 @@ fn run() -> Result<()> {
             }
             admin::run_client(SocketAddr::new(host, port), &command.join(" "))
         }
+        Some("cluster") => {
+            if matches!(
+                args.get(1).map(String::as_str),
+                Some("help" | "--help" | "-h")
+            ) {
+                println!("usage: {}", cluster::USAGE);
+                return Ok(());
+            }
+            cluster::run(&args[1..])
+        }
         Some("--version") | Some("version") => {
             println!(
                 "helenus {} (CQL {RELEASE_VERSION})",
@@ -122,20 +136,20 @@ fn init_logging() {
         .init();
 }
 
-/// Where node identity lives in storage's meta space.
-const HOST_ID_KEY: &[u8] = b"local/host_id";
+/// Where this node's tokens live in storage's meta space (identity keeps the host id beside
+/// them, see `identity`).
 const TOKENS_KEY: &[u8] = b"local/tokens";
 
-/// Loads this node's host id, creating it on first start.
-fn host_id(engine: &dyn StorageEngine) -> Result<uuid::Uuid> {
-    Ok(match engine.get_meta(HOST_ID_KEY)? {
-        Some(b) => uuid::Uuid::from_slice(&b).context("corrupt stored host id")?,
-        None => {
-            let id = uuid::Uuid::new_v4();
-            engine.put_meta(HOST_ID_KEY, id.as_bytes())?;
-            id
-        }
-    })
+/// Storage's node metadata, for `identity`.
+struct StorageMeta<'a>(&'a dyn StorageEngine);
+
+impl identity::MetaStore for StorageMeta<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.0.get_meta(key)?)
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.0.put_meta(key, value)?)
+    }
 }
 
 /// This node's tokens in storage's meta space (the locator mints them and says how they are
@@ -154,17 +168,19 @@ impl locator::TokenStore for StoredTokens<'_> {
 }
 
 /// The ring as this node starts with it: itself, placed by its snitch, owning its tokens
-/// (minted at its first start, the same ever after).
-fn token_metadata(engine: &dyn StorageEngine, config: &Config) -> Result<locator::TokenMetadata> {
-    let host_id = locator::HostId(host_id(engine)?);
-    let snitch =
-        locator::Snitch::from_class_name(&config.endpoint_snitch, &config.dc, &config.rack)
-            .with_context(|| format!("unsupported endpoint_snitch '{}'", config.endpoint_snitch))?;
+/// (taken at its first start, from `initial_token` or at random, the same ever after).
+fn token_metadata(
+    engine: &dyn StorageEngine,
+    config: &Config,
+    host_id: uuid::Uuid,
+) -> Result<locator::TokenMetadata> {
+    let host_id = locator::HostId(host_id);
     let seed = host_id.0.as_u64_pair().0;
-    let tokens = match locator::tokens::load_or_mint(
+    let (tokens, origin) = match locator::tokens::load_or_assign(
         &StoredTokens(engine),
         host_id,
         config.num_tokens,
+        &config.initial_tokens,
         seed,
     ) {
         Err(e @ locator::LocatorError::TokenCountChanged { stored, .. }) => bail!(
@@ -173,12 +189,41 @@ fn token_metadata(engine: &dyn StorageEngine, config: &Config) -> Result<locator
         ),
         tokens => tokens.context("cannot load this node's tokens")?,
     };
+    match origin {
+        locator::tokens::TokenOrigin::Minted => {
+            if let Some(rf) = config.allocate_tokens_for_local_replication_factor {
+                tracing::warn!(
+                    "allocate_tokens_for_local_replication_factor: {rf} is not implemented yet: \
+                     this node took {} random tokens, so its share of the ring may be uneven \
+                     (set initial_token for chosen tokens)",
+                    tokens.len()
+                );
+            }
+            tracing::info!(num_tokens = tokens.len(), "this node took random tokens");
+        }
+        locator::tokens::TokenOrigin::Initial => {
+            tracing::info!(
+                num_tokens = tokens.len(),
+                "this node took its initial_token"
+            );
+        }
+        locator::tokens::TokenOrigin::Stored => {
+            let mut initial = config.initial_tokens.clone();
+            initial.sort_unstable();
+            if !initial.is_empty() && initial != tokens {
+                tracing::warn!(
+                    "initial_token is not this node's tokens; it is used at a node's first \
+                     start only, and this node keeps the tokens it took then"
+                );
+            }
+        }
+    }
     let local = locator::Endpoint {
         host_id,
-        broadcast_address: config.listen_address,
-        native_address: config.rpc_address,
+        broadcast_address: config.broadcast_address,
+        native_address: config.broadcast_rpc_address,
         native_port: config.native_transport_port,
-        location: snitch.local_location(),
+        location: config.snitch.local_location(),
         state: locator::NodeState::Normal,
     };
     Ok(locator::TokenMetadata::new(local, tokens)?)
@@ -274,6 +319,12 @@ fn blocking_threads_per_shard(shards: usize) -> usize {
 
 async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     let data_dir = config.data_file_directories[0].clone();
+    let directories = identity::Directories {
+        data: data_dir.clone(),
+        commit_log: config.commitlog_directory.clone(),
+    };
+    // Before storage opens, so that no other node's commit log is replayed into this data.
+    let recorded = identity::check_directories(&directories, &config.cluster_name)?;
     let durability = match config.commitlog_sync {
         CommitLogSync::Periodic => Durability::Periodic,
         CommitLogSync::Batch => Durability::Batch,
@@ -300,7 +351,26 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             opened.with_context(|| format!("cannot open storage in {}", data_dir.display()))?
         }
     });
-    let token_metadata = Arc::new(token_metadata(engine.as_ref(), &config)?);
+    let now_seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let identity = identity::establish(
+        &StorageMeta(engine.as_ref()),
+        &directories,
+        &config.cluster_name,
+        recorded.as_ref(),
+        now_seconds,
+    )?;
+    let token_metadata = Arc::new(token_metadata(engine.as_ref(), &config, identity.host_id)?);
+    // Membership (gossip) and internode messaging are not wired in yet: the seeds are read and
+    // checked, and the node serves alone.
+    tracing::info!(
+        host_id = %identity.host_id,
+        broadcast_address = %config.broadcast_address,
+        storage_port = config.storage_port,
+        seeds = ?config.seeds,
+        "this node serves alone until membership is built; seeds are not contacted"
+    );
     let schema = Arc::new(
         SchemaService::open(engine.clone(), query::system_keyspaces()?)
             .context("cannot load the schema")?,
@@ -309,11 +379,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         token_metadata.clone(),
         Arc::new(LocalReplica::new(engine.clone(), durability)),
     ));
-    let node = NodeInfo {
-        cluster_name: config.cluster_name.clone(),
-        release_version: RELEASE_VERSION.to_string(),
-        token_metadata,
-    };
+    let mut node = NodeInfo::new(config.cluster_name.clone(), RELEASE_VERSION, token_metadata);
+    node.listen_address = config.listen_address;
+    node.storage_port = config.storage_port;
+    node.gossip_generation = identity.gossip_generation;
     let processor = Arc::new(
         QueryProcessor::open(node, schema.clone(), coordinator)
             .with_batch_thresholds(config.batch_thresholds)

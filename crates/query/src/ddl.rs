@@ -117,7 +117,8 @@ fn property_value(v: &PropertyValue) -> OptionValue {
 
 /// Cassandra's warnings for more replicas than nodes, counted in the locator's topology.
 fn replication_warnings(node: &NodeInfo, keyspace: &str, replication: &Replication) -> Vec<String> {
-    let topology = node.token_metadata.topology();
+    let ring = node.ring();
+    let topology = ring.topology();
     crate::warnings::replication_warnings(
         keyspace,
         replication,
@@ -711,7 +712,7 @@ fn create_keyspace(
             )));
         }
         let (replication, durable_writes) =
-            keyspace_props(&s.properties, ctx.node.data_center(), name, None)?;
+            keyspace_props(&s.properties, &ctx.node.data_center(), name, None)?;
         let warnings = replication_warnings(ctx.node, name, &replication);
         schema.keyspaces.insert(
             name.to_string(),
@@ -750,8 +751,12 @@ fn alter_keyspace(
             )));
         };
         user_keyspace(&schema, name)?;
-        let (replication, durable_writes) =
-            keyspace_props(&s.properties, ctx.node.data_center(), name, Some(&existing))?;
+        let (replication, durable_writes) = keyspace_props(
+            &s.properties,
+            &ctx.node.data_center(),
+            name,
+            Some(&existing),
+        )?;
         let mut warnings = replication_warnings(ctx.node, name, &replication);
         if replication.replication_factor() > existing.replication.replication_factor() {
             warnings.push(crate::warnings::REPLICATION_FACTOR_INCREASED.to_string());

@@ -3,36 +3,113 @@
 //! else in this crate, so every stage can use it without reaching back into the processor.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use coordinator::ConsistencyLevel;
 use cql_syntax::ast::Statement;
-use locator::{Endpoint, TokenMetadata};
+use locator::{Endpoint, HostId, TokenMetadata};
 use schema_service::SchemaChangeEvent;
 use uuid::Uuid;
 
-/// Facts about this node and the cluster that system tables report.
+/// Cassandra's default `storage_port`, which a [`NodeInfo`] built by [`NodeInfo::new`] reports.
+pub const DEFAULT_STORAGE_PORT: u16 = 7000;
+
+/// What membership (gossip) knows about another node beyond its place in the ring: the
+/// `system.peers` and `system.peers_v2` columns the ring does not hold, and whether the node is
+/// up. Cassandra's gossip application states `RELEASE_VERSION`, `SCHEMA`,
+/// `INTERNAL_ADDRESS_AND_PORT` and the failure detector's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerDetails {
+    /// The port the peer's internode messaging listens on (`peers_v2.peer_port`).
+    pub storage_port: u16,
+    /// The Cassandra release the peer reports (`release_version`); `None` until gossip says.
+    pub release_version: Option<String>,
+    /// The peer's schema version (`schema_version`); `None` until gossip says.
+    pub schema_version: Option<Uuid>,
+    /// The address to reach the peer on inside its data centre (`preferred_ip`,
+    /// `preferred_port`), when it differs from its broadcast address.
+    pub preferred_address: Option<SocketAddr>,
+    /// Whether the failure detector deems the peer up. The peers tables list a ring member up
+    /// or down, as Cassandra's do.
+    pub up: bool,
+}
+
+/// Every peer's [`PeerDetails`], by host id. Peers of the ring without an entry are listed
+/// with what the ring knows and nulls for the rest.
+pub type PeerDetailsMap = BTreeMap<HostId, PeerDetails>;
+
+/// Facts about this node and the cluster that system tables report. Cloning shares the live
+/// ring and peer details: membership stores new values into `token_metadata` and
+/// `peer_details`, and every reader (every clone) sees them from its next read.
 #[derive(Debug, Clone)]
 pub struct NodeInfo {
     pub cluster_name: String,
     pub release_version: String,
+    /// `listen_address`: what `system.local.listen_address` shows (the ring holds the
+    /// broadcast address).
+    pub listen_address: IpAddr,
+    /// `storage_port`: `system.local`'s `listen_port` and `broadcast_port`.
+    pub storage_port: u16,
+    /// This start's gossip generation (`system.local.gossip_generation`): seconds since the
+    /// epoch at start, greater than any earlier start's.
+    pub gossip_generation: i32,
     /// The ring as the locator has it: this node's host id, addresses, data centre, rack and
-    /// tokens (its local endpoint), and every other node (`system.peers`).
-    pub token_metadata: Arc<TokenMetadata>,
+    /// tokens (its local endpoint), and every other node (`system.peers`). Membership swaps
+    /// new rings in; a request loads one and reads that consistent value throughout.
+    pub token_metadata: Arc<ArcSwap<TokenMetadata>>,
+    /// What gossip knows of each peer beyond the ring, swapped in whole like the ring.
+    pub peer_details: Arc<ArcSwap<PeerDetailsMap>>,
 }
 
 impl NodeInfo {
-    /// This node as the ring knows it.
-    pub fn local(&self) -> &Endpoint {
-        self.token_metadata.local_endpoint()
+    /// A node whose listen address is its broadcast address in `token_metadata`, on Cassandra's
+    /// default storage port, with gossip generation 0 and no peer details: what a node that
+    /// is alone (a test, the benchmark ceiling) reports. Fields can be set after.
+    pub fn new(
+        cluster_name: impl Into<String>,
+        release_version: impl Into<String>,
+        token_metadata: Arc<TokenMetadata>,
+    ) -> NodeInfo {
+        NodeInfo {
+            cluster_name: cluster_name.into(),
+            release_version: release_version.into(),
+            listen_address: token_metadata.local_endpoint().broadcast_address,
+            storage_port: DEFAULT_STORAGE_PORT,
+            gossip_generation: 0,
+            token_metadata: Arc::new(ArcSwap::new(token_metadata)),
+            peer_details: Arc::new(ArcSwap::from_pointee(PeerDetailsMap::new())),
+        }
+    }
+
+    /// The ring now. Hold the returned value for the whole of a request, so it reads one ring.
+    pub fn ring(&self) -> Arc<TokenMetadata> {
+        self.token_metadata.load_full()
+    }
+
+    /// The peer details now.
+    pub fn peers(&self) -> Arc<PeerDetailsMap> {
+        self.peer_details.load_full()
+    }
+
+    /// This node as the ring knows it now.
+    pub fn local(&self) -> Endpoint {
+        self.token_metadata.load().local_endpoint().clone()
     }
 
     /// This node's data centre.
-    pub fn data_center(&self) -> &str {
-        &self.local().location.datacenter
+    pub fn data_center(&self) -> String {
+        self.token_metadata
+            .load()
+            .local_endpoint()
+            .location
+            .datacenter
+            .clone()
     }
 }
 

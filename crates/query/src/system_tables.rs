@@ -145,10 +145,6 @@ fn blob_map(m: &BTreeMap<String, Vec<u8>>) -> Cell {
     Some(out)
 }
 
-/// The internode port every node reports (Cassandra's default `storage_port`; Helenus has
-/// no internode messaging yet).
-const STORAGE_PORT: i32 = 7000;
-
 /// Tokens as `system.local` and `system.peers` hold them: a set of their decimal strings,
 /// sorted as text.
 fn token_strings(tokens: &[i64]) -> Vec<String> {
@@ -179,6 +175,123 @@ fn listed_in(keyspace: &KeyspaceMetadata, virtual_schema: bool) -> bool {
     VIRTUAL_SCHEMA_KEYSPACES.contains(&keyspace.name.as_str()) == virtual_schema
 }
 
+/// `system.local`'s one row: this node as the ring has it now, with what Cassandra 5.0's
+/// `SystemKeyspace.persistLocalMetadata` writes (`listen_address` the configured one,
+/// `broadcast_address` the ring's, `rpc_address` the broadcast native address) and what it adds
+/// as the node starts (host id, tokens, gossip generation, schema version). `truncated_at`
+/// stays null: Helenus keeps no truncation records there.
+fn local_row(node: &NodeInfo, schema: &Schema, table: &TableMetadata) -> Vec<Cell> {
+    let ring = node.ring();
+    let local = ring.local_endpoint();
+    let tokens = token_strings(ring.local_tokens());
+    // Cassandra's BootstrapState: a joining node is still streaming its ranges.
+    let bootstrapped = match local.state {
+        locator::NodeState::Joining => "IN_PROGRESS",
+        _ => "COMPLETED",
+    };
+    row(
+        table,
+        vec![
+            ("key", text("local")),
+            ("bootstrapped", text(bootstrapped)),
+            ("broadcast_address", inet(local.broadcast_address)),
+            ("broadcast_port", int(node.storage_port.into())),
+            ("cluster_name", text(&node.cluster_name)),
+            ("cql_version", text(CQL_VERSION)),
+            ("data_center", text(&local.location.datacenter)),
+            ("gossip_generation", int(node.gossip_generation)),
+            ("host_id", uuid(local.host_id.0)),
+            ("listen_address", inet(node.listen_address)),
+            ("listen_port", int(node.storage_port.into())),
+            ("native_protocol_version", text(NATIVE_PROTOCOL_VERSION)),
+            ("partitioner", text(PARTITIONER)),
+            ("rack", text(&local.location.rack)),
+            ("release_version", text(&node.release_version)),
+            ("rpc_address", inet(local.native_address)),
+            ("rpc_port", int(local.native_port.into())),
+            ("schema_version", uuid(schema.version)),
+            ("tokens", texts(&tokens)),
+        ],
+    )
+}
+
+/// Which of the two peers tables: Cassandra 5.0 keeps the legacy `system.peers` (one address,
+/// `rpc_address` for clients) beside `system.peers_v2` (addresses with ports) for old drivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeersTable {
+    Legacy,
+    V2,
+}
+
+/// One row per other member of the ring now (Cassandra lists a node there once it owns
+/// tokens: a joining node is not yet a member, and a node that is down still is). Release and
+/// schema versions and the preferred address come from gossip's [`PeerDetails`]; a peer it has
+/// said nothing of yet has them null, and `peer_port` this node's `storage_port` (the key
+/// column cannot be null; every node of a cluster usually shares the port).
+///
+/// [`PeerDetails`]: crate::interface::PeerDetails
+fn peer_rows(node: &NodeInfo, table: &TableMetadata, which: PeersTable) -> Vec<Vec<Cell>> {
+    let ring = node.ring();
+    let details = node.peers();
+    let mut out = Vec::new();
+    for peer in ring.peers() {
+        if peer.state == locator::NodeState::Joining {
+            continue;
+        }
+        let known = details.get(&peer.host_id);
+        let tokens = token_strings(ring.tokens_of(peer.host_id));
+        let mut values = vec![
+            ("peer", inet(peer.broadcast_address)),
+            ("data_center", text(&peer.location.datacenter)),
+            ("host_id", uuid(peer.host_id.0)),
+            ("rack", text(&peer.location.rack)),
+            (
+                "release_version",
+                known
+                    .and_then(|d| d.release_version.as_deref())
+                    .and_then(text),
+            ),
+            (
+                "schema_version",
+                known.and_then(|d| d.schema_version).and_then(uuid),
+            ),
+            ("tokens", texts(&tokens)),
+            (
+                "preferred_ip",
+                known
+                    .and_then(|d| d.preferred_address)
+                    .and_then(|a| inet(a.ip())),
+            ),
+        ];
+        match which {
+            PeersTable::Legacy => values.push(("rpc_address", inet(peer.native_address))),
+            PeersTable::V2 => values.extend([
+                (
+                    "peer_port",
+                    int(known.map_or(node.storage_port, |d| d.storage_port).into()),
+                ),
+                ("native_address", inet(peer.native_address)),
+                ("native_port", int(peer.native_port.into())),
+                (
+                    "preferred_port",
+                    known
+                        .and_then(|d| d.preferred_address)
+                        .and_then(|a| int(a.port().into())),
+                ),
+            ]),
+        }
+        out.push(row(table, values));
+    }
+    out
+}
+
+/// The CQL version Cassandra 5.0 reports (`QueryProcessor.CQL_VERSION`).
+const CQL_VERSION: &str = "3.4.7";
+/// The newest native protocol version Cassandra 5.0 speaks (`ProtocolVersion.CURRENT`).
+const NATIVE_PROTOCOL_VERSION: &str = "5";
+/// The partitioner, named as drivers expect (they pick their token type by it).
+const PARTITIONER: &str = "org.apache.cassandra.dht.Murmur3Partitioner";
+
 /// Every row of a system table, sorted by primary key: from this node's facts (`node`) and a
 /// schema snapshot.
 pub(crate) fn rows(
@@ -188,73 +301,9 @@ pub(crate) fn rows(
 ) -> Result<Vec<Vec<Cell>>, QueryError> {
     let mut rows: Vec<Vec<Cell>> = Vec::new();
     match (table.keyspace.as_str(), table.name.as_str()) {
-        ("system", "local") => {
-            let local = node.local();
-            let tokens = token_strings(node.token_metadata.local_tokens());
-            rows.push(row(
-                table,
-                vec![
-                    ("key", text("local")),
-                    ("bootstrapped", text("COMPLETED")),
-                    ("broadcast_address", inet(local.broadcast_address)),
-                    ("broadcast_port", int(STORAGE_PORT)),
-                    ("cluster_name", text(&node.cluster_name)),
-                    ("cql_version", text("3.4.7")),
-                    ("data_center", text(&local.location.datacenter)),
-                    ("gossip_generation", int(0)),
-                    ("host_id", uuid(local.host_id.0)),
-                    ("listen_address", inet(local.broadcast_address)),
-                    ("listen_port", int(STORAGE_PORT)),
-                    ("native_protocol_version", text("5")),
-                    (
-                        "partitioner",
-                        text("org.apache.cassandra.dht.Murmur3Partitioner"),
-                    ),
-                    ("rack", text(&local.location.rack)),
-                    ("release_version", text(&node.release_version)),
-                    ("rpc_address", inet(local.native_address)),
-                    ("rpc_port", int(local.native_port as i32)),
-                    ("schema_version", uuid(schema.version)),
-                    ("tokens", texts(&tokens)),
-                ],
-            ));
-        }
-        // Every node of the ring but this one (none on a single node). Their release and
-        // schema versions come with gossip; until then they are null.
-        ("system", "peers") => {
-            for peer in node.token_metadata.peers() {
-                let tokens = token_strings(node.token_metadata.tokens_of(peer.host_id));
-                rows.push(row(
-                    table,
-                    vec![
-                        ("peer", inet(peer.broadcast_address)),
-                        ("data_center", text(&peer.location.datacenter)),
-                        ("host_id", uuid(peer.host_id.0)),
-                        ("rack", text(&peer.location.rack)),
-                        ("rpc_address", inet(peer.native_address)),
-                        ("tokens", texts(&tokens)),
-                    ],
-                ));
-            }
-        }
-        ("system", "peers_v2") => {
-            for peer in node.token_metadata.peers() {
-                let tokens = token_strings(node.token_metadata.tokens_of(peer.host_id));
-                rows.push(row(
-                    table,
-                    vec![
-                        ("peer", inet(peer.broadcast_address)),
-                        ("peer_port", int(STORAGE_PORT)),
-                        ("data_center", text(&peer.location.datacenter)),
-                        ("host_id", uuid(peer.host_id.0)),
-                        ("native_address", inet(peer.native_address)),
-                        ("native_port", int(peer.native_port as i32)),
-                        ("rack", text(&peer.location.rack)),
-                        ("tokens", texts(&tokens)),
-                    ],
-                ));
-            }
-        }
+        ("system", "local") => rows.push(local_row(node, schema, table)),
+        ("system", "peers") => rows.extend(peer_rows(node, table, PeersTable::Legacy)),
+        ("system", "peers_v2") => rows.extend(peer_rows(node, table, PeersTable::V2)),
         ("system", _) => {}
         ("system_schema", "keyspaces") => {
             for ks in schema.keyspaces.values().filter(|k| listed_in(k, false)) {
@@ -423,4 +472,263 @@ pub(crate) fn rows(
         std::cmp::Ordering::Equal
     });
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+    use locator::{Endpoint, HostId, Location, NodeState, TokenMetadata};
+
+    use super::*;
+    use crate::interface::{PeerDetails, PeerDetailsMap};
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+    }
+
+    fn endpoint(node: u8, dc: &str, rack: &str, state: NodeState) -> Endpoint {
+        Endpoint {
+            host_id: HostId(uuid::Uuid::from_u128(node.into())),
+            broadcast_address: ip(node),
+            native_address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, node)),
+            native_port: 9040 + u16::from(node),
+            location: Location {
+                datacenter: dc.to_string(),
+                rack: rack.to_string(),
+            },
+            state,
+        }
+    }
+
+    /// Node 1 (this one) in dc1/r1, node 2 in dc1/r2, node 3 in dc2/r1.
+    fn three_nodes() -> TokenMetadata {
+        TokenMetadata::new(endpoint(1, "dc1", "r1", NodeState::Normal), vec![-100, 100])
+            .and_then(|r| {
+                r.with_normal_tokens(endpoint(3, "dc2", "r1", NodeState::Normal), vec![5])
+            })
+            .and_then(|r| {
+                r.with_normal_tokens(endpoint(2, "dc1", "r2", NodeState::Leaving), vec![-7, 50])
+            })
+            .expect("ring")
+    }
+
+    fn node(ring: TokenMetadata) -> NodeInfo {
+        let mut node = NodeInfo::new("Prod", "5.0.2", Arc::new(ring));
+        node.listen_address = IpAddr::V4(Ipv4Addr::new(192, 168, 0, 1));
+        node.storage_port = 7001;
+        node.gossip_generation = 1_700_000_000;
+        node
+    }
+
+    fn table(name: &str) -> Arc<TableMetadata> {
+        let keyspaces = system_keyspaces().expect("system keyspaces");
+        let system = keyspaces
+            .iter()
+            .find(|k| k.name == "system")
+            .expect("system");
+        system.tables[name].clone()
+    }
+
+    fn schema() -> Schema {
+        Schema::default()
+    }
+
+    /// A row's cell by column name.
+    fn cell<'a>(table: &TableMetadata, row: &'a [Cell], column: &str) -> &'a Cell {
+        &row[table.column_index(column).expect(column)]
+    }
+
+    fn column_names(table: &TableMetadata) -> Vec<&str> {
+        let mut names: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// Exactly Cassandra 5.0's columns (`SystemKeyspace`'s LOCAL, LEGACY_PEERS, PEERS_V2).
+    #[test]
+    fn the_tables_have_cassandras_columns() {
+        let mut local = vec![
+            "key",
+            "bootstrapped",
+            "broadcast_address",
+            "broadcast_port",
+            "cluster_name",
+            "cql_version",
+            "data_center",
+            "gossip_generation",
+            "host_id",
+            "listen_address",
+            "listen_port",
+            "native_protocol_version",
+            "partitioner",
+            "rack",
+            "release_version",
+            "rpc_address",
+            "rpc_port",
+            "schema_version",
+            "tokens",
+            "truncated_at",
+        ];
+        local.sort_unstable();
+        assert_eq!(column_names(&table("local")), local);
+        let mut peers = vec![
+            "peer",
+            "data_center",
+            "host_id",
+            "preferred_ip",
+            "rack",
+            "release_version",
+            "rpc_address",
+            "schema_version",
+            "tokens",
+        ];
+        peers.sort_unstable();
+        assert_eq!(column_names(&table("peers")), peers);
+        let mut v2 = vec![
+            "peer",
+            "peer_port",
+            "data_center",
+            "host_id",
+            "preferred_ip",
+            "preferred_port",
+            "rack",
+            "release_version",
+            "native_address",
+            "native_port",
+            "schema_version",
+            "tokens",
+        ];
+        v2.sort_unstable();
+        assert_eq!(column_names(&table("peers_v2")), v2);
+        let v2 = table("peers_v2");
+        assert_eq!((v2.partition_key_count, v2.clustering_count), (1, 1));
+    }
+
+    #[test]
+    fn local_shows_this_node_with_its_configured_addresses() {
+        let node = node(three_nodes());
+        let local = table("local");
+        let rows = rows(&node, &schema(), &local).expect("rows");
+        assert_eq!(rows.len(), 1);
+        let row = &rows[0];
+        let get = |c| cell(&local, row, c).clone();
+        assert_eq!(get("host_id"), uuid(uuid::Uuid::from_u128(1)));
+        assert_eq!(get("cluster_name"), text("Prod"));
+        assert_eq!(get("data_center"), text("dc1"));
+        assert_eq!(get("rack"), text("r1"));
+        assert_eq!(get("broadcast_address"), inet(ip(1)));
+        assert_eq!(get("listen_address"), inet(node.listen_address));
+        assert_eq!(
+            get("rpc_address"),
+            inet(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)))
+        );
+        assert_eq!(get("rpc_port"), int(9041));
+        assert_eq!(get("broadcast_port"), int(7001));
+        assert_eq!(get("listen_port"), int(7001));
+        assert_eq!(get("gossip_generation"), int(1_700_000_000));
+        assert_eq!(get("bootstrapped"), text("COMPLETED"));
+        assert_eq!(get("tokens"), texts(&["-100", "100"]));
+        assert_eq!(get("native_protocol_version"), text("5"));
+        assert_eq!(get("truncated_at"), None);
+    }
+
+    #[test]
+    fn peers_list_every_other_member_with_what_gossip_knows() {
+        let node = node(three_nodes());
+        let details: PeerDetailsMap = [(
+            HostId(uuid::Uuid::from_u128(2)),
+            PeerDetails {
+                storage_port: 7002,
+                release_version: Some("5.0.2".to_string()),
+                schema_version: Some(uuid::Uuid::from_u128(99)),
+                preferred_address: Some(SocketAddr::new(ip(200), 7012)),
+                up: false,
+            },
+        )]
+        .into_iter()
+        .collect();
+        node.peer_details.store(Arc::new(details));
+
+        let peers = table("peers");
+        let legacy = rows(&node, &schema(), &peers).expect("rows");
+        // Sorted by peer address; node 2 is leaving (still a member) and down (still listed).
+        let addresses: Vec<_> = legacy
+            .iter()
+            .map(|r| cell(&peers, r, "peer").clone())
+            .collect();
+        assert_eq!(addresses, [inet(ip(2)), inet(ip(3))]);
+        let (two, three) = (&legacy[0], &legacy[1]);
+        assert_eq!(
+            cell(&peers, two, "host_id"),
+            &uuid(uuid::Uuid::from_u128(2))
+        );
+        assert_eq!(cell(&peers, two, "data_center"), &text("dc1"));
+        assert_eq!(cell(&peers, two, "rack"), &text("r2"));
+        assert_eq!(cell(&peers, two, "tokens"), &texts(&["-7", "50"]));
+        assert_eq!(
+            cell(&peers, two, "rpc_address"),
+            &inet(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)))
+        );
+        assert_eq!(cell(&peers, two, "release_version"), &text("5.0.2"));
+        assert_eq!(
+            cell(&peers, two, "schema_version"),
+            &uuid(uuid::Uuid::from_u128(99))
+        );
+        assert_eq!(cell(&peers, two, "preferred_ip"), &inet(ip(200)));
+        // Gossip has said nothing of node 3 yet.
+        assert_eq!(cell(&peers, three, "data_center"), &text("dc2"));
+        assert_eq!(cell(&peers, three, "release_version"), &None);
+        assert_eq!(cell(&peers, three, "schema_version"), &None);
+        assert_eq!(cell(&peers, three, "preferred_ip"), &None);
+
+        let v2 = table("peers_v2");
+        let v2_rows = rows(&node, &schema(), &v2).expect("rows");
+        assert_eq!(v2_rows.len(), 2);
+        let (two, three) = (&v2_rows[0], &v2_rows[1]);
+        assert_eq!(cell(&v2, two, "peer_port"), &int(7002));
+        assert_eq!(cell(&v2, two, "preferred_port"), &int(7012));
+        assert_eq!(
+            cell(&v2, two, "native_address"),
+            &inet(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)))
+        );
+        assert_eq!(cell(&v2, two, "native_port"), &int(9042));
+        // Without details, this node's storage port.
+        assert_eq!(cell(&v2, three, "peer_port"), &int(7001));
+        assert_eq!(cell(&v2, three, "native_port"), &int(9043));
+        assert_eq!(cell(&v2, three, "tokens"), &texts(&["5"]));
+    }
+
+    #[test]
+    fn a_ring_swapped_in_is_what_the_next_read_shows() {
+        let node = node(
+            TokenMetadata::new(endpoint(1, "dc1", "r1", NodeState::Normal), vec![1]).expect("ring"),
+        );
+        let peers = table("peers");
+        assert!(rows(&node, &schema(), &peers).expect("rows").is_empty());
+        // A clone (as the processor holds) shares the ring.
+        let reader = node.clone();
+        node.token_metadata.store(Arc::new(three_nodes()));
+        assert_eq!(rows(&reader, &schema(), &peers).expect("rows").len(), 2);
+        let local = table("local");
+        let row = &rows(&reader, &schema(), &local).expect("rows")[0];
+        assert_eq!(cell(&local, row, "tokens"), &texts(&["-100", "100"]));
+    }
+
+    #[test]
+    fn joining_nodes_are_not_yet_peers() {
+        let ring = three_nodes()
+            .with_normal_tokens(endpoint(4, "dc1", "r1", NodeState::Joining), vec![77])
+            .expect("ring");
+        let node = node(ring);
+        let peers = table("peers_v2");
+        assert_eq!(rows(&node, &schema(), &peers).expect("rows").len(), 2);
+        // This node joining reports its bootstrap in progress.
+        let joining = TokenMetadata::new(endpoint(1, "dc1", "r1", NodeState::Joining), vec![1])
+            .expect("ring");
+        let node = super::tests::node(joining);
+        let local = table("local");
+        let row = &rows(&node, &schema(), &local).expect("rows")[0];
+        assert_eq!(cell(&local, row, "bootstrapped"), &text("IN_PROGRESS"));
+    }
 }

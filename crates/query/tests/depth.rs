@@ -26,11 +26,7 @@ fn processor() -> QueryProcessor {
     };
     let token_metadata =
         Arc::new(locator::TokenMetadata::new(local, tokens).expect("valid tokens"));
-    let node = NodeInfo {
-        cluster_name: "test".into(),
-        release_version: "5.0.2".into(),
-        token_metadata: token_metadata.clone(),
-    };
+    let node = NodeInfo::new("test", "5.0.2", token_metadata.clone());
     let coordinator = Arc::new(Coordinator::new(
         token_metadata,
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),

@@ -69,11 +69,7 @@ fn processor_over_ring(
     token_metadata: locator::TokenMetadata,
 ) -> QueryProcessor {
     let token_metadata = Arc::new(token_metadata);
-    let node = NodeInfo {
-        cluster_name: "test".into(),
-        release_version: "5.0.2".into(),
-        token_metadata: token_metadata.clone(),
-    };
+    let node = NodeInfo::new("test", "5.0.2", token_metadata.clone());
     let coordinator = Arc::new(Coordinator::new(token_metadata, replica));
     QueryProcessor::open(node, schema, coordinator)
 }

@@ -53,11 +53,7 @@ fn processor() -> QueryProcessor {
         state: locator::NodeState::Normal,
     };
     let token_metadata = Arc::new(locator::TokenMetadata::new(local, tokens).expect("valid tokens"));
-    let node = NodeInfo {
-        cluster_name: "fuzz".into(),
-        release_version: "5.0.2".into(),
-        token_metadata: token_metadata.clone(),
-    };
+    let node = NodeInfo::new("fuzz", "5.0.2", token_metadata.clone());
     let coordinator = Arc::new(Coordinator::new(
         token_metadata,
         Arc::new(LocalReplica::new(engine.clone(), Durability::None)),

@@ -237,11 +237,14 @@ pub(super) async fn execute_rows(
         Some(_) => ctx.timeouts.read,
         None => ctx.timeouts.range,
     };
+    // A guard, not a copy of the name: this runs for every read.
+    let ring = ctx.node.token_metadata.load();
     let block_for = options.consistency.block_for(
         keyspace_meta,
         coordinator::ReadOrWrite::Read,
-        ctx.node.data_center(),
+        &ring.local_endpoint().location.datacenter,
     )?;
+    drop(ring);
     let pacer = Pacer::new(
         start.deadline(timeout),
         options.consistency,
