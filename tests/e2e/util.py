@@ -185,6 +185,9 @@ class HelenusNode:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.admin_port = free_port()
+        # Internode messaging (TCP) and gossip (UDP) bind it even on a node alone; its own
+        # port keeps test nodes (and a Cassandra) on this machine apart.
+        self.storage_port = free_port()
         self.cluster_name = cluster_name
         self.commitlog_sync = commitlog_sync
         self.commitlog_sync_period_in_ms = commitlog_sync_period_in_ms
@@ -202,6 +205,7 @@ class HelenusNode:
             f"rpc_address: {self.host}\n"
             f"native_transport_port: {self.port}\n"
             f"admin_port: {self.admin_port}\n"
+            f"storage_port: {self.storage_port}\n"
             f"data_file_directories:\n"
             f"  - {self.directory / 'data'}\n"
             f"commitlog_directory: {self.directory / 'commitlog'}\n"

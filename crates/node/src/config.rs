@@ -57,6 +57,9 @@ pub struct Config {
     /// `storage_port` where a seed names no port. Default: 127.0.0.1 (Cassandra's default
     /// `cassandra.yaml`).
     pub seeds: Vec<SocketAddr>,
+    /// `phi_convict_threshold`: how sure the failure detector must be that a silent peer is
+    /// down before it is marked DOWN (Cassandra's phi, 5 to 16, default 8).
+    pub phi_convict_threshold: f64,
     /// Helenus's own: where `helenus admin` reaches the node (on `listen_address`). Cassandra's
     /// nodetool uses JMX on 7199; so does this by default.
     pub admin_port: u16,
@@ -134,6 +137,7 @@ impl Default for Config {
                 IpAddr::from([127, 0, 0, 1]),
                 DEFAULT_STORAGE_PORT,
             )],
+            phi_convict_threshold: 8.0,
             admin_port: 7199,
             data_file_directories: vec![data.join("data")],
             commitlog_directory: data.join("commitlog"),
@@ -652,6 +656,17 @@ impl Config {
                     key.replace("interface", "address")
                 ),
                 "storage_port" => config.storage_port = as_port(key, v)?,
+                "phi_convict_threshold" => {
+                    let phi = match v {
+                        Value::Number(n) => n.as_f64(),
+                        Value::String(s) => s.trim().parse::<f64>().ok(),
+                        _ => None,
+                    };
+                    // Cassandra's bounds and words.
+                    config.phi_convict_threshold = phi
+                        .filter(|p| (5.0..=16.0).contains(p))
+                        .ok_or_else(|| anyhow!("phi_convict_threshold must be between 5 and 16"))?;
+                }
                 "seed_provider" => cluster.seeds = Some(config_cluster::seed_provider_seeds(v)?),
                 "initial_token" => {
                     let text = match v {

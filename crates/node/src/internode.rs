@@ -16,27 +16,25 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use cluster_metadata::{
-    MetadataCommand, MetadataConfig, MetadataError, MetadataService, MetadataState,
-    NodeOwnership, OwnershipState, RaftTransport, TransportError,
+    MetadataCommand, MetadataConfig, MetadataError, MetadataService, MetadataState, NodeOwnership,
+    OwnershipState, RaftTransport, TransportError,
 };
 use coordinator::{Deadline, Endpoints, Replica};
 use gossip::{ClusterView, EventKind, Membership, MembershipConfig};
 use locator::{Endpoint, HostId, Token, TokenMetadata};
 use messaging::{HandlerError, MessagingConfig, MessagingService, Verb};
+use query::{PeerDetails, PeerDetailsMap};
 use schema_service::SchemaService;
-use storage::StorageEngine;
 use tokio::sync::watch;
 
 /// The metadata log's messages between nodes (an extension verb of messaging's).
 const METADATA_VERB: Verb = Verb::extension(64);
-
-const GENERATION_KEY: &[u8] = b"local/gossip_generation";
 
 /// How this node takes part in the cluster (from its configuration).
 pub struct ClusterSettings {
@@ -46,9 +44,11 @@ pub struct ClusterSettings {
     /// Where peers reach this node.
     pub broadcast_address: IpAddr,
     pub storage_port: u16,
-    /// The seeds' addresses (`seed_provider`), gossip and messaging on `storage_port` there.
-    pub seeds: Vec<IpAddr>,
+    /// The seeds' storage addresses (`seed_provider`): gossip (UDP) and messaging (TCP).
+    pub seeds: Vec<SocketAddr>,
     pub phi_convict_threshold: f64,
+    /// This start's gossip generation (greater than any earlier start's).
+    pub generation: u64,
     /// How long a start waits to join the metadata log through the seeds.
     pub join_timeout: Duration,
     /// How long a metadata change (a DDL statement, this node's ownership) may take.
@@ -61,6 +61,8 @@ pub struct Cluster {
     pub ring: Arc<ArcSwap<TokenMetadata>>,
     /// Who serves each endpoint's replica verbs, and who is up (for the coordinator).
     pub endpoints: Arc<ClusterEndpoints>,
+    /// What gossip says of each peer (versions, up or down), for `system.peers`.
+    pub peer_details: Arc<ArcSwap<PeerDetailsMap>>,
     pub messaging: Arc<MessagingService>,
     pub metadata: Arc<MetadataService>,
     pub membership: Arc<Membership>,
@@ -86,7 +88,6 @@ impl Cluster {
 #[allow(clippy::too_many_arguments)]
 pub async fn start(
     settings: ClusterSettings,
-    engine: Arc<dyn StorageEngine>,
     data_dir: &Path,
     local: Endpoint,
     tokens: Vec<Token>,
@@ -112,15 +113,8 @@ pub async fn start(
         .context("cannot start internode messaging")?,
     );
 
-    let generation = {
-        let engine = engine.clone();
-        tokio::task::spawn_blocking(move || next_generation(engine.as_ref())).await??
-    };
-    let seeds: Vec<SocketAddr> = settings
-        .seeds
-        .iter()
-        .map(|ip| SocketAddr::new(*ip, settings.storage_port))
-        .collect();
+    let generation = settings.generation;
+    let seeds = settings.seeds.clone();
     let membership = Arc::new(
         Membership::start(
             MembershipConfig {
@@ -200,12 +194,20 @@ pub async fn start(
         view: membership.watch_view(),
         remotes: RwLock::default(),
     });
-    follow_ring(state, ring.clone(), messaging.clone(), settings.storage_port);
+    follow_ring(
+        state,
+        ring.clone(),
+        messaging.clone(),
+        settings.storage_port,
+    );
+    let peer_details = Arc::new(ArcSwap::from_pointee(PeerDetailsMap::new()));
+    follow_peers(membership.watch_view(), peer_details.clone());
     follow_events(&membership, events);
     follow_schema(&membership, schema);
     Ok(Cluster {
         ring,
         endpoints,
+        peer_details,
         messaging,
         metadata,
         membership,
@@ -235,7 +237,10 @@ async fn join_through_seeds(
             .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         if !found.is_empty() {
-            match metadata.join(&found, left.min(Duration::from_secs(10))).await {
+            match metadata
+                .join(&found, left.min(Duration::from_secs(10)))
+                .await
+            {
                 Ok(()) => return Ok(()),
                 Err(e) if Instant::now() >= deadline => {
                     return Err(e).context("cannot join the cluster through its seeds")
@@ -277,7 +282,12 @@ async fn claim_tokens(
         tokens: tokens.to_vec(),
         state: OwnershipState::Normal,
     };
-    let held = metadata.state().borrow().nodes.get(&local.host_id.0).cloned();
+    let held = metadata
+        .state()
+        .borrow()
+        .nodes
+        .get(&local.host_id.0)
+        .cloned();
     if held.as_ref().is_some_and(|h| same_ownership(h, &ownership)) {
         return Ok(());
     }
@@ -340,6 +350,35 @@ fn follow_ring(
     });
 }
 
+/// Each gossip view's peers as `system.peers` shows them.
+fn follow_peers(
+    mut views: watch::Receiver<Arc<ClusterView>>,
+    details: Arc<ArcSwap<PeerDetailsMap>>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let view = views.borrow_and_update().clone();
+            let peers: PeerDetailsMap = view
+                .peers()
+                .map(|m| {
+                    let details = PeerDetails {
+                        storage_port: m.storage_address.port(),
+                        release_version: Some(m.release_version.clone()),
+                        schema_version: Some(m.schema_version),
+                        preferred_address: None,
+                        up: m.live,
+                    };
+                    (m.endpoint.host_id, details)
+                })
+                .collect();
+            details.store(Arc::new(peers));
+            if views.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
 /// Membership's changes to the connections registered for them.
 fn follow_events(membership: &Membership, sink: cql_server::ClusterEvents) {
     let mut events = membership.subscribe();
@@ -380,31 +419,6 @@ fn follow_schema(membership: &Arc<Membership>, schema: Arc<SchemaService>) {
                 .await;
         }
     });
-}
-
-/// This start's gossip generation, stored before it is used: the current time in seconds, or
-/// the stored one plus one if that is not larger (Cassandra's
-/// `SystemKeyspace.incrementAndGetGeneration`), so that it grows at every restart even if the
-/// clock went back.
-fn next_generation(engine: &dyn StorageEngine) -> Result<u64> {
-    let stored = match engine.get_meta(GENERATION_KEY)? {
-        Some(bytes) => Some(u64::from_be_bytes(
-            bytes
-                .as_slice()
-                .try_into()
-                .context("corrupt stored gossip generation")?,
-        )),
-        None => None,
-    };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let generation = match stored {
-        Some(stored) if stored >= now => stored + 1,
-        _ => now,
-    };
-    engine.put_meta(GENERATION_KEY, &generation.to_be_bytes())?;
-    Ok(generation)
 }
 
 /// The metadata log's messages over messaging (`METADATA_VERB`).

@@ -121,9 +121,13 @@ fn run() -> Result<()> {
     }
 }
 
+/// Info from our crates; the consensus and gossip libraries log every election and round at
+/// info, so only their warnings.
+const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,chitchat=warn";
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HELENUS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -299,6 +303,15 @@ fn max_concurrent_connections(config: &Config, budget: descriptors::Budget) -> u
     }
 }
 
+/// How long a start waits to join the cluster's metadata log through its seeds (they may be
+/// starting too).
+const CLUSTER_JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The least time a metadata change (a DDL statement) may take to commit: Raft needs an
+/// election's time when a leader fails, so it is not shortened below this by a short
+/// `write_request_timeout`.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The main runtime's blocking pool: opening storage, the periodic commit log sync, admin
 /// commands (a compaction holds one for its whole run), the final flush.
 const MAIN_BLOCKING_THREADS: usize = 8;
@@ -361,30 +374,49 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         recorded.as_ref(),
         now_seconds,
     )?;
-    let token_metadata = Arc::new(token_metadata(engine.as_ref(), &config, identity.host_id)?);
-    // Membership (gossip) and internode messaging are not wired in yet: the seeds are read and
-    // checked, and the node serves alone.
-    tracing::info!(
-        host_id = %identity.host_id,
-        broadcast_address = %config.broadcast_address,
-        storage_port = config.storage_port,
-        seeds = ?config.seeds,
-        "this node serves alone until membership is built; seeds are not contacted"
-    );
+    let alone = token_metadata(engine.as_ref(), &config, identity.host_id)?;
+    let local_replica: Arc<LocalReplica> = Arc::new(LocalReplica::new(engine.clone(), durability));
     let schema = Arc::new(
-        SchemaService::open(engine.clone(), query::system_keyspaces()?)
+        SchemaService::open_replicated(engine.clone(), query::system_keyspaces()?)
             .context("cannot load the schema")?,
     );
-    let coordinator = Arc::new(Coordinator::new(
-        token_metadata.clone(),
-        Arc::new(LocalReplica::new(engine.clone(), durability)),
+    let cluster_events = cql_server::ClusterEvents::new();
+    let cluster = internode::start(
+        internode::ClusterSettings {
+            cluster_name: config.cluster_name.clone(),
+            listen_address: config.listen_address,
+            broadcast_address: config.broadcast_address,
+            storage_port: config.storage_port,
+            seeds: config.seeds.clone(),
+            phi_convict_threshold: config.phi_convict_threshold,
+            generation: u64::try_from(identity.gossip_generation).unwrap_or(0),
+            join_timeout: CLUSTER_JOIN_TIMEOUT,
+            metadata_timeout: config.request_timeouts.write.max(METADATA_TIMEOUT),
+        },
+        &data_dir,
+        alone.local_endpoint().clone(),
+        alone.local_tokens().to_vec(),
+        local_replica.clone(),
+        schema.clone(),
+        cluster_events.clone(),
+    )
+    .await?;
+    let coordinator = Arc::new(Coordinator::for_cluster(
+        cluster.ring.clone(),
+        cluster.endpoints.clone(),
     ));
-    let mut node = NodeInfo::new(config.cluster_name.clone(), RELEASE_VERSION, token_metadata);
+    let mut node = NodeInfo::new(
+        config.cluster_name.clone(),
+        RELEASE_VERSION,
+        cluster.ring.load_full(),
+    );
+    node.token_metadata = cluster.ring.clone();
+    node.peer_details = cluster.peer_details.clone();
     node.listen_address = config.listen_address;
     node.storage_port = config.storage_port;
     node.gossip_generation = identity.gossip_generation;
     let processor = Arc::new(
-        QueryProcessor::open(node, schema.clone(), coordinator)
+        QueryProcessor::open(node, schema.clone(), coordinator.clone())
             .with_batch_thresholds(config.batch_thresholds)
             .with_tombstone_warn_threshold(config.tombstone_warn_threshold)
             .with_request_timeouts(config.request_timeouts)
@@ -452,7 +484,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         processor.clone(),
         cql_server::EventSources {
             schema,
-            cluster: cql_server::ClusterEvents::new(),
+            cluster: cluster_events,
         },
         cql_server::ServerConfig {
             max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
@@ -494,8 +526,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         );
         shutdown_signal().await;
     }
-    tracing::info!("CQL server stopped; flushing");
+    tracing::info!("CQL server stopped; leaving the cluster, then flushing");
     admin_task.abort();
+    coordinator.wait_for_late_acks().await;
+    cluster.shutdown().await;
 
     let _ = stop_timers.send(true);
     if let Some(task) = sync_task {
