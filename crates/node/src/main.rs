@@ -1,9 +1,10 @@
 //! The `helenus` binary.
 //!
 //! Owns: the command line, configuration loading, and the order in which a node starts
-//! (config → storage → node identity and tokens (locator) → schema → coordinator → query
-//! processor → CQL server)
-//! and stops (stop accepting → drain requests → sync the commit log and flush memtables).
+//! (config → storage → node identity and tokens (locator) → schema → the cluster: messaging,
+//! gossip, the metadata log (`internode`) → coordinator → query processor → CQL server)
+//! and stops (stop accepting → drain requests → leave the cluster → sync the commit log and
+//! flush memtables).
 //!
 //! Also the operator endpoint (`admin`), which only calls the schema and the storage engine.
 //!
