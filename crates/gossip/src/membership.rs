@@ -17,8 +17,8 @@ use tokio::task::JoinHandle;
 
 use crate::events::{EventTracker, MembershipEvent};
 use crate::state::{
-    encode_tokens, local_key_values, parse_member, status_word, Member, StateError, KEYS,
-    KEY_SCHEMA, KEY_STATUS, KEY_TOKENS, MAX_TOKENS_PER_NODE,
+    encode_tokens, local_key_values, parse_member, status_word, Member, StateError, KEYS, KEY_LOAD,
+    KEY_SCHEMA, KEY_STATUS, KEY_TOKENS, MAX_TOKENS_PER_NODE, OPTIONAL_KEYS,
 };
 use crate::view::{ClusterView, GossipNode};
 use crate::GossipError;
@@ -298,6 +298,11 @@ impl Membership {
             .await;
     }
 
+    /// Publishes how many bytes of data this node stores (`nodetool status`'s load).
+    pub async fn set_load(&self, bytes: u64) {
+        self.publish(KEY_LOAD, bytes.to_string()).await;
+    }
+
     /// Publishes this node's new tokens (checked as [`MembershipConfig::tokens`]).
     pub async fn set_tokens(&self, tokens: &[Token]) -> Result<(), GossipError> {
         check_tokens(tokens)?;
@@ -412,6 +417,7 @@ fn snapshot(chitchat: &Chitchat) -> Vec<GossipNode> {
             gossip_address: id.gossip_advertise_addr,
             key_values: KEYS
                 .iter()
+                .chain(&OPTIONAL_KEYS)
                 .filter_map(|&key| Some((key.to_string(), state.get(key)?.to_string())))
                 .collect(),
             live: live.contains(id),

@@ -11,6 +11,8 @@
 //! | `tokens`          | its tokens, [`encode_tokens`]'s form                        |
 //! | `schema`          | its schema version, a hyphenated UUID                        |
 //! | `release_version` | its release version, free text                              |
+//! | `load`            | bytes of data it stores, decimal (Cassandra's `LOAD`); optional, |
+//! |                   | published once known                                         |
 //!
 //! The node's host id is chitchat's `node_id` (a hyphenated UUID), its generation chitchat's
 //! `generation_id`, and its broadcast address and storage port chitchat's
@@ -30,6 +32,11 @@ pub(crate) const KEY_NATIVE_ADDRESS: &str = "native_address";
 pub(crate) const KEY_TOKENS: &str = "tokens";
 pub(crate) const KEY_SCHEMA: &str = "schema";
 pub(crate) const KEY_RELEASE_VERSION: &str = "release_version";
+/// Optional: a state without it is complete (a node publishes it once it has measured it).
+pub(crate) const KEY_LOAD: &str = "load";
+
+/// The keys a complete state may also hold.
+pub(crate) const OPTIONAL_KEYS: [&str; 1] = [KEY_LOAD];
 
 /// Every key a complete state holds.
 pub(crate) const KEYS: [&str; 7] = [
@@ -102,6 +109,8 @@ pub struct Member {
     /// equal.
     pub schema_version: uuid::Uuid,
     pub release_version: String,
+    /// The bytes of data it stores, as it last published them (`None` before it has).
+    pub load: Option<u64>,
     /// Its gossip generation: grows at each of its restarts.
     pub generation: u64,
     /// Whether this node's failure detector holds it up (this node is always up).
@@ -175,6 +184,13 @@ pub(crate) fn parse_member(
         tokens,
         schema_version,
         release_version: get(KEY_RELEASE_VERSION)?.to_string(),
+        load: match key_values.get(KEY_LOAD) {
+            None => None,
+            Some(load) => Some(
+                load.parse::<u64>()
+                    .map_err(|e| invalid(KEY_LOAD, format!("{load:?}: {e}")))?,
+            ),
+        },
         generation,
         live,
     })
@@ -380,6 +396,18 @@ mod tests {
         assert!(matches!(
             parse_member("node-1", 12, storage, &key_values, true),
             Err(StateError::Invalid { key: "node_id", .. })
+        ));
+
+        // The load is optional, and read when published.
+        assert_eq!(member.load, None);
+        let mut loaded = key_values.clone();
+        loaded.insert(KEY_LOAD.to_string(), "123456".to_string());
+        let member = parse_member(&node_id, 12, storage, &loaded, true).expect("complete");
+        assert_eq!(member.load, Some(123_456));
+        loaded.insert(KEY_LOAD.to_string(), "-1".to_string());
+        assert!(matches!(
+            parse_member(&node_id, 12, storage, &loaded, true),
+            Err(StateError::Invalid { key: "load", .. })
         ));
     }
 }

@@ -10,6 +10,8 @@
 //!     compact [keyspace[.table]]    a full compaction
 //!     stats   [keyspace[.table]]    one line per table: ks.table key=value ...
 //!     metrics                       node-wide storage counters, one name=value per line
+//!     status  [keyspace]            the cluster as `nodetool status` shows it (`admin_cluster`)
+//!     describecluster               name, snitch, partitioner, schema versions and their nodes
 //!
 //! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
 //! and are skipped.
@@ -21,6 +23,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use mutation::TableId;
+
+use crate::admin_cluster::AdminCluster;
 use schema_service::SchemaService;
 use storage::StorageEngine;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
@@ -42,6 +46,7 @@ pub async fn serve(
     listener: TcpListener,
     engine: Arc<dyn StorageEngine>,
     schema: Arc<SchemaService>,
+    cluster: AdminCluster,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
     loop {
@@ -59,9 +64,10 @@ pub async fn serve(
         };
         let engine = engine.clone();
         let schema = schema.clone();
+        let cluster = cluster.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(e) = handle(socket, engine, schema).await {
+            if let Err(e) = handle(socket, engine, schema, cluster).await {
                 tracing::debug!(%peer, error = %e, "admin connection failed");
             }
         });
@@ -72,6 +78,7 @@ async fn handle(
     socket: AsyncTcpStream,
     engine: Arc<dyn StorageEngine>,
     schema: Arc<SchemaService>,
+    cluster: AdminCluster,
 ) -> Result<()> {
     let (read, mut write) = socket.into_split();
     let mut line = String::new();
@@ -81,9 +88,10 @@ async fn handle(
         .context("no command within the time limit")??;
     let command = line.trim().to_string();
     tracing::info!(%command, "admin command");
-    let reply = tokio::task::spawn_blocking(move || execute(&command, engine.as_ref(), &schema))
-        .await
-        .context("admin command panicked")?;
+    let reply =
+        tokio::task::spawn_blocking(move || execute(&command, engine.as_ref(), &schema, &cluster))
+            .await
+            .context("admin command panicked")?;
     let mut out = String::new();
     match reply {
         Ok(lines) => {
@@ -105,16 +113,28 @@ fn execute(
     command: &str,
     engine: &dyn StorageEngine,
     schema: &SchemaService,
+    cluster: &AdminCluster,
 ) -> Result<Vec<String>> {
     let words: Vec<&str> = command.split_whitespace().collect();
     let (verb, target) = match words.as_slice() {
         [verb] => (*verb, None),
         [verb, target] => (*verb, Some(*target)),
         _ => bail!(
-            "expected '<flush|compact|stats> [keyspace[.table]]' or 'metrics', got '{command}'"
+            "expected '<flush|compact|stats> [keyspace[.table]]', 'status [keyspace]', \
+             'describecluster' or 'metrics', got '{command}'"
         ),
     };
     match verb {
+        "status" => {
+            let snapshot = schema.snapshot();
+            crate::admin_cluster::status(cluster, &snapshot, target, local_load(engine, schema)?)
+        }
+        "describecluster" => {
+            if target.is_some() {
+                bail!("describecluster takes no argument");
+            }
+            Ok(crate::admin_cluster::describe(cluster))
+        }
         "metrics" => {
             if target.is_some() {
                 bail!("metrics takes no table: its counters are node-wide");
@@ -155,9 +175,23 @@ fn execute(
             })
             .collect(),
         other => {
-            bail!("unknown admin command '{other}' (expected flush, compact, stats or metrics)")
+            bail!(
+                "unknown admin command '{other}' (expected flush, compact, stats, metrics, \
+                 status or describecluster)"
+            )
         }
     }
+}
+
+/// The bytes this node stores: every table's data files and memtables (`nodetool status`'s
+/// load). Blocking (storage calls).
+pub fn local_load(engine: &dyn StorageEngine, schema: &SchemaService) -> Result<u64> {
+    let mut bytes = 0;
+    for (_, id) in resolve(schema, None)? {
+        let stats = engine.table_stats(id)?;
+        bytes += stats.live_file_bytes + stats.memtable_bytes;
+    }
+    Ok(bytes)
 }
 
 /// The stored tables a target names: every table (`None`), a keyspace's, or one.

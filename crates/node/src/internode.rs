@@ -379,6 +379,36 @@ fn follow_peers(
     });
 }
 
+/// How often this node measures and gossips its load (Cassandra's `LoadBroadcaster` waits a
+/// minute; the measure is cheap here: RocksDB's per-table properties).
+const LOAD_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Gossips `measure`'s answer (bytes stored, a blocking call) every `LOAD_INTERVAL`, until
+/// membership stops.
+pub fn publish_load(
+    membership: &Arc<Membership>,
+    measure: impl Fn() -> Result<u64> + Send + Sync + 'static,
+) {
+    let gossiped = Arc::downgrade(membership);
+    let measure = Arc::new(measure);
+    tokio::spawn(async move {
+        loop {
+            let measure = measure.clone();
+            let load = tokio::task::spawn_blocking(move || measure()).await;
+            let Some(membership) = gossiped.upgrade() else {
+                return;
+            };
+            match load {
+                Ok(Ok(bytes)) => membership.set_load(bytes).await,
+                Ok(Err(e)) => tracing::debug!("cannot measure this node's load: {e:#}"),
+                Err(e) => tracing::debug!("cannot measure this node's load: {e}"),
+            }
+            drop(membership);
+            tokio::time::sleep(LOAD_INTERVAL).await;
+        }
+    });
+}
+
 /// Membership's changes to the connections registered for them.
 fn follow_events(membership: &Membership, sink: cql_server::ClusterEvents) {
     let mut events = membership.subscribe();

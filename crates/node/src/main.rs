@@ -11,6 +11,7 @@
 //! Must not contain: CQL request handling or storage logic; it wires crates together.
 
 mod admin;
+mod admin_cluster;
 mod alloc;
 mod cassandra_keys;
 mod cluster;
@@ -477,7 +478,24 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         .with_context(|| {
             format!("cannot listen for admin commands on {admin_addr} (admin_port)")
         })?;
-    let admin_task = tokio::spawn(admin::serve(admin_listener, engine.clone(), schema.clone()));
+    let admin_cluster = admin_cluster::AdminCluster {
+        cluster_name: config.cluster_name.clone(),
+        snitch: config.endpoint_snitch.clone(),
+        ring: cluster.ring.clone(),
+        view: cluster.membership.watch_view(),
+    };
+    let admin_task = tokio::spawn(admin::serve(
+        admin_listener,
+        engine.clone(),
+        schema.clone(),
+        admin_cluster,
+    ));
+    // This node's load, for peers' `helenus admin status` (Cassandra's `LoadBroadcaster`).
+    let load_engine = engine.clone();
+    let load_schema = schema.clone();
+    internode::publish_load(&cluster.membership, move || {
+        admin::local_load(load_engine.as_ref(), &load_schema)
+    });
 
     let addr = SocketAddr::new(config.rpc_address, config.native_transport_port);
     let server = cql_server::Server::bind(

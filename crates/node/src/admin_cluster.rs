@@ -1,0 +1,290 @@
+//! `helenus admin status` and `describecluster`: the cluster as this node sees it, in the form
+//! of Cassandra's `nodetool status` and `nodetool describecluster`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use arc_swap::ArcSwap;
+use gossip::ClusterView;
+use locator::{HostId, NodeState, ReplicationStrategy, TokenMetadata};
+use schema::Schema;
+use tokio::sync::watch;
+
+/// What the admin endpoint reads of the cluster.
+#[derive(Clone)]
+pub struct AdminCluster {
+    pub cluster_name: String,
+    pub snitch: String,
+    /// The ring requests are placed on (the metadata log's).
+    pub ring: Arc<ArcSwap<TokenMetadata>>,
+    /// Gossip's view: who is up, each node's load and schema version.
+    pub view: watch::Receiver<Arc<ClusterView>>,
+}
+
+/// `nodetool status [keyspace]`: per data centre, each node's status and state, address, load,
+/// token count, ownership and host id, rack. Ownership is effective (the share of the ring a
+/// node replicates) for `keyspace`, or, without one, for the replication every user keyspace
+/// shares; raw token ownership (the ranges a node is primary for) when there is none.
+/// `local_load` is this node's stored bytes (peers' come from gossip).
+pub fn status(
+    cluster: &AdminCluster,
+    schema: &Schema,
+    keyspace: Option<&str>,
+    local_load: u64,
+) -> Result<Vec<String>> {
+    let ring = cluster.ring.load_full();
+    let view = cluster.view.borrow().clone();
+    let (strategy, note) = match keyspace {
+        Some(name) => match schema.keyspace(name) {
+            Some(ks) if !ks.virtual_keyspace => (Some(ks.replication.strategy().clone()), None),
+            Some(_) => bail!("'{name}' is a node-local keyspace: it has no ring ownership"),
+            None => bail!("unknown keyspace '{name}'"),
+        },
+        None => {
+            let mut user = schema
+                .keyspaces
+                .values()
+                .filter(|ks| !ks.virtual_keyspace)
+                .map(|ks| ks.replication.strategy().clone());
+            match user.next() {
+                None => (None, None),
+                Some(first) if user.all(|s| s == first) => (Some(first), None),
+                Some(_) => (
+                    None,
+                    Some(
+                        "Note: Non-system keyspaces don't have the same replication settings, \
+                         effective ownership information is meaningless",
+                    ),
+                ),
+            }
+        }
+    };
+    let owns = ownership(&ring, strategy.as_ref());
+    let owns_header = if strategy.is_some() {
+        "Owns (effective)"
+    } else {
+        "Owns"
+    };
+    let local = ring.local_host_id();
+    let mut by_dc: BTreeMap<&str, Vec<&locator::Endpoint>> = BTreeMap::new();
+    for endpoint in ring.topology().endpoints() {
+        by_dc
+            .entry(endpoint.location.datacenter.as_str())
+            .or_default()
+            .push(endpoint);
+    }
+    let mut lines = Vec::new();
+    for (dc, mut endpoints) in by_dc {
+        endpoints.sort_by_key(|e| e.broadcast_address);
+        lines.push(format!("Datacenter: {dc}"));
+        lines.push("=".repeat("Datacenter: ".len() + dc.len()));
+        lines.push("Status=Up/Down".to_string());
+        lines.push("|/ State=Normal/Leaving/Joining/Moving".to_string());
+        let rows: Vec<[String; 7]> = endpoints
+            .iter()
+            .map(|e| {
+                let member = view.member(e.host_id);
+                let up = e.host_id == local || member.is_some_and(|m| m.live);
+                let load = if e.host_id == local {
+                    Some(local_load)
+                } else {
+                    member.and_then(|m| m.load)
+                };
+                [
+                    format!("{}{}", if up { 'U' } else { 'D' }, state_letter(e.state)),
+                    e.broadcast_address.to_string(),
+                    load.map_or_else(|| "?".to_string(), human_bytes),
+                    ring.tokens_of(e.host_id).len().to_string(),
+                    format!(
+                        "{:.1}%",
+                        owns.get(&e.host_id).copied().unwrap_or(0.0) * 100.0
+                    ),
+                    e.host_id.0.to_string(),
+                    e.location.rack.clone(),
+                ]
+            })
+            .collect();
+        let header = [
+            "--",
+            "Address",
+            "Load",
+            "Tokens",
+            owns_header,
+            "Host ID",
+            "Rack",
+        ]
+        .map(str::to_string);
+        let widths: Vec<usize> = (0..7)
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r[i].len())
+                    .chain([header[i].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in std::iter::once(&header).chain(&rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
+                }
+            }
+            lines.push(line);
+        }
+        lines.push(String::new());
+    }
+    if let Some(note) = note {
+        lines.push(note.to_string());
+    }
+    Ok(lines)
+}
+
+/// `nodetool describecluster`'s first part: name, snitch, partitioner, and every schema
+/// version with the nodes that report it (gossip's; agreement when there is one).
+pub fn describe(cluster: &AdminCluster) -> Vec<String> {
+    let view = cluster.view.borrow().clone();
+    let mut lines = vec![
+        "Cluster Information:".to_string(),
+        format!("\tName: {}", cluster.cluster_name),
+        format!("\tSnitch: {}", cluster.snitch),
+        "\tDynamicEndPointSnitch: disabled".to_string(),
+        "\tPartitioner: org.apache.cassandra.dht.Murmur3Partitioner".to_string(),
+        "\tSchema versions:".to_string(),
+    ];
+    for (version, hosts) in view.schema_versions() {
+        let addresses: Vec<String> = hosts
+            .iter()
+            .filter_map(|h| view.member(*h))
+            .map(|m| m.endpoint.broadcast_address.to_string())
+            .collect();
+        lines.push(format!("\t\t{version}: [{}]", addresses.join(", ")));
+    }
+    let down: Vec<String> = view
+        .members()
+        .filter(|m| !m.live)
+        .map(|m| m.endpoint.broadcast_address.to_string())
+        .collect();
+    if !down.is_empty() {
+        lines.push(format!("\t\tUNREACHABLE: [{}]", down.join(", ")));
+    }
+    lines
+}
+
+fn state_letter(state: NodeState) -> char {
+    match state {
+        NodeState::Normal => 'N',
+        NodeState::Leaving => 'L',
+        NodeState::Joining => 'J',
+        NodeState::Moving => 'M',
+    }
+}
+
+/// Each node's share of the ring: of the ranges it replicates under `strategy`, or (without
+/// one) of those it is primary for. A range is (previous token, token], owned by the token's
+/// node; the whole ring is 2^64 tokens.
+fn ownership(
+    ring: &TokenMetadata,
+    strategy: Option<&ReplicationStrategy>,
+) -> BTreeMap<HostId, f64> {
+    let tokens = ring.ring();
+    let mut owned: BTreeMap<HostId, f64> = BTreeMap::new();
+    let full = 2f64.powi(64);
+    for (i, &(token, owner)) in tokens.iter().enumerate() {
+        let previous = tokens[(i + tokens.len() - 1) % tokens.len()].0;
+        let width = if tokens.len() == 1 {
+            full
+        } else {
+            token.wrapping_sub(previous) as u64 as f64
+        };
+        let holders = match strategy {
+            Some(strategy) => strategy.natural_replicas(ring, token),
+            None => vec![owner],
+        };
+        for holder in holders {
+            *owned.entry(holder).or_default() += width / full;
+        }
+    }
+    owned
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(n: u8) -> locator::Endpoint {
+        let ip = std::net::IpAddr::from([127, 0, 0, n]);
+        locator::Endpoint {
+            host_id: HostId(uuid::Uuid::from_u128(n.into())),
+            broadcast_address: ip,
+            native_address: ip,
+            native_port: 9042,
+            location: locator::Location {
+                datacenter: "datacenter1".to_string(),
+                rack: "rack1".to_string(),
+            },
+            state: NodeState::Normal,
+        }
+    }
+
+    fn ring() -> TokenMetadata {
+        // Three nodes, one token each: node 2 and node 3 own a quarter of the ring each, node 1
+        // (wrapping around) half.
+        let q = i64::MAX / 2 + 1; // 2^62
+        TokenMetadata::new(endpoint(1), vec![-q])
+            .and_then(|r| r.with_normal_tokens(endpoint(2), vec![0]))
+            .and_then(|r| r.with_normal_tokens(endpoint(3), vec![q]))
+            .expect("ring")
+    }
+
+    #[test]
+    fn raw_ownership_is_the_primary_ranges_share() {
+        let owns = ownership(&ring(), None);
+        let total: f64 = owns.values().sum();
+        assert!((total - 1.0).abs() < 1e-9, "{owns:?}");
+        let two = owns[&HostId(uuid::Uuid::from_u128(2))];
+        assert!((two - 0.25).abs() < 1e-6, "{owns:?}");
+    }
+
+    #[test]
+    fn effective_ownership_counts_every_replica() {
+        let strategy = ReplicationStrategy::Simple {
+            replication_factor: 2,
+        };
+        let owns = ownership(&ring(), Some(&strategy));
+        let total: f64 = owns.values().sum();
+        assert!((total - 2.0).abs() < 1e-9, "{owns:?}");
+        let strategy = ReplicationStrategy::Simple {
+            replication_factor: 3,
+        };
+        for share in ownership(&ring(), Some(&strategy)).values() {
+            assert!((share - 1.0).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn bytes_read_as_nodetool_shows_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(70 * 1024 + 215), "70.21 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.00 GiB");
+    }
+}
