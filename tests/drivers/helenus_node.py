@@ -5,6 +5,11 @@ node exactly like the end-to-end tests do. run-all itself starts the binary and 
   python helenus_node.py config DIR          writes DIR/helenus.yaml for a free port; prints the port
   python helenus_node.py wait PORT PID       waits until 127.0.0.1:PORT answers CQL, or fails early
                                              if process PID has exited
+  python helenus_node.py cluster-start BIN DIR N
+                                             `helenus cluster start --nodes N` in DIR on ports free
+                                             on 127.0.0.1..N; prints the CQL port
+  python helenus_node.py cluster-stop BIN DIR N
+                                             stops it (SIGKILLs any node left, by its pid)
 
 Runs with the Python venv of tests/requirements.txt (util imports cassandra-driver).
 """
@@ -41,6 +46,18 @@ def main():
                               alive=lambda: process_alive(pid))
         except (RuntimeError, TimeoutError) as e:
             sys.exit(f"helenus_node.py: {e}")
+    elif command in ("cluster-start", "cluster-stop"):
+        binary, directory, nodes = args[0], Path(args[1]), int(args[2])
+        cluster = util.LocalCluster(binary, directory, nodes)
+        if command == "cluster-start":
+            # The ports are kept beside the nodes, for cluster-stop.
+            try:
+                cluster.start()
+            except RuntimeError as e:
+                sys.exit(f"helenus_node.py: {e}")
+            print(cluster.cql_port)
+        else:
+            cluster.destroy()
     else:
         sys.exit(f"unknown command {command!r}")
 

@@ -109,6 +109,15 @@ def main():
     keyspace = f"drivers_python_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
         session = cluster.connect()
+        # run-all's DRIVERS_NODES: a local cluster, every node of which the driver must find
+        # (system.peers) and hold up.
+        expected = int(os.environ.get("DRIVERS_NODES", "1"))
+        hosts = cluster.metadata.all_hosts()
+        if expected > 1 and (len(hosts) != expected or not all(h.is_up for h in hosts)):
+            raise AssertionError(
+                f"expected {expected} hosts up, found "
+                f"{[(str(h.endpoint), h.is_up) for h in hosts]}"
+            )
         try:
             exercise(cluster, session, keyspace)
         finally:
