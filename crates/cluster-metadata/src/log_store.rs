@@ -5,10 +5,14 @@
 //! - `vote`, `committed`, `purged`: value files holding the vote, the last committed log id,
 //!   and the last log id purged (compacted into a snapshot).
 //! - `log`: a record file, one record per entry (`openraft::Entry` as JSON), consecutive
-//!   indexes. Appends are fsynced before openraft is told they are durable; a conflicting
-//!   suffix is truncated in place; a purge writes `purged` first, then rewrites `log` without
-//!   the purged entries (a crash between leaves entries at or below `purged` that loading
-//!   skips).
+//!   indexes. Appends go at the log's known good length (never at the file's cursor, which a
+//!   reopen leaves at the start) and are fsynced before openraft is told they are durable; a
+//!   conflicting suffix is truncated in place; a purge waits until the state machine's
+//!   `state` file covers it, writes `purged`, then rewrites `log` without the purged entries
+//!   (a crash between leaves entries at or below `purged` that loading skips).
+//!
+//! Opening checks the log against the state machine's applied log id ([`LogStore::open`]),
+//! so that what openraft reads at a restart is consistent whatever write a crash cut short.
 //!
 //! Every entry since the last purge is also kept in memory: the metadata log is compacted
 //! every few hundred entries (`MetadataConfig::snapshot_every_entries`), so that is small.
