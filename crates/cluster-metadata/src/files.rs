@@ -22,7 +22,7 @@
 //! acknowledged. A bad record followed by more is corruption.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -34,8 +34,29 @@ pub(crate) const MAX_BODY_BYTES: usize = 256 << 20;
 
 const HEADER_BYTES: usize = 8;
 
+/// Runs `write`, one durable change to the files in `dir` (everything it writes is fsynced
+/// when it returns Ok). Every change to the metadata directory goes through here, one at a
+/// time per call, never nested: in tests the changes of the whole process are serialised and
+/// each is followed by the crash-point hooks ([`crash_points`]), so a test sees the directory
+/// as a crash between any two changes would leave it.
+pub(crate) fn durable<R>(dir: &Path, write: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+    #[cfg(not(test))]
+    {
+        let _ = dir;
+        write()
+    }
+    #[cfg(test)]
+    {
+        crash_points::around(dir, write)
+    }
+}
+
 /// Replaces the value file `dir/name` with `value`, crash-safely.
 pub(crate) fn write_value<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+    durable(dir, || write_value_now(dir, name, value))
+}
+
+fn write_value_now<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
     let body = serde_json::to_vec(value).map_err(io::Error::other)?;
     let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
     bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
@@ -84,11 +105,11 @@ pub(crate) fn read_value<T: DeserializeOwned>(dir: &Path, name: &str) -> io::Res
 
 /// Removes the value file `dir/name` if it exists.
 pub(crate) fn remove_value(dir: &Path, name: &str) -> io::Result<()> {
-    match fs::remove_file(dir.join(name)) {
+    durable(dir, || match fs::remove_file(dir.join(name)) {
         Ok(()) => sync_dir(dir),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
-    }
+    })
 }
 
 /// Encodes one record (header and body) onto `out`.
@@ -151,7 +172,10 @@ pub(crate) fn read_records<T: DeserializeOwned>(path: &Path) -> io::Result<(Vec<
 }
 
 /// Opens the record file at `path` for appending, cut to `length` bytes (dropping a torn
-/// tail) and synced.
+/// tail) and synced. Not itself a [`durable`] change: the caller runs it inside one.
+///
+/// The file's cursor is wherever the OS leaves it (the start): a writer must place every
+/// write itself ([`append_records`]), never rely on the cursor.
 pub(crate) fn open_records(path: &Path, length: u64) -> io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
@@ -167,6 +191,18 @@ pub(crate) fn open_records(path: &Path, length: u64) -> io::Result<File> {
         sync_dir(dir)?;
     }
     Ok(file)
+}
+
+/// Writes `bytes` at byte `at` of the record file (its good length: a torn or failed tail
+/// beyond is cut first) and syncs it, making the records they hold durable. Not itself a
+/// [`durable`] change: the caller runs it inside one.
+pub(crate) fn append_records(file: &mut File, at: u64, bytes: &[u8]) -> io::Result<()> {
+    if file.metadata()?.len() != at {
+        file.set_len(at)?;
+    }
+    file.seek(SeekFrom::Start(at))?;
+    file.write_all(bytes)?;
+    file.sync_data()
 }
 
 fn body_length(body: &[u8]) -> io::Result<u32> {
@@ -185,6 +221,66 @@ fn body_length(body: &[u8]) -> io::Result<u32> {
 /// Makes a rename or a created file in `dir` durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Crash points for tests: hooks called after every durable change ([`durable`]) to a
+/// directory under a registered root, while no other change runs anywhere in the process, so
+/// a hook that copies the directories sees exactly what a crash at that point would leave.
+#[cfg(test)]
+pub(crate) mod crash_points {
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    type Hook = Arc<dyn Fn() + Send + Sync>;
+
+    /// Serialises every durable change of the process (tests run in parallel threads).
+    static CHANGES: Mutex<()> = Mutex::new(());
+    static HOOKS: Mutex<Vec<(u64, PathBuf, Hook)>> = Mutex::new(Vec::new());
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+    /// A registered hook; dropping it unregisters it.
+    pub(crate) struct Registration(u64);
+
+    impl Drop for Registration {
+        fn drop(&mut self) {
+            HOOKS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|(id, _, _)| *id != self.0);
+        }
+    }
+
+    /// Calls `hook` after every durable change to a directory under `root`. The hook must
+    /// not write through [`super::durable`] (it runs inside one).
+    pub(crate) fn register(root: &Path, hook: impl Fn() + Send + Sync + 'static) -> Registration {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        HOOKS.lock().unwrap_or_else(PoisonError::into_inner).push((
+            id,
+            root.to_path_buf(),
+            Arc::new(hook),
+        ));
+        Registration(id)
+    }
+
+    pub(super) fn around<R>(dir: &Path, write: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        let _serial = CHANGES.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = write();
+        if written.is_ok() {
+            let hooks: Vec<Hook> = HOOKS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .filter(|(_, root, _)| dir.starts_with(root))
+                .map(|(_, _, hook)| hook.clone())
+                .collect();
+            for hook in hooks {
+                hook();
+            }
+        }
+        written
+    }
 }
 
 #[cfg(test)]

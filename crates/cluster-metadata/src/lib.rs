@@ -27,6 +27,8 @@
 #![allow(clippy::result_large_err)]
 
 pub mod command;
+#[cfg(test)]
+mod crash_tests;
 mod files;
 mod log_store;
 mod service;

@@ -148,8 +148,8 @@ impl MetadataService {
             dir: dir.to_path_buf(),
             source,
         };
-        let log_store = LogStore::open(dir).map_err(opened)?;
         let (state_machine, state) = StateMachine::open(dir, applier).map_err(opened)?;
+        let log_store = LogStore::open(dir, &state_machine).map_err(opened)?;
         let reachability = Arc::new(Reachability::default());
         let network = NetworkFactory {
             transport: transport.clone(),
@@ -227,6 +227,22 @@ impl MetadataService {
             .map_err(|e| MetadataError::Stopped(e.to_string()))
     }
 
+    /// Whether this node's effective membership names any node: asked of the Raft core, not
+    /// read from the metrics, which a just-opened node publishes a moment later.
+    async fn in_membership(&self) -> Result<bool, MetadataError> {
+        self.raft
+            .with_raft_state(|st| {
+                st.membership_state
+                    .effective()
+                    .membership()
+                    .nodes()
+                    .next()
+                    .is_some()
+            })
+            .await
+            .map_err(|e| MetadataError::Stopped(e.to_string()))
+    }
+
     /// Joins the group `seeds` (node id and address) belong to: the leader adds this node as a
     /// learner, which catches up from the log or a snapshot, then makes it a voter; both
     /// membership changes go through the log, one at a time. Answers once this node has
@@ -284,14 +300,7 @@ impl MetadataService {
         command: MetadataCommand,
         timeout: Duration,
     ) -> Result<u64, MetadataError> {
-        if self
-            .metrics()
-            .membership_config
-            .membership()
-            .nodes()
-            .next()
-            .is_none()
-        {
+        if !self.in_membership().await? {
             return Err(MetadataError::NotMember);
         }
         let deadline = Instant::now() + timeout;
@@ -345,14 +354,7 @@ impl MetadataService {
     /// on another node is visible here. Asks the leader (which confirms its leadership with
     /// a quorum) for its committed index; fails at `timeout` as `propose` does.
     pub async fn read_barrier(&self, timeout: Duration) -> Result<(), MetadataError> {
-        if self
-            .metrics()
-            .membership_config
-            .membership()
-            .nodes()
-            .next()
-            .is_none()
-        {
+        if !self.in_membership().await? {
             return Err(MetadataError::NotMember);
         }
         let deadline = Instant::now() + timeout;

@@ -92,10 +92,24 @@ pub struct StoredSnapshot {
     pub state: MetadataState,
 }
 
+/// How far the state machine's files go, for the log store, which must not purge an entry
+/// the state machine could still need after a crash: openraft purges the log up to an
+/// installed snapshot as soon as it has handed the snapshot to the state machine, not once
+/// the state machine has saved it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Persisted {
+    /// The `state` file holds everything applied up to this index (`None`: nothing).
+    Upto(Option<u64>),
+    /// The state machine failed (openraft stops on it): it will save nothing more.
+    Failed,
+}
+
 /// The state machine of one node.
 pub struct StateMachine {
     dir: PathBuf,
     stored: StoredState,
+    /// What the `state` file holds, published after every write of it.
+    persisted: watch::Sender<Persisted>,
     applier: Arc<dyn MetadataApplier>,
     published: watch::Sender<Arc<MetadataState>>,
     /// Serialises writes of the `snapshot` file by the builder and by an install.
@@ -110,12 +124,36 @@ impl StateMachine {
         applier: Arc<dyn MetadataApplier>,
     ) -> io::Result<(StateMachine, watch::Receiver<Arc<MetadataState>>)> {
         std::fs::create_dir_all(dir)?;
-        let stored: StoredState = files::read_value(dir, STATE_FILE)?.unwrap_or_default();
+        let mut stored: StoredState = files::read_value(dir, STATE_FILE)?.unwrap_or_default();
+        // An install writes the snapshot, then the state: a crash between leaves the
+        // snapshot ahead, and the log (purged, or never holding the entries between) cannot
+        // bring the state up to it. The snapshot's applier call came before it was written.
+        let snapshot: Option<StoredSnapshot> = files::read_value(dir, SNAPSHOT_FILE)?;
+        if let Some(snapshot) = snapshot {
+            let index = |l: Option<LogId<NodeId>>| l.map(|l| l.index);
+            if index(snapshot.meta.last_log_id) > index(stored.applied) {
+                tracing::info!(
+                    "{}: the snapshot up to {:?} is ahead of the applied state ({:?}); \
+                     resuming from the snapshot",
+                    dir.display(),
+                    snapshot.meta.last_log_id,
+                    stored.applied
+                );
+                stored = StoredState {
+                    applied: snapshot.meta.last_log_id,
+                    membership: snapshot.meta.last_membership,
+                    state: snapshot.state,
+                };
+                files::write_value(dir, STATE_FILE, &stored)?;
+            }
+        }
         let (published, receiver) = watch::channel(Arc::new(stored.state.clone()));
+        let (persisted, _) = watch::channel(Persisted::Upto(stored.applied.map(|l| l.index)));
         Ok((
             StateMachine {
                 dir: dir.to_path_buf(),
                 stored,
+                persisted,
                 applier,
                 published,
                 snapshot_lock: Arc::new(Mutex::new(())),
@@ -124,9 +162,36 @@ impl StateMachine {
         ))
     }
 
+    /// The last log id applied (what the `state` file records): open the log with it
+    /// ([`crate::LogStore::open`]).
+    pub fn applied(&self) -> Option<LogId<NodeId>> {
+        self.stored.applied
+    }
+
+    /// Follows what the `state` file holds ([`Persisted`]); the log store waits on it before
+    /// a purge.
+    pub(crate) fn persisted(&self) -> watch::Receiver<Persisted> {
+        self.persisted.subscribe()
+    }
+
     fn persist(&self) -> Result<(), StorageError<NodeId>> {
         files::write_value(&self.dir, STATE_FILE, &self.stored)
-            .map_err(|e| StorageIOError::write_state_machine(&e).into())
+            .map_err(|e| StorageIOError::write_state_machine(&e))?;
+        self.persisted
+            .send_replace(Persisted::Upto(self.stored.applied.map(|l| l.index)));
+        Ok(())
+    }
+
+    /// Marks the state machine failed when `result` is an error (openraft stops on it), so
+    /// that a purge waiting for it gives up.
+    fn failed_if<T>(
+        &self,
+        result: Result<T, StorageError<NodeId>>,
+    ) -> Result<T, StorageError<NodeId>> {
+        if result.is_err() {
+            self.persisted.send_replace(Persisted::Failed);
+        }
+        result
     }
 
     fn publish(&self) {
@@ -180,11 +245,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let mut responses = Vec::new();
         for entry in entries {
-            responses.push(self.apply_one(entry).await?);
+            let response = self.apply_one(entry).await;
+            responses.push(self.failed_if(response)?);
         }
         // Blank entries are not written one by one; the applied log id catches up here (and
         // replaying a blank entry after a crash changes nothing).
-        self.persist()?;
+        let persisted = self.persist();
+        self.failed_if(persisted)?;
         Ok(responses)
     }
 
@@ -203,6 +270,25 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let installed = self.install(meta, snapshot).await;
+        self.failed_if(installed)
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        let stored: Option<StoredSnapshot> = files::read_value(&self.dir, SNAPSHOT_FILE)
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        stored.map(to_snapshot).transpose()
+    }
+}
+
+impl StateMachine {
+    async fn install(
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
@@ -232,14 +318,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.persist()?;
         self.publish();
         Ok(())
-    }
-
-    async fn get_current_snapshot(
-        &mut self,
-    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        let stored: Option<StoredSnapshot> = files::read_value(&self.dir, SNAPSHOT_FILE)
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        stored.map(to_snapshot).transpose()
     }
 }
 
