@@ -309,10 +309,12 @@ fn max_concurrent_connections(config: &Config, budget: descriptors::Budget) -> u
 /// starting too).
 const CLUSTER_JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The least time a metadata change (a DDL statement) may take to commit: Raft needs an
-/// election's time when a leader fails, so it is not shortened below this by a short
-/// `write_request_timeout`.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// The least time a metadata change (a DDL statement) may take to commit and apply here: Raft
+/// needs an election's time when a leader fails, and applying includes the storage actions
+/// (dropping a keyspace of a thousand tables took over 10 s under load), so it is not shortened
+/// below this by a short `write_request_timeout`. Past it the statement fails with the log's
+/// error (`no quorum: ...` when a majority is down) instead of waiting on.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The main runtime's blocking pool: opening storage, the periodic commit log sync, admin
 /// commands (a compaction holds one for its whole run), the final flush.
