@@ -194,7 +194,12 @@ impl Coordinator {
             match by_deadline(pending.next(), deadline).await {
                 Some(Some(Ok(()))) => received += 1,
                 // A replica that did not start it in time is as late as one that did not answer.
-                Some(Some(Err(ReplicaError::DeadlinePassed))) | Some(None) | None => {
+                Some(Some(Err(e))) if e.is_no_answer() => {
+                    return Err(CoordinatorError::TruncateTimeout {
+                        received: received as i32,
+                    })
+                }
+                Some(None) | None => {
                     return Err(CoordinatorError::TruncateTimeout {
                         received: received as i32,
                     })

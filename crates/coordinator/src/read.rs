@@ -157,7 +157,8 @@ impl Coordinator {
             // Not checked before sending: a read that completes at once costs no look at the
             // clock (the query layer checks the deadline between the reads of a long request).
             return match crate::by_deadline(closest.read(command, deadline), deadline).await {
-                Some(Err(ReplicaError::DeadlinePassed)) | None => Err(level.timeout(0, false)),
+                Some(Err(e)) if e.is_no_answer() => Err(level.timeout(0, false)),
+                None => Err(level.timeout(0, false)),
                 Some(done) => Ok(as_coordinator_page(done?)),
             };
         }
@@ -182,9 +183,7 @@ impl Coordinator {
                         Answer::Digest(digest) => digests.push(digest),
                     }
                 }
-                Some(Some((_, Err(e)))) if e != ReplicaError::DeadlinePassed => {
-                    return Err(e.into())
-                }
+                Some(Some((_, Err(e)))) if !e.is_no_answer() => return Err(e.into()),
                 // A replica that did not start the read will not answer: as late as one that
                 // did not answer in time.
                 Some(Some((_, Err(_)))) | Some(None) | None => {
@@ -259,9 +258,7 @@ impl Coordinator {
                     answers[n] = Some(response);
                     received += 1;
                 }
-                Some(Some((_, Err(e)))) if e != ReplicaError::DeadlinePassed => {
-                    return Err(e.into())
-                }
+                Some(Some((_, Err(e)))) if !e.is_no_answer() => return Err(e.into()),
                 Some(Some((_, Err(_)))) | Some(None) | None => {
                     return Err(level.timeout(received, data_present || received > 0))
                 }
@@ -301,7 +298,7 @@ impl Coordinator {
         while unrepaired > 0 {
             match crate::by_deadline(pending.next(), deadline).await {
                 Some(Some(Ok(()))) => unrepaired -= 1,
-                Some(Some(Err(e))) if e != ReplicaError::DeadlinePassed => return Err(e.into()),
+                Some(Some(Err(e))) if !e.is_no_answer() => return Err(e.into()),
                 Some(Some(Err(_))) | Some(None) | None => {
                     return Err(level.timeout(level.block_for.saturating_sub(unrepaired), true))
                 }

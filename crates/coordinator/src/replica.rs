@@ -45,6 +45,23 @@ pub enum ReplicaError {
     /// The replica's task ended without an answer (a panic in a blocking call).
     #[error("replica task failed: {0}")]
     Internal(String),
+    /// The request did not reach the replica, or its answer did not come back (no connection
+    /// to a peer that died before the failure detector convicted it, a full queue, a refused
+    /// handshake): the coordinator counts it as a replica that did not answer, as it counts
+    /// `DeadlinePassed`, so the client gets the level's timeout, never a server error.
+    #[error("replica unreachable: {0}")]
+    Unreachable(String),
+}
+
+impl ReplicaError {
+    /// Whether the replica gave no answer (it did not start the request in time, or could not
+    /// be reached), which the coordinator counts towards a timeout rather than answering.
+    pub fn is_no_answer(&self) -> bool {
+        matches!(
+            self,
+            ReplicaError::DeadlinePassed | ReplicaError::Unreachable(_)
+        )
+    }
 }
 
 /// Something that stores a share of the ring's data: this node (`replica::LocalReplica`), or

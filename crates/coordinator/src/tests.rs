@@ -952,3 +952,98 @@ async fn a_scan_is_split_where_the_replicas_change_and_joined_where_they_do_not(
         ]
     );
 }
+
+/// Nodes 1 and 2 answer; node 3 cannot be reached (a peer killed before the failure detector
+/// convicted it: messaging's `Unreachable`) or does not start the request in time.
+struct TwoOfThree {
+    fakes: [Arc<Fake>; 2],
+    third: Arc<Failing>,
+}
+
+impl Endpoints for TwoOfThree {
+    fn replica(&self, endpoint: HostId) -> Option<Arc<dyn Replica>> {
+        match endpoint.0.as_u128() {
+            1 => Some(Arc::new(self.fakes[0].clone())),
+            2 => Some(Arc::new(self.fakes[1].clone())),
+            3 => Some(self.third.clone()),
+            _ => None,
+        }
+    }
+    fn is_alive(&self, _: HostId) -> bool {
+        true
+    }
+}
+
+impl Replica for Arc<Failing> {
+    fn apply_mutation(&self, m: Mutation, d: Deadline) -> ReplicaFuture<()> {
+        self.as_ref().apply_mutation(m, d)
+    }
+    fn read(&self, c: ReadCommand, d: Deadline) -> ReplicaFuture<ReadResponse> {
+        self.as_ref().read(c, d)
+    }
+    fn digest(&self, c: ReadCommand, d: Deadline) -> ReplicaFuture<ReadDigest> {
+        self.as_ref().digest(c, d)
+    }
+    fn truncate(&self, t: TableId, d: Deadline) -> ReplicaFuture<()> {
+        self.as_ref().truncate(t, d)
+    }
+}
+
+/// A replica that gives no answer (unreachable, or its deadline passed before it started)
+/// counts as a silent one: the level's timeout with what did answer, never a server error,
+/// and a level the others meet succeeds.
+#[tokio::test]
+async fn a_replica_that_gives_no_answer_is_a_timeout_not_an_error() {
+    for silence in [
+        ReplicaError::Unreachable("messaging: no connection".to_string()),
+        ReplicaError::DeadlinePassed,
+    ] {
+        let mut ring = TokenMetadata::new(endpoint(1, "dc1"), vec![100]).expect("ring");
+        for n in [2, 3] {
+            ring = ring
+                .with_normal_tokens(endpoint(n, "dc1"), vec![i64::from(n) * 100])
+                .expect("ring");
+        }
+        let coordinator = Coordinator::for_cluster(
+            Arc::new(arc_swap::ArcSwap::from_pointee(ring)),
+            Arc::new(TwoOfThree {
+                fakes: [Arc::new(Fake::default()), Arc::new(Fake::default())],
+                third: Arc::new(Failing(silence.clone())),
+            }),
+        );
+        let ks = keyspace_with(&[
+            ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+            ("replication_factor", "3"),
+        ]);
+        let write = |consistency| {
+            coordinator.write(
+                &ks,
+                vec![update(150)],
+                consistency,
+                WriteType::Simple,
+                later(),
+            )
+        };
+        write(ConsistencyLevel::Quorum).await.expect("two of three");
+        let e = write(ConsistencyLevel::All).await.expect_err("one silent");
+        assert!(
+            matches!(
+                e,
+                CoordinatorError::WriteTimeout {
+                    received: 2,
+                    block_for: 3,
+                    ..
+                }
+            ),
+            "{silence:?}: {e:?}"
+        );
+        let e = coordinator
+            .read(&ks, read(), ConsistencyLevel::All, later())
+            .await
+            .expect_err("one silent");
+        assert!(
+            matches!(e, CoordinatorError::ReadTimeout { block_for: 3, .. }),
+            "{silence:?}: {e:?}"
+        );
+    }
+}

@@ -199,8 +199,8 @@ impl Coordinator {
                             false => Err(tally.timeout(block_for, write_type)),
                         };
                     }
-                    Some(Err(e)) => MissedWrite::Failed(e),
-                    None => MissedWrite::TimedOut,
+                    Some(Err(e)) if !e.is_no_answer() => MissedWrite::Failed(e),
+                    Some(Err(_)) | None => MissedWrite::TimedOut,
                 };
                 self.hints.write_missed(*endpoint, &mutation, why.clone());
                 return Err(match why {
@@ -243,6 +243,15 @@ impl Coordinator {
                     let (share, mutation) = &sent[n];
                     match outcome {
                         Ok(()) => tally.ack(share.endpoint, &share.updates),
+                        // No answer: as a replica still silent at the deadline (a hint, and
+                        // the level's timeout if it is not met).
+                        Err(e) if e.is_no_answer() => {
+                            self.hints.write_missed(
+                                share.endpoint,
+                                mutation,
+                                MissedWrite::TimedOut,
+                            );
+                        }
                         Err(e) => {
                             self.hints.write_missed(
                                 share.endpoint,

@@ -174,9 +174,11 @@ pub fn encode_error(error: &RemoteError) -> Bytes {
         RemoteError::Replica(ReplicaError::Storage(message)) => {
             put_string(&mut out, ERROR_STORAGE, message)
         }
-        RemoteError::Replica(ReplicaError::Internal(message)) => {
-            put_string(&mut out, ERROR_INTERNAL, message)
-        }
+        // A replica never answers that it is unreachable (a requester's own conclusion); were
+        // one to, it travels as an internal error.
+        RemoteError::Replica(
+            ReplicaError::Internal(message) | ReplicaError::Unreachable(message),
+        ) => put_string(&mut out, ERROR_INTERNAL, message),
         RemoteError::UnknownVerb => out.put_u8(ERROR_UNKNOWN_VERB),
         RemoteError::BadRequest(message) => put_string(&mut out, ERROR_BAD_REQUEST, message),
         RemoteError::Handler(message) => put_string(&mut out, ERROR_HANDLER, message),

@@ -16,8 +16,11 @@ use crate::verb::Verb;
 ///
 /// Errors as the coordinator expects them: no response by the deadline is
 /// `ReplicaError::DeadlinePassed` (the coordinator answers the timeout), the peer's own
-/// replica error arrives as it was raised there, and anything else (queue full, peer refusing
-/// the handshake, malformed response, shutdown) is `ReplicaError::Internal` naming messaging.
+/// replica error arrives as it was raised there, a request that did not get there or whose
+/// answer cannot come back (no known address, queue full, peer refusing the handshake,
+/// shutdown) is `ReplicaError::Unreachable` (the coordinator counts both as no answer), and
+/// anything else (a malformed response, an oversized message) is `ReplicaError::Internal`
+/// naming messaging.
 #[derive(Clone)]
 pub struct RemoteReplica {
     messaging: Arc<Inner>,
@@ -65,6 +68,11 @@ pub fn replica_error(e: MessagingError) -> ReplicaError {
     match e {
         MessagingError::Timeout { .. } => ReplicaError::DeadlinePassed,
         MessagingError::Remote(RemoteError::Replica(e)) => e,
+        // The request did not get there, or its answer did not come back: no answer.
+        e @ (MessagingError::UnknownPeer(_)
+        | MessagingError::QueueFull { .. }
+        | MessagingError::Refused { .. }
+        | MessagingError::Shutdown) => ReplicaError::Unreachable(format!("messaging: {e}")),
         other => ReplicaError::Internal(format!("messaging: {other}")),
     }
 }

@@ -815,7 +815,7 @@ async fn shutdown_fails_the_requests_waiting() {
         .expect("answered at shutdown")
         .expect("task");
     assert!(
-        matches!(&result, Err(ReplicaError::Internal(m)) if m.contains("shut down")),
+        matches!(&result, Err(ReplicaError::Unreachable(m)) if m.contains("shut down")),
         "{result:?}"
     );
     b.messaging.shutdown().await;
