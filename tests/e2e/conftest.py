@@ -218,8 +218,7 @@ def node_factory(request, tmp_path_factory):
 def cluster3(request, tmp_path_factory):
     """Three Helenus nodes on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (`helenus cluster start
     --nodes 3` in a fresh directory, every node answering CQL), stopped at the end and any node
-    left SIGKILLed by its pid. Until membership is wired in, each node serves alone.
-    Helenus-only: skipped with --host."""
+    left SIGKILLed by its pid. Helenus-only: skipped with --host."""
     if request.config.getoption("--host"):
         pytest.skip("starts its own Helenus cluster; not possible with --host")
     binary = default_helenus_bin()
