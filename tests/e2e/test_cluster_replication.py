@@ -22,10 +22,10 @@ from contextlib import contextmanager
 
 import pytest
 from cassandra import ConsistencyLevel as CL
-from cassandra import InvalidRequest, Unavailable, WriteTimeout, ReadTimeout, OperationTimedOut
+from cassandra import InvalidRequest, OperationTimedOut, Unavailable, WriteTimeout
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
-from cassandra.protocol import ServerError, TruncateError
 from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
+from cassandra.protocol import ServerError, TruncateError
 from cassandra.query import SimpleStatement
 
 from conftest import cluster_is_shared, shared_cluster_scope
