@@ -54,6 +54,9 @@ class CassandraLocalCluster:
     `destroy()` stops it with `cluster stop`, then SIGKILLs any node whose pid file still names
     a live process of that node (its command line names its cassandra.yaml)."""
 
+    # Which server runs the nodes (the e2e suite's `LocalCluster` says "helenus").
+    flavor = "cassandra"
+
     def __init__(self, directory, nodes, heap=None, script=SCRIPT):
         self.directory = Path(directory).resolve()
         self.nodes = nodes

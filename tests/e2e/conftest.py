@@ -13,6 +13,13 @@ Tests marked `helenus_only` start and stop their own Helenus nodes; they are ski
 The `cluster3` fixture runs a local cluster of three (`helenus cluster start --nodes 3`) on
 127.0.0.1-3 for such tests.
 
+The cluster suites (`test_cluster_replication.py`) share one 3-node cluster per module, the
+`shared_cluster3` fixture: `helenus cluster` by default, or with `--cluster-cassandra` a local
+Apache Cassandra 5.0 cluster (tests/cluster-cassandra, `scripts/cassandra.sh cluster`; about
+1.5 minutes to start, stopped at the end), which is how those tests are proved right:
+
+    pytest tests/e2e/test_cluster_replication.py --cluster-cassandra
+
 Tests that need tables flushed and compacted (tombstone purging) use the `compact` fixture: on the
 Helenus node the suite started it runs `helenus admin`; with --host it runs the command given by
 `--nodetool CMD` (e.g. `--nodetool "scripts/cassandra.sh nodetool"`), and skips without one.
@@ -20,7 +27,9 @@ Helenus node the suite started it runs `helenus admin`; with --host it runs the 
 
 import os
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +39,8 @@ from util import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "cluster-cassandra"))
+from cassandra_cluster import CassandraLocalCluster  # noqa: E402
 # A flush or major compaction of one small table; Cassandra's nodetool also starts a JVM.
 COMPACT_TIMEOUT_S = 120
 
@@ -48,11 +59,23 @@ def pytest_addoption(parser):
         "and `CMD compact KS T`, e.g. \"scripts/cassandra.sh nodetool\" (relative paths are "
         "resolved from the repository root); default $HELENUS_TEST_NODETOOL",
     )
+    parser.addoption(
+        "--cluster-cassandra",
+        action="store_true",
+        default=bool(os.environ.get("HELENUS_TEST_CLUSTER_CASSANDRA")),
+        help="run the cluster suites (the shared_cluster3 fixture) against a local 3-node "
+        "Apache Cassandra 5.0 (scripts/cassandra.sh cluster) instead of helenus cluster; "
+        "default: set if $HELENUS_TEST_CLUSTER_CASSANDRA is non-empty",
+    )
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "helenus_only: starts/stops its own Helenus nodes; skipped with --host"
+    )
+    config.addinivalue_line(
+        "markers", "cluster: runs on the shared 3-node cluster (Helenus, or Cassandra with "
+        "--cluster-cassandra)"
     )
 
 
@@ -195,14 +218,58 @@ def node_factory(request, tmp_path_factory):
 def cluster3(request, tmp_path_factory):
     """Three Helenus nodes on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (`helenus cluster start
     --nodes 3` in a fresh directory, every node answering CQL), stopped at the end and any node
-    left SIGKILLed by its pid. Until membership is wired in, each node serves alone.
-    Helenus-only: skipped with --host."""
+    left SIGKILLed by its pid. Helenus-only: skipped with --host."""
     if request.config.getoption("--host"):
         pytest.skip("starts its own Helenus cluster; not possible with --host")
     binary = default_helenus_bin()
     if not os.access(binary, os.X_OK):
         pytest.fail(f"helenus binary not found at {binary}")
     cluster = LocalCluster(binary, tmp_path_factory.mktemp("cluster3"), nodes=3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def shared_cluster_scope(fixture_name, config):
+    """The scope of `shared_cluster3`: a module's on Cassandra; a test's own on Helenus for now,
+    because a Helenus node restarted once cannot start a second time once its metadata log took
+    an entry in between (`test_cluster_replication.py::test_a_node_restarts_twice`, xfail), and
+    a shared cluster restarts nodes after every test that killed them."""
+    return "module" if config.getoption("--cluster-cassandra") else "function"
+
+
+def cluster_is_shared(config):
+    """Whether `shared_cluster3` outlives a test (so a test must leave every node up)."""
+    return shared_cluster_scope("shared_cluster3", config) == "module"
+
+
+@pytest.fixture(scope=shared_cluster_scope)
+def shared_cluster3(request, tmp_path_factory):
+    """Three nodes on 127.0.0.1-3, every node up and answering CQL: `helenus cluster` (a
+    `LocalCluster`), or with --cluster-cassandra a local Cassandra 5.0 (a
+    `CassandraLocalCluster`, same shape), shared by a module's tests where possible
+    (`shared_cluster_scope`). Stopped at the end, any node left SIGKILLed by its pid. Without
+    --cluster-cassandra it is skipped with --host (it starts Helenus nodes)."""
+    if request.config.getoption("--cluster-cassandra"):
+        directory = tmp_path_factory.mktemp("cassandra-cluster3")
+        cluster = CassandraLocalCluster(directory, nodes=3)
+        try:
+            cluster.start()
+            yield cluster
+        finally:
+            cluster.destroy()
+            # Three nodes' data, commit logs and logs: hundreds of MiB.
+            shutil.rmtree(directory, ignore_errors=True)
+        return
+    if request.config.getoption("--host"):
+        pytest.skip("starts its own Helenus cluster; not possible with --host "
+                    "(give --cluster-cassandra to run it against Cassandra)")
+    binary = default_helenus_bin()
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"helenus binary not found at {binary}")
+    cluster = LocalCluster(binary, tmp_path_factory.mktemp("shared-cluster3"), nodes=3)
     try:
         cluster.start()
         yield cluster

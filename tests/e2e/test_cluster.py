@@ -1,15 +1,18 @@
 """A local cluster (`helenus cluster`, the `cluster3` fixture) and node identity: each node on its
 own loopback address answers CQL as itself, `kill` and `restart` work on one node, and a node
 refuses directories or a cluster name that are not its own (Cassandra's "Saved cluster name X !=
-configured name Y"). Until membership is wired in, each node of the cluster serves alone, so
-nothing here expects the nodes to see each other. Helenus-only."""
+configured name Y"). The nodes see each other (a driver discovers all three from any), so a
+request meant for one node is pinned to it. Helenus-only."""
 
 import json
 import subprocess
 
 import pytest
 
-from util import cql_ready, default_helenus_bin, new_session
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from util import cql_ready, default_helenus_bin
 
 pytestmark = pytest.mark.helenus_only
 
@@ -18,11 +21,18 @@ REFUSAL_TIMEOUT_S = 60
 
 
 def local_row(host, port):
-    with new_session(host, port) as s:
-        return s.execute(
+    """system.local as the node at `host` answers it (the request pinned to that node: the
+    driver knows the other nodes too)."""
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]))
+    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                      connect_timeout=10, control_connection_timeout=10)
+    try:
+        return cluster.connect().execute(
             "SELECT host_id, broadcast_address, listen_address, rpc_address, rpc_port, "
             "cluster_name, tokens FROM system.local"
         ).one()
+    finally:
+        cluster.shutdown()
 
 
 def recorded_host_id(directory):

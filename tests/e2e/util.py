@@ -11,6 +11,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -316,7 +317,14 @@ class LocalCluster:
     """`helenus cluster` in a directory: nodes on 127.0.0.1..N with ports of their own (free on
     every node's address), so that it runs beside other servers on the machine. `destroy()` stops
     it with `helenus cluster stop`, then SIGKILLs any node whose pid file still names a live
-    process of this cluster's nodes. Helenus-only."""
+    process of this cluster's nodes. Helenus-only.
+
+    It has the shape of tests/cluster-cassandra's `CassandraLocalCluster` (`hosts`, `cql_port`,
+    `storage_port`, `kill(k)`, `restart(k)`, `destroy()`, `flavor`), so that a cluster test runs
+    against either."""
+
+    # Which server runs the nodes: tests check Helenus-only behaviour (no hinted handoff) with it.
+    flavor = "helenus"
 
     def __init__(self, binary, directory, nodes):
         self.binary = str(binary)
@@ -344,6 +352,21 @@ class LocalCluster:
             raise RuntimeError(f"helenus cluster start failed ({code}):\n{out}{err}")
         return self
 
+    def _check(self, *args):
+        code, out, err = self.run(*args)
+        if code != 0:
+            raise RuntimeError(f"helenus cluster {' '.join(args)} failed ({code}):\n{out}{err}")
+        return out
+
+    def kill(self, k):
+        """SIGKILL node k (a crash); returns once it is gone."""
+        self._check("kill", str(k))
+
+    def restart(self, k):
+        """Starts node k again (it must be down); returns once it answers CQL. Other nodes may
+        not see it up yet: wait for that with the cluster's own signals (a request at ALL)."""
+        self._check("restart", str(k))
+
     def node_dir(self, k):
         return self.directory / f"node{k}"
 
@@ -370,3 +393,83 @@ class LocalCluster:
         except OSError:
             return False
         return str(self.node_dir(k) / "helenus.yaml").encode() in cmdline
+
+
+class EventListener(threading.Thread):
+    """One native protocol v4 connection to a node, REGISTERed for STATUS_CHANGE and
+    TOPOLOGY_CHANGE, recording every EVENT frame the node pushes as (type, change, address),
+    e.g. ("STATUS_CHANGE", "DOWN", "127.0.0.3"). Raw frames rather than a driver: a driver folds
+    events into its own view of the hosts (and acts only on hosts its policy uses)."""
+
+    def __init__(self, host, port):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection((host, port), timeout=10)
+        self.events = []
+        self.cond = threading.Condition()
+        self._request(0x01, self._string_map({"CQL_VERSION": "3.0.0"}))  # STARTUP
+        self._request(0x0B, self._string_list(["STATUS_CHANGE", "TOPOLOGY_CHANGE"]))  # REGISTER
+        self.sock.settimeout(None)
+        self.start()
+
+    @staticmethod
+    def _string(text):
+        data = text.encode()
+        return struct.pack(">H", len(data)) + data
+
+    def _string_map(self, values):
+        return struct.pack(">H", len(values)) + b"".join(
+            self._string(k) + self._string(v) for k, v in values.items())
+
+    def _string_list(self, values):
+        return struct.pack(">H", len(values)) + b"".join(self._string(v) for v in values)
+
+    def _request(self, opcode, body):
+        self.sock.sendall(struct.pack(">BBhBi", 0x04, 0, 1, opcode, len(body)) + body)
+        frame = read_frame(self.sock)
+        if frame is None or frame[1] != 0x02:  # READY
+            raise RuntimeError(f"opcode {opcode:#x} answered with {frame!r}")
+
+    @staticmethod
+    def _take_string(data):
+        (n,) = struct.unpack(">H", data[:2])
+        return data[2:2 + n].decode(), data[2 + n:]
+
+    def run(self):
+        try:
+            while True:
+                frame = read_frame(self.sock)
+                if frame is None:
+                    return
+                _version, opcode, body = frame
+                if opcode != 0x0C:  # EVENT
+                    continue
+                kind, rest = self._take_string(body)
+                change, rest = self._take_string(rest)
+                if kind == "SCHEMA_CHANGE":
+                    continue
+                size = rest[0]
+                address = socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6,
+                                           rest[1:1 + size])
+                with self.cond:
+                    self.events.append((kind, change, address))
+                    self.cond.notify_all()
+        except OSError:
+            return
+
+    def wait_for(self, event, timeout_s):
+        """Whether `event` (a (type, change, address) tuple) arrived within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while event not in self.events:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
