@@ -233,11 +233,9 @@ def cluster3(request, tmp_path_factory):
 
 
 def shared_cluster_scope(fixture_name, config):
-    """The scope of `shared_cluster3`: a module's on Cassandra; a test's own on Helenus for now,
-    because a Helenus node restarted once cannot start a second time once its metadata log took
-    an entry in between (`test_cluster_replication.py::test_a_node_restarts_twice`, xfail), and
-    a shared cluster restarts nodes after every test that killed them."""
-    return "module" if config.getoption("--cluster-cassandra") else "function"
+    """The scope of `shared_cluster3`: a module's (a shared cluster restarts the nodes a test
+    killed before the next test)."""
+    return "module"
 
 
 def cluster_is_shared(config):

@@ -534,22 +534,9 @@ def test_peers_list_the_other_nodes(ring):
             assert peers_v2[address].peer_port == ring.cluster.storage_port
 
 
-# The precise Helenus bug behind test_a_node_restarts_twice.
-METADATA_LOG_BUG = (
-    "Helenus bug: cluster-metadata's files::open_records opens the Raft log file read+write "
-    "without seeking to its end, so LogInner::append after a restart writes its first entry at "
-    "offset 0, over the head of the log; the next start then fails with 'cannot open the "
-    "cluster metadata log: ... LogIndex(0) violates: try to get log at index 0 but got None'. "
-    "(LogInner::truncate's set_len also leaves the write cursor past the new end.)"
-)
-
-
 def test_a_node_restarts_twice(ring, request):
     """A node killed, restarted, sent a schema change, then killed and restarted again, starts
-    and serves. Fails on Helenus: the first append to its metadata log after the first restart
-    overwrites the log's head."""
-    if ring.flavor == "helenus":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=METADATA_LOG_BUG))
+    and serves (its metadata log took an entry between the two restarts)."""
     ring.kill(3)
     ring.restart(3)
     # A schema change is an entry in the metadata log of every node, node3's included.
@@ -563,21 +550,10 @@ def test_a_node_restarts_twice(ring, request):
 
 
 # The precise Helenus bug behind test_a_write_to_a_dead_replica_not_yet_convicted_times_out.
-DEAD_REPLICA_WRITE_BUG = (
-    "Helenus bug: a write at ALL through node1 right after node3 is SIGKILLed (before gossip "
-    "convicts it) fails with ServerError 'the request's deadline passed before the replica "
-    "started it' instead of WriteTimeout: coordinator/src/write.rs returns a replica's "
-    "ReplicaError::DeadlinePassed as a server error where it should count as no answer "
-    "(tally.timeout), as read.rs does"
-)
-
-
 def test_a_write_to_a_dead_replica_not_yet_convicted_times_out(ring, request):
     """Right after a node dies, before the others convict it, a write that needs it waits for
     it and times out: WriteTimeout (received 2 of the 3 ALL needs), as Cassandra answers; never
     a server error. Unavailable is right too if the coordinator has convicted it already."""
-    if ring.flavor == "helenus":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=DEAD_REPLICA_WRITE_BUG))
     with keyspace(ring, "{'class': 'SimpleStrategy', 'replication_factor': 3}") as ks:
         coordinator = ring.session(1)
         coordinator.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")
