@@ -227,6 +227,22 @@ impl MetadataService {
             .map_err(|e| MetadataError::Stopped(e.to_string()))
     }
 
+    /// Whether this node is a voter of its group (a restart of a node that bootstrapped or
+    /// joined before): asked of the Raft core, so it holds right after `open`.
+    pub async fn is_voter(&self) -> Result<bool, MetadataError> {
+        let id = self.id;
+        self.raft
+            .with_raft_state(move |st| {
+                st.membership_state
+                    .effective()
+                    .membership()
+                    .voter_ids()
+                    .any(|v| v == id)
+            })
+            .await
+            .map_err(|e| MetadataError::Stopped(e.to_string()))
+    }
+
     /// Whether this node's effective membership names any node: asked of the Raft core, not
     /// read from the metrics, which a just-opened node publishes a moment later.
     async fn in_membership(&self) -> Result<bool, MetadataError> {

@@ -169,12 +169,17 @@ pub async fn start(
         )
         .context("cannot serve the metadata log's messages")?;
 
-    if seeds.first() == Some(&storage_address) {
+    // A node already in the group (a restart) needs no seed: Raft finds the others itself.
+    let restarted = metadata
+        .is_voter()
+        .await
+        .context("cannot read the cluster metadata log")?;
+    if !restarted && seeds.first() == Some(&storage_address) {
         metadata
             .bootstrap()
             .await
             .context("cannot start the cluster metadata log")?;
-    } else {
+    } else if !restarted {
         join_through_seeds(&metadata, &membership, &messaging, &seeds, &settings).await?;
     }
     schema
