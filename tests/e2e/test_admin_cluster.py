@@ -1,6 +1,6 @@
 """`helenus admin status` and `describecluster` on a local cluster of three: what `nodetool
 status` and `nodetool describecluster` show (every node up and normal, 16 tokens each, effective
-ownership summing to the replication factor, one schema version), and a killed node shown down.
+ownership summing to the replication factor, one schema version), and a killed node shown down; a node restarting while its seed is down.
 Helenus-only (Cassandra's are nodetool's)."""
 
 import re
@@ -8,6 +8,9 @@ import subprocess
 import time
 
 import pytest
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
 
 from util import new_session
 
@@ -90,3 +93,33 @@ def test_status_shows_a_killed_node_down(cluster3):
     # A node without user keyspaces shows raw token ownership, summing to 100%.
     assert "Owns (effective)" not in "\n".join(lines)
     assert abs(sum(float(r["owns"]) for r in rows.values()) - 100.0) < 0.5, lines
+
+
+def test_a_node_restarts_while_its_seed_is_down(cluster3):
+    """A node already in the cluster restarts without its seed (127.0.0.1, down with node 2):
+    the metadata log finds the other members itself; it serves its data, and a write at ONE
+    through it succeeds. Helenus-only: the cluster CLI."""
+    with new_session(cluster3.hosts[0], cluster3.cql_port) as s:
+        s.execute(
+            "CREATE KEYSPACE seedless WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 3}"
+        )
+        s.execute("CREATE TABLE seedless.t (k int PRIMARY KEY, v int)")
+        s.execute("INSERT INTO seedless.t (k, v) VALUES (1, 1)")
+    cluster3.kill(1)
+    cluster3.kill(2)
+    cluster3.restart(2)
+    # Node 2 coordinates (and is a replica of) every request.
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.2"]),
+        consistency_level=ConsistencyLevel.ONE,
+    )
+    cluster = Cluster(["127.0.0.2"], port=cluster3.cql_port,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        s = cluster.connect()
+        s.execute("INSERT INTO seedless.t (k, v) VALUES (2, 2)")
+        rows = s.execute("SELECT k FROM seedless.t WHERE k = 1").all()
+        assert [r.k for r in rows] == [1]
+    finally:
+        cluster.shutdown()
