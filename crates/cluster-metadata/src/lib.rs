@@ -31,6 +31,7 @@ pub mod command;
 mod crash_tests;
 mod files;
 mod log_store;
+mod memory_network;
 mod service;
 mod state_machine;
 mod transport;
@@ -42,9 +43,10 @@ pub use command::{
     OwnershipState, SchemaEntry, TokenMapError, INITIAL_SCHEMA_VERSION,
 };
 pub use log_store::LogStore;
+pub use memory_network::MemoryNetwork;
 pub use service::{MetadataConfig, MetadataError, MetadataService};
 pub use state_machine::{MetadataApplier, NoApplier, SchemaSource, StateMachine};
-pub use transport::{MemoryNetwork, RaftTransport, TransportError, MESSAGE_FORMAT_VERSION};
+pub use transport::{RaftTransport, TransportError, MESSAGE_FORMAT_VERSION};
 
 /// A node's id in the metadata group: its host id (Cassandra's), stable for its life.
 pub type NodeId = uuid::Uuid;
