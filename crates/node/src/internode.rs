@@ -436,22 +436,24 @@ fn follow_events(membership: &Membership, sink: cql_server::ClusterEvents) {
     });
 }
 
-/// Gossips this node's schema version after every schema change.
+/// Gossips this node's schema version now (joining, it took the log's schema after gossip
+/// started) and after every schema change.
 fn follow_schema(membership: &Arc<Membership>, schema: Arc<SchemaService>) {
     let mut changes = schema.subscribe();
     let gossiped = Arc::downgrade(membership);
     tokio::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
-            if let Err(RecvError::Closed) = changes.recv().await {
-                return;
-            }
             let Some(membership) = gossiped.upgrade() else {
                 return;
             };
             membership
                 .set_schema_version(schema.snapshot().version)
                 .await;
+            drop(membership);
+            if let Err(RecvError::Closed) = changes.recv().await {
+                return;
+            }
         }
     });
 }
