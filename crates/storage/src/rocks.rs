@@ -660,6 +660,41 @@ fn cf_name_in(table: TableId, buf: &mut [u8; uuid::fmt::Hyphenated::LENGTH]) -> 
 
 /// Opens RocksDB in `config.data_dir` with every table column family found there, each with
 /// its purge state from `purge_state`, and replays the commit log. Returns it and its tables.
+/// Deletes the data files (`*.sst`) in the data directory that the current manifest does not
+/// name (a flush or compaction cut short), found by a read-only open that writes nothing.
+/// Returns how many it deleted.
+fn remove_orphan_data_files(config: &RocksConfig) -> Result<usize, StorageError> {
+    if !config.data_dir.join("CURRENT").exists() {
+        return Ok(0);
+    }
+    let opts = Options::default();
+    let cfs =
+        Db::list_cf(&opts, &config.data_dir).map_err(|e| engine_error("list tables", None, e))?;
+    let live: BTreeSet<String> = {
+        let db = Db::open_cf_for_read_only(&opts, &config.data_dir, &cfs, false)
+            .map_err(|e| engine_error("open read-only", None, e))?;
+        db.live_files()
+            .map_err(|e| engine_error("list data files", None, e))?
+            .into_iter()
+            .map(|f| f.name.trim_start_matches('/').to_string())
+            .collect()
+    };
+    let unreadable = |e: std::io::Error| StorageError::Engine {
+        operation: "list data files",
+        detail: format!("{}: {e}", config.data_dir.display()),
+    };
+    let mut removed = 0;
+    for entry in std::fs::read_dir(&config.data_dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".sst") && !live.contains(&name) {
+            std::fs::remove_file(entry.path()).map_err(unreadable)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 fn open_db(
     config: &RocksConfig,
     opts: &Options,
@@ -752,7 +787,43 @@ impl RocksEngine {
         check_commit_log(&config, config.ignore_commit_log_replay_errors)?;
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
         let events = Arc::new(Events::default());
-        match Self::open_with(&config, &cache, &events, true) {
+        match Self::open_with_fallback(&config, &cache, &events) {
+            // A flush the full disk cut short leaves a partial data file that no manifest
+            // names, which RocksDB deletes only once open; an open whose recovery must flush
+            // then has no room. Remove such files first and try once more.
+            Err(e) if Self::out_of_space(&e) => match remove_orphan_data_files(&config) {
+                Ok(0) => Err(e),
+                Ok(removed) => {
+                    tracing::warn!(
+                        data_dir = %config.data_dir.display(),
+                        removed,
+                        "the disk was full; removed data files no manifest names (left by a \
+                         flush the full disk stopped) and opening again"
+                    );
+                    Self::open_with_fallback(&config, &cache, &events)
+                }
+                Err(cleanup) => {
+                    tracing::warn!(error = %cleanup, "cannot look for unreferenced data files");
+                    Err(e)
+                }
+            },
+            other => other,
+        }
+    }
+
+    fn out_of_space(e: &StorageError) -> bool {
+        match e {
+            StorageError::Engine { detail, .. } => detail.contains("No space left on device"),
+            _ => false,
+        }
+    }
+
+    fn open_with_fallback(
+        config: &RocksConfig,
+        cache: &Cache,
+        events: &Arc<Events>,
+    ) -> Result<RocksEngine, StorageError> {
+        match Self::open_with(config, cache, events, true) {
             Ok(engine) => Ok(engine),
             Err(e) if Self::direct_io_unsupported(&e) => {
                 tracing::warn!(
@@ -760,7 +831,7 @@ impl RocksEngine {
                     error = %e,
                     "direct I/O not supported by the filesystem; using buffered I/O"
                 );
-                Self::open_with(&config, &cache, &events, false)
+                Self::open_with(config, cache, events, false)
             }
             Err(e) => Err(e),
         }
@@ -2017,6 +2088,36 @@ mod tests {
             .expect("read")
             .data
             .rows
+    }
+
+    /// A data file no manifest names (a flush a full disk cut short) is removed; the live
+    /// ones, and the data in them, stay.
+    #[test]
+    fn data_files_no_manifest_names_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = TableId::from_u128(1);
+        {
+            let engine = engine(dir.path());
+            engine.create_table(table).expect("create");
+            engine
+                .apply_batch(
+                    &[one_cell_update(table, 7, b"kept".to_vec())],
+                    Durability::Batch,
+                )
+                .expect("write");
+            engine.flush(None).expect("flush");
+        }
+        let orphan = dir.path().join("999999.sst");
+        std::fs::write(&orphan, vec![0u8; 4096]).expect("orphan");
+        let removed = remove_orphan_data_files(&config(dir.path())).expect("cleanup");
+        assert_eq!(removed, 1);
+        assert!(!orphan.exists());
+        assert_eq!(
+            remove_orphan_data_files(&config(dir.path())).expect("cleanup"),
+            0
+        );
+        let engine = engine(dir.path());
+        assert_eq!(rows_of(&engine, table, 7).len(), 1);
     }
 
     #[test]
