@@ -19,6 +19,8 @@ pytestmark = pytest.mark.helenus_only
 # Gossip convicts a silent node within about 8 s at the defaults, longer right after a start.
 DOWN_TIMEOUT_S = 60
 ADMIN_TIMEOUT_S = 60
+# How long the nodes' gossiped schema versions may take to agree after a DDL statement.
+SCHEMA_AGREEMENT_S = 10
 
 ROW = re.compile(
     r"^(?P<status>[UD][NLJM])\s+(?P<address>\S+)\s+(?P<load>\?|[\d.]+ (?:B|KiB|MiB|GiB))\s+"
@@ -71,9 +73,16 @@ def test_status_and_describecluster(cluster3):
         local = s.execute("SELECT host_id FROM system.local").one()
     assert str(local.host_id) in host_ids
 
-    described = admin(cluster3, "127.0.0.1", "describecluster")
+    # Every node reports the schema version it applied through gossip, which takes a round or
+    # two to reach the others (the driver waits up to 10 s for agreement; so does this).
+    deadline = time.monotonic() + SCHEMA_AGREEMENT_S
+    while True:
+        described = admin(cluster3, "127.0.0.1", "describecluster")
+        versions = [l for l in described if re.match(r"^\t\t[0-9a-f-]{36}: \[", l)]
+        if len(versions) == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert "\tName: Test Cluster" in described
-    versions = [l for l in described if re.match(r"^\t\t[0-9a-f-]{36}: \[", l)]
     assert len(versions) == 1, described
     assert all(h in versions[0] for h in cluster3.hosts), described
 

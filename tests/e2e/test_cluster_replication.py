@@ -432,6 +432,30 @@ def test_status_change_events_for_a_killed_and_restarted_node(ring):
         listener.close()
 
 
+@pytest.mark.helenus_only
+def test_a_table_is_writable_at_all_as_soon_as_its_create_answers(ring):
+    """Schema changes are entries of one replicated log (Cassandra's pre-5.1 schema is pushed
+    and may lag, so this is Helenus-only): a write at ALL right after CREATE TABLE answered,
+    without the driver's schema agreement wait, succeeds on every replica, which catch up with
+    the log before answering "unknown table"."""
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([ring.host(1)]),
+                               retry_policy=FallthroughRetryPolicy(),
+                               request_timeout=REQUEST_TIMEOUT_S)
+    cluster = Cluster([ring.host(1)], port=ring.port,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                      max_schema_agreement_wait=0, connect_timeout=10)
+    try:
+        session = cluster.connect()
+        with keyspace(ring, "{'class': 'SimpleStrategy', 'replication_factor': 3}") as ks:
+            for n in range(5):
+                session.execute(f"CREATE TABLE {ks}.t{n} (k int PRIMARY KEY, v int)")
+                run(session, f"INSERT INTO {ks}.t{n} (k, v) VALUES (1, {n})", cl=CL.ALL)
+                rows = run(session, f"SELECT v FROM {ks}.t{n} WHERE k = 1", cl=CL.ALL)
+                assert [r.v for r in rows] == [n]
+    finally:
+        cluster.shutdown()
+
+
 def test_truncate_reaches_every_node_and_needs_them_all(ring):
     with keyspace(ring, "{'class': 'SimpleStrategy', 'replication_factor': 3}") as ks:
         table = f"{ks}.t"

@@ -31,6 +31,8 @@ use locator::{Endpoint, HostId, Token, TokenMetadata};
 use messaging::{HandlerError, MessagingConfig, MessagingService, Verb};
 use query::{PeerDetails, PeerDetailsMap};
 use schema_service::SchemaService;
+
+use crate::schema_catch_up::SchemaCatchUp;
 use tokio::sync::watch;
 
 /// The metadata log's messages between nodes (an extension verb of messaging's).
@@ -97,6 +99,7 @@ pub async fn start(
 ) -> Result<Cluster> {
     let host_id = local.host_id;
     let storage_address = SocketAddr::new(settings.broadcast_address, settings.storage_port);
+    let served_replica = Arc::new(SchemaCatchUp::new(local_replica.clone()));
     let messaging = Arc::new(
         MessagingService::start(
             MessagingConfig {
@@ -106,7 +109,7 @@ pub async fn start(
                 broadcast_address: Some(storage_address),
                 options: messaging::MessagingOptions::default(),
             },
-            local_replica.clone(),
+            served_replica.clone(),
             messaging::Environment::tcp(host_id.0.as_u64_pair().1),
         )
         .await
@@ -153,6 +156,7 @@ pub async fn start(
     )
     .await
     .context("cannot open the cluster metadata log")?;
+    served_replica.catch_up_with(&metadata);
     let served = Arc::downgrade(&metadata);
     messaging
         .register_handler(

@@ -20,6 +20,7 @@ mod config_cluster;
 mod descriptors;
 mod identity;
 mod internode;
+mod schema_catch_up;
 
 /// mimalloc instead of glibc's malloc: with a request's allocations spread over runtime and
 /// blocking-pool threads, glibc's per-thread arenas and consolidation took about 20% of the
