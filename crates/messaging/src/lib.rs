@@ -26,6 +26,7 @@ mod environment;
 mod frame;
 mod handshake;
 mod inbound;
+mod log_limit;
 mod metrics;
 mod network;
 mod options;
@@ -38,7 +39,7 @@ mod verb;
 pub use codec::{RemoteError, MAX_ERROR_MESSAGE_BYTES};
 pub use environment::{
     reconnect_delay, Environment, FaultInjector, Interception, LinkFault, NoInterception,
-    OutboundInterceptor, RandomSource, SplitMix64,
+    OutboundInterceptor, RandomSource, SplitMix64, VerbFilter,
 };
 pub use frame::{
     decode_frame, encode_frame, Frame, FrameError, FrameKind, FRAME_HEADER_BYTES,
