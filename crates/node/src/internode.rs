@@ -53,6 +53,8 @@ pub struct ClusterSettings {
     pub join_timeout: Duration,
     /// How long a metadata change (a DDL statement, this node's ownership) may take.
     pub metadata_timeout: Duration,
+    /// Messaging through a fault injector (`fault_injection`, for tests).
+    pub fault_injection: bool,
 }
 
 /// The running cluster services of this node.
@@ -66,6 +68,8 @@ pub struct Cluster {
     pub messaging: Arc<MessagingService>,
     pub metadata: Arc<MetadataService>,
     pub membership: Arc<Membership>,
+    /// The fault injector on messaging, when `fault_injection` is on.
+    pub faults: Option<Arc<messaging::FaultInjector>>,
 }
 
 impl Cluster {
@@ -97,6 +101,10 @@ pub async fn start(
 ) -> Result<Cluster> {
     let host_id = local.host_id;
     let storage_address = SocketAddr::new(settings.broadcast_address, settings.storage_port);
+    let (environment, faults) = crate::internode_faults::messaging_environment(
+        host_id.0.as_u64_pair().1,
+        settings.fault_injection,
+    );
     let messaging = Arc::new(
         MessagingService::start(
             MessagingConfig {
@@ -107,7 +115,7 @@ pub async fn start(
                 options: messaging::MessagingOptions::default(),
             },
             local_replica.clone(),
-            messaging::Environment::tcp(host_id.0.as_u64_pair().1),
+            environment,
         )
         .await
         .context("cannot start internode messaging")?,
@@ -207,6 +215,7 @@ pub async fn start(
     );
     let peer_details = Arc::new(ArcSwap::from_pointee(PeerDetailsMap::new()));
     follow_peers(membership.watch_view(), peer_details.clone());
+    crate::internode_faults::follow_liveness(membership.watch_view(), messaging.clone());
     follow_events(&membership, events);
     follow_schema(&membership, schema);
     Ok(Cluster {
@@ -216,6 +225,7 @@ pub async fn start(
         messaging,
         metadata,
         membership,
+        faults,
     })
 }
 
