@@ -1473,3 +1473,29 @@ async fn a_raw_hello_from_another_cluster_is_refused_with_a_reason() {
     assert_eq!(b.messaging.metrics().malformed, 0);
     b.messaging.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_request_for_an_unknown_table_is_refused_and_the_peer_serves_on() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    introduce(&b, &a);
+    let missing = TableId::from_u128(0xdead);
+    let remote = a.messaging.remote_replica(b.messaging.host_id());
+    let mut mutation = write(1, b"v");
+    Arc::make_mut(&mut mutation.updates)[0].table = missing;
+    let e = remote.apply_mutation(mutation, later()).await;
+    assert_eq!(e, Err(ReplicaError::UnknownTable(missing)));
+    let e = remote.read(point_read(missing, 1), later()).await;
+    assert_eq!(e, Err(ReplicaError::UnknownTable(missing)));
+    let e = remote.truncate(missing, later()).await;
+    assert_eq!(e, Err(ReplicaError::UnknownTable(missing)));
+    remote
+        .apply_mutation(write(1, b"v"), later())
+        .await
+        .expect("a known table's write applies");
+    assert_eq!(rows_stored(&b.engine, 1), 1);
+    assert_eq!(b.messaging.metrics().malformed, 0);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
