@@ -17,6 +17,7 @@
 //! tests: without `fault_injection: true` (or `HELENUS_FAULT_INJECTION=true`) the node installs
 //! no injector and `fault` is refused.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,16 +76,14 @@ pub fn follow_liveness(
     messaging: Arc<MessagingService>,
 ) {
     tokio::spawn(async move {
-        // Peers gossip has held up at least once: only their conviction is news.
-        let mut seen_up = std::collections::HashSet::new();
+        let mut seen_up = HashSet::new();
         loop {
             let view = views.borrow_and_update().clone();
-            for member in view.peers() {
-                let host_id = member.endpoint.host_id;
-                if member.live {
-                    seen_up.insert(host_id);
+            let peers = view.peers().map(|m| (m.endpoint.host_id, m.live));
+            for (host_id, up) in liveness_updates(peers, &mut seen_up) {
+                if up {
                     messaging.mark_up(host_id);
-                } else if seen_up.contains(&host_id) {
+                } else {
                     messaging.mark_down(host_id);
                 }
             }
@@ -93,6 +92,25 @@ pub fn follow_liveness(
             }
         }
     });
+}
+
+/// What to tell messaging of gossip's `(host id, live)` for every peer: up for a live peer
+/// (messaging ignores a repeat), down for a peer not live that gossip has held up before (in
+/// `seen_up`, which this keeps), nothing for a peer never seen up.
+fn liveness_updates(
+    peers: impl Iterator<Item = (HostId, bool)>,
+    seen_up: &mut HashSet<HostId>,
+) -> Vec<(HostId, bool)> {
+    peers
+        .filter_map(|(host_id, live)| {
+            if live {
+                seen_up.insert(host_id);
+                Some((host_id, true))
+            } else {
+                seen_up.contains(&host_id).then_some((host_id, false))
+            }
+        })
+        .collect()
 }
 
 /// What the admin endpoint reads and drives of messaging.
@@ -356,6 +374,32 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn messaging_hears_of_a_conviction_only_after_the_peer_was_seen_up() {
+        let (a, b) = (
+            HostId(uuid::Uuid::from_u128(1)),
+            HostId(uuid::Uuid::from_u128(2)),
+        );
+        let mut seen_up = HashSet::new();
+        // At start every peer is down until its heartbeats arrive: nothing to tell.
+        assert_eq!(
+            liveness_updates([(a, false), (b, false)].into_iter(), &mut seen_up),
+            []
+        );
+        assert_eq!(
+            liveness_updates([(a, true), (b, false)].into_iter(), &mut seen_up),
+            [(a, true)]
+        );
+        assert_eq!(
+            liveness_updates([(a, false), (b, true)].into_iter(), &mut seen_up),
+            [(a, false), (b, true)]
+        );
+        assert_eq!(
+            liveness_updates([(a, true), (b, false)].into_iter(), &mut seen_up),
+            [(a, true), (b, false)]
+        );
     }
 
     #[test]
