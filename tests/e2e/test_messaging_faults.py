@@ -1,11 +1,11 @@
 """Internode messaging under injected faults, on three real nodes (`helenus cluster` with
 HELENUS_FAULT_INJECTION=true, the environment form of the test-only `fault_injection: true`):
 a link cut both ways between node1 and node2 leaves QUORUM writes through node1 working while
-ALL times out naming received/required; a 3 s delay on a link does the same without holding
-QUORUM back; clearing the faults restores ALL; garbage sent to a node's storage port is
-refused while the node keeps serving CQL and its peers; a request waiting for a paused node
-fails once gossip convicts it, not at its timeout; a node started without the setting refuses
-`helenus admin fault`.
+ALL times out naming received/required; a 3 s delay on a link, or the loss of one verb's
+messages, does the same without holding QUORUM back; clearing the faults restores ALL; garbage
+sent to a node's storage port is refused while the node keeps serving CQL and its peers; a
+request waiting for a paused node fails once gossip convicts it, not at its timeout; a node
+started without the setting refuses `helenus admin fault`.
 
 Helenus-only: fault injection is Helenus's test hook (Cassandra's tests use byteman or
 iptables), and the storage port's framing is Helenus's own. Faults are set with `helenus admin
@@ -171,6 +171,16 @@ def test_cut_delay_clear_garbage_and_a_node_without_fault_injection(faulty3):
         assert (e.received_responses, e.required_responses) == (2, 3), e
         cluster.admin_ok(1, "fault", "--to", cluster.hosts[1], "clear")
         write(s1, table, 6, CL.ALL)
+
+        # Every MUTATION to node2 lost (a drop with probability 1, for that verb only): ALL
+        # times out while reads at ALL, another verb, still reach node2.
+        cluster.admin_ok(1, "fault", "--to", cluster.hosts[1], "--verb", "MUTATION", "drop", "1")
+        e, _ = write_times_out(s1, table, 8)
+        assert (e.received_responses, e.required_responses) == (2, 3), e
+        rows = s1.execute(SimpleStatement(f"SELECT v FROM {table} WHERE k = 6",
+                                          consistency_level=CL.ALL))
+        assert [r.v for r in rows] == [6]
+        cluster.admin_ok(1, "fault", "clear")
 
         # Garbage on node2's storage port: refused, and node2 serves CQL and its peers on.
         for garbage in [b"\x00" * 64, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(4096)]:
