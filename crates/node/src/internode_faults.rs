@@ -137,8 +137,9 @@ pub fn execute(words: &[&str], cluster: &AdminCluster) -> Option<Result<Vec<Stri
 
 /// `nodetool tpstats`'s "Message type / Dropped" section: every verb with its messages
 /// dropped (a full queue, a peer refusing or down), expired (their deadline passed before they
-/// were sent or served) and removed by fault injection. Cassandra's latency-in-queue columns
-/// are not measured, so not shown.
+/// were sent or served) and removed by fault injection, in Cassandra's `%-20s%10s` layout.
+/// Rows are Helenus's verbs (a verb's requests and responses together), not Cassandra 4.0's
+/// `_REQ`/`_RSP` pairs; Cassandra's latency-in-queue columns are not measured, so not shown.
 pub fn tpstats(metrics: &messaging::MessagingMetrics) -> Vec<String> {
     let builtin = [
         Verb::PING,
