@@ -64,8 +64,8 @@ pub enum Interception {
     Deliver,
     /// Do not send it (a cut or lossy link): a request then times out at its deadline.
     Drop,
-    /// Send it after this long. The connection is FIFO, so the messages behind it wait too,
-    /// as on a slow link.
+    /// Send it no sooner than this long after it was queued (a link's latency). The
+    /// connection is FIFO, so the messages behind it wait for it, as on a slow link.
     Delay(Duration),
 }
 
@@ -89,56 +89,153 @@ impl OutboundInterceptor for NoInterception {
 }
 
 /// A fault on the link from this node to one peer ([`FaultInjector`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LinkFault {
-    /// Every message to the peer is dropped (one direction of a partition; set it on both
-    /// nodes for both).
+    /// Every message is dropped (one direction of a partition; set it on both nodes for
+    /// both). A request then times out at its deadline.
     Cut,
-    /// Every message to the peer waits this long first (a slow link).
+    /// Every message is written no sooner than this long after it was queued: a link with
+    /// this much latency. Messages queued together are delayed together, not one after the
+    /// other, and one whose deadline passes meanwhile is not sent (counted as expired).
     Delay(Duration),
-    /// Messages of this verb to the peer are dropped, the rest delivered.
-    DropVerb(Verb),
+    /// Each message is dropped with this probability (0 to 1; outside that range it is
+    /// clamped), drawn from the injector's seeded random source: a lossy link.
+    Drop(f64),
 }
 
+impl std::fmt::Display for LinkFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkFault::Cut => f.write_str("cut"),
+            LinkFault::Delay(delay) => write!(f, "delay {}", delay.as_millis()),
+            LinkFault::Drop(probability) => write!(f, "drop {probability}"),
+        }
+    }
+}
+
+/// Which messages on a link a fault applies to.
+pub type VerbFilter = Option<Verb>;
+
 /// Faults between this node and given peers, changeable while the node runs: the
-/// fault-injection interceptor issue 36's tests install (`Environment::interceptor`). Off by
-/// default: a node gets it only from a test configuration, and with no fault set it delivers
-/// everything.
-#[derive(Debug, Default)]
+/// fault-injection interceptor issue 36's tests install (`Environment::interceptor`). For
+/// tests only: a node gets it only from its test configuration (`fault_injection: true`),
+/// and with no fault set it delivers everything.
+///
+/// Each link (peer) holds at most one fault for all its verbs and one per verb; a message
+/// gets its verb's fault if there is one, else the link's. Probabilistic drops draw from a
+/// seeded [`RandomSource`], so a simulated run replays.
 pub struct FaultInjector {
-    faults: std::sync::RwLock<std::collections::HashMap<HostId, LinkFault>>,
+    /// Faults by peer and verb (`None`: every verb). Bounded by the faults a test sets: at
+    /// most one per peer and verb id.
+    faults: std::sync::RwLock<std::collections::HashMap<(HostId, VerbFilter), LinkFault>>,
+    random: std::sync::Mutex<Box<dyn RandomSource>>,
+}
+
+impl std::fmt::Debug for FaultInjector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultInjector")
+            .field("faults", &self.faults())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for FaultInjector {
+    /// No faults, drops drawn from `SplitMix64` seeded with 0.
+    fn default() -> FaultInjector {
+        FaultInjector::new(Box::new(SplitMix64::new(0)))
+    }
 }
 
 impl FaultInjector {
-    /// Sets the fault on the link to `peer`, replacing any other.
-    pub fn set(&self, peer: HostId, fault: LinkFault) {
-        self.faults
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(peer, fault);
+    /// No faults; probabilistic drops draw from `random`.
+    pub fn new(random: Box<dyn RandomSource>) -> FaultInjector {
+        FaultInjector {
+            faults: std::sync::RwLock::default(),
+            random: std::sync::Mutex::new(random),
+        }
     }
 
-    /// Heals the link to `peer`.
+    /// Sets the fault on the link to `peer` for every verb, replacing the link's other faults
+    /// (its per-verb ones too).
+    pub fn set(&self, peer: HostId, fault: LinkFault) {
+        let mut faults = self.write();
+        faults.retain(|(to, _), _| *to != peer);
+        faults.insert((peer, None), fault);
+    }
+
+    /// Sets the fault on the link to `peer` for messages of `verb` only, replacing that verb's
+    /// fault on the link (the link's fault for every verb still applies to the others).
+    pub fn set_for_verb(&self, peer: HostId, verb: Verb, fault: LinkFault) {
+        self.write().insert((peer, Some(verb)), fault);
+    }
+
+    /// Heals the link to `peer`: removes all its faults.
     pub fn heal(&self, peer: HostId) {
+        self.write().retain(|(to, _), _| *to != peer);
+    }
+
+    /// Heals every link.
+    pub fn heal_all(&self) {
+        self.write().clear();
+    }
+
+    /// The faults set, by peer and verb, in a stable order.
+    pub fn faults(&self) -> Vec<(HostId, VerbFilter, LinkFault)> {
+        let mut faults: Vec<_> = self
+            .faults
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|((peer, verb), fault)| (*peer, *verb, *fault))
+            .collect();
+        faults.sort_by_key(|(peer, verb, _)| (*peer, *verb));
+        faults
+    }
+
+    fn write(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, std::collections::HashMap<(HostId, VerbFilter), LinkFault>>
+    {
         self.faults
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&peer);
+    }
+
+    /// Whether a message is dropped at `probability`: a uniform draw in [0, 1) below it.
+    fn draw(&self, probability: f64) -> bool {
+        let bits = self
+            .random
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .next_u64();
+        // The top 53 bits: a uniform f64 in [0, 1). NaN never drops.
+        ((bits >> 11) as f64 / (1u64 << 53) as f64) < probability
     }
 }
 
 impl OutboundInterceptor for FaultInjector {
     fn intercept(&self, to: HostId, verb: Verb, _: FrameKind) -> Interception {
-        let faults = self
-            .faults
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match faults.get(&to) {
-            None => Interception::Deliver,
-            Some(LinkFault::Cut) => Interception::Drop,
-            Some(LinkFault::Delay(delay)) => Interception::Delay(*delay),
-            Some(LinkFault::DropVerb(dropped)) if *dropped == verb => Interception::Drop,
-            Some(LinkFault::DropVerb(_)) => Interception::Deliver,
+        let fault = {
+            let faults = self
+                .faults
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if faults.is_empty() {
+                return Interception::Deliver;
+            }
+            match faults
+                .get(&(to, Some(verb)))
+                .or_else(|| faults.get(&(to, None)))
+            {
+                Some(fault) => *fault,
+                None => return Interception::Deliver,
+            }
+        };
+        match fault {
+            LinkFault::Cut => Interception::Drop,
+            LinkFault::Delay(delay) => Interception::Delay(delay),
+            LinkFault::Drop(probability) if self.draw(probability) => Interception::Drop,
+            LinkFault::Drop(_) => Interception::Deliver,
         }
     }
 }
@@ -203,7 +300,7 @@ mod tests {
         let send = |to, verb| injector.intercept(to, verb, FrameKind::Request);
         assert_eq!(send(a, Verb::PING), Interception::Deliver);
         injector.set(a, LinkFault::Cut);
-        injector.set(b, LinkFault::DropVerb(Verb::MUTATION));
+        injector.set_for_verb(b, Verb::MUTATION, LinkFault::Cut);
         assert_eq!(send(a, Verb::PING), Interception::Drop);
         assert_eq!(send(b, Verb::MUTATION), Interception::Drop);
         assert_eq!(send(b, Verb::READ), Interception::Deliver);
@@ -212,8 +309,42 @@ mod tests {
             send(a, Verb::PING),
             Interception::Delay(Duration::from_millis(5))
         );
+        // A verb's own fault wins over the link's.
+        injector.set_for_verb(a, Verb::READ, LinkFault::Cut);
+        assert_eq!(send(a, Verb::READ), Interception::Drop);
+        assert_eq!(injector.faults().len(), 3);
         injector.heal(a);
         assert_eq!(send(a, Verb::PING), Interception::Deliver);
+        assert_eq!(send(a, Verb::READ), Interception::Deliver);
+        // Setting a link's fault for every verb replaces its per-verb ones.
+        injector.set(b, LinkFault::Delay(Duration::from_millis(1)));
+        assert_eq!(
+            send(b, Verb::MUTATION),
+            Interception::Delay(Duration::from_millis(1))
+        );
+        injector.heal_all();
+        assert!(injector.faults().is_empty());
+    }
+
+    #[test]
+    fn probabilistic_drops_follow_the_probability_and_replay_with_their_seed() {
+        let peer = HostId(uuid::Uuid::from_u128(1));
+        let drops = |seed, probability| {
+            let injector = FaultInjector::new(Box::new(SplitMix64::new(seed)));
+            injector.set(peer, LinkFault::Drop(probability));
+            (0..10_000)
+                .map(|_| injector.intercept(peer, Verb::PING, FrameKind::Request))
+                .map(|i| i == Interception::Drop)
+                .collect::<Vec<_>>()
+        };
+        let count = |d: &[bool]| d.iter().filter(|x| **x).count();
+        assert_eq!(count(&drops(1, 0.0)), 0);
+        assert_eq!(count(&drops(1, 1.0)), 10_000);
+        assert_eq!(count(&drops(1, f64::NAN)), 0);
+        let quarter = count(&drops(1, 0.25));
+        assert!((2_200..=2_800).contains(&quarter), "{quarter} of 10000");
+        assert_eq!(drops(7, 0.5), drops(7, 0.5), "a seed replays");
+        assert_ne!(drops(7, 0.5), drops(8, 0.5));
     }
 
     #[test]

@@ -4,9 +4,13 @@
 //! connection to the peer).
 //!
 //! Bytes from a peer are untrusted: a handshake that does not decode or is refused, and a
-//! frame that does not decode, close that one connection, are logged and counted, and the node
-//! goes on serving everyone else. A request whose payload does not decode is answered with an
-//! error (its frame was whole, so the stream is still in step).
+//! frame that does not decode (bad magic, version, flags or checksum, a length over the cap, a
+//! verb id out of range, an lz4 body that does not decompress), close that one connection, are
+//! logged (at most `log_limit::WARNINGS_PER_WINDOW` lines per window, however many peers
+//! misbehave) and counted, and the node goes on serving everyone else. A request whose payload
+//! does not decode (a truncated body, a mutation that does not decode) or whose verb this node
+//! does not serve is answered with an error, logged and counted the same way: its frame was
+//! whole, so the stream is still in step and the connection stays open.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +27,7 @@ use tokio::time::{timeout, Instant};
 use crate::codec::{self, PayloadError, RemoteError};
 use crate::frame::{decode_frame, Frame, FrameKind};
 use crate::handshake::{self, Hello, Reply};
+use crate::log_limit::warn_limited;
 use crate::metrics::{Counters, VerbCount};
 use crate::network::{Listener, Stream};
 use crate::service::{stopped, Inner};
@@ -93,14 +98,20 @@ async fn accept_handshake(
             tracing::debug!(%from, "messaging handshake timed out");
             None
         }
+        Ok(Err(handshake::HandshakeError::Io(e))) => {
+            // Closed or reset before a whole hello arrived: not a malformed message.
+            tracing::debug!(%from, "messaging handshake ended early: {e}");
+            None
+        }
         Ok(Err(e)) => {
             Counters::add(&inner.counters.malformed, 1);
-            tracing::warn!(%from, "messaging handshake failed: {e}");
+            warn_limited!(inner.bad_input_log, %from, "messaging handshake refused: {e}");
             None
         }
         Ok(Ok((hello, Reply::Refused { reason, .. }))) => {
             Counters::add(&inner.counters.handshakes_refused, 1);
-            tracing::warn!(%from, peer = %hello.host_id, "refused a messaging connection: {reason}");
+            warn_limited!(inner.bad_input_log, %from, peer = %hello.host_id,
+                "refused a messaging connection: {reason}");
             None
         }
         Ok(Ok((hello, Reply::Accepted { .. }))) => Some(hello),
@@ -128,7 +139,8 @@ async fn run_connection(inner: Arc<Inner>, mut stream: Box<dyn Stream>, from: So
                 Ok(None) => break,
                 Err(e) => {
                     Counters::add(&inner.counters.malformed, 1);
-                    tracing::warn!(%from, %peer, "malformed message; closing the connection: {e}");
+                    warn_limited!(inner.bad_input_log, %from, %peer,
+                        "malformed message; closing the connection: {e}");
                     break 'reading;
                 }
             };
@@ -182,9 +194,18 @@ async fn serve(
         match dispatch(&inner, from, verb, frame.payload, request_deadline).await {
             Ok(response) => response,
             Err(error) => {
-                if let RemoteError::BadRequest(detail) = &error {
-                    Counters::add(&inner.counters.malformed, 1);
-                    tracing::warn!(peer = %from, %verb, "malformed request: {detail}");
+                match &error {
+                    RemoteError::BadRequest(detail) => {
+                        Counters::add(&inner.counters.bad_requests, 1);
+                        warn_limited!(inner.bad_input_log, peer = %from, %verb,
+                            "malformed request refused: {detail}");
+                    }
+                    RemoteError::UnknownVerb => {
+                        Counters::add(&inner.counters.unknown_verbs, 1);
+                        warn_limited!(inner.bad_input_log, peer = %from, %verb,
+                            "request for a verb this node does not serve refused");
+                    }
+                    _ => {}
                 }
                 codec::encode_error(&error)
             }

@@ -8,7 +8,9 @@
 //! encodings), and the [`MessagingService`]: a listener, two lazily opened, one-way
 //! connections per peer (small and large messages, as Cassandra 4.0), reconnection with capped
 //! jittered backoff, bounded outbound queues that drop (and count by verb) when full, requests
-//! waiting for responses until their deadline, and the serving of peers' requests: replica
+//! waiting for responses until their deadline, peers the failure detector convicts failing
+//! their requests at once and left undialled until they are up (`mark_down`, `mark_up`), and
+//! the serving of peers' requests: replica
 //! verbs through a `coordinator::Replica` (the node's `replica::LocalReplica`), other verbs
 //! through handlers other crates register. [`RemoteReplica`] is a peer as a
 //! `coordinator::Replica`.
@@ -26,6 +28,7 @@ mod environment;
 mod frame;
 mod handshake;
 mod inbound;
+mod log_limit;
 mod metrics;
 mod network;
 mod options;
@@ -38,7 +41,7 @@ mod verb;
 pub use codec::{RemoteError, MAX_ERROR_MESSAGE_BYTES};
 pub use environment::{
     reconnect_delay, Environment, FaultInjector, Interception, LinkFault, NoInterception,
-    OutboundInterceptor, RandomSource, SplitMix64,
+    OutboundInterceptor, RandomSource, SplitMix64, VerbFilter,
 };
 pub use frame::{
     decode_frame, encode_frame, Frame, FrameError, FrameKind, FRAME_HEADER_BYTES,

@@ -13,8 +13,9 @@ pub struct VerbCounts {
     pub sent: u64,
     /// Messages of the verb read from a connection.
     pub received: u64,
-    /// Messages not queued because their connection's queue was full, or because the peer had
-    /// refused the handshake (back-pressure: the request failed at once).
+    /// Messages not queued because their connection's queue was full, because the peer had
+    /// refused the handshake (back-pressure: the request failed at once), or because the peer
+    /// was down (discarded from the queue, or refused).
     pub dropped: u64,
     /// Messages whose deadline passed before they were written (in a queue) or before their
     /// handler started (here, after arriving): not sent, not started.
@@ -45,6 +46,14 @@ pub struct MessagingMetrics {
     pub refused_by_peers: u64,
     /// Responses that arrived after their request gave up (or from the wrong peer).
     pub unexpected_responses: u64,
+    /// Requests failed at once because their peer was convicted while they were queued or
+    /// waiting for their responses (`MessagingService::mark_down`).
+    pub failed_peer_down: u64,
+    /// Requests from peers whose payload did not decode (answered with an error; the
+    /// connection stays open, its frames being whole).
+    pub bad_requests: u64,
+    /// Requests from peers for a verb this node has no handler for (answered with an error).
+    pub unknown_verbs: u64,
 }
 
 impl MessagingMetrics {
@@ -85,6 +94,9 @@ pub(crate) struct Counters {
     pub handshakes_refused: AtomicU64,
     pub refused_by_peers: AtomicU64,
     pub unexpected_responses: AtomicU64,
+    pub failed_peer_down: AtomicU64,
+    pub bad_requests: AtomicU64,
+    pub unknown_verbs: AtomicU64,
 }
 
 impl Default for Counters {
@@ -98,6 +110,9 @@ impl Default for Counters {
             handshakes_refused: AtomicU64::new(0),
             refused_by_peers: AtomicU64::new(0),
             unexpected_responses: AtomicU64::new(0),
+            failed_peer_down: AtomicU64::new(0),
+            bad_requests: AtomicU64::new(0),
+            unknown_verbs: AtomicU64::new(0),
         }
     }
 }
@@ -148,6 +163,9 @@ impl Counters {
             handshakes_refused: load(&self.handshakes_refused),
             refused_by_peers: load(&self.refused_by_peers),
             unexpected_responses: load(&self.unexpected_responses),
+            failed_peer_down: load(&self.failed_peer_down),
+            bad_requests: load(&self.bad_requests),
+            unknown_verbs: load(&self.unknown_verbs),
         }
     }
 }

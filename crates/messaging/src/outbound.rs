@@ -36,6 +36,8 @@ pub(crate) struct Outbound {
     /// Not written after this (the request's deadline; a response's request's): the
     /// requester has stopped waiting.
     pub deadline: Instant,
+    /// When it was queued: a fault-injected delay counts from here.
+    pub queued_at: Instant,
 }
 
 /// Why a message was not queued.
@@ -46,6 +48,8 @@ pub(crate) enum EnqueueError {
     Shutdown,
     /// The peer was forgotten (`MessagingService::forget_peer`) after the request found it.
     Forgotten,
+    /// The failure detector holds the peer down (`MessagingService::mark_down`).
+    Down,
 }
 
 /// One of a peer's connections: its queue, bounded in messages and payload bytes.
@@ -73,6 +77,10 @@ pub(crate) struct Peer {
     /// Set when the service stops or the peer is forgotten: the peer's connection tasks
     /// watch it and end.
     stop: watch::Sender<bool>,
+    /// `false` while the failure detector holds the peer down (`MessagingService::mark_down`):
+    /// messages to it are refused, its connections are closed and not redialled. A peer is
+    /// up until convicted.
+    up: watch::Sender<bool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -110,7 +118,21 @@ impl Peer {
             capacity_bytes: options.queue_capacity_bytes,
             large_threshold_bytes: options.large_message_threshold_bytes,
             stop: watch::Sender::new(false),
+            up: watch::Sender::new(true),
         }
+    }
+
+    /// Whether the peer is up (not convicted by the failure detector).
+    pub fn is_up(&self) -> bool {
+        *self.up.borrow()
+    }
+
+    /// Marks the peer up or down; returns whether that changed anything. Its connection tasks
+    /// see the change at once: down, they close their connections and discard their queues;
+    /// up, they dial again without waiting out a backoff.
+    pub fn set_up(&self, up: bool) -> bool {
+        self.up
+            .send_if_modified(|current| std::mem::replace(current, up) != up)
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -155,6 +177,9 @@ impl Peer {
         }
         if *self.stop.borrow() {
             return Err(EnqueueError::Forgotten);
+        }
+        if !self.is_up() {
+            return Err(EnqueueError::Down);
         }
         if let Some(receiver) = lock(&connection.receiver).take() {
             let task =
@@ -208,6 +233,8 @@ struct ConnectionTask {
     /// Messages taken off the channel and not yet written or discarded.
     backlog: VecDeque<Outbound>,
     shutdown: watch::Receiver<bool>,
+    /// The peer's liveness (`Peer::up`).
+    up: watch::Receiver<bool>,
     /// Failed connection attempts since the last success: the backoff's exponent.
     failures: u32,
 }
@@ -221,6 +248,7 @@ async fn run(
     receiver: mpsc::UnboundedReceiver<Outbound>,
 ) {
     let shutdown = peer.stop.subscribe();
+    let up = peer.up.subscribe();
     let mut task = ConnectionTask {
         inner,
         peer,
@@ -228,6 +256,7 @@ async fn run(
         receiver,
         backlog: VecDeque::new(),
         shutdown,
+        up,
         failures: 0,
     };
     let Err(Stopping) = task.run().await;
@@ -240,10 +269,14 @@ impl ConnectionTask {
 
     async fn run(&mut self) -> Result<std::convert::Infallible, Stopping> {
         loop {
+            if !*self.up.borrow_and_update() {
+                self.wait_until_up().await?;
+            }
             // Dial only when there is something to send (Cassandra connects lazily too).
             if self.backlog.is_empty() {
                 let message = tokio::select! {
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                    _ = convicted(&mut self.up) => continue,
                     message = self.receiver.recv() => message.ok_or(Stopping)?,
                 };
                 self.backlog.push_back(message);
@@ -251,6 +284,7 @@ impl ConnectionTask {
             let address = self.peer.address();
             let dialed = tokio::select! {
                 _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                _ = convicted(&mut self.up) => continue,
                 dialed = dial(&self.inner, self.peer.host_id, address, self.connection_type) => dialed,
             };
             let wait = match dialed {
@@ -263,6 +297,9 @@ impl ConnectionTask {
                     let reason = self.write_messages(stream).await?;
                     tracing::debug!(peer = %self.peer.host_id, %address,
                         connection_type = ?self.connection_type, "connection closed: {reason}");
+                    if !self.peer.is_up() {
+                        continue;
+                    }
                     if connected_at.elapsed() >= HEALTHY_CONNECTION {
                         // Redial at once: the peer may only have closed an idle connection.
                         self.failures = 0;
@@ -306,6 +343,20 @@ impl ConnectionTask {
         Duration::from_millis(self.inner.options.refused_retry_ms)
     }
 
+    /// The peer is down: discards every queued message (a request's caller learns at once
+    /// that its peer is down, if `MessagingService::mark_down` has not told it already), then
+    /// waits until the peer is up again, and dials at once from then on.
+    async fn wait_until_up(&mut self) -> Result<(), Stopping> {
+        let to = self.peer.host_id;
+        self.drain(|_| Some(MessagingError::PeerDown { to }));
+        tokio::select! {
+            _ = stopped(&mut self.shutdown) => return Err(Stopping),
+            _ = self.up.wait_for(|up| *up) => {}
+        }
+        self.failures = 0;
+        Ok(())
+    }
+
     /// The wait before the next attempt after `failures` failures.
     fn backoff(&self) -> Duration {
         let options = &self.inner.options;
@@ -327,6 +378,8 @@ impl ConnectionTask {
     async fn wait(&mut self, wait: Duration) -> Result<(), Stopping> {
         tokio::select! {
             _ = stopped(&mut self.shutdown) => return Err(Stopping),
+            // The run loop discards the queue and waits for the peer to come back.
+            _ = convicted(&mut self.up) => return Ok(()),
             _ = tokio::time::sleep(wait) => {}
         }
         // A refusal's wait is over: the next message dials again (and fails at once if the
@@ -345,7 +398,7 @@ impl ConnectionTask {
 
     /// Moves the channel's messages to the backlog, then removes the backlog's messages for
     /// which `discard` names an error: a request fails with it (its caller learns at once), and
-    /// every discarded message is counted (dropped while refused, else expired).
+    /// every discarded message is counted (dropped while refused or down, else expired).
     fn drain(&mut self, discard: impl Fn(&Outbound) -> Option<MessagingError>) {
         while let Ok(message) = self.receiver.try_recv() {
             self.backlog.push_back(message);
@@ -359,7 +412,9 @@ impl ConnectionTask {
             connection.release(message);
             let verb = message.frame.verb;
             match error {
-                MessagingError::Refused { .. } => inner.counters.count(verb, VerbCount::Dropped),
+                MessagingError::Refused { .. } | MessagingError::PeerDown { .. } => {
+                    inner.counters.count(verb, VerbCount::Dropped)
+                }
                 _ => inner.counters.count(verb, VerbCount::Expired),
             }
             if message.frame.kind == FrameKind::Request {
@@ -382,6 +437,7 @@ impl ConnectionTask {
                 let message = tokio::select! {
                     biased;
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                    _ = convicted(&mut self.up) => return Ok(CONVICTED.to_string()),
                     read = reader.read(&mut probe) => return Ok(match read {
                         Ok(0) => "closed by the peer".to_string(),
                         Ok(_) => "the peer wrote on an outbound connection".to_string(),
@@ -402,6 +458,8 @@ impl ConnectionTask {
             }
             tokio::select! {
                 _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                // A dead peer's socket buffer may be full: the write would wait forever.
+                _ = convicted(&mut self.up) => return Ok(CONVICTED.to_string()),
                 written = writer.write_all(&buffer) => if let Err(e) = written {
                     return Ok(e.to_string());
                 },
@@ -436,14 +494,23 @@ impl ConnectionTask {
                     continue;
                 }
                 Interception::Delay(delay) => {
-                    // Whatever is buffered was due before this message: send it first.
-                    if let Err(e) = writer.write_all(buffer).await {
-                        return Ok(Err(e.to_string()));
+                    let due = message.queued_at + delay;
+                    if due >= message.deadline {
+                        // It could only be written after its deadline.
+                        inner.counters.count(verb, VerbCount::Expired);
+                        continue;
                     }
-                    buffer.clear();
-                    tokio::select! {
-                        _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                        _ = tokio::time::sleep(delay) => {}
+                    if due > Instant::now() {
+                        // Whatever is buffered was due before this message: send it first.
+                        if let Err(e) = writer.write_all(buffer).await {
+                            return Ok(Err(e.to_string()));
+                        }
+                        buffer.clear();
+                        tokio::select! {
+                            _ = stopped(&mut self.shutdown) => return Err(Stopping),
+                            _ = convicted(&mut self.up) => return Ok(Err(CONVICTED.to_string())),
+                            _ = tokio::time::sleep_until(due) => {}
+                        }
                     }
                 }
             }
@@ -466,6 +533,18 @@ impl ConnectionTask {
             }
         }
         Ok(Ok(()))
+    }
+}
+
+/// Why a connection was closed when its peer was convicted.
+const CONVICTED: &str = "the failure detector convicted the peer";
+
+/// Completes once the peer is down (at once if it is): what the connection's waits `select!`
+/// on so that a convicted peer's connection is dropped whatever it was doing.
+async fn convicted(up: &mut watch::Receiver<bool>) {
+    // An error means the peer is gone, and with it the task: nothing to wait for.
+    if up.wait_for(|up| !*up).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

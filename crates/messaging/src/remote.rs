@@ -17,8 +17,8 @@ use crate::verb::Verb;
 /// Errors as the coordinator expects them: no response by the deadline is
 /// `ReplicaError::DeadlinePassed` (the coordinator answers the timeout), the peer's own
 /// replica error arrives as it was raised there, a request that did not get there or whose
-/// answer cannot come back (no known address, queue full, peer refusing the handshake,
-/// shutdown) is `ReplicaError::Unreachable` (the coordinator counts both as no answer), and
+/// answer cannot come back (no known address, queue full, peer refusing the handshake, peer
+/// convicted by the failure detector, shutdown) is `ReplicaError::Unreachable` (the coordinator counts both as no answer), and
 /// anything else (a malformed response, an oversized message) is `ReplicaError::Internal`
 /// naming messaging.
 #[derive(Clone)]
@@ -72,6 +72,7 @@ pub fn replica_error(e: MessagingError) -> ReplicaError {
         e @ (MessagingError::UnknownPeer(_)
         | MessagingError::QueueFull { .. }
         | MessagingError::Refused { .. }
+        | MessagingError::PeerDown { .. }
         | MessagingError::Shutdown) => ReplicaError::Unreachable(format!("messaging: {e}")),
         other => ReplicaError::Internal(format!("messaging: {other}")),
     }

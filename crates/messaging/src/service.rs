@@ -75,6 +75,10 @@ pub enum MessagingError {
     /// connection retries after `refused_retry_ms`, and requests fail at once until then.
     #[error("{to} refused this node's connection: {reason}")]
     Refused { to: HostId, reason: String },
+    /// The failure detector holds the peer down (`MessagingService::mark_down`): the request
+    /// was not sent, or was waiting for its response when the peer was convicted.
+    #[error("{to} is down")]
+    PeerDown { to: HostId },
     /// The payload is over `max_message_bytes`: refused before it is queued.
     #[error("a message of {bytes} bytes is over the {cap_bytes}-byte cap")]
     TooLarge { bytes: usize, cap_bytes: usize },
@@ -159,6 +163,8 @@ pub(crate) struct Inner {
     pending: [Mutex<HashMap<u64, Pending>>; PENDING_SHARDS],
     next_request_id: AtomicU64,
     pub counters: Counters,
+    /// Limits the warnings about peers' bad input (`log_limit.rs`).
+    pub bad_input_log: crate::log_limit::LogLimiter,
     /// `true` once the service is stopping; every task watches it.
     pub shutdown: watch::Sender<bool>,
     /// The runtime the service was started on: every task of the service runs there, wherever
@@ -278,6 +284,7 @@ impl Inner {
                 payload,
             },
             deadline,
+            queued_at: now,
         };
         if let Err(e) = peer.enqueue(self, message) {
             self.counters.count(verb, VerbCount::Dropped);
@@ -355,11 +362,55 @@ impl Inner {
                 payload,
             },
             deadline,
+            queued_at: Instant::now(),
         };
         if let Err(e) = peer.enqueue(self, message) {
             self.counters.count(verb, VerbCount::Dropped);
             tracing::debug!(peer = %to, %verb, "response dropped: {}", e.into_error(verb, to));
         }
+    }
+
+    /// The failure detector convicted `host_id`: its requests fail now (`PeerDown`), queued or
+    /// waiting for their responses, its connections close, and new messages to it are refused
+    /// until `mark_up`. Nothing for a peer without a known address. Returns whether the peer
+    /// was up.
+    pub fn mark_down(&self, host_id: HostId) -> bool {
+        let Some(peer) = self.peer(host_id) else {
+            return false;
+        };
+        if !peer.set_up(false) {
+            return false;
+        }
+        let mut failed = 0u64;
+        for shard in &self.pending {
+            let mut shard = lock(shard);
+            let ids: Vec<u64> = shard
+                .iter()
+                .filter(|(_, p)| p.to == host_id)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                let pending = shard.remove(&id).expect("listed under the same lock");
+                let _ = pending
+                    .done
+                    .send(Err(MessagingError::PeerDown { to: host_id }));
+                failed += 1;
+            }
+        }
+        Counters::add(&self.counters.failed_peer_down, failed);
+        tracing::info!(peer = %host_id, requests_failed = failed,
+            "peer is down: its requests fail and its connections close until it is up");
+        true
+    }
+
+    /// `host_id` is up again: messages to it are accepted, and its connections dial at once.
+    /// Returns whether it was down.
+    pub fn mark_up(&self, host_id: HostId) -> bool {
+        let changed = self.peer(host_id).is_some_and(|peer| peer.set_up(true));
+        if changed {
+            tracing::info!(peer = %host_id, "peer is up: messages to it are sent again");
+        }
+        changed
     }
 
     /// Forgets `host_id`: closes its connections and drops its queued messages.
@@ -418,6 +469,7 @@ impl EnqueueError {
             EnqueueError::Refused(reason) => MessagingError::Refused { to, reason },
             EnqueueError::Shutdown => MessagingError::Shutdown,
             EnqueueError::Forgotten => MessagingError::UnknownPeer(to),
+            EnqueueError::Down => MessagingError::PeerDown { to },
         }
     }
 }
@@ -474,6 +526,7 @@ impl MessagingService {
             pending: Default::default(),
             next_request_id: AtomicU64::new(1),
             counters: Counters::default(),
+            bad_input_log: crate::log_limit::LogLimiter::default(),
             shutdown: watch::Sender::new(false),
             runtime: tokio::runtime::Handle::current(),
             tasks: Mutex::default(),
@@ -516,6 +569,28 @@ impl MessagingService {
     /// address is set again (or it connects to this node again).
     pub fn forget_peer(&self, host_id: HostId) {
         self.inner.forget_peer(host_id);
+    }
+
+    /// The failure detector convicted `host_id` (Cassandra's `convict`): every request to it,
+    /// queued or waiting for its response, fails at once with `PeerDown` (a `RemoteReplica`'s
+    /// caller sees `ReplicaError::Unreachable`, as for a replica it could not reach), its
+    /// connections close, and requests to it fail at once without dialling until `mark_up`.
+    /// Responses to it are dropped. Returns whether it was up (with a known address).
+    pub fn mark_down(&self, host_id: HostId) -> bool {
+        self.inner.mark_down(host_id)
+    }
+
+    /// The failure detector holds `host_id` up again (Cassandra's `onAlive`): messages to it
+    /// are queued again and its connections dial at once, with no backoff left over from
+    /// before. Returns whether it was down.
+    pub fn mark_up(&self, host_id: HostId) -> bool {
+        self.inner.mark_up(host_id)
+    }
+
+    /// Whether messages to `host_id` are accepted (it has a known address and is not held
+    /// down).
+    pub fn is_up(&self, host_id: HostId) -> bool {
+        self.inner.peer(host_id).is_some_and(|p| p.is_up())
     }
 
     /// `host_id`'s replica verbs over this service: what the coordinator holds for a peer.

@@ -1074,3 +1074,428 @@ async fn a_forgotten_peer_is_disconnected_until_introduced_again() {
     a.messaging.shutdown().await;
     b.messaging.shutdown().await;
 }
+
+/// A port on 127.0.0.1 nothing listens on (bound, then closed).
+async fn closed_port_address() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[tokio::test]
+async fn a_convicted_peer_fails_its_requests_at_once_and_is_not_dialled_until_up() {
+    let injector = Arc::new(messaging::FaultInjector::default());
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = injector.clone();
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+
+    // A request in flight (its message dropped on the way, so no answer comes) and a write
+    // through the peer's `RemoteReplica`, both with ten seconds to go.
+    injector.set(b_host, messaging::LinkFault::Cut);
+    let in_flight = {
+        let messaging = a.messaging.clone();
+        tokio::spawn(async move { messaging.ping(b_host, Some(later())).await })
+    };
+    let remote = a.messaging.remote_replica(b_host);
+    let write = tokio::spawn(async move { remote.apply_mutation(write(1, b"x"), later()).await });
+    while a.messaging.metrics().verb(Verb::MUTATION).intercepted == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let convicted_at = Instant::now();
+    assert!(a.messaging.mark_down(b_host), "it was up");
+    assert!(!a.messaging.mark_down(b_host), "once");
+    let e = in_flight.await.unwrap();
+    assert!(matches!(e, Err(MessagingError::PeerDown { .. })), "{e:?}");
+    let e = write.await.unwrap();
+    assert!(matches!(e, Err(ReplicaError::Unreachable(_))), "{e:?}");
+    assert!(convicted_at.elapsed() < Duration::from_secs(2), "at once");
+    assert_eq!(a.messaging.metrics().failed_peer_down, 2);
+
+    // While it is down, requests fail at once and nothing dials it.
+    injector.heal(b_host);
+    assert!(!a.messaging.is_up(b_host));
+    let e = a.messaging.ping(b_host, Some(later())).await;
+    assert!(matches!(e, Err(MessagingError::PeerDown { .. })), "{e:?}");
+    assert_eq!(a.messaging.metrics().verb(Verb::PING).dropped, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+
+    // Up again: the next request dials a new connection at once (the old one was closed).
+    assert!(a.messaging.mark_up(b_host));
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("up again");
+    assert_eq!(a.messaging.metrics().connections_opened, 2);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_queued_for_an_unreachable_peer_fails_when_it_is_convicted() {
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            // Dials a closed port, then waits long between attempts: the request stays queued.
+            reconnect_initial_backoff_ms: 10_000,
+            reconnect_max_backoff_ms: 10_000,
+            ..options()
+        },
+        None,
+        Environment::tcp(1),
+    )
+    .await;
+    let b_host = host(2);
+    a.messaging
+        .set_peer_address(b_host, closed_port_address().await);
+    let queued = {
+        let messaging = a.messaging.clone();
+        tokio::spawn(async move { messaging.ping(b_host, Some(later())).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!queued.is_finished(), "waits for a connection");
+    let convicted_at = Instant::now();
+    a.messaging.mark_down(b_host);
+    let e = queued.await.unwrap();
+    assert!(matches!(e, Err(MessagingError::PeerDown { .. })), "{e:?}");
+    assert!(convicted_at.elapsed() < Duration::from_secs(2), "at once");
+    // The queue is discarded: the message counts as dropped once its task sees the peer down.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while a.messaging.metrics().verb(Verb::PING).dropped == 0 {
+        assert!(Instant::now() < deadline, "the queued message is discarded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_delayed_link_delays_each_message_not_the_sum_of_them() {
+    let injector = Arc::new(messaging::FaultInjector::default());
+    let mut environment = Environment::tcp(1);
+    environment.interceptor = injector.clone();
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    let delay = Duration::from_millis(400);
+    injector.set(b_host, messaging::LinkFault::Delay(delay));
+    let started = Instant::now();
+    let pings: Vec<_> = (0..10)
+        .map(|_| {
+            let messaging = a.messaging.clone();
+            tokio::spawn(async move { messaging.ping(b_host, Some(later())).await })
+        })
+        .collect();
+    for ping in pings {
+        ping.await.unwrap().expect("delayed, not lost");
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed >= delay, "{elapsed:?}");
+    // One after the other they would take ten times the delay.
+    assert!(elapsed < delay * 5, "{elapsed:?}");
+    // Only some verbs: a verb's own fault wins over the link's.
+    injector.set_for_verb(b_host, Verb::PING, messaging::LinkFault::Drop(1.0));
+    let e = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(300))))
+        .await;
+    assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+    a.messaging
+        .remote_replica(b_host)
+        .apply_mutation(write(1, b"slow"), later())
+        .await
+        .expect("mutations are only delayed");
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+/// Opens a raw connection to `address` and completes the handshake as `host_id`.
+async fn handshaken(address: SocketAddr, host_id: HostId) -> tokio::net::TcpStream {
+    let mut raw = tokio::net::TcpStream::connect(address).await.unwrap();
+    raw.write_all(&hello_bytes(host_id, CLUSTER)).await.unwrap();
+    let mut head = [0u8; 6];
+    raw.read_exact(&mut head).await.expect("a reply");
+    let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[4], head[5]]))];
+    raw.read_exact(&mut body).await.expect("a reply body");
+    assert_eq!(body[0], 0, "accepted");
+    raw
+}
+
+/// Whether the node closes `raw` within five seconds (reading whatever it sends first).
+async fn closed_by_node(raw: &mut tokio::net::TcpStream) -> bool {
+    let mut rest = Vec::new();
+    matches!(
+        tokio::time::timeout(Duration::from_secs(5), raw.read_to_end(&mut rest)).await,
+        Ok(Ok(_)) | Ok(Err(_))
+    )
+}
+
+/// A frame's bytes, with `edit` applied to its header and the header checksum then fixed (so
+/// the field checks, not the checksum, must catch the damage) unless `fix_crc` is false.
+fn frame_bytes(verb: Verb, payload: &[u8], edit: impl FnOnce(&mut [u8]), fix_crc: bool) -> Vec<u8> {
+    let mut frame = bytes::BytesMut::new();
+    messaging::encode_frame(
+        &messaging::Frame {
+            kind: FrameKind::Request,
+            verb,
+            request_id: 1,
+            expires_in_ms: 1000,
+            payload: Bytes::copy_from_slice(payload),
+        },
+        usize::MAX,
+        &mut frame,
+    );
+    edit(&mut frame);
+    if fix_crc {
+        let crc = crc32(&frame[..32]);
+        frame[32..36].copy_from_slice(&crc.to_be_bytes());
+    }
+    frame.to_vec()
+}
+
+#[tokio::test]
+async fn each_malformed_frame_closes_only_its_connection_and_is_counted() {
+    let a = start(1).await;
+    let b = start_with(
+        2,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        MessagingOptions {
+            max_message_bytes: 1000,
+            ..options()
+        },
+        None,
+        Environment::tcp(2),
+    )
+    .await;
+    introduce(&a, &b);
+    let b_address = b.messaging.listen_address();
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+
+    let mut truncated_hello = hello_bytes(host(3), CLUSTER);
+    truncated_hello[5] = 200; // a body length past the bytes sent: the CRC cannot match
+    truncated_hello.resize(6 + 200, 0);
+    let mut bad_hello_crc = hello_bytes(host(3), CLUSTER);
+    let last = bad_hello_crc.len() - 1;
+    bad_hello_crc[last] ^= 1;
+    let mut overlong_hello = b"HMSH".to_vec();
+    overlong_hello.extend_from_slice(&u16::MAX.to_be_bytes());
+    for (case, bytes) in [
+        ("garbage hello", vec![0x17u8; 40]),
+        ("hello body length", truncated_hello),
+        ("hello checksum", bad_hello_crc),
+        ("hello over its cap", overlong_hello),
+    ] {
+        let mut raw = tokio::net::TcpStream::connect(b_address).await.unwrap();
+        raw.write_all(&bytes).await.unwrap();
+        assert!(closed_by_node(&mut raw).await, "{case}: closed");
+    }
+    assert_eq!(b.messaging.metrics().malformed, 4);
+
+    let frames: Vec<(&str, Vec<u8>)> = vec![
+        ("garbage frame", vec![0x5Au8; 80]),
+        (
+            "payload checksum",
+            frame_bytes(Verb::PING, b"", |f| f[28] ^= 1, true),
+        ),
+        (
+            "header checksum",
+            frame_bytes(Verb::PING, b"", |f| f[33] ^= 1, false),
+        ),
+        (
+            "length over the cap",
+            frame_bytes(
+                Verb::PING,
+                b"",
+                |f| {
+                    f[20..24].copy_from_slice(&5000u32.to_be_bytes());
+                    f[24..28].copy_from_slice(&5000u32.to_be_bytes());
+                },
+                true,
+            ),
+        ),
+        (
+            "lengths that disagree",
+            frame_bytes(Verb::PING, b"ab", |f| f[27] = 9, true),
+        ),
+        (
+            "verb id out of range",
+            frame_bytes(
+                Verb::PING,
+                b"",
+                |f| f[4..6].copy_from_slice(&9999u16.to_be_bytes()),
+                true,
+            ),
+        ),
+        (
+            "unknown flags",
+            frame_bytes(Verb::PING, b"", |f| f[3] = 0x80, true),
+        ),
+    ];
+    let count = frames.len() as u64;
+    for (case, bytes) in frames {
+        let mut raw = handshaken(b_address, host(3)).await;
+        raw.write_all(&bytes).await.unwrap();
+        assert!(closed_by_node(&mut raw).await, "{case}: closed");
+    }
+    assert_eq!(b.messaging.metrics().malformed, 4 + count);
+    assert_eq!(b.messaging.metrics().verb(Verb::PING).received, 1);
+    a.messaging
+        .ping(b_host, Some(later()))
+        .await
+        .expect("still serving");
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_malformed_request_gets_an_error_answer_and_its_connection_serves_on() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    introduce(&b, &a);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    let whole_mutation = {
+        let mut out = vec![1u8];
+        mutation::encode_mutation(&write(1, b"v").updates, &mut out);
+        out
+    };
+    let whole_read = {
+        let mut out = Vec::new();
+        mutation::encode_read_command(&point_read(TABLE, 1), &mut out);
+        out
+    };
+    let mut garbage_mutation = whole_mutation.clone();
+    for byte in garbage_mutation.iter_mut().skip(1) {
+        *byte = 0xEE;
+    }
+    let cases: Vec<(&str, Verb, Vec<u8>)> = vec![
+        ("empty MUTATION", Verb::MUTATION, vec![]),
+        ("unknown MUTATION flags", Verb::MUTATION, vec![0x80, 1]),
+        (
+            "truncated MUTATION",
+            Verb::MUTATION,
+            whole_mutation[..whole_mutation.len() - 3].to_vec(),
+        ),
+        ("undecodable MUTATION", Verb::MUTATION, garbage_mutation),
+        (
+            "bytes after a MUTATION",
+            Verb::MUTATION,
+            [&whole_mutation[..], &[0]].concat(),
+        ),
+        (
+            "truncated READ",
+            Verb::READ,
+            whole_read[..whole_read.len() / 2].to_vec(),
+        ),
+        ("short TRUNCATE", Verb::TRUNCATE, vec![0; 15]),
+        ("PING with a body", Verb::PING, vec![1]),
+    ];
+    for (case, verb, payload) in &cases {
+        let e = a
+            .messaging
+            .request(b_host, *verb, Bytes::from(payload.clone()), Some(later()))
+            .await;
+        assert!(
+            matches!(e, Err(MessagingError::Remote(RemoteError::BadRequest(_)))),
+            "{case}: {e:?}"
+        );
+    }
+    let e = a
+        .messaging
+        .request(b_host, Verb::extension(99), Bytes::new(), Some(later()))
+        .await;
+    assert!(
+        matches!(e, Err(MessagingError::Remote(RemoteError::UnknownVerb))),
+        "{e:?}"
+    );
+    let metrics = b.messaging.metrics();
+    assert_eq!(metrics.bad_requests, cases.len() as u64);
+    assert_eq!(metrics.unknown_verbs, 1);
+    assert_eq!(metrics.malformed, 0, "no connection was closed");
+    assert_eq!(rows_stored(&b.engine, 1), 0, "nothing was applied");
+    // The same connections serve on.
+    a.messaging
+        .remote_replica(b_host)
+        .apply_mutation(write(1, b"v"), later())
+        .await
+        .expect("a whole mutation applies");
+    assert_eq!(rows_stored(&b.engine, 1), 1);
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+    assert_eq!(b.messaging.metrics().connections_opened, 1);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_raw_hello_from_another_cluster_is_refused_with_a_reason() {
+    let b = start(2).await;
+    let mut raw = tokio::net::TcpStream::connect(b.messaging.listen_address())
+        .await
+        .unwrap();
+    raw.write_all(&hello_bytes(host(3), "Another Cluster"))
+        .await
+        .unwrap();
+    let mut head = [0u8; 6];
+    raw.read_exact(&mut head).await.expect("a reply");
+    let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[4], head[5]]))];
+    raw.read_exact(&mut body).await.expect("a reply body");
+    assert_eq!(body[0], 1, "refused");
+    let reason = String::from_utf8_lossy(&body[20..body.len() - 4]).to_string();
+    assert!(reason.contains("cluster name mismatch"), "{reason}");
+    assert!(closed_by_node(&mut raw).await, "closed after the refusal");
+    assert_eq!(b.messaging.metrics().handshakes_refused, 1);
+    assert_eq!(b.messaging.metrics().malformed, 0);
+    b.messaging.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_for_an_unknown_table_is_refused_and_the_peer_serves_on() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    introduce(&b, &a);
+    let missing = TableId::from_u128(0xdead);
+    let remote = a.messaging.remote_replica(b.messaging.host_id());
+    let mut mutation = write(1, b"v");
+    Arc::make_mut(&mut mutation.updates)[0].table = missing;
+    let e = remote.apply_mutation(mutation, later()).await;
+    assert_eq!(e, Err(ReplicaError::UnknownTable(missing)));
+    let e = remote.read(point_read(missing, 1), later()).await;
+    assert_eq!(e, Err(ReplicaError::UnknownTable(missing)));
+    let e = remote.truncate(missing, later()).await;
+    assert_eq!(e, Err(ReplicaError::UnknownTable(missing)));
+    remote
+        .apply_mutation(write(1, b"v"), later())
+        .await
+        .expect("a known table's write applies");
+    assert_eq!(rows_stored(&b.engine, 1), 1);
+    assert_eq!(b.messaging.metrics().malformed, 0);
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}

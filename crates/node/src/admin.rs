@@ -12,6 +12,8 @@
 //!     metrics                       node-wide storage counters, one name=value per line
 //!     status  [keyspace]            the cluster as `nodetool status` shows it (`admin_cluster`)
 //!     describecluster               name, snitch, partitioner, schema versions and their nodes
+//!     tpstats                       dropped messages by verb (`internode_faults`)
+//!     fault ...                     test-only fault injection on internode links (`internode_faults`)
 //!
 //! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
 //! and are skipped.
@@ -116,6 +118,9 @@ fn execute(
     cluster: &AdminCluster,
 ) -> Result<Vec<String>> {
     let words: Vec<&str> = command.split_whitespace().collect();
+    if let Some(reply) = crate::internode_faults::execute(&words, cluster) {
+        return reply;
+    }
     let (verb, target) = match words.as_slice() {
         [verb] => (*verb, None),
         [verb, target] => (*verb, Some(*target)),
@@ -177,7 +182,7 @@ fn execute(
         other => {
             bail!(
                 "unknown admin command '{other}' (expected flush, compact, stats, metrics, \
-                 status or describecluster)"
+                 status, describecluster, tpstats or fault)"
             )
         }
     }

@@ -21,6 +21,8 @@ pub struct AdminCluster {
     pub ring: Arc<ArcSwap<TokenMetadata>>,
     /// Gossip's view: who is up, each node's load and schema version.
     pub view: watch::Receiver<Arc<ClusterView>>,
+    /// Messaging's counters and fault injector (`tpstats`, `fault`).
+    pub internode: crate::internode_faults::AdminInternode,
 }
 
 /// `nodetool status [keyspace]`: per data centre, each node's status and state, address, load,

@@ -107,6 +107,11 @@ pub struct Config {
     /// --ignore-commitlog-replay-errors`): start even if the commit log is damaged where it holds
     /// writes, replaying every intact record and losing the damaged ones.
     pub commitlog_ignore_replay_errors: bool,
+    /// Helenus's `fault_injection`, for tests only (off by default): internode messaging
+    /// goes through a fault injector that `helenus admin fault` sets (cut, delay or drop
+    /// messages to a given node). Also switched on by `HELENUS_FAULT_INJECTION=true` in the
+    /// node's environment (`admin_messaging::fault_injection_enabled`).
+    pub fault_injection: bool,
     /// `read_request_timeout`, `range_request_timeout`, `write_request_timeout`,
     /// `truncate_request_timeout`.
     pub request_timeouts: query::RequestTimeouts,
@@ -157,6 +162,7 @@ impl Default for Config {
             tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             disk_failure_policy: DiskFailurePolicy::Stop,
             commitlog_ignore_replay_errors: false,
+            fault_injection: false,
             request_timeouts: query::RequestTimeouts::default(),
             in_select_guardrails: query::InSelectGuardrails::default(),
             prepared_statements_cache_size_bytes: query::DEFAULT_PREPARED_STATEMENTS_CACHE_BYTES,
@@ -807,6 +813,7 @@ impl Config {
                             n => bail!("invalid value for '{key}': {n} (expected -1 or at least 1)"),
                         };
                 }
+                "fault_injection" => config.fault_injection = as_bool(key, v)?,
                 "commitlog_ignore_replay_errors" => {
                     config.commitlog_ignore_replay_errors = as_bool(key, v)?;
                 }

@@ -55,6 +55,8 @@ pub struct ClusterSettings {
     pub join_timeout: Duration,
     /// How long a metadata change (a DDL statement, this node's ownership) may take.
     pub metadata_timeout: Duration,
+    /// Messaging through a fault injector (`fault_injection`, for tests).
+    pub fault_injection: bool,
 }
 
 /// The running cluster services of this node.
@@ -68,6 +70,8 @@ pub struct Cluster {
     pub messaging: Arc<MessagingService>,
     pub metadata: Arc<MetadataService>,
     pub membership: Arc<Membership>,
+    /// The fault injector on messaging, when `fault_injection` is on.
+    pub faults: Option<Arc<messaging::FaultInjector>>,
 }
 
 impl Cluster {
@@ -100,6 +104,10 @@ pub async fn start(
     let host_id = local.host_id;
     let storage_address = SocketAddr::new(settings.broadcast_address, settings.storage_port);
     let served_replica = Arc::new(SchemaCatchUp::new(local_replica.clone()));
+    let (environment, faults) = crate::internode_faults::messaging_environment(
+        host_id.0.as_u64_pair().1,
+        settings.fault_injection,
+    );
     let messaging = Arc::new(
         MessagingService::start(
             MessagingConfig {
@@ -110,7 +118,7 @@ pub async fn start(
                 options: messaging::MessagingOptions::default(),
             },
             served_replica.clone(),
-            messaging::Environment::tcp(host_id.0.as_u64_pair().1),
+            environment,
         )
         .await
         .context("cannot start internode messaging")?,
@@ -211,6 +219,7 @@ pub async fn start(
     );
     let peer_details = Arc::new(ArcSwap::from_pointee(PeerDetailsMap::new()));
     follow_peers(membership.watch_view(), peer_details.clone());
+    crate::internode_faults::follow_liveness(membership.watch_view(), messaging.clone());
     follow_events(&membership, events);
     follow_schema(&membership, schema);
     Ok(Cluster {
@@ -220,6 +229,7 @@ pub async fn start(
         messaging,
         metadata,
         membership,
+        faults,
     })
 }
 

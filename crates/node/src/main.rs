@@ -20,6 +20,7 @@ mod config_cluster;
 mod descriptors;
 mod identity;
 mod internode;
+mod internode_faults;
 mod schema_catch_up;
 
 /// mimalloc instead of glibc's malloc: with a request's allocations spread over runtime and
@@ -48,7 +49,8 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 pub(crate) const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
-       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
+       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics | tpstats
+       helenus admin [--host ADDRESS] [--port PORT] fault [--to ADDRESS [--verb VERB] cut|delay MS|drop P|clear] (fault_injection only)
        helenus cluster start|stop|status|kill|restart ... (helenus cluster help)
        helenus --version";
 
@@ -397,6 +399,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             generation: u64::try_from(identity.gossip_generation).unwrap_or(0),
             join_timeout: CLUSTER_JOIN_TIMEOUT,
             metadata_timeout: config.request_timeouts.write.max(METADATA_TIMEOUT),
+            fault_injection: internode_faults::fault_injection_enabled(config.fault_injection),
         },
         &data_dir,
         alone.local_endpoint().clone(),
@@ -486,6 +489,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         snitch: config.endpoint_snitch.clone(),
         ring: cluster.ring.clone(),
         view: cluster.membership.watch_view(),
+        internode: internode_faults::AdminInternode {
+            messaging: cluster.messaging.clone(),
+            faults: cluster.faults.clone(),
+        },
     };
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,

@@ -1,0 +1,445 @@
+//! Internode failure handling as the node wires it: messaging following gossip's failure
+//! detector (a convicted peer's requests fail at once, and it is not dialled until it is up),
+//! the fault injector tests switch on (`fault_injection`), and the admin commands that read
+//! and drive them:
+//!
+//!     tpstats                                       dropped messages by verb (`nodetool tpstats`)
+//!     fault [list]                                  the faults set on this node's links
+//!     fault clear                                   heals every link
+//!     fault --to ADDRESS [--verb VERB] cut          drops every message to the node at ADDRESS
+//!     fault --to ADDRESS [--verb VERB] delay MS     delays each message by MS milliseconds
+//!     fault --to ADDRESS [--verb VERB] drop P       drops each message with probability P (0..1)
+//!     fault --to ADDRESS clear                      heals the link to ADDRESS
+//!
+//! `fault` acts on this node's outbound messages only: one direction of a link (set it on both
+//! nodes to cut both). ADDRESS is a node's broadcast address as the ring knows it (or its host
+//! id); VERB one of PING, MUTATION, READ, DIGEST, TRUNCATE or a verb id. Fault injection is for
+//! tests: without `fault_injection: true` (or `HELENUS_FAULT_INJECTION=true`) the node installs
+//! no injector and `fault` is refused.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use gossip::ClusterView;
+use locator::HostId;
+use messaging::{FaultInjector, LinkFault, MessagingService, Verb};
+use tokio::sync::watch;
+
+use crate::admin_cluster::AdminCluster;
+
+/// The environment variable that switches fault injection on, as `fault_injection: true` does
+/// (so a test can switch it on for every node `helenus cluster` starts).
+pub const FAULT_INJECTION_ENV: &str = "HELENUS_FAULT_INJECTION";
+
+/// The longest delay `fault ... delay` takes: longer than any request timeout a test needs.
+const MAX_FAULT_DELAY_MS: u64 = 600_000;
+
+/// Whether this node injects faults: `fault_injection` in its configuration, or
+/// `HELENUS_FAULT_INJECTION` set to `true` (or `1`) in its environment.
+pub fn fault_injection_enabled(configured: bool) -> bool {
+    configured
+        || std::env::var(FAULT_INJECTION_ENV)
+            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"))
+}
+
+/// The messaging environment of a node: TCP, reconnection jitter seeded with `seed`, and, when
+/// `fault_injection` is on, a fault injector (returned too, for `helenus admin fault`) whose
+/// probabilistic drops draw from their own generator seeded from `seed`.
+pub fn messaging_environment(
+    seed: u64,
+    fault_injection: bool,
+) -> (messaging::Environment, Option<Arc<FaultInjector>>) {
+    let mut environment = messaging::Environment::tcp(seed);
+    if !fault_injection {
+        return (environment, None);
+    }
+    tracing::warn!(
+        "fault injection is on (fault_injection: a test setting): helenus admin fault can cut, \
+         delay or drop this node's internode messages"
+    );
+    let injector = Arc::new(FaultInjector::new(Box::new(messaging::SplitMix64::new(
+        seed ^ 0xFA17_FA17_FA17_FA17,
+    ))));
+    environment.interceptor = injector.clone();
+    (environment, Some(injector))
+}
+
+/// Tells `messaging` of every peer gossip convicts (`mark_down`: its requests fail at once, and
+/// it is not dialled) and of every peer gossip holds up again (`mark_up`), until membership
+/// stops. A peer gossip has not yet seen up (at this node's start every peer is down until its
+/// heartbeats arrive) is left alone: messaging dials it as usual, with backoff.
+pub fn follow_liveness(
+    mut views: watch::Receiver<Arc<ClusterView>>,
+    messaging: Arc<MessagingService>,
+) {
+    tokio::spawn(async move {
+        let mut seen_up = HashSet::new();
+        loop {
+            let view = views.borrow_and_update().clone();
+            let peers = view.peers().map(|m| (m.endpoint.host_id, m.live));
+            for (host_id, up) in liveness_updates(peers, &mut seen_up) {
+                if up {
+                    messaging.mark_up(host_id);
+                } else {
+                    messaging.mark_down(host_id);
+                }
+            }
+            if views.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// What to tell messaging of gossip's `(host id, live)` for every peer: up for a live peer
+/// (messaging ignores a repeat), down for a peer not live that gossip has held up before (in
+/// `seen_up`, which this keeps), nothing for a peer never seen up.
+fn liveness_updates(
+    peers: impl Iterator<Item = (HostId, bool)>,
+    seen_up: &mut HashSet<HostId>,
+) -> Vec<(HostId, bool)> {
+    peers
+        .filter_map(|(host_id, live)| {
+            if live {
+                seen_up.insert(host_id);
+                Some((host_id, true))
+            } else {
+                seen_up.contains(&host_id).then_some((host_id, false))
+            }
+        })
+        .collect()
+}
+
+/// What the admin endpoint reads and drives of messaging.
+#[derive(Clone)]
+pub struct AdminInternode {
+    pub messaging: Arc<MessagingService>,
+    /// The fault injector, when `fault_injection` is on.
+    pub faults: Option<Arc<FaultInjector>>,
+}
+
+/// Runs `words` if it is one of this module's commands (`tpstats`, `fault`); `None` if it is
+/// another's.
+pub fn execute(words: &[&str], cluster: &AdminCluster) -> Option<Result<Vec<String>>> {
+    match words.split_first() {
+        Some((&"tpstats", rest)) => Some(if rest.is_empty() {
+            Ok(tpstats(&cluster.internode.messaging.metrics()))
+        } else {
+            Err(anyhow!("tpstats takes no argument"))
+        }),
+        Some((&"fault", rest)) => Some(fault(rest, cluster)),
+        _ => None,
+    }
+}
+
+/// `nodetool tpstats`'s "Message type / Dropped" section: every verb with its messages
+/// dropped (a full queue, a peer refusing or down), expired (their deadline passed before they
+/// were sent or served) and removed by fault injection, in Cassandra's `%-20s%10s` layout.
+/// Rows are Helenus's verbs (a verb's requests and responses together), not Cassandra 4.0's
+/// `_REQ`/`_RSP` pairs; Cassandra's latency-in-queue columns are not measured, so not shown.
+pub fn tpstats(metrics: &messaging::MessagingMetrics) -> Vec<String> {
+    let builtin = [
+        Verb::PING,
+        Verb::MUTATION,
+        Verb::READ,
+        Verb::DIGEST,
+        Verb::TRUNCATE,
+    ];
+    let mut verbs: Vec<Verb> = builtin.to_vec();
+    verbs.extend(metrics.verbs.keys().filter(|v| !v.is_builtin()));
+    let mut lines = vec![format!("{:<20}{:>10}", "Message type", "Dropped")];
+    for verb in verbs {
+        let counts = metrics.verb(verb);
+        let dropped = counts.dropped + counts.expired + counts.intercepted;
+        lines.push(format!("{:<20}{:>10}", verb.to_string(), dropped));
+    }
+    lines
+}
+
+/// `fault ...` (module docs).
+fn fault(words: &[&str], cluster: &AdminCluster) -> Result<Vec<String>> {
+    let Some(injector) = &cluster.internode.faults else {
+        bail!(
+            "fault injection is off on this node: it is a test setting; start the node with \
+             fault_injection: true in its configuration (or {FAULT_INJECTION_ENV}=true) to use \
+             helenus admin fault"
+        );
+    };
+    let command = FaultCommand::parse(words)?;
+    let ring = cluster.ring.load_full();
+    let name_of = |host_id: HostId| {
+        ring.topology().endpoint(host_id).map_or_else(
+            || host_id.0.to_string(),
+            |e| e.broadcast_address.to_string(),
+        )
+    };
+    let to = match command.to {
+        None => None,
+        Some(target) => {
+            let host_id = resolve(&ring, target)?;
+            if host_id == ring.local_host_id() {
+                bail!("{target} is this node: faults are set on links to other nodes");
+            }
+            Some(host_id)
+        }
+    };
+    match (command.action, to) {
+        (FaultAction::List, _) => Ok(injector
+            .faults()
+            .into_iter()
+            .map(|(peer, verb, fault)| {
+                let verb = verb.map_or_else(|| "all".to_string(), |v| v.to_string());
+                format!("{} {} {fault}", name_of(peer), verb)
+            })
+            .collect()),
+        (FaultAction::Clear, None) => {
+            injector.heal_all();
+            Ok(vec!["every link healed".to_string()])
+        }
+        (FaultAction::Clear, Some(peer)) => {
+            injector.heal(peer);
+            Ok(vec![format!("link to {} healed", name_of(peer))])
+        }
+        (FaultAction::Set(_), None) => bail!("fault needs --to ADDRESS to set a fault"),
+        (FaultAction::Set(fault), Some(peer)) => {
+            match command.verb {
+                Some(verb) => injector.set_for_verb(peer, verb, fault),
+                None => injector.set(peer, fault),
+            }
+            let verbs = command
+                .verb
+                .map_or_else(|| "every verb".to_string(), |v| v.to_string());
+            tracing::warn!(peer = %peer, %fault, %verbs, "fault injected on the link");
+            Ok(vec![format!("{} to {}: {fault}", verbs, name_of(peer))])
+        }
+    }
+}
+
+/// The node a `--to` names: a broadcast address in the ring, or a host id.
+fn resolve(ring: &locator::TokenMetadata, target: &str) -> Result<HostId> {
+    if let Ok(ip) = target.parse::<IpAddr>() {
+        return ring
+            .topology()
+            .endpoints()
+            .find(|e| e.broadcast_address == ip)
+            .map(|e| e.host_id)
+            .ok_or_else(|| anyhow!("no node at {ip} in the ring"));
+    }
+    let host_id = uuid::Uuid::parse_str(target)
+        .map(HostId)
+        .map_err(|_| anyhow!("'{target}' is neither an IP address nor a host id"))?;
+    if ring.topology().endpoint(host_id).is_none() {
+        bail!("no node with host id {target} in the ring");
+    }
+    Ok(host_id)
+}
+
+/// What `fault` was asked to do.
+#[derive(Debug, PartialEq)]
+enum FaultAction {
+    List,
+    Clear,
+    Set(LinkFault),
+}
+
+/// A parsed `fault` command line.
+#[derive(Debug, PartialEq)]
+struct FaultCommand<'a> {
+    to: Option<&'a str>,
+    verb: Option<Verb>,
+    action: FaultAction,
+}
+
+impl<'a> FaultCommand<'a> {
+    fn parse(words: &[&'a str]) -> Result<FaultCommand<'a>> {
+        const USAGE: &str = "expected 'fault [list]', 'fault clear' or 'fault --to ADDRESS \
+                             [--verb VERB] cut|delay MS|drop P|clear'";
+        let mut to = None;
+        let mut verb = None;
+        let mut positional = Vec::new();
+        let mut rest = words.iter();
+        while let Some(&word) = rest.next() {
+            match word {
+                "--to" => to = Some(*rest.next().context("--to needs an address")?),
+                "--verb" => {
+                    let name = rest.next().context("--verb needs a verb")?;
+                    verb = Some(parse_verb(name)?);
+                }
+                _ => positional.push(word),
+            }
+        }
+        let action = match positional.as_slice() {
+            [] | ["list"] if verb.is_none() => FaultAction::List,
+            ["clear"] if verb.is_none() => FaultAction::Clear,
+            ["cut"] => FaultAction::Set(LinkFault::Cut),
+            ["delay", ms] => {
+                let ms: u64 = ms
+                    .parse()
+                    .map_err(|_| anyhow!("delay takes milliseconds, got '{ms}'"))?;
+                if ms > MAX_FAULT_DELAY_MS {
+                    bail!("a delay is at most {MAX_FAULT_DELAY_MS} ms");
+                }
+                FaultAction::Set(LinkFault::Delay(Duration::from_millis(ms)))
+            }
+            ["drop", p] => {
+                let p: f64 = p
+                    .parse()
+                    .ok()
+                    .filter(|p: &f64| (0.0..=1.0).contains(p))
+                    .ok_or_else(|| anyhow!("drop takes a probability from 0 to 1, got '{p}'"))?;
+                FaultAction::Set(LinkFault::Drop(p))
+            }
+            _ => bail!("{USAGE}, got 'fault {}'", words.join(" ")),
+        };
+        match (&action, to) {
+            (FaultAction::Set(_), None) => bail!("fault needs --to ADDRESS to set a fault"),
+            (FaultAction::List, Some(_)) => {
+                bail!("fault --to ADDRESS needs cut, delay MS, drop P or clear")
+            }
+            _ => {}
+        }
+        Ok(FaultCommand { to, verb, action })
+    }
+}
+
+/// A verb by its name (`MUTATION`, any case) or wire id.
+fn parse_verb(name: &str) -> Result<Verb> {
+    let known = [
+        Verb::PING,
+        Verb::MUTATION,
+        Verb::READ,
+        Verb::DIGEST,
+        Verb::TRUNCATE,
+    ];
+    if let Some(verb) = known
+        .into_iter()
+        .find(|v| v.to_string().eq_ignore_ascii_case(name))
+    {
+        return Ok(verb);
+    }
+    let id = name
+        .strip_prefix("VERB_")
+        .unwrap_or(name)
+        .parse::<u16>()
+        .ok()
+        .and_then(Verb::from_id);
+    id.ok_or_else(|| {
+        anyhow!("unknown verb '{name}' (PING, MUTATION, READ, DIGEST, TRUNCATE or a verb id)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_commands_parse() {
+        fn parse(line: &str) -> Result<FaultCommand<'_>> {
+            FaultCommand::parse(&line.split_whitespace().collect::<Vec<_>>())
+        }
+        assert_eq!(parse("").unwrap().action, FaultAction::List);
+        assert_eq!(parse("list").unwrap().action, FaultAction::List);
+        assert_eq!(parse("clear").unwrap().action, FaultAction::Clear);
+        let cut = parse("--to 127.0.0.2 cut").unwrap();
+        assert_eq!(cut.to, Some("127.0.0.2"));
+        assert_eq!(cut.action, FaultAction::Set(LinkFault::Cut));
+        let delay = parse("delay 3000 --to 127.0.0.3 --verb mutation").unwrap();
+        assert_eq!(delay.verb, Some(Verb::MUTATION));
+        assert_eq!(
+            delay.action,
+            FaultAction::Set(LinkFault::Delay(Duration::from_millis(3000)))
+        );
+        assert_eq!(
+            parse("--to 127.0.0.2 drop 0.25").unwrap().action,
+            FaultAction::Set(LinkFault::Drop(0.25))
+        );
+        assert_eq!(
+            parse("--to h --verb 64 cut").unwrap().verb,
+            Some(Verb::extension(64))
+        );
+        for bad in [
+            "cut",
+            "--to 127.0.0.2",
+            "--to 127.0.0.2 drop 1.5",
+            "--to 127.0.0.2 drop -0.1",
+            "--to 127.0.0.2 drop x",
+            "--to 127.0.0.2 delay -1",
+            "--to 127.0.0.2 delay 9999999",
+            "--to 127.0.0.2 sever",
+            "--to 127.0.0.2 --verb GOSSIP cut",
+            "--to",
+            "--verb READ clear",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn messaging_hears_of_a_conviction_only_after_the_peer_was_seen_up() {
+        let (a, b) = (
+            HostId(uuid::Uuid::from_u128(1)),
+            HostId(uuid::Uuid::from_u128(2)),
+        );
+        let mut seen_up = HashSet::new();
+        // At start every peer is down until its heartbeats arrive: nothing to tell.
+        assert_eq!(
+            liveness_updates([(a, false), (b, false)].into_iter(), &mut seen_up),
+            []
+        );
+        assert_eq!(
+            liveness_updates([(a, true), (b, false)].into_iter(), &mut seen_up),
+            [(a, true)]
+        );
+        assert_eq!(
+            liveness_updates([(a, false), (b, true)].into_iter(), &mut seen_up),
+            [(a, false), (b, true)]
+        );
+        assert_eq!(
+            liveness_updates([(a, true), (b, false)].into_iter(), &mut seen_up),
+            [(a, true), (b, false)]
+        );
+    }
+
+    #[test]
+    fn tpstats_lists_every_verb_with_its_dropped_messages() {
+        let mut metrics = messaging::MessagingMetrics::default();
+        metrics.verbs.insert(
+            Verb::MUTATION,
+            messaging::VerbCounts {
+                dropped: 1,
+                expired: 2,
+                intercepted: 4,
+                timeouts: 100,
+                ..Default::default()
+            },
+        );
+        metrics.verbs.insert(
+            Verb::extension(64),
+            messaging::VerbCounts {
+                sent: 5,
+                ..Default::default()
+            },
+        );
+        let lines = tpstats(&metrics);
+        assert_eq!(lines[0], "Message type           Dropped");
+        assert_eq!(lines[2], "MUTATION                     7");
+        assert_eq!(lines[3], "READ                         0");
+        assert_eq!(lines.last().unwrap(), "VERB_64                      0");
+        assert_eq!(lines.len(), 7);
+    }
+
+    #[test]
+    fn fault_injection_is_off_unless_configured() {
+        let (config, warnings) = crate::config::Config::parse("").unwrap();
+        assert!(!config.fault_injection);
+        assert!(warnings.is_empty());
+        let (config, warnings) = crate::config::Config::parse("fault_injection: true").unwrap();
+        assert!(config.fault_injection);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(crate::config::Config::parse("fault_injection: sometimes").is_err());
+        assert!(fault_injection_enabled(true));
+    }
+}
