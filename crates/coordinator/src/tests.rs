@@ -485,17 +485,40 @@ enum Request {
 
 /// An in-memory replica: applies mutations to a map of partitions (merging rows), answers
 /// reads with whole partitions (up to `max_rows` rows, no paging) and logs every request.
-/// `stalled` ones never answer.
+/// `stalled` ones never answer; `delay_ms` ones answer reads, digests and mutations that
+/// long after they are asked (in tokio's time).
 #[derive(Default)]
 struct Fake {
     partitions: Mutex<BTreeMap<i64, mutation::PartitionData>>,
     log: Mutex<Vec<Request>>,
     stalled: std::sync::atomic::AtomicBool,
+    delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Fake {
     fn stalled(&self) -> bool {
         self.stalled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn stall(&self) {
+        self.stalled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn delay(&self, ms: u64) {
+        self.delay_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// `answer` as this replica gives it: never if stalled, after its delay if any.
+    fn answer<T: Send + 'static>(&self, answer: T) -> ReplicaFuture<T> {
+        if self.stalled() {
+            return Box::pin(std::future::pending());
+        }
+        match self.delay_ms.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => Box::pin(std::future::ready(Ok(answer))),
+            ms => Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(answer)
+            }),
+        }
     }
     fn requests(&self) -> Vec<Request> {
         self.log.lock().expect("lock").clone()
@@ -548,7 +571,8 @@ impl Replica for Arc<Fake> {
             }
             p.rows = rows.into_iter().collect();
         }
-        Box::pin(std::future::ready(Ok(())))
+        drop(partitions);
+        self.answer(())
     }
     fn read(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
         if let ReadCommand::Range {
@@ -573,17 +597,11 @@ impl Replica for Arc<Fake> {
             ))));
         }
         self.log.lock().expect("lock").push(Request::Read);
-        if self.stalled() {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(std::future::ready(Ok(self.page(&command))))
+        self.answer(self.page(&command))
     }
     fn digest(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
         self.log.lock().expect("lock").push(Request::Digest);
-        if self.stalled() {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(std::future::ready(Ok(read_digest(&self.page(&command)))))
+        self.answer(read_digest(&self.page(&command)))
     }
     fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
         Box::pin(std::future::ready(Ok(())))
@@ -1049,3 +1067,5 @@ async fn a_replica_that_gives_no_answer_is_a_timeout_not_an_error() {
         );
     }
 }
+
+mod speculation;
