@@ -202,6 +202,18 @@ impl Coordinator {
     /// ALTER KEYSPACE moved away from it.
     pub async fn truncate(
         &self,
+        keyspace: &KeyspaceMetadata,
+        table: TableId,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
+        let result = self.truncate_everywhere(keyspace, table, deadline).await;
+        self.stats.count_outcome(RequestKind::Truncate, &result);
+        result
+    }
+
+    /// `truncate` but for the counting.
+    async fn truncate_everywhere(
+        &self,
         _keyspace: &KeyspaceMetadata,
         table: TableId,
         deadline: Deadline,

@@ -93,16 +93,19 @@ impl Coordinator {
                 end_token,
                 max_rows,
             } => {
-                self.read_range(
-                    keyspace,
-                    table,
-                    start,
-                    end_token,
-                    max_rows,
-                    consistency,
-                    deadline,
-                )
-                .await
+                let result = self
+                    .read_range(
+                        keyspace,
+                        table,
+                        start,
+                        end_token,
+                        max_rows,
+                        consistency,
+                        deadline,
+                    )
+                    .await;
+                self.stats.count_outcome(RequestKind::RangeRead, &result);
+                result
             }
         }
     }

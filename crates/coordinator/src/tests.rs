@@ -493,6 +493,9 @@ struct Fake {
     log: Mutex<Vec<Request>>,
     stalled: std::sync::atomic::AtomicBool,
     delay_ms: std::sync::atomic::AtomicU64,
+    /// Applies mutations but never acknowledges them (a replica whose acknowledgements are
+    /// lost); reads are answered.
+    stalled_writes: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
@@ -572,6 +575,12 @@ impl Replica for Arc<Fake> {
             p.rows = rows.into_iter().collect();
         }
         drop(partitions);
+        if self
+            .stalled_writes
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Box::pin(std::future::pending());
+        }
         self.answer(())
     }
     fn read(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
@@ -588,13 +597,11 @@ impl Replica for Arc<Fake> {
                 .lock()
                 .expect("lock")
                 .push(Request::Scan(from, *end_token));
-            return Box::pin(std::future::ready(Ok(ReadResponse::Range(
-                mutation::ScanPage {
-                    partitions: Vec::new(),
-                    resume: None,
-                    last_partition_continues: false,
-                },
-            ))));
+            return self.answer(ReadResponse::Range(mutation::ScanPage {
+                partitions: Vec::new(),
+                resume: None,
+                last_partition_continues: false,
+            }));
         }
         self.log.lock().expect("lock").push(Request::Read);
         self.answer(self.page(&command))
@@ -604,7 +611,7 @@ impl Replica for Arc<Fake> {
         self.answer(read_digest(&self.page(&command)))
     }
     fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
-        Box::pin(std::future::ready(Ok(())))
+        self.answer(())
     }
 }
 
@@ -1068,4 +1075,5 @@ async fn a_replica_that_gives_no_answer_is_a_timeout_not_an_error() {
     }
 }
 
+mod deadlines;
 mod speculation;

@@ -14,7 +14,7 @@ use schema::KeyspaceMetadata;
 
 use crate::{
     ConsistencyLevel, Coordinator, CoordinatorError, Deadline, HintedHandoff, MissedWrite,
-    Mutation, Placement, ReadOrWrite, ReplicaError, WriteType,
+    Mutation, Placement, ReadOrWrite, ReplicaError, RequestKind, WriteType,
 };
 
 /// How many acknowledgements one partition still needs.
@@ -148,6 +148,22 @@ impl Coordinator {
     /// batch is written as its mutations, as an unlogged one, with `WriteType::Batch`), and
     /// pending (joining) endpoints' extra writes.
     pub async fn write(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        updates: Vec<PartitionUpdate>,
+        consistency: ConsistencyLevel,
+        write_type: WriteType,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
+        let result = self
+            .write_to_replicas(keyspace, updates, consistency, write_type, deadline)
+            .await;
+        self.stats.count_outcome(RequestKind::Write, &result);
+        result
+    }
+
+    /// `write` but for the counting.
+    async fn write_to_replicas(
         &self,
         keyspace: &KeyspaceMetadata,
         updates: Vec<PartitionUpdate>,
