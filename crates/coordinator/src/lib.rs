@@ -38,7 +38,10 @@ pub use digest::{read_digest, ReadDigest};
 pub use endpoints::{Endpoints, SingleNode};
 pub use hints::{HintedHandoff, MissedWrite, NoHints};
 pub use replica::{Mutation, Replica, ReplicaError, ReplicaFuture};
-pub use stats::{CoordinatorStats, RequestKind, TableStatsSnapshot};
+pub use stats::{
+    CoordinatorStats, CoordinatorStatsSnapshot, PerReplicaVerb, PerRequestKind, ReplicaVerb,
+    RequestKind, TableStatsSnapshot,
+};
 
 use std::future::Future;
 use std::pin::pin;
@@ -235,14 +238,17 @@ impl Coordinator {
                 Some(Some(Ok(()))) => received += 1,
                 // A replica that did not start it in time is as late as one that did not answer.
                 Some(Some(Err(e))) if e.is_no_answer() => {
+                    self.stats.count_replica_timeouts(ReplicaVerb::Truncate, 1);
                     return Err(CoordinatorError::TruncateTimeout {
                         received: received as i32,
-                    })
+                    });
                 }
                 Some(None) | None => {
+                    self.stats
+                        .count_replica_timeouts(ReplicaVerb::Truncate, live.len() - received);
                     return Err(CoordinatorError::TruncateTimeout {
                         received: received as i32,
-                    })
+                    });
                 }
                 Some(Some(Err(e))) => return Err(e.into()),
             }

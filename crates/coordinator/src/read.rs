@@ -19,7 +19,7 @@ use crate::speculation;
 use crate::stats::TableStats;
 use crate::{
     read_digest, ConsistencyLevel, Coordinator, CoordinatorError, Deadline, Mutation, Placement,
-    ReadOrWrite, Replica, ReplicaError, RequestKind,
+    ReadOrWrite, Replica, ReplicaError, ReplicaVerb, RequestKind,
 };
 use tokio::time::Instant;
 
@@ -188,16 +188,14 @@ impl Coordinator {
             deadline,
             table,
         );
-        let gathered = speculation::gather(
-            contacts,
-            extra,
-            speculation,
-            &command,
+        let context = speculation::ReadContext {
+            command: &command,
             level,
             deadline,
             table,
-        )
-        .await?;
+            counters: &self.stats,
+        };
+        let gathered = speculation::gather(contacts, extra, speculation, context).await?;
         let digest = read_digest(&gathered.data);
         if gathered.digests.iter().all(|d| *d == digest) {
             return Ok(as_coordinator_page(gathered.data));
@@ -267,7 +265,9 @@ impl Coordinator {
                 }
                 Some(Some((_, Err(e)))) if !e.is_no_answer() => return Err(e.into()),
                 Some(Some((_, Err(_)))) | Some(None) | None => {
-                    return Err(level.timeout(received, data_present || received > 0))
+                    let silent = contacts.len() - received;
+                    self.stats.count_replica_timeouts(ReplicaVerb::Read, silent);
+                    return Err(level.timeout(received, data_present || received > 0));
                 }
             }
         }
@@ -307,7 +307,9 @@ impl Coordinator {
                 Some(Some(Ok(()))) => unrepaired -= 1,
                 Some(Some(Err(e))) if !e.is_no_answer() => return Err(e.into()),
                 Some(Some(Err(_))) | Some(None) | None => {
-                    return Err(level.timeout(level.block_for.saturating_sub(unrepaired), true))
+                    self.stats
+                        .count_replica_timeouts(ReplicaVerb::Mutation, unrepaired);
+                    return Err(level.timeout(level.block_for.saturating_sub(unrepaired), true));
                 }
             }
         }

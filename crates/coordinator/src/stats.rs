@@ -236,6 +236,31 @@ impl RequestKind {
     }
 }
 
+/// The requests a coordinator sends replicas (the verbs of `Replica`), for counting those
+/// that got no answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaVerb {
+    /// `apply_mutation`: a write's share, or a read repair.
+    Mutation,
+    /// `read`: a data request.
+    Read,
+    /// `digest`: a digest request.
+    Digest,
+    /// `truncate`.
+    Truncate,
+}
+
+impl ReplicaVerb {
+    fn index(self) -> usize {
+        match self {
+            ReplicaVerb::Mutation => 0,
+            ReplicaVerb::Read => 1,
+            ReplicaVerb::Digest => 2,
+            ReplicaVerb::Truncate => 3,
+        }
+    }
+}
+
 /// The coordinator's statistics, shared by every request it coordinates. One per
 /// `Coordinator` (`Coordinator::stats`). The table map holds one entry per table read through
 /// this coordinator since it started, never more than the schema's tables plus the dropped
@@ -247,6 +272,7 @@ pub struct CoordinatorStats {
     inserting: Mutex<()>,
     timeouts: [AtomicU64; KINDS],
     unavailables: [AtomicU64; KINDS],
+    replica_timeouts: [AtomicU64; KINDS],
 }
 
 impl CoordinatorStats {
@@ -286,6 +312,19 @@ impl CoordinatorStats {
         self.unavailables[kind.index()].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts `count` requests of `verb` to replicas that gave no answer by their deadline
+    /// (silent, or answered that they could not be reached or did not start in time).
+    pub(crate) fn count_replica_timeouts(&self, verb: ReplicaVerb, count: usize) {
+        self.replica_timeouts[verb.index()].fetch_add(count as u64, Ordering::Relaxed);
+    }
+
+    /// Requests of `verb` to replicas that gave no answer in time so far (one client request
+    /// may count several, one per silent replica; a write answered at its level counts the
+    /// replicas still silent at its deadline).
+    pub fn replica_timeouts(&self, verb: ReplicaVerb) -> u64 {
+        self.replica_timeouts[verb.index()].load(Ordering::Relaxed)
+    }
+
     /// Requests of `kind` answered with a timeout so far.
     pub fn timeouts(&self, kind: RequestKind) -> u64 {
         self.timeouts[kind.index()].load(Ordering::Relaxed)
@@ -294,6 +333,29 @@ impl CoordinatorStats {
     /// Requests of `kind` answered `Unavailable` so far.
     pub fn unavailables(&self, kind: RequestKind) -> u64 {
         self.unavailables[kind.index()].load(Ordering::Relaxed)
+    }
+
+    /// Every counter now, as plain data (what `nodetool`-like output or a simulation's
+    /// report shows).
+    pub fn snapshot(&self) -> CoordinatorStatsSnapshot {
+        let by_kind = |counters: &[AtomicU64; KINDS]| PerRequestKind {
+            read: counters[RequestKind::Read.index()].load(Ordering::Relaxed),
+            range_read: counters[RequestKind::RangeRead.index()].load(Ordering::Relaxed),
+            write: counters[RequestKind::Write.index()].load(Ordering::Relaxed),
+            truncate: counters[RequestKind::Truncate.index()].load(Ordering::Relaxed),
+        };
+        let verb = |v: ReplicaVerb| self.replica_timeouts(v);
+        CoordinatorStatsSnapshot {
+            timeouts: by_kind(&self.timeouts),
+            unavailables: by_kind(&self.unavailables),
+            replica_timeouts: PerReplicaVerb {
+                mutation: verb(ReplicaVerb::Mutation),
+                read: verb(ReplicaVerb::Read),
+                digest: verb(ReplicaVerb::Digest),
+                truncate: verb(ReplicaVerb::Truncate),
+            },
+            tables: self.tables(),
+        }
     }
 
     /// The per-table statistics now, in no particular order.
@@ -325,6 +387,37 @@ impl CoordinatorStats {
             _ => {}
         }
     }
+}
+
+/// Every counter of a `CoordinatorStats` at a moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CoordinatorStatsSnapshot {
+    /// Client requests answered with a timeout (Cassandra's `ClientRequestMetrics.timeouts`).
+    pub timeouts: PerRequestKind,
+    /// Client requests answered `Unavailable` (`ClientRequestMetrics.unavailables`).
+    pub unavailables: PerRequestKind,
+    /// Requests to replicas that gave no answer in time, by verb.
+    pub replica_timeouts: PerReplicaVerb,
+    /// Per table, in no particular order.
+    pub tables: Vec<TableStatsSnapshot>,
+}
+
+/// A count per `RequestKind`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerRequestKind {
+    pub read: u64,
+    pub range_read: u64,
+    pub write: u64,
+    pub truncate: u64,
+}
+
+/// A count per `ReplicaVerb`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerReplicaVerb {
+    pub mutation: u64,
+    pub read: u64,
+    pub digest: u64,
+    pub truncate: u64,
 }
 
 /// One table's read statistics at a moment (for `nodetool tablestats`-like output).
@@ -425,6 +518,12 @@ mod tests {
         let snapshot = stats.table_snapshot(table).expect("read");
         assert_eq!(snapshot.speculative_retries, 2);
         assert_eq!(stats.tables().len(), 1);
+        stats.count_replica_timeouts(ReplicaVerb::Digest, 2);
+        let all = stats.snapshot();
+        assert_eq!(all.timeouts.write, 1);
+        assert_eq!(all.unavailables.read, 1);
+        assert_eq!(all.replica_timeouts.digest, 2);
+        assert_eq!(all.tables, vec![snapshot]);
         stats.forget_table(table);
         assert!(stats.tables().is_empty());
     }

@@ -108,6 +108,10 @@ async fn a_write_at_all_with_one_silent_replica_times_out_at_its_deadline() {
     );
     assert_answered_at(deadline);
     assert_eq!(coordinator.stats().timeouts(RequestKind::Write), 1);
+    assert_eq!(
+        coordinator.stats().replica_timeouts(ReplicaVerb::Mutation),
+        1
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -149,6 +153,11 @@ async fn late_acknowledgements_are_awaited_until_the_deadline_and_no_longer() {
         }
     }
     assert_eq!(coordinator.stats().timeouts(RequestKind::Write), 0);
+    assert_eq!(
+        coordinator.stats().replica_timeouts(ReplicaVerb::Mutation),
+        1,
+        "the late one"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -178,6 +187,7 @@ async fn a_read_from_a_silent_or_late_replica_times_out_at_its_deadline() {
         );
         assert_answered_at(deadline);
         assert_eq!(coordinator.stats().timeouts(RequestKind::Read), 1);
+        assert_eq!(coordinator.stats().replica_timeouts(ReplicaVerb::Read), 1);
     }
 }
 
@@ -209,6 +219,8 @@ async fn a_read_whose_digest_comes_late_times_out_at_its_deadline_with_the_data(
         vec![],
         "no speculation past the deadline"
     );
+    assert_eq!(coordinator.stats().replica_timeouts(ReplicaVerb::Digest), 1);
+    assert_eq!(coordinator.stats().replica_timeouts(ReplicaVerb::Read), 0);
 }
 
 /// Nodes 2 to 4 of `four_fakes` with node 3's repair acknowledgements lost.
@@ -379,6 +391,10 @@ async fn a_truncate_with_a_silent_or_late_node_times_out_at_its_deadline() {
         );
         assert_answered_at(deadline);
         assert_eq!(coordinator.stats().timeouts(RequestKind::Truncate), 1);
+        assert_eq!(
+            coordinator.stats().replica_timeouts(ReplicaVerb::Truncate),
+            1
+        );
     }
 }
 
