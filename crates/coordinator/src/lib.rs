@@ -31,7 +31,7 @@ mod speculation;
 mod stats;
 mod write;
 
-pub use clock::{SystemClock, TimestampClock, WallClock};
+pub use clock::{SystemClock, TimestampClock, TokioWallClock, WallClock};
 pub use consistency::{ConsistencyLevel, ReadOrWrite};
 pub use deadline::{Deadline, WriteType};
 pub use digest::{read_digest, ReadDigest};
