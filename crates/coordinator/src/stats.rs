@@ -405,24 +405,33 @@ pub struct CoordinatorStatsSnapshot {
 /// A count per `RequestKind`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PerRequestKind {
+    /// Partition reads (`RequestKind::Read`).
     pub read: u64,
+    /// Token range scans (`RequestKind::RangeRead`).
     pub range_read: u64,
+    /// Writes (`RequestKind::Write`).
     pub write: u64,
+    /// TRUNCATEs (`RequestKind::Truncate`).
     pub truncate: u64,
 }
 
 /// A count per `ReplicaVerb`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PerReplicaVerb {
+    /// `apply_mutation` requests (write shares and read repairs).
     pub mutation: u64,
+    /// Data requests.
     pub read: u64,
+    /// Digest requests.
     pub digest: u64,
+    /// Truncate requests.
     pub truncate: u64,
 }
 
 /// One table's read statistics at a moment (for `nodetool tablestats`-like output).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableStatsSnapshot {
+    /// The table's id.
     pub table: TableId,
     /// Reads sent to one more replica than the level needs (Cassandra's
     /// `SpeculativeRetries`), ALWAYS's included.
@@ -435,6 +444,7 @@ pub struct TableStatsSnapshot {
     /// The decayed coordinator read latency's median and 99th percentile (`None` before the
     /// first read).
     pub read_latency_p50: Option<Duration>,
+    /// See `read_latency_p50`.
     pub read_latency_p99: Option<Duration>,
 }
 
