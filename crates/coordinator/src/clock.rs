@@ -24,6 +24,41 @@ impl WallClock for SystemClock {
     }
 }
 
+/// A wall clock that follows tokio's clock (which a simulator or paused time drives) from a
+/// chosen start, with a skew that can be changed while it runs: a simulated node's clock,
+/// ahead of or behind the others'.
+pub struct TokioWallClock {
+    /// Microseconds since the epoch at `base`.
+    start_micros: i64,
+    base: tokio::time::Instant,
+    skew_micros: AtomicI64,
+}
+
+impl TokioWallClock {
+    /// A clock reading `start_micros` now (tokio's now), without skew.
+    pub fn starting_at(start_micros: i64) -> TokioWallClock {
+        TokioWallClock {
+            start_micros,
+            base: tokio::time::Instant::now(),
+            skew_micros: AtomicI64::new(0),
+        }
+    }
+
+    /// Sets how far ahead (positive) or behind (negative) of tokio's time this clock reads.
+    pub fn set_skew_micros(&self, skew_micros: i64) {
+        self.skew_micros.store(skew_micros, Ordering::Relaxed);
+    }
+}
+
+impl WallClock for TokioWallClock {
+    fn now_micros(&self) -> i64 {
+        let elapsed = i64::try_from(self.base.elapsed().as_micros()).unwrap_or(i64::MAX);
+        self.start_micros
+            .saturating_add(elapsed)
+            .saturating_add(self.skew_micros.load(Ordering::Relaxed))
+    }
+}
+
 /// This node's write timestamps: the wall clock's microseconds, but always greater than the
 /// last one handed out, so two writes coordinated here never tie (a client's quick UPDATE then
 /// DELETE keep their order) even when the wall clock stands still or steps back.
@@ -92,6 +127,24 @@ mod tests {
         // It moves on past the last: its time again.
         fixed.0.store(5_000, Ordering::Relaxed);
         assert_eq!(clock.next(), 5_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tokio_wall_clock_follows_tokio_time_and_its_skew() {
+        let clock = Arc::new(TokioWallClock::starting_at(1_000_000));
+        assert_eq!(clock.now_micros(), 1_000_000);
+        tokio::time::advance(std::time::Duration::from_millis(3)).await;
+        assert_eq!(clock.now_micros(), 1_003_000);
+        clock.set_skew_micros(-500_000);
+        assert_eq!(clock.now_micros(), 503_000);
+        let timestamps = TimestampClock::new(clock.clone());
+        assert_eq!(timestamps.next(), 503_000);
+        clock.set_skew_micros(-600_000);
+        assert_eq!(
+            timestamps.next(),
+            503_001,
+            "a clock set back never repeats a timestamp"
+        );
     }
 
     #[test]

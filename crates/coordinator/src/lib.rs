@@ -27,20 +27,27 @@ mod range;
 mod read;
 mod reconcile;
 mod replica;
+mod speculation;
+mod stats;
 mod write;
 
-pub use clock::{SystemClock, TimestampClock, WallClock};
+pub use clock::{SystemClock, TimestampClock, TokioWallClock, WallClock};
 pub use consistency::{ConsistencyLevel, ReadOrWrite};
 pub use deadline::{Deadline, WriteType};
 pub use digest::{read_digest, ReadDigest};
 pub use endpoints::{Endpoints, SingleNode};
 pub use hints::{HintedHandoff, MissedWrite, NoHints};
 pub use replica::{Mutation, Replica, ReplicaError, ReplicaFuture};
+pub use stats::{
+    CoordinatorStats, CoordinatorStatsSnapshot, PerReplicaVerb, PerRequestKind, ReplicaVerb,
+    RequestKind, TableStatsSnapshot,
+};
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -103,7 +110,16 @@ pub struct Coordinator {
     timestamps: TimestampClock,
     /// The tasks awaiting acknowledgements that came late for their write's answer.
     late_acks: Arc<write::LateAcks>,
+    /// Timeouts, unavailables, read latencies and speculative retries.
+    stats: Arc<CoordinatorStats>,
+    /// The speculation threshold of a table whose percentile latency is not measured yet:
+    /// half the read timeout, as Cassandra's initial `sampleReadLatency`.
+    unmeasured_threshold: Duration,
 }
+
+/// Cassandra's default `read_request_timeout` (5 s), whose half is the speculation threshold
+/// before any read was measured (`Coordinator::with_read_request_timeout` changes it).
+const DEFAULT_READ_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Coordinator {
     /// The coordinator of a single node: `local` (this node's storage) is the only replica,
@@ -127,7 +143,22 @@ impl Coordinator {
             hints: Arc::new(NoHints),
             timestamps: TimestampClock::default(),
             late_acks: Arc::default(),
+            stats: Arc::default(),
+            unmeasured_threshold: DEFAULT_READ_REQUEST_TIMEOUT / 2,
         }
+    }
+
+    /// Tells the coordinator the node's `read_request_timeout`: before a table's read latency
+    /// is measured, a read speculates after half of it, as Cassandra's.
+    pub fn with_read_request_timeout(mut self, timeout: Duration) -> Coordinator {
+        self.unmeasured_threshold = timeout / 2;
+        self
+    }
+
+    /// The coordinator's counters and latencies, for the node to show (shared: they go on
+    /// counting).
+    pub fn stats(&self) -> &Arc<CoordinatorStats> {
+        &self.stats
     }
 
     /// Hands the mutations replicas miss to `hints` (hinted handoff, issue 36).
@@ -174,6 +205,18 @@ impl Coordinator {
     /// ALTER KEYSPACE moved away from it.
     pub async fn truncate(
         &self,
+        keyspace: &KeyspaceMetadata,
+        table: TableId,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
+        let result = self.truncate_everywhere(keyspace, table, deadline).await;
+        self.stats.count_outcome(RequestKind::Truncate, &result);
+        result
+    }
+
+    /// `truncate` but for the counting.
+    async fn truncate_everywhere(
+        &self,
         _keyspace: &KeyspaceMetadata,
         table: TableId,
         deadline: Deadline,
@@ -195,14 +238,17 @@ impl Coordinator {
                 Some(Some(Ok(()))) => received += 1,
                 // A replica that did not start it in time is as late as one that did not answer.
                 Some(Some(Err(e))) if e.is_no_answer() => {
+                    self.stats.count_replica_timeouts(ReplicaVerb::Truncate, 1);
                     return Err(CoordinatorError::TruncateTimeout {
                         received: received as i32,
-                    })
+                    });
                 }
                 Some(None) | None => {
+                    self.stats
+                        .count_replica_timeouts(ReplicaVerb::Truncate, live.len() - received);
                     return Err(CoordinatorError::TruncateTimeout {
                         received: received as i32,
-                    })
+                    });
                 }
                 Some(Some(Err(e))) => return Err(e.into()),
             }
@@ -308,6 +354,22 @@ impl<'a> Placement<'a> {
         block_for: usize,
         replicas: &[HostId],
     ) -> Vec<(HostId, Arc<dyn Replica>)> {
+        self.read_plan(consistency, block_for, replicas).0
+    }
+
+    /// `contacts_for_read`'s contacts, and the live replica a speculative retry would go to:
+    /// the closest one not contacted (of this data centre for the LOCAL_ levels; none for
+    /// EACH_QUORUM, which never speculates), as Cassandra's `firstUncontactedCandidate`.
+    #[allow(clippy::type_complexity)] // two lists of the same contacts
+    fn read_plan(
+        &self,
+        consistency: ConsistencyLevel,
+        block_for: usize,
+        replicas: &[HostId],
+    ) -> (
+        Vec<(HostId, Arc<dyn Replica>)>,
+        Option<(HostId, Arc<dyn Replica>)>,
+    ) {
         let local_only = consistency.is_datacenter_local();
         let mut live: Vec<(u8, HostId, Arc<dyn Replica>)> = replicas
             .iter()
@@ -333,24 +395,29 @@ impl<'a> Placement<'a> {
             }
             chosen.sort_by_key(|(distance, _, _)| *distance);
             live = chosen;
+            let contacts = live.into_iter().take(block_for.max(1));
+            return (contacts.map(|(_, e, r)| (e, r)).collect(), None);
         }
-        live.into_iter()
-            .take(block_for.max(1))
-            .map(|(_, e, r)| (e, r))
-            .collect()
+        let mut live = live.into_iter().map(|(_, e, r)| (e, r));
+        let contacts = live.by_ref().take(block_for.max(1)).collect();
+        (contacts, live.next())
     }
 }
 
 /// `work`'s output, or `None` if `deadline` passes first. Work that completes on its first
 /// poll (most local reads) costs no timer.
 async fn by_deadline<T>(work: impl Future<Output = T>, deadline: Deadline) -> Option<T> {
+    until(work, deadline.instant()).await
+}
+
+/// `work`'s output, or `None` if `instant` (of tokio's clock) comes first. Work that completes
+/// on its first poll costs no timer.
+async fn until<T>(work: impl Future<Output = T>, instant: tokio::time::Instant) -> Option<T> {
     let mut work = pin!(work);
     let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
     match first {
         Poll::Ready(done) => Some(done),
-        Poll::Pending => tokio::time::timeout_at(deadline.instant().into(), work)
-            .await
-            .ok(),
+        Poll::Pending => tokio::time::timeout_at(instant, work).await.ok(),
     }
 }
 

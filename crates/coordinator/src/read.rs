@@ -3,8 +3,6 @@
 //! digests from as many others as the level needs; on a mismatch, data from all of them,
 //! reconciled, and the stale ones repaired before the answer.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -17,21 +15,16 @@ use schema::KeyspaceMetadata;
 
 use crate::paging::{self, PartitionResume};
 use crate::reconcile::{self, ReplicaPage};
+use crate::speculation;
+use crate::stats::TableStats;
 use crate::{
     read_digest, ConsistencyLevel, Coordinator, CoordinatorError, Deadline, Mutation, Placement,
-    ReadDigest, ReadOrWrite, Replica, ReplicaError,
+    ReadOrWrite, Replica, ReplicaError, ReplicaVerb, RequestKind,
 };
+use tokio::time::Instant;
 
 /// A replica chosen for a read, with its endpoint.
 pub(crate) type Contact = (HostId, Arc<dyn Replica>);
-
-/// A replica's answer to a data or digest request.
-enum Answer {
-    Data(ReadResponse),
-    Digest(ReadDigest),
-}
-
-type Answering = Pin<Box<dyn Future<Output = (usize, Result<Answer, ReplicaError>)> + Send>>;
 
 /// What a read at a consistency level needs to word its timeout.
 #[derive(Clone, Copy)]
@@ -100,31 +93,64 @@ impl Coordinator {
                 end_token,
                 max_rows,
             } => {
-                self.read_range(
-                    keyspace,
-                    table,
-                    start,
-                    end_token,
-                    max_rows,
-                    consistency,
-                    deadline,
-                )
-                .await
+                let result = self
+                    .read_range(
+                        keyspace,
+                        table,
+                        start,
+                        end_token,
+                        max_rows,
+                        consistency,
+                        deadline,
+                    )
+                    .await;
+                self.stats.count_outcome(RequestKind::RangeRead, &result);
+                result
             }
         }
     }
 
-    /// One partition: the closest live replica gets the data request and the next
-    /// `block_for - 1` closest get digest requests; all must answer by `deadline`. If every
-    /// digest matches the data's, the data is the answer. Otherwise every contacted replica
-    /// is asked for its data, the answers are reconciled (`reconcile.rs`), each stale replica
-    /// is sent what it lacks, and the answer waits for those repairs (blocking read repair).
+    /// One partition, timed: its latency goes to the table's histogram (which percentile
+    /// speculation reads) and a timeout or unavailable to the coordinator's counters.
     async fn read_partition(
         &self,
         keyspace: &KeyspaceMetadata,
         read: PartitionRead,
         consistency: ConsistencyLevel,
         deadline: Deadline,
+    ) -> Result<ReadResponse, CoordinatorError> {
+        let started = Instant::now();
+        let table = self.stats.table(read.table);
+        let result = self
+            .read_partition_from_replicas(keyspace, read, consistency, started, deadline, &table)
+            .await;
+        self.stats.count_outcome(RequestKind::Read, &result);
+        // Unlike Cassandra, a read refused before any replica was asked (unavailable, an
+        // invalid level) is not a latency: it would pull the percentiles towards zero.
+        if !matches!(
+            result,
+            Err(CoordinatorError::Unavailable { .. } | CoordinatorError::InvalidConsistency(_))
+        ) {
+            table.read_latency.record(started.elapsed());
+        }
+        result
+    }
+
+    /// One partition: the closest live replica gets the data request and the next
+    /// `block_for - 1` closest get digest requests; enough must answer by `deadline`, one more
+    /// replica being asked if the table's `speculative_retry` says so (`speculation.rs`). If
+    /// every digest matches the data's, the data is the answer. Otherwise every replica that
+    /// answered is asked for its data, the answers are reconciled (`reconcile.rs`), each stale
+    /// replica is sent what it lacks, and the answer waits for those repairs (blocking read
+    /// repair).
+    async fn read_partition_from_replicas(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        read: PartitionRead,
+        consistency: ConsistencyLevel,
+        started: Instant,
+        deadline: Deadline,
+        table: &TableStats,
     ) -> Result<ReadResponse, CoordinatorError> {
         let ring = self.ring.load_full();
         let placement = Placement::new(self, &ring, keyspace);
@@ -135,7 +161,7 @@ impl Coordinator {
         };
         let replicas = placement.natural_replicas(read.key.token);
         placement.check_live(consistency, block_for, &replicas)?;
-        let contacts = placement.contacts_for_read(consistency, block_for, &replicas);
+        let (contacts, extra) = placement.read_plan(consistency, block_for, &replicas);
         let reversed = read.slice.reversed;
         let (slice, resume) = paging::resume_partition(read.slice, read.resume);
         let command = ReadCommand::Partition {
@@ -145,58 +171,37 @@ impl Coordinator {
             max_rows: read.max_rows,
             resume,
         };
-        let Some(((_, closest), others)) = contacts.split_first() else {
+        if contacts.is_empty() {
             return Err(CoordinatorError::Unavailable {
                 consistency,
                 required: block_for as i32,
                 alive: 0,
             });
+        }
+        let speculation = self.speculation(
+            keyspace,
+            read.table,
+            consistency,
+            extra.is_some(),
+            replicas.len() > contacts.len(),
+            started,
+            deadline,
+            table,
+        );
+        let context = speculation::ReadContext {
+            command: &command,
+            level,
+            deadline,
+            table,
+            counters: &self.stats,
         };
-        if others.is_empty() {
-            // One replica (a single node, or ONE): no digest, no timer if it answers at once.
-            // Not checked before sending: a read that completes at once costs no look at the
-            // clock (the query layer checks the deadline between the reads of a long request).
-            return match crate::by_deadline(closest.read(command, deadline), deadline).await {
-                Some(Err(e)) if e.is_no_answer() => Err(level.timeout(0, false)),
-                None => Err(level.timeout(0, false)),
-                Some(done) => Ok(as_coordinator_page(done?)),
-            };
+        let gathered = speculation::gather(contacts, extra, speculation, context).await?;
+        let digest = read_digest(&gathered.data);
+        if gathered.digests.iter().all(|d| *d == digest) {
+            return Ok(as_coordinator_page(gathered.data));
         }
-        let mut pending: FuturesUnordered<Answering> = FuturesUnordered::new();
-        let data = closest.read(command.clone(), deadline);
-        pending.push(Box::pin(async move { (0, data.await.map(Answer::Data)) }));
-        for (n, (_, replica)) in others.iter().enumerate() {
-            let digest = replica.digest(command.clone(), deadline);
-            pending.push(Box::pin(async move {
-                (n + 1, digest.await.map(Answer::Digest))
-            }));
-        }
-        let mut data: Option<ReadResponse> = None;
-        let mut digests: Vec<ReadDigest> = Vec::new();
-        let mut received = 0;
-        while received < contacts.len() {
-            match crate::by_deadline(pending.next(), deadline).await {
-                Some(Some((_, Ok(answer)))) => {
-                    received += 1;
-                    match answer {
-                        Answer::Data(response) => data = Some(response),
-                        Answer::Digest(digest) => digests.push(digest),
-                    }
-                }
-                Some(Some((_, Err(e)))) if !e.is_no_answer() => return Err(e.into()),
-                // A replica that did not start the read will not answer: as late as one that
-                // did not answer in time.
-                Some(Some((_, Err(_)))) | Some(None) | None => {
-                    return Err(level.timeout(received, data.is_some()))
-                }
-            }
-        }
-        let data = data.expect("every contacted replica answered, the data replica too");
-        let digest = read_digest(&data);
-        if digests.iter().all(|d| *d == digest) {
-            return Ok(as_coordinator_page(data));
-        }
-        tracing::debug!(table = %read.table, "digest mismatch; reading data from every replica");
+        let contacts = gathered.answered;
+        tracing::debug!(table = %read.table, "digest mismatch; reading data from every replica that answered");
         let pages = self
             .read_data_from_all(&contacts, &command, level, true, deadline)
             .await?;
@@ -260,7 +265,9 @@ impl Coordinator {
                 }
                 Some(Some((_, Err(e)))) if !e.is_no_answer() => return Err(e.into()),
                 Some(Some((_, Err(_)))) | Some(None) | None => {
-                    return Err(level.timeout(received, data_present || received > 0))
+                    let silent = contacts.len() - received;
+                    self.stats.count_replica_timeouts(ReplicaVerb::Read, silent);
+                    return Err(level.timeout(received, data_present || received > 0));
                 }
             }
         }
@@ -300,7 +307,9 @@ impl Coordinator {
                 Some(Some(Ok(()))) => unrepaired -= 1,
                 Some(Some(Err(e))) if !e.is_no_answer() => return Err(e.into()),
                 Some(Some(Err(_))) | Some(None) | None => {
-                    return Err(level.timeout(level.block_for.saturating_sub(unrepaired), true))
+                    self.stats
+                        .count_replica_timeouts(ReplicaVerb::Mutation, unrepaired);
+                    return Err(level.timeout(level.block_for.saturating_sub(unrepaired), true));
                 }
             }
         }

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use mutation::{
     ClusteringSlice, PartitionKey, PartitionUpdate, ReadCommand, ReadResponse, ScanStart, TableId,
@@ -483,17 +485,43 @@ enum Request {
 
 /// An in-memory replica: applies mutations to a map of partitions (merging rows), answers
 /// reads with whole partitions (up to `max_rows` rows, no paging) and logs every request.
-/// `stalled` ones never answer.
+/// `stalled` ones never answer; `delay_ms` ones answer reads, digests and mutations that
+/// long after they are asked (in tokio's time).
 #[derive(Default)]
 struct Fake {
     partitions: Mutex<BTreeMap<i64, mutation::PartitionData>>,
     log: Mutex<Vec<Request>>,
     stalled: std::sync::atomic::AtomicBool,
+    delay_ms: std::sync::atomic::AtomicU64,
+    /// Applies mutations but never acknowledges them (a replica whose acknowledgements are
+    /// lost); reads are answered.
+    stalled_writes: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
     fn stalled(&self) -> bool {
         self.stalled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn stall(&self) {
+        self.stalled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn delay(&self, ms: u64) {
+        self.delay_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// `answer` as this replica gives it: never if stalled, after its delay if any.
+    fn answer<T: Send + 'static>(&self, answer: T) -> ReplicaFuture<T> {
+        if self.stalled() {
+            return Box::pin(std::future::pending());
+        }
+        match self.delay_ms.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => Box::pin(std::future::ready(Ok(answer))),
+            ms => Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(answer)
+            }),
+        }
     }
     fn requests(&self) -> Vec<Request> {
         self.log.lock().expect("lock").clone()
@@ -546,7 +574,14 @@ impl Replica for Arc<Fake> {
             }
             p.rows = rows.into_iter().collect();
         }
-        Box::pin(std::future::ready(Ok(())))
+        drop(partitions);
+        if self
+            .stalled_writes
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Box::pin(std::future::pending());
+        }
+        self.answer(())
     }
     fn read(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
         if let ReadCommand::Range {
@@ -562,29 +597,21 @@ impl Replica for Arc<Fake> {
                 .lock()
                 .expect("lock")
                 .push(Request::Scan(from, *end_token));
-            return Box::pin(std::future::ready(Ok(ReadResponse::Range(
-                mutation::ScanPage {
-                    partitions: Vec::new(),
-                    resume: None,
-                    last_partition_continues: false,
-                },
-            ))));
+            return self.answer(ReadResponse::Range(mutation::ScanPage {
+                partitions: Vec::new(),
+                resume: None,
+                last_partition_continues: false,
+            }));
         }
         self.log.lock().expect("lock").push(Request::Read);
-        if self.stalled() {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(std::future::ready(Ok(self.page(&command))))
+        self.answer(self.page(&command))
     }
     fn digest(&self, command: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
         self.log.lock().expect("lock").push(Request::Digest);
-        if self.stalled() {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(std::future::ready(Ok(read_digest(&self.page(&command)))))
+        self.answer(read_digest(&self.page(&command)))
     }
     fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
-        Box::pin(std::future::ready(Ok(())))
+        self.answer(())
     }
 }
 
@@ -1047,3 +1074,6 @@ async fn a_replica_that_gives_no_answer_is_a_timeout_not_an_error() {
         );
     }
 }
+
+mod deadlines;
+mod speculation;

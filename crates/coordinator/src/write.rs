@@ -13,8 +13,9 @@ use mutation::PartitionUpdate;
 use schema::KeyspaceMetadata;
 
 use crate::{
-    ConsistencyLevel, Coordinator, CoordinatorError, Deadline, HintedHandoff, MissedWrite,
-    Mutation, Placement, ReadOrWrite, ReplicaError, WriteType,
+    ConsistencyLevel, Coordinator, CoordinatorError, CoordinatorStats, Deadline, HintedHandoff,
+    MissedWrite, Mutation, Placement, ReadOrWrite, ReplicaError, ReplicaVerb, RequestKind,
+    WriteType,
 };
 
 /// How many acknowledgements one partition still needs.
@@ -155,6 +156,22 @@ impl Coordinator {
         write_type: WriteType,
         deadline: Deadline,
     ) -> Result<(), CoordinatorError> {
+        let result = self
+            .write_to_replicas(keyspace, updates, consistency, write_type, deadline)
+            .await;
+        self.stats.count_outcome(RequestKind::Write, &result);
+        result
+    }
+
+    /// `write` but for the counting.
+    async fn write_to_replicas(
+        &self,
+        keyspace: &KeyspaceMetadata,
+        updates: Vec<PartitionUpdate>,
+        consistency: ConsistencyLevel,
+        write_type: WriteType,
+        deadline: Deadline,
+    ) -> Result<(), CoordinatorError> {
         let ring = self.ring.load_full();
         let placement = Placement::new(self, &ring, keyspace);
         let block_for =
@@ -200,7 +217,10 @@ impl Coordinator {
                         };
                     }
                     Some(Err(e)) if !e.is_no_answer() => MissedWrite::Failed(e),
-                    Some(Err(_)) | None => MissedWrite::TimedOut,
+                    Some(Err(_)) | None => {
+                        self.stats.count_replica_timeouts(ReplicaVerb::Mutation, 1);
+                        MissedWrite::TimedOut
+                    }
                 };
                 self.hints.write_missed(*endpoint, &mutation, why.clone());
                 return Err(match why {
@@ -246,6 +266,7 @@ impl Coordinator {
                         // No answer: as a replica still silent at the deadline (a hint, and
                         // the level's timeout if it is not met).
                         Err(e) if e.is_no_answer() => {
+                            self.stats.count_replica_timeouts(ReplicaVerb::Mutation, 1);
                             self.hints.write_missed(
                                 share.endpoint,
                                 mutation,
@@ -270,6 +291,9 @@ impl Coordinator {
                     })
                 }
                 None => {
+                    let silent = answered.iter().filter(|a| !**a).count();
+                    self.stats
+                        .count_replica_timeouts(ReplicaVerb::Mutation, silent);
                     for (n, (share, mutation)) in sent.iter().enumerate() {
                         if !answered[n] {
                             self.hints.write_missed(
@@ -291,9 +315,10 @@ impl Coordinator {
                 .map(|((share, mutation), answered)| (share.endpoint, mutation, answered))
                 .collect();
             let tasks = self.late_acks.clone();
+            let stats = self.stats.clone();
             tasks.running.fetch_add(1, Ordering::AcqRel);
             tokio::spawn(async move {
-                await_late_acks(pending, late, hints, deadline).await;
+                await_late_acks(pending, late, hints, &stats, deadline).await;
                 if tasks.running.fetch_sub(1, Ordering::AcqRel) == 1 {
                     tasks.idle.notify_waiters();
                 }
@@ -310,18 +335,28 @@ async fn await_late_acks(
     mut pending: FuturesUnordered<Ack>,
     mut late: Vec<(HostId, Mutation, bool)>,
     hints: Arc<dyn HintedHandoff>,
+    stats: &CoordinatorStats,
     deadline: Deadline,
 ) {
     loop {
         match crate::by_deadline(pending.next(), deadline).await {
             Some(Some((n, outcome))) => {
                 late[n].2 = true;
-                if let Err(e) = outcome {
-                    hints.write_missed(late[n].0, &late[n].1, MissedWrite::Failed(e));
+                match outcome {
+                    Ok(()) => {}
+                    Err(e) if e.is_no_answer() => {
+                        stats.count_replica_timeouts(ReplicaVerb::Mutation, 1);
+                        hints.write_missed(late[n].0, &late[n].1, MissedWrite::TimedOut);
+                    }
+                    Err(e) => {
+                        hints.write_missed(late[n].0, &late[n].1, MissedWrite::Failed(e));
+                    }
                 }
             }
             Some(None) => return,
             None => {
+                let silent = late.iter().filter(|(_, _, answered)| !answered).count();
+                stats.count_replica_timeouts(ReplicaVerb::Mutation, silent);
                 for (endpoint, mutation, answered) in &late {
                     if !answered {
                         hints.write_missed(*endpoint, mutation, MissedWrite::TimedOut);

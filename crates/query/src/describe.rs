@@ -282,7 +282,7 @@ fn create_table(table: &TableMetadata) -> String {
     props.push(format!("read_repair = {}", literal(&o.read_repair)));
     props.push(format!(
         "speculative_retry = {}",
-        literal(&o.speculative_retry)
+        literal(&o.speculative_retry.to_string())
     ));
     format!("{head} WITH {};", props.join("\n    AND "))
 }

@@ -358,7 +358,7 @@ pub(crate) fn rows(
                             ),
                             ("min_index_interval", int(o.min_index_interval)),
                             ("read_repair_chance", double(0.0)),
-                            ("speculative_retry", text(&o.speculative_retry)),
+                            ("speculative_retry", text(&o.speculative_retry.to_string())),
                             ("additional_write_policy", text(&o.additional_write_policy)),
                             ("cdc", unless(!o.cdc, boolean(o.cdc))),
                             ("read_repair", text(&o.read_repair)),

@@ -14,6 +14,7 @@ mod compression;
 mod java;
 mod model;
 mod options;
+mod speculative_retry;
 
 pub use model::{
     ClusteringOrder, ColumnKind, ColumnMetadata, DroppedColumn, KeyspaceMetadata, Schema,
@@ -23,3 +24,4 @@ pub use options::{
     parse_boolean_property, OptionValue, Replication, ReplicationFactor, TableOptions,
     MAX_TTL_SECONDS,
 };
+pub use speculative_retry::SpeculativeRetry;

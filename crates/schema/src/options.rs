@@ -4,7 +4,7 @@ use locator::ReplicationStrategy;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::SchemaError;
+use crate::{SchemaError, SpeculativeRetry};
 
 /// A keyspace's replication: its options exactly as `system_schema.keyspaces.replication`
 /// reports them (the strategy's full class name under `class`, then its options), which
@@ -339,7 +339,8 @@ pub struct TableOptions {
     pub max_index_interval: i32,
     pub memtable_flush_period_in_ms: i32,
     pub min_index_interval: i32,
-    pub speculative_retry: String,
+    /// Parsed once, when the table is created, altered or loaded (the read path uses it).
+    pub speculative_retry: SpeculativeRetry,
     pub additional_write_policy: String,
     pub read_repair: String,
 }
@@ -379,7 +380,7 @@ impl Default for TableOptions {
             max_index_interval: 2048,
             memtable_flush_period_in_ms: 0,
             min_index_interval: 128,
-            speculative_retry: "99p".to_string(),
+            speculative_retry: SpeculativeRetry::default(),
             additional_write_policy: "99p".to_string(),
             read_repair: "BLOCKING".to_string(),
         }
@@ -426,79 +427,6 @@ fn caching(m: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Sche
         ("keys".to_string(), keys),
         ("rows_per_partition".to_string(), rows),
     ]))
-}
-
-/// A `speculative_retry` or `additional_write_policy` value as Cassandra 5.0 parses and
-/// prints it (`SpeculativeRetryPolicy`): `99p` or `99PERCENTILE`, `50ms` (whole
-/// milliseconds), ALWAYS, NEVER (or NONE), and `MIN(..)`/`MAX(..)` of a percentile and a
-/// time. Cassandra names `speculative_retry` in the errors of either option.
-fn retry_policy(value: &str) -> Result<String, SchemaError> {
-    let invalid = || invalid_retry(value);
-    let upper = value.trim().to_ascii_uppercase();
-    match upper.as_str() {
-        "ALWAYS" => return Ok("ALWAYS".to_string()),
-        "NEVER" | "NONE" => return Ok("NEVER".to_string()),
-        _ => {}
-    }
-    for function in ["MIN", "MAX"] {
-        if let Some(args) = upper
-            .strip_prefix(function)
-            .and_then(|rest| rest.trim_start().strip_prefix('('))
-            .and_then(|rest| rest.strip_suffix(')'))
-        {
-            let (a, b) = args.split_once(',').ok_or_else(invalid)?;
-            let (a, b) = (
-                simple_retry(a.trim(), value)?,
-                simple_retry(b.trim(), value)?,
-            );
-            return match (a, b) {
-                (Retry::Percentile(p), Retry::Fixed(f))
-                | (Retry::Fixed(f), Retry::Percentile(p)) => Ok(format!("{function}({p},{f})")),
-                _ => Err(invalid()),
-            };
-        }
-    }
-    match simple_retry(&upper, value)? {
-        Retry::Percentile(s) | Retry::Fixed(s) => Ok(s),
-    }
-}
-
-/// Cassandra's refusal of a retry policy it cannot parse (for either option).
-fn invalid_retry(value: &str) -> SchemaError {
-    SchemaError::Config(format!(
-        "Invalid value {value} for option 'speculative_retry'"
-    ))
-}
-
-/// A percentile or a fixed time of a retry policy, printed as Cassandra prints it.
-enum Retry {
-    Percentile(String),
-    Fixed(String),
-}
-
-fn simple_retry(upper: &str, value: &str) -> Result<Retry, SchemaError> {
-    let invalid = || invalid_retry(value);
-    let number = |digits: &str| digits.trim().parse::<f64>().ok().filter(|n| n.is_finite());
-    if let Some(digits) = upper.strip_suffix("MS") {
-        let ms = number(digits).filter(|n| *n >= 0.0).ok_or_else(invalid)?;
-        return Ok(Retry::Fixed(format!("{}ms", ms as i64)));
-    }
-    if let Some(digits) = upper
-        .strip_suffix("PERCENTILE")
-        .or_else(|| upper.strip_suffix('P'))
-    {
-        let p = number(digits).ok_or_else(invalid)?;
-        if p <= 0.0 || p >= 100.0 {
-            return Err(SchemaError::Config(format!(
-                "Invalid value {value} for PERCENTILE option 'speculative_retry': must be between (0.0 and 100.0)"
-            )));
-        }
-        // Java's DecimalFormat("#.####").
-        let text = format!("{p:.4}");
-        let text = text.trim_end_matches('0').trim_end_matches('.');
-        return Ok(Retry::Percentile(format!("{text}p")));
-    }
-    Err(invalid())
 }
 
 /// A boolean property (`durable_writes`, `cdc`, ...) as Cassandra's
@@ -639,9 +567,12 @@ impl TableOptions {
             "max_index_interval" => self.max_index_interval = int(name, value)?,
             "memtable_flush_period_in_ms" => self.memtable_flush_period_in_ms = int(name, value)?,
             "min_index_interval" => self.min_index_interval = int(name, value)?,
-            "speculative_retry" => self.speculative_retry = retry_policy(&text(name, value)?)?,
+            "speculative_retry" => {
+                self.speculative_retry = SpeculativeRetry::parse(&text(name, value)?)?
+            }
             "additional_write_policy" => {
-                self.additional_write_policy = retry_policy(&text(name, value)?)?
+                self.additional_write_policy =
+                    SpeculativeRetry::parse(&text(name, value)?)?.to_string()
             }
             "read_repair" => {
                 let v = text(name, value)?;
