@@ -409,10 +409,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         cluster_events.clone(),
     )
     .await?;
-    let coordinator = Arc::new(Coordinator::for_cluster(
-        cluster.ring.clone(),
-        cluster.endpoints.clone(),
-    ));
+    let coordinator = Arc::new(
+        Coordinator::for_cluster(cluster.ring.clone(), cluster.endpoints.clone())
+            .with_read_request_timeout(config.request_timeouts.read),
+    );
     let mut node = NodeInfo::new(
         config.cluster_name.clone(),
         RELEASE_VERSION,

@@ -53,9 +53,7 @@ impl SchemaCatchUp {
             else {
                 return first;
             };
-            let now = std::time::Instant::now();
-            let remaining = deadline.instant().saturating_duration_since(now);
-            match metadata.read_barrier(remaining).await {
+            match metadata.read_barrier(deadline.remaining()).await {
                 Ok(()) => request(inner).await,
                 Err(e) => {
                     tracing::debug!(%table, "no read barrier for an unknown table: {e}");
