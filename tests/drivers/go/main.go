@@ -25,6 +25,8 @@ const (
 	pageSize = 7 // smaller than the 25 rows and not a divisor of side: pages end mid-partition
 	// Cassandra's schema changes on a loaded 2-core machine can take seconds.
 	requestTimeout = 30 * time.Second
+	// How long the driver may take to add and connect to every node of the ring.
+	connectWait = 20 * time.Second
 )
 
 type row struct {
@@ -54,6 +56,8 @@ func run(host, portText string) error {
 	cluster.Timeout = requestTimeout
 	cluster.ConnectTimeout = 10 * time.Second
 	cluster.Consistency = gocql.One
+	// Token-aware (a key's replicas first), as gocql recommends; the routing check relies on it.
+	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	// Protocol version is negotiated (ProtoVersion 0). gocql loads schema metadata from
 	// system_schema.* on demand (KeyspaceMetadata below) and keeps it fresh via schema events.
 	session, err := cluster.CreateSession()
@@ -62,11 +66,34 @@ func run(host, portText string) error {
 	}
 	defer session.Close()
 
+	// run-all's DRIVERS_NODES: a local cluster, every node of which the driver must find
+	// (system.peers) and hold up.
+	expected := 1
+	if text := os.Getenv("DRIVERS_NODES"); text != "" {
+		if expected, err = strconv.Atoi(text); err != nil {
+			return fmt.Errorf("DRIVERS_NODES %q: %w", text, err)
+		}
+	}
+	if expected > 1 {
+		if err := checkHostsUp(session, expected); err != nil {
+			return err
+		}
+	}
+
 	keyspace := fmt.Sprintf("drivers_go_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
 	err = exercise(session, keyspace)
-	// Drop the keyspace even when a check failed, so reruns against one server stay clean.
+	if err == nil && expected > 1 {
+		err = checkRouting(session, keyspace+"_routing", expected)
+	}
+	// Drop the keyspaces even when a check failed, so reruns against one server stay clean.
 	if dropErr := session.Query("DROP KEYSPACE IF EXISTS " + keyspace).Exec(); dropErr != nil && err == nil {
 		err = fmt.Errorf("drop keyspace: %w", dropErr)
+	}
+	if expected > 1 {
+		dropErr := session.Query("DROP KEYSPACE IF EXISTS " + keyspace + "_routing").Exec()
+		if dropErr != nil && err == nil {
+			err = fmt.Errorf("drop the routing keyspace: %w", dropErr)
+		}
 	}
 	return err
 }
@@ -140,6 +167,31 @@ func exercise(session *gocql.Session, keyspace string) error {
 		}
 	}
 	return checkRows(rows, pages)
+}
+
+// checkHostsUp: the driver's ring (Session.GetHosts) holds expected hosts, all up. Hosts found
+// in system.peers are added as the session starts; this waits up to connectWait for them.
+func checkHostsUp(session *gocql.Session, expected int) error {
+	deadline := time.Now().Add(connectWait)
+	for {
+		hosts := session.GetHosts()
+		up := 0
+		var found []string
+		for _, h := range hosts {
+			if h.IsUp() {
+				up++
+			}
+			found = append(found, fmt.Sprintf("%s up=%v", h.ConnectAddressAndPort(), h.IsUp()))
+		}
+		if len(hosts) == expected && up == expected {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(found)
+			return fmt.Errorf("expected %d hosts up, found %v", expected, found)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
 }
 
 // waitForTableMetadata polls gocql's schema metadata cache (CacheMode Full, the default) until
