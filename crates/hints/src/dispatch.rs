@@ -113,9 +113,18 @@ async fn dispatch_loop(store: Arc<HintStore>, mut stopped: watch::Receiver<bool>
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut running = tokio::task::JoinSet::new();
     loop {
+        // A failed dispatch is retried when its backoff ends, not at the next period.
+        let retry = store.next_retry();
+        let retry_due = async move {
+            match retry {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = ticker.tick() => {}
             _ = store.dispatch_soon.notified() => {}
+            _ = retry_due => {}
             Some(_) = running.join_next(), if !running.is_empty() => continue,
             _ = stopped.changed() => {
                 running.abort_all();
@@ -137,6 +146,20 @@ async fn dispatch_loop(store: Arc<HintStore>, mut stopped: watch::Receiver<bool>
             }
             running.spawn(run_dispatch(store.clone(), target));
         }
+    }
+}
+
+impl HintStore {
+    /// When the first backoff of a target with hints ends, if one is waiting.
+    fn next_retry(&self) -> Option<Instant> {
+        self.all_targets()
+            .iter()
+            .filter(|t| t.pending() > 0)
+            .filter_map(|t| {
+                let state = lock(&t.dispatch);
+                state.retry_at.filter(|_| !state.running)
+            })
+            .min()
     }
 }
 

@@ -717,16 +717,23 @@ fn check_file(path: &Path, host: HostId) -> Option<FileEntry> {
 impl HintedHandoff for HintStore {
     /// Keeps a hint of a write `target` was down for or did not acknowledge in time, in
     /// memory until the flusher writes it: never waits on I/O. Not kept (`false`): hints
-    /// disabled, this node as the target, a replica that answered with an error (Cassandra
-    /// hints only writes that time out or whose replica is down), the target past
+    /// disabled, this node as the target, a replica that answered with an error other than no
+    /// answer at all (Cassandra hints only writes that time out or whose replica is down), the target past
     /// `max_hint_window`, the hints directory failing, or the buffer full.
     fn write_missed(&self, target: HostId, mutation: &Mutation, why: MissedWrite) -> bool {
         if !self.config.enabled || target == self.config.local {
             return false;
         }
-        if let MissedWrite::Failed(e) = &why {
-            tracing::trace!(%target, error = %e, "not hinting a write the replica failed");
-            return false;
+        match &why {
+            // No answer (unreachable, or not started by its deadline) is a timeout, whatever
+            // the caller called it: the coordinator's late-acknowledgement task hands every
+            // error over as `Failed`.
+            MissedWrite::Failed(e) if e.is_no_answer() => {}
+            MissedWrite::Failed(e) => {
+                tracing::trace!(%target, error = %e, "not hinting a write the replica failed");
+                return false;
+            }
+            MissedWrite::Down | MissedWrite::TimedOut => {}
         }
         let entry = self.target(target);
         let now_ms = self.now_ms();

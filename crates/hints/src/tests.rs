@@ -428,7 +428,15 @@ fn no_hint_when_disabled_for_this_node_or_for_a_replica_error() {
     assert!(f
         .store
         .write_missed(PEER, &mutation(&[(TABLE, 1)]), MissedWrite::TimedOut));
-    assert_eq!(f.stats().stored, 1);
+    assert!(
+        f.store.write_missed(
+            PEER,
+            &mutation(&[(TABLE, 2)]),
+            MissedWrite::Failed(ReplicaError::Unreachable("connection refused".to_string()))
+        ),
+        "no answer is a timeout however it is handed over"
+    );
+    assert_eq!(f.stats().stored, 2);
 }
 
 #[test]
@@ -654,6 +662,31 @@ async fn the_service_replays_when_the_target_comes_up_and_shutdown_flushes() {
     assert!(f.hint(5));
     service.shutdown().await;
     assert_eq!(f.files().len(), 1, "the final flush wrote the last hint");
+}
+
+#[tokio::test]
+async fn the_service_retries_a_failed_dispatch_after_its_backoff() {
+    let f = Fixture::with(|c| c.throttle_bytes_per_second = 0);
+    f.targets.replica.fail.lock().expect("lock").insert(1);
+    assert!(f.hint(1));
+    let service = crate::HintsService::start(f.store.clone());
+    service.target_up(PEER);
+    wait_for(|| {
+        let target = f.store.all_targets().pop().expect("target");
+        let retry_at = crate::store::lock(&target.dispatch).retry_at;
+        retry_at.is_some()
+    })
+    .await;
+    f.targets.replica.fail.lock().expect("lock").clear();
+    // Well before the dispatcher's 10 s period: at the end of the first backoff (1 s).
+    let start = tokio::time::Instant::now();
+    wait_for(|| f.applied() == [1]).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    service.shutdown().await;
 }
 
 async fn wait_for(condition: impl Fn() -> bool) {
