@@ -12,6 +12,7 @@
 //!     metrics                       node-wide storage counters, one name=value per line
 //!     status  [keyspace]            the cluster as `nodetool status` shows it (`admin_cluster`)
 //!     describecluster               name, snitch, partitioner, schema versions and their nodes
+//!     hints                         per node this node keeps hints for: pending, delivered, dropped
 //!
 //! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
 //! and are skipped.
@@ -121,7 +122,7 @@ fn execute(
         [verb, target] => (*verb, Some(*target)),
         _ => bail!(
             "expected '<flush|compact|stats> [keyspace[.table]]', 'status [keyspace]', \
-             'describecluster' or 'metrics', got '{command}'"
+             'describecluster', 'hints' or 'metrics', got '{command}'"
         ),
     };
     match verb {
@@ -134,6 +135,12 @@ fn execute(
                 bail!("describecluster takes no argument");
             }
             Ok(crate::admin_cluster::describe(cluster))
+        }
+        "hints" => {
+            if target.is_some() {
+                bail!("hints takes no argument");
+            }
+            Ok(crate::admin_cluster::hints(cluster))
         }
         "metrics" => {
             if target.is_some() {
@@ -177,7 +184,7 @@ fn execute(
         other => {
             bail!(
                 "unknown admin command '{other}' (expected flush, compact, stats, metrics, \
-                 status or describecluster)"
+                 status, describecluster or hints)"
             )
         }
     }

@@ -21,6 +21,8 @@ pub struct AdminCluster {
     pub ring: Arc<ArcSwap<TokenMetadata>>,
     /// Gossip's view: who is up, each node's load and schema version.
     pub view: watch::Receiver<Arc<ClusterView>>,
+    /// The hints this node keeps for the others (`None` in tests without a store).
+    pub hints: Option<Arc<hints::HintStore>>,
 }
 
 /// `nodetool status [keyspace]`: per data centre, each node's status and state, address, load,
@@ -141,7 +143,75 @@ pub fn status(
     if let Some(note) = note {
         lines.push(note.to_string());
     }
+    lines.extend(hints_note(cluster, &ring));
     Ok(lines)
+}
+
+/// After `status`'s table, the nodes this node holds hints for or dropped hints of: a node
+/// whose hints were dropped (down longer than `max_hint_window`, or the hints directory
+/// failing) missed writes that only repair brings back.
+fn hints_note(cluster: &AdminCluster, ring: &TokenMetadata) -> Vec<String> {
+    let Some(store) = &cluster.hints else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    for stats in store.stats() {
+        if stats.pending == 0 && stats.dropped() == 0 {
+            continue;
+        }
+        let address = address_of(ring, stats.host);
+        let repair = if stats.dropped() > 0 {
+            "; hints were dropped, run repair"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "Hints for {address}: {} pending, {} dropped (max_hint_window: {}){repair}",
+            stats.pending,
+            stats.dropped(),
+            stats.dropped_window
+        ));
+    }
+    if !lines.is_empty() {
+        lines.insert(0, String::new());
+    }
+    lines
+}
+
+fn address_of(ring: &TokenMetadata, host: HostId) -> String {
+    ring.topology()
+        .endpoints()
+        .find(|e| e.host_id == host)
+        .map_or_else(|| "?".to_string(), |e| e.broadcast_address.to_string())
+}
+
+/// `helenus admin hints`: one line per node this node keeps hints for, with its address and
+/// host id, then `key=value` counters (the `hints` crate's `TargetStats`).
+pub fn hints(cluster: &AdminCluster) -> Vec<String> {
+    let Some(store) = &cluster.hints else {
+        return Vec::new();
+    };
+    let ring = cluster.ring.load_full();
+    store
+        .stats()
+        .into_iter()
+        .map(|s| {
+            format!(
+                "{} host_id={} pending={} stored={} delivered={} dropped_window={} dropped_disk={} dropped_expired={} dropped_table={} dropped_corrupt={} last_replay_ms={}",
+                address_of(&ring, s.host),
+                s.host.0,
+                s.pending,
+                s.stored,
+                s.delivered,
+                s.dropped_window,
+                s.dropped_disk,
+                s.dropped_expired,
+                s.dropped_table,
+                s.dropped_corrupt,
+                s.last_replay_ms.map_or_else(|| "-".to_string(), |ms| ms.to_string()),
+            )
+        })
+        .collect()
 }
 
 /// `nodetool describecluster`'s first part: name, snitch, partitioner, and every schema

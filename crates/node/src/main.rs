@@ -47,7 +47,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 pub(crate) const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
-       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics
+       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics | status [KEYSPACE] | describecluster | hints
        helenus cluster start|stop|status|kill|restart ... (helenus cluster help)
        helenus --version";
 
@@ -396,6 +396,17 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             generation: u64::try_from(identity.gossip_generation).unwrap_or(0),
             join_timeout: CLUSTER_JOIN_TIMEOUT,
             metadata_timeout: config.request_timeouts.write.max(METADATA_TIMEOUT),
+            hints: hints::HintsConfig {
+                local: locator::HostId(identity.host_id),
+                enabled: config.hints.enabled,
+                directory: config.hints_directory(),
+                max_hint_window: config.hints.max_hint_window,
+                max_file_size_bytes: config.hints.max_file_size_bytes,
+                throttle_bytes_per_second: config.hints.throttle_bytes_per_second,
+                flush_period: config.hints.flush_period,
+                // A hint travels as a write does (Cassandra's HINT_REQ has the write timeout).
+                delivery_timeout: config.request_timeouts.write,
+            },
         },
         &data_dir,
         alone.local_endpoint().clone(),
@@ -405,10 +416,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         cluster_events.clone(),
     )
     .await?;
-    let coordinator = Arc::new(Coordinator::for_cluster(
-        cluster.ring.clone(),
-        cluster.endpoints.clone(),
-    ));
+    let coordinator = Arc::new(
+        Coordinator::for_cluster(cluster.ring.clone(), cluster.endpoints.clone())
+            .with_hinted_handoff(cluster.hints.store().clone()),
+    );
     let mut node = NodeInfo::new(
         config.cluster_name.clone(),
         RELEASE_VERSION,
@@ -485,6 +496,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         snitch: config.endpoint_snitch.clone(),
         ring: cluster.ring.clone(),
         view: cluster.membership.watch_view(),
+        hints: Some(cluster.hints.store().clone()),
     };
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,
