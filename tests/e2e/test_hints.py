@@ -150,6 +150,9 @@ def test_a_restarted_node_gets_the_writes_it_missed_from_hints(cluster3):
         assert len(written) > 1000, len(written)
         pending = [hints_for(cluster3, h, node3) for h in (node1, node2)]
         assert all(p and int(p["pending"]) > 0 for p in pending), pending
+        status = admin(cluster3, node1, "status")
+        assert any(re.match(rf"^Hints for {re.escape(node3)}: \d+ pending, 0 dropped", line)
+                   for line in status), status
 
         cluster3.restart(3)
         back_at = time.monotonic()
