@@ -150,14 +150,17 @@ async fn dispatch_loop(store: Arc<HintStore>, mut stopped: watch::Receiver<bool>
 }
 
 impl HintStore {
-    /// When the first backoff of a target with hints ends, if one is waiting.
-    fn next_retry(&self) -> Option<Instant> {
+    /// When the first backoff still running of a target with hints ends. One that ended
+    /// already is not a reason to wake (its target may be down, and would be skipped again at
+    /// once): the period or an UP event dispatches it.
+    pub(crate) fn next_retry(&self) -> Option<Instant> {
+        let now = Instant::now();
         self.all_targets()
             .iter()
             .filter(|t| t.pending() > 0)
             .filter_map(|t| {
                 let state = lock(&t.dispatch);
-                state.retry_at.filter(|_| !state.running)
+                state.retry_at.filter(|at| !state.running && *at > now)
             })
             .min()
     }

@@ -678,14 +678,29 @@ async fn the_service_retries_a_failed_dispatch_after_its_backoff() {
     })
     .await;
     f.targets.replica.fail.lock().expect("lock").clear();
-    // Well before the dispatcher's 10 s period: at the end of the first backoff (1 s).
+    // Before the dispatcher's 10 s period: at the end of the first backoff (1 s).
     let start = tokio::time::Instant::now();
     wait_for(|| f.applied() == [1]).await;
     assert!(
-        start.elapsed() < Duration::from_secs(3),
+        start.elapsed() < Duration::from_secs(8),
         "{:?}",
         start.elapsed()
     );
+    service.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_dispatcher_does_not_spin_on_a_down_target_whose_backoff_ended() {
+    let f = Fixture::new();
+    f.targets.replica.fail.lock().expect("lock").insert(1);
+    assert!(f.hint(1));
+    let service = crate::HintsService::start(f.store.clone());
+    let target = f.store.all_targets().pop().expect("target");
+    wait_for(|| crate::store::lock(&target.dispatch).retry_at.is_some()).await;
+    f.targets.alive.store(false, Ordering::SeqCst);
+    // The backoff ends while the target is down: nothing is due until the next period.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(f.store.next_retry(), None);
     service.shutdown().await;
 }
 
