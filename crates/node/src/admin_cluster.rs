@@ -151,9 +151,13 @@ pub fn status(
 /// whose hints were dropped (down longer than `max_hint_window`, or the hints directory
 /// failing) missed writes that only repair brings back.
 fn hints_note(cluster: &AdminCluster, ring: &TokenMetadata) -> Vec<String> {
-    let Some(store) = &cluster.hints else {
-        return Vec::new();
-    };
+    match &cluster.hints {
+        Some(store) => hint_notes(store, ring),
+        None => Vec::new(),
+    }
+}
+
+fn hint_notes(store: &hints::HintStore, ring: &TokenMetadata) -> Vec<String> {
     let mut lines = Vec::new();
     for stats in store.stats() {
         if stats.pending == 0 && stats.dropped() == 0 {
@@ -188,17 +192,20 @@ fn address_of(ring: &TokenMetadata, host: HostId) -> String {
 /// `helenus admin hints`: one line per node this node keeps hints for, with its address and
 /// host id, then `key=value` counters (the `hints` crate's `TargetStats`).
 pub fn hints(cluster: &AdminCluster) -> Vec<String> {
-    let Some(store) = &cluster.hints else {
-        return Vec::new();
-    };
-    let ring = cluster.ring.load_full();
+    match &cluster.hints {
+        Some(store) => hint_lines(store, &cluster.ring.load_full()),
+        None => Vec::new(),
+    }
+}
+
+fn hint_lines(store: &hints::HintStore, ring: &TokenMetadata) -> Vec<String> {
     store
         .stats()
         .into_iter()
         .map(|s| {
             format!(
                 "{} host_id={} pending={} stored={} delivered={} dropped_window={} dropped_disk={} dropped_expired={} dropped_table={} dropped_corrupt={} last_replay_ms={}",
-                address_of(&ring, s.host),
+                address_of(ring, s.host),
                 s.host.0,
                 s.pending,
                 s.stored,
@@ -349,6 +356,91 @@ mod tests {
         for share in ownership(&ring(), Some(&strategy)).values() {
             assert!((share - 1.0).abs() < 1e-9);
         }
+    }
+
+    struct Down;
+
+    impl hints::HintTargets for Down {
+        fn is_alive(&self, _: HostId) -> bool {
+            false
+        }
+        fn downtime(&self, _: HostId) -> Option<std::time::Duration> {
+            Some(std::time::Duration::from_secs(3600))
+        }
+        fn replica(&self, _: HostId) -> Option<Arc<dyn coordinator::Replica>> {
+            None
+        }
+        fn node_count(&self) -> usize {
+            3
+        }
+    }
+
+    impl hints::TableLookup for Down {
+        fn gc_grace_seconds(&self, _: mutation::TableId) -> Option<u32> {
+            Some(864_000)
+        }
+    }
+
+    #[test]
+    fn hints_show_pending_and_dropped_per_node() {
+        use coordinator::HintedHandoff;
+        let dir = tempfile::tempdir().expect("dir");
+        let host = |n: u128| HostId(uuid::Uuid::from_u128(n));
+        let mut config = hints::HintsConfig::new(host(1), dir.path().join("hints"));
+        config.max_hint_window = std::time::Duration::from_secs(7200);
+        let store = hints::HintStore::open(
+            config,
+            Arc::new(Down),
+            Arc::new(Down),
+            Arc::new(coordinator::SystemClock),
+            Arc::new(hints::LocalDisk),
+        )
+        .expect("open");
+        let mutation = coordinator::Mutation {
+            updates: Arc::new(Vec::new()),
+            durable_writes: true,
+        };
+        assert!(store.write_missed(host(2), &mutation, coordinator::MissedWrite::Down));
+        assert!(store.write_missed(host(2), &mutation, coordinator::MissedWrite::Down));
+        let ring = ring();
+        assert_eq!(
+            hint_notes(&store, &ring),
+            [
+                "",
+                "Hints for 127.0.0.2: 2 pending, 0 dropped (max_hint_window: 0)"
+            ]
+        );
+        let lines = hint_lines(&store, &ring);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].starts_with(
+                "127.0.0.2 host_id=00000000-0000-0000-0000-000000000002 pending=2 stored=2 \
+                 delivered=0 dropped_window=0 dropped_disk=0"
+            ),
+            "{lines:?}"
+        );
+        assert!(lines[0].ends_with("last_replay_ms=-"), "{lines:?}");
+
+        // Down three hours, past a one hour window: dropped, left to repair.
+        let mut config = hints::HintsConfig::new(host(1), dir.path().join("hints"));
+        config.max_hint_window = std::time::Duration::from_secs(1800);
+        let store = hints::HintStore::open(
+            config,
+            Arc::new(Down),
+            Arc::new(Down),
+            Arc::new(coordinator::SystemClock),
+            Arc::new(hints::LocalDisk),
+        )
+        .expect("open");
+        assert!(!store.write_missed(host(3), &mutation, coordinator::MissedWrite::Down));
+        assert_eq!(
+            hint_notes(&store, &ring),
+            [
+                "",
+                "Hints for 127.0.0.3: 0 pending, 1 dropped (max_hint_window: 1); hints were \
+                 dropped, run repair"
+            ]
+        );
     }
 
     #[test]
