@@ -171,8 +171,10 @@ impl HintsDisk for LocalDisk {
 /// Why the store could not open.
 #[derive(Debug, thiserror::Error)]
 pub enum HintsError {
+    /// `hints_directory` is missing and cannot be created (a bad path, no permission).
     #[error("cannot create the hints directory {path}: {source}")]
     CreateDirectory { path: PathBuf, source: io::Error },
+    /// `hints_directory` cannot be listed.
     #[error("cannot read the hints directory {path}: {source}")]
     ReadDirectory { path: PathBuf, source: io::Error },
 }

@@ -35,6 +35,7 @@ pub(crate) const PAGE_BYTES: u64 = 512 << 10;
 /// since this node started, except `pending`, which includes hints stored before.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetStats {
+    /// The node the hints are for.
     pub host: HostId,
     /// Hints kept and not yet delivered or discarded (buffered and in files).
     pub pending: u64,
