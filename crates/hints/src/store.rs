@@ -406,12 +406,9 @@ impl HintStore {
     /// `flush` for one target.
     pub(crate) fn flush_target(&self, target: &Target, close: bool) {
         let mut files = lock(&target.files);
-        let buffer = {
-            let mut buffer = lock(&target.buffer);
-            target.buffered_hints.store(0, Ordering::Release);
-            target.oldest_buffered_ms.store(i64::MAX, Ordering::Release);
-            std::mem::take(&mut *buffer)
-        };
+        // The buffer's counts stay until the files' are published below, so that the target
+        // never looks empty in between (the dispatcher would skip it for a whole period).
+        let buffer = std::mem::take(&mut *lock(&target.buffer));
         self.buffered_bytes
             .fetch_sub(buffer.bytes.len(), Ordering::AcqRel);
         if !buffer.records.is_empty() {
@@ -446,6 +443,12 @@ impl HintStore {
             }
         }
         target.publish(&files);
+        let buffer_now = lock(&target.buffer);
+        target
+            .buffered_hints
+            .fetch_sub(buffer.records.len() as u64, Ordering::AcqRel);
+        let oldest = buffer_now.records.first().map_or(i64::MAX, |r| r.1);
+        target.oldest_buffered_ms.store(oldest, Ordering::Release);
     }
 
     /// Appends `buffer`'s records to `target`'s files (rotating at `max_hints_file_size`) and

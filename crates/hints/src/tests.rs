@@ -656,7 +656,8 @@ async fn the_service_replays_when_the_target_comes_up_and_shutdown_flushes() {
     service.target_up(PEER);
     wait_for(|| f.applied().len() == 5).await;
     wait_for(|| f.files().is_empty()).await;
-    assert!(f.stats().last_replay_ms.is_some());
+    // The replay ends (Done) once it finds nothing more to send.
+    wait_for(|| f.stats().last_replay_ms.is_some()).await;
 
     f.targets.alive.store(false, Ordering::SeqCst);
     assert!(f.hint(5));
@@ -699,7 +700,11 @@ async fn the_dispatcher_does_not_spin_on_a_down_target_whose_backoff_ended() {
     wait_for(|| crate::store::lock(&target.dispatch).retry_at.is_some()).await;
     f.targets.alive.store(false, Ordering::SeqCst);
     // The backoff ends while the target is down: nothing is due until the next period.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    wait_for(|| !crate::store::lock(&target.dispatch).running).await;
+    let retry_at = crate::store::lock(&target.dispatch)
+        .retry_at
+        .expect("a backoff");
+    tokio::time::sleep_until(retry_at + Duration::from_millis(200)).await;
     assert_eq!(f.store.next_retry(), None);
     service.shutdown().await;
 }
