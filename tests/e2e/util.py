@@ -323,7 +323,7 @@ class LocalCluster:
     `storage_port`, `kill(k)`, `restart(k)`, `destroy()`, `flavor`), so that a cluster test runs
     against either."""
 
-    # Which server runs the nodes: tests check Helenus-only behaviour (no hinted handoff) with it.
+    # Which server runs the nodes: tests check Helenus-only behaviour with it.
     flavor = "helenus"
 
     def __init__(self, binary, directory, nodes):

@@ -14,6 +14,7 @@
 //!     describecluster               name, snitch, partitioner, schema versions and their nodes
 //!     tpstats                       dropped messages by verb (`internode_faults`)
 //!     fault ...                     test-only fault injection on internode links (`internode_faults`)
+//!     hints                         per node this node keeps hints for: pending, delivered, dropped
 //!
 //! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
 //! and are skipped.
@@ -126,7 +127,7 @@ fn execute(
         [verb, target] => (*verb, Some(*target)),
         _ => bail!(
             "expected '<flush|compact|stats> [keyspace[.table]]', 'status [keyspace]', \
-             'describecluster' or 'metrics', got '{command}'"
+             'describecluster', 'hints' or 'metrics', got '{command}'"
         ),
     };
     match verb {
@@ -139,6 +140,12 @@ fn execute(
                 bail!("describecluster takes no argument");
             }
             Ok(crate::admin_cluster::describe(cluster))
+        }
+        "hints" => {
+            if target.is_some() {
+                bail!("hints takes no argument");
+            }
+            Ok(crate::admin_cluster::hints(cluster))
         }
         "metrics" => {
             if target.is_some() {
@@ -182,7 +189,7 @@ fn execute(
         other => {
             bail!(
                 "unknown admin command '{other}' (expected flush, compact, stats, metrics, \
-                 status, describecluster, tpstats or fault)"
+                 status, describecluster, tpstats, fault or hints)"
             )
         }
     }

@@ -23,6 +23,8 @@ pub struct AdminCluster {
     pub view: watch::Receiver<Arc<ClusterView>>,
     /// Messaging's counters and fault injector (`tpstats`, `fault`).
     pub internode: crate::internode_faults::AdminInternode,
+    /// The hints this node keeps for the others (`None` in tests without a store).
+    pub hints: Option<Arc<hints::HintStore>>,
 }
 
 /// `nodetool status [keyspace]`: per data centre, each node's status and state, address, load,
@@ -143,7 +145,82 @@ pub fn status(
     if let Some(note) = note {
         lines.push(note.to_string());
     }
+    lines.extend(hints_note(cluster, &ring));
     Ok(lines)
+}
+
+/// After `status`'s table, the nodes this node holds hints for or dropped hints of: a node
+/// whose hints were dropped (down longer than `max_hint_window`, or the hints directory
+/// failing) missed writes that only repair brings back.
+fn hints_note(cluster: &AdminCluster, ring: &TokenMetadata) -> Vec<String> {
+    match &cluster.hints {
+        Some(store) => hint_notes(store, ring),
+        None => Vec::new(),
+    }
+}
+
+fn hint_notes(store: &hints::HintStore, ring: &TokenMetadata) -> Vec<String> {
+    let mut lines = Vec::new();
+    for stats in store.stats() {
+        if stats.pending == 0 && stats.dropped() == 0 {
+            continue;
+        }
+        let address = address_of(ring, stats.host);
+        let repair = if stats.dropped() > 0 {
+            "; hints were dropped, run repair"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "Hints for {address}: {} pending, {} dropped (max_hint_window: {}){repair}",
+            stats.pending,
+            stats.dropped(),
+            stats.dropped_window
+        ));
+    }
+    if !lines.is_empty() {
+        lines.insert(0, String::new());
+    }
+    lines
+}
+
+fn address_of(ring: &TokenMetadata, host: HostId) -> String {
+    ring.topology()
+        .endpoints()
+        .find(|e| e.host_id == host)
+        .map_or_else(|| "?".to_string(), |e| e.broadcast_address.to_string())
+}
+
+/// `helenus admin hints`: one line per node this node keeps hints for, with its address and
+/// host id, then `key=value` counters (the `hints` crate's `TargetStats`).
+pub fn hints(cluster: &AdminCluster) -> Vec<String> {
+    match &cluster.hints {
+        Some(store) => hint_lines(store, &cluster.ring.load_full()),
+        None => Vec::new(),
+    }
+}
+
+fn hint_lines(store: &hints::HintStore, ring: &TokenMetadata) -> Vec<String> {
+    store
+        .stats()
+        .into_iter()
+        .map(|s| {
+            format!(
+                "{} host_id={} pending={} stored={} delivered={} dropped_window={} dropped_disk={} dropped_expired={} dropped_table={} dropped_corrupt={} last_replay_ms={}",
+                address_of(ring, s.host),
+                s.host.0,
+                s.pending,
+                s.stored,
+                s.delivered,
+                s.dropped_window,
+                s.dropped_disk,
+                s.dropped_expired,
+                s.dropped_table,
+                s.dropped_corrupt,
+                s.last_replay_ms.map_or_else(|| "-".to_string(), |ms| ms.to_string()),
+            )
+        })
+        .collect()
 }
 
 /// `nodetool describecluster`'s first part: name, snitch, partitioner, and every schema
@@ -281,6 +358,91 @@ mod tests {
         for share in ownership(&ring(), Some(&strategy)).values() {
             assert!((share - 1.0).abs() < 1e-9);
         }
+    }
+
+    struct Down;
+
+    impl hints::HintTargets for Down {
+        fn is_alive(&self, _: HostId) -> bool {
+            false
+        }
+        fn downtime(&self, _: HostId) -> Option<std::time::Duration> {
+            Some(std::time::Duration::from_secs(3600))
+        }
+        fn replica(&self, _: HostId) -> Option<Arc<dyn coordinator::Replica>> {
+            None
+        }
+        fn node_count(&self) -> usize {
+            3
+        }
+    }
+
+    impl hints::TableLookup for Down {
+        fn gc_grace_seconds(&self, _: mutation::TableId) -> Option<u32> {
+            Some(864_000)
+        }
+    }
+
+    #[test]
+    fn hints_show_pending_and_dropped_per_node() {
+        use coordinator::HintedHandoff;
+        let dir = tempfile::tempdir().expect("dir");
+        let host = |n: u128| HostId(uuid::Uuid::from_u128(n));
+        let mut config = hints::HintsConfig::new(host(1), dir.path().join("hints"));
+        config.max_hint_window = std::time::Duration::from_secs(7200);
+        let store = hints::HintStore::open(
+            config,
+            Arc::new(Down),
+            Arc::new(Down),
+            Arc::new(coordinator::SystemClock),
+            Arc::new(hints::LocalDisk),
+        )
+        .expect("open");
+        let mutation = coordinator::Mutation {
+            updates: Arc::new(Vec::new()),
+            durable_writes: true,
+        };
+        assert!(store.write_missed(host(2), &mutation, coordinator::MissedWrite::Down));
+        assert!(store.write_missed(host(2), &mutation, coordinator::MissedWrite::Down));
+        let ring = ring();
+        assert_eq!(
+            hint_notes(&store, &ring),
+            [
+                "",
+                "Hints for 127.0.0.2: 2 pending, 0 dropped (max_hint_window: 0)"
+            ]
+        );
+        let lines = hint_lines(&store, &ring);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].starts_with(
+                "127.0.0.2 host_id=00000000-0000-0000-0000-000000000002 pending=2 stored=2 \
+                 delivered=0 dropped_window=0 dropped_disk=0"
+            ),
+            "{lines:?}"
+        );
+        assert!(lines[0].ends_with("last_replay_ms=-"), "{lines:?}");
+
+        // Down three hours, past a one hour window: dropped, left to repair.
+        let mut config = hints::HintsConfig::new(host(1), dir.path().join("hints"));
+        config.max_hint_window = std::time::Duration::from_secs(1800);
+        let store = hints::HintStore::open(
+            config,
+            Arc::new(Down),
+            Arc::new(Down),
+            Arc::new(coordinator::SystemClock),
+            Arc::new(hints::LocalDisk),
+        )
+        .expect("open");
+        assert!(!store.write_missed(host(3), &mutation, coordinator::MissedWrite::Down));
+        assert_eq!(
+            hint_notes(&store, &ring),
+            [
+                "",
+                "Hints for 127.0.0.3: 0 pending, 1 dropped (max_hint_window: 1); hints were \
+                 dropped, run repair"
+            ]
+        );
     }
 
     #[test]

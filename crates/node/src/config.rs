@@ -125,7 +125,55 @@ pub struct Config {
     pub native_transport_max_request_data_in_flight_bytes: u64,
     /// `native_transport_max_request_data_in_flight_per_ip`: the same per client address.
     pub native_transport_max_request_data_in_flight_per_ip_bytes: u64,
+    /// Hinted handoff's keys (`hinted_handoff_enabled`, `max_hint_window`, ...).
+    pub hints: HintsSettings,
 }
+
+/// Hinted handoff's configuration, with Cassandra's key names and defaults (see the `hints`
+/// crate for what each does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintsSettings {
+    /// `hinted_handoff_enabled`.
+    pub enabled: bool,
+    /// `max_hint_window` / `max_hint_window_in_ms`.
+    pub max_hint_window: std::time::Duration,
+    /// `max_hints_file_size` / `max_hints_file_size_in_mb`.
+    pub max_file_size_bytes: u64,
+    /// `hinted_handoff_throttle` / `hinted_handoff_throttle_in_kb`: bytes per second; 0 for
+    /// no throttle.
+    pub throttle_bytes_per_second: u64,
+    /// `hints_directory`; `None` for `hints` in the data directory.
+    pub directory: Option<PathBuf>,
+    /// `hints_flush_period` / `hints_flush_period_in_ms`.
+    pub flush_period: std::time::Duration,
+}
+
+impl Default for HintsSettings {
+    fn default() -> Self {
+        HintsSettings {
+            enabled: true,
+            max_hint_window: hints::DEFAULT_MAX_HINT_WINDOW,
+            max_file_size_bytes: hints::DEFAULT_MAX_HINTS_FILE_SIZE_BYTES,
+            throttle_bytes_per_second: hints::DEFAULT_THROTTLE_BYTES_PER_SECOND,
+            directory: None,
+            flush_period: hints::DEFAULT_FLUSH_PERIOD,
+        }
+    }
+}
+
+impl Config {
+    /// Where hints are kept: `hints_directory`, else `hints` in the (first) data directory,
+    /// beside the metadata log's `metadata`.
+    pub fn hints_directory(&self) -> PathBuf {
+        self.hints
+            .directory
+            .clone()
+            .unwrap_or_else(|| self.data_file_directories[0].join("hints"))
+    }
+}
+
+/// Cassandra's bound on `max_hints_file_size` (it must stay below 2 GiB).
+const MAX_HINTS_FILE_SIZE_BYTES: u64 = (2048 << 20) - 1;
 
 impl Default for Config {
     fn default() -> Self {
@@ -170,6 +218,7 @@ impl Default for Config {
             native_transport_max_request_data_in_flight_per_ip_bytes: cassandra_heap_bytes() / 40,
             native_transport_max_concurrent_connections: None,
             native_transport_max_concurrent_connections_per_ip: None,
+            hints: HintsSettings::default(),
         }
     }
 }
@@ -881,6 +930,39 @@ impl Config {
                         config.native_transport_max_request_data_in_flight_bytes = bytes;
                     }
                 }
+                "hinted_handoff_enabled" => config.hints.enabled = as_bool(key, v)?,
+                "max_hint_window" | "max_hint_window_in_ms" => {
+                    config.hints.max_hint_window =
+                        std::time::Duration::from_millis(as_duration_ms(key, v)?);
+                }
+                "max_hints_file_size" | "max_hints_file_size_in_mb" => {
+                    let bytes = if key == "max_hints_file_size" {
+                        as_size_bytes(key, v)?
+                    } else {
+                        as_u64(key, v)?.saturating_mul(1 << 20)
+                    };
+                    if bytes == 0 || bytes > MAX_HINTS_FILE_SIZE_BYTES {
+                        bail!("invalid value for '{key}': must be positive and less than 2048 MiB");
+                    }
+                    config.hints.max_file_size_bytes = bytes;
+                }
+                "hinted_handoff_throttle" | "hinted_handoff_throttle_in_kb" => {
+                    config.hints.throttle_bytes_per_second = if key == "hinted_handoff_throttle" {
+                        as_size_bytes(key, v)?
+                    } else {
+                        as_u64(key, v)?.saturating_mul(1024)
+                    };
+                }
+                "hints_directory" => {
+                    config.hints.directory = Some(PathBuf::from(as_str(key, v)?));
+                }
+                "hints_flush_period" | "hints_flush_period_in_ms" => {
+                    let ms = as_duration_ms(key, v)?;
+                    if ms == 0 {
+                        bail!("invalid value for '{key}': must be positive");
+                    }
+                    config.hints.flush_period = std::time::Duration::from_millis(ms);
+                }
                 other if CASSANDRA_KEYS.contains(&other) => no_effect.push(other.to_string()),
                 other => unknown.push(other.to_string()),
             }
@@ -937,6 +1019,55 @@ mod tests {
     }
 
     #[test]
+    fn hints_keys_in_either_form() {
+        let (c, w) = Config::parse("").expect("empty config");
+        assert_eq!(c.hints, HintsSettings::default());
+        assert_eq!(c.hints.max_hint_window, Duration::from_secs(3 * 3600));
+        assert_eq!(c.hints.max_file_size_bytes, 128 << 20);
+        assert_eq!(c.hints.throttle_bytes_per_second, 1024 * 1024);
+        assert_eq!(c.hints.flush_period, Duration::from_secs(10));
+        assert_eq!(
+            c.hints_directory(),
+            c.data_file_directories[0].join("hints")
+        );
+        assert!(w.is_empty());
+        let (c, w) = Config::parse(
+            "hinted_handoff_enabled: false\nmax_hint_window: 1h\nmax_hints_file_size: 64MiB\nhinted_handoff_throttle: 2048KiB\nhints_directory: /h\nhints_flush_period: 5s\n",
+        )
+        .expect("valid");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.hints,
+            HintsSettings {
+                enabled: false,
+                max_hint_window: Duration::from_secs(3600),
+                max_file_size_bytes: 64 << 20,
+                throttle_bytes_per_second: 2048 << 10,
+                directory: Some(PathBuf::from("/h")),
+                flush_period: Duration::from_secs(5),
+            }
+        );
+        assert_eq!(c.hints_directory(), PathBuf::from("/h"));
+        let (c, _) = Config::parse(
+            "max_hint_window_in_ms: 60000\nmax_hints_file_size_in_mb: 1\nhinted_handoff_throttle_in_kb: 0\nhints_flush_period_in_ms: 100\n",
+        )
+        .expect("valid");
+        assert_eq!(c.hints.max_hint_window, Duration::from_secs(60));
+        assert_eq!(c.hints.max_file_size_bytes, 1 << 20);
+        assert_eq!(c.hints.throttle_bytes_per_second, 0);
+        assert_eq!(c.hints.flush_period, Duration::from_millis(100));
+        for bad in [
+            "hinted_handoff_enabled: maybe",
+            "max_hints_file_size_in_mb: 0",
+            "max_hints_file_size: 2048MiB",
+            "hints_flush_period: 0ms",
+            "max_hint_window: 3 hours",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn defaults_need_no_file() {
         let (c, w) = Config::parse("").expect("empty config");
         assert_eq!(c.native_transport_port, 9042);
@@ -984,12 +1115,12 @@ mod tests {
     #[test]
     fn ignored_keys_make_one_warning_line() {
         let (_, w) = Config::parse(
-            "hints_directory: /x\nconcurrent_reads: 32\nrequest_timeout: 10s\nfrobnicate: 1\nmystery: 2\n",
+            "hints_compression: x\nconcurrent_reads: 32\nrequest_timeout: 10s\nfrobnicate: 1\nmystery: 2\n",
         )
         .expect("valid");
         assert_eq!(
             w,
-            ["Cassandra config keys Helenus accepts but does not act on: hints_directory, concurrent_reads, request_timeout; unknown config keys: frobnicate, mystery (ignored)"]
+            ["Cassandra config keys Helenus accepts but does not act on: hints_compression, concurrent_reads, request_timeout; unknown config keys: frobnicate, mystery (ignored)"]
         );
         let (_, w) = Config::parse("mystery: 2\n").expect("valid");
         assert_eq!(w, ["unknown config keys: mystery (ignored)"]);

@@ -58,6 +58,8 @@ pub struct ClusterSettings {
     pub metadata_timeout: Duration,
     /// Messaging through a fault injector (`fault_injection`, for tests).
     pub fault_injection: bool,
+    /// Hinted handoff: where hints are kept, and how they are kept and replayed.
+    pub hints: hints::HintsConfig,
 }
 
 /// The running cluster services of this node.
@@ -73,12 +75,17 @@ pub struct Cluster {
     pub membership: Arc<Membership>,
     /// The fault injector on messaging, when `fault_injection` is on.
     pub faults: Option<Arc<messaging::FaultInjector>>,
+    /// Hinted handoff: the store the coordinator hands missed writes to, its flusher and its
+    /// dispatcher.
+    pub hints: hints::HintsService,
 }
 
 impl Cluster {
-    /// Stops gossip first (peers then see this node go down), then the metadata log and
+    /// Stops hint delivery and flushes the hints kept (the coordinator hands over no more by
+    /// then), then gossip (peers then see this node go down), then the metadata log and
     /// messaging.
     pub async fn shutdown(self) {
+        self.hints.shutdown().await;
         drop(self.membership);
         if let Err(e) = self.metadata.shutdown().await {
             tracing::warn!("stopping the metadata log: {e}");
@@ -222,6 +229,14 @@ pub async fn start(
     follow_peers(membership.watch_view(), peer_details.clone());
     crate::internode_faults::follow_liveness(membership.watch_view(), messaging.clone());
     follow_events(&membership, events);
+    let hints = start_hints(
+        settings.hints,
+        &membership,
+        endpoints.clone(),
+        ring.clone(),
+        schema.clone(),
+    )
+    .await?;
     follow_schema(&membership, schema);
     Ok(Cluster {
         ring,
@@ -231,7 +246,151 @@ pub async fn start(
         metadata,
         membership,
         faults,
+        hints,
     })
+}
+
+/// Opens the hint store in its directory (created if missing; its files checked) and starts
+/// its flusher and dispatcher, which gossip's UP events start replaying a node's hints.
+async fn start_hints(
+    config: hints::HintsConfig,
+    membership: &Membership,
+    endpoints: Arc<ClusterEndpoints>,
+    ring: Arc<ArcSwap<TokenMetadata>>,
+    schema: Arc<SchemaService>,
+) -> Result<hints::HintsService> {
+    let targets = Arc::new(HintTargets {
+        endpoints,
+        ring,
+        down_since: Arc::new(DownSince::follow(membership.watch_view())),
+    });
+    let directory = config.directory.clone();
+    let store = tokio::task::spawn_blocking(move || {
+        hints::HintStore::open(
+            config,
+            targets,
+            Arc::new(SchemaTables(schema)),
+            Arc::new(coordinator::SystemClock),
+            Arc::new(hints::LocalDisk),
+        )
+    })
+    .await?
+    .with_context(|| format!("cannot open the hints directory {}", directory.display()))?;
+    let service = hints::HintsService::start(Arc::new(store));
+    let store = service.store().clone();
+    let mut events = membership.subscribe();
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match events.recv().await {
+                Ok(e) if e.kind == EventKind::Up => store.target_up(e.host_id),
+                Ok(_) => {}
+                // A missed UP is made up for by the dispatcher's periodic look.
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+    Ok(service)
+}
+
+/// When each node was first seen down (gossip's view), for how long a hint's target has been
+/// down (Cassandra's `Gossiper.getEndpointDowntime`). A node never seen up since this start
+/// counts as down since the start.
+struct DownSince {
+    started: Instant,
+    since: Arc<RwLock<HashMap<HostId, Instant>>>,
+}
+
+impl DownSince {
+    fn follow(mut views: watch::Receiver<Arc<ClusterView>>) -> DownSince {
+        let since: Arc<RwLock<HashMap<HostId, Instant>>> = Arc::default();
+        let followed = Arc::downgrade(&since);
+        tokio::spawn(async move {
+            loop {
+                let view = views.borrow_and_update().clone();
+                let Some(since) = followed.upgrade() else {
+                    return;
+                };
+                record_downs(&since, &view, Instant::now());
+                drop(since);
+                if views.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        DownSince {
+            started: Instant::now(),
+            since,
+        }
+    }
+
+    fn down_for(&self, host: HostId) -> Duration {
+        let since = self
+            .since
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&host)
+            .copied()
+            .unwrap_or(self.started);
+        since.elapsed()
+    }
+}
+
+/// Notes when each peer of `view` that is down was first seen down, and forgets the ones up.
+fn record_downs(since: &RwLock<HashMap<HostId, Instant>>, view: &ClusterView, now: Instant) {
+    let mut since = since
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for member in view.peers() {
+        let host = member.endpoint.host_id;
+        if member.live {
+            since.remove(&host);
+        } else {
+            since.entry(host).or_insert(now);
+        }
+    }
+}
+
+/// The cluster as the hint store sees it: gossip's liveness and this node's replicas of the
+/// coordinator's endpoints, the ring's size.
+struct HintTargets {
+    endpoints: Arc<ClusterEndpoints>,
+    ring: Arc<ArcSwap<TokenMetadata>>,
+    down_since: Arc<DownSince>,
+}
+
+impl hints::HintTargets for HintTargets {
+    fn is_alive(&self, host: HostId) -> bool {
+        self.endpoints.is_alive(host)
+    }
+
+    fn downtime(&self, host: HostId) -> Option<Duration> {
+        match self.endpoints.is_alive(host) {
+            true => None,
+            false => Some(self.down_since.down_for(host)),
+        }
+    }
+
+    fn replica(&self, host: HostId) -> Option<Arc<dyn Replica>> {
+        self.endpoints.replica(host)
+    }
+
+    fn node_count(&self) -> usize {
+        self.ring.load().topology().endpoints().count()
+    }
+}
+
+/// Tables' `gc_grace_seconds` from the schema in force (`None`: dropped).
+struct SchemaTables(Arc<SchemaService>);
+
+impl hints::TableLookup for SchemaTables {
+    fn gc_grace_seconds(&self, table: mutation::TableId) -> Option<u32> {
+        let schema = self.0.snapshot();
+        schema
+            .table_by_id(table)
+            .map(|t| u32::try_from(t.options.gc_grace_seconds).unwrap_or(0))
+    }
 }
 
 /// Joins the metadata log through the seeds gossip has found (their host ids come from

@@ -49,7 +49,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 pub(crate) const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
-       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics | tpstats
+       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics | status [KEYSPACE] | describecluster | tpstats | hints
        helenus admin [--host ADDRESS] [--port PORT] fault [--to ADDRESS [--verb VERB] cut|delay MS|drop P|clear] (fault_injection only)
        helenus cluster start|stop|status|kill|restart ... (helenus cluster help)
        helenus --version";
@@ -400,6 +400,17 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             join_timeout: CLUSTER_JOIN_TIMEOUT,
             metadata_timeout: config.request_timeouts.write.max(METADATA_TIMEOUT),
             fault_injection: internode_faults::fault_injection_enabled(config.fault_injection),
+            hints: hints::HintsConfig {
+                local: locator::HostId(identity.host_id),
+                enabled: config.hints.enabled,
+                directory: config.hints_directory(),
+                max_hint_window: config.hints.max_hint_window,
+                max_file_size_bytes: config.hints.max_file_size_bytes,
+                throttle_bytes_per_second: config.hints.throttle_bytes_per_second,
+                flush_period: config.hints.flush_period,
+                // A hint travels as a write does (Cassandra's HINT_REQ has the write timeout).
+                delivery_timeout: config.request_timeouts.write,
+            },
         },
         &data_dir,
         alone.local_endpoint().clone(),
@@ -411,7 +422,8 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     .await?;
     let coordinator = Arc::new(
         Coordinator::for_cluster(cluster.ring.clone(), cluster.endpoints.clone())
-            .with_read_request_timeout(config.request_timeouts.read),
+            .with_read_request_timeout(config.request_timeouts.read)
+            .with_hinted_handoff(cluster.hints.store().clone()),
     );
     let mut node = NodeInfo::new(
         config.cluster_name.clone(),
@@ -493,6 +505,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             messaging: cluster.messaging.clone(),
             faults: cluster.faults.clone(),
         },
+        hints: Some(cluster.hints.store().clone()),
     };
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,

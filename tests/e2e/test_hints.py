@@ -1,0 +1,203 @@
+"""Hinted handoff on a 3-node cluster (issue 36): a node SIGKILLed while writes at QUORUM go on
+(RF=3) gets, once restarted, every write of its absence replayed from the other nodes' hints, so
+that it alone answers them at ONE; and a write at ANY whose only replica is down is kept as a
+hint, acknowledged, and arrives when the replica returns.
+
+Helenus-only: the cluster CLI (`helenus cluster`), and `helenus admin hints` to see the replay
+end (Cassandra's is `nodetool listpendinghints`). Requests are pinned to one coordinator
+(WhiteListRoundRobinPolicy) with no driver retries, so every acknowledged write is the
+coordinator's own answer."""
+
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+from cassandra import ConsistencyLevel as CL
+from cassandra import Unavailable
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
+from cassandra.query import SimpleStatement
+
+pytestmark = pytest.mark.helenus_only
+
+# How long node3 stays down while writes go on.
+DOWN_S = 20
+# How long gossip may take to convict a killed node, or to see a restarted one up.
+VIEW_TIMEOUT_S = 60
+# How long the replay may take once node3 is back (it is throttled to 512 KiB/s per sender).
+REPLAY_TIMEOUT_S = 60
+REQUEST_TIMEOUT_S = 20
+ADMIN_TIMEOUT_S = 30
+
+
+def connect(host, port):
+    """A driver session whose every request node `host` coordinates, without retries."""
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
+        retry_policy=FallthroughRetryPolicy(),
+        request_timeout=REQUEST_TIMEOUT_S,
+    )
+    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                      connect_timeout=10, control_connection_timeout=10)
+    return cluster, cluster.connect()
+
+
+def admin(cluster, host, *command):
+    result = subprocess.run(
+        [cluster.binary, "admin", "--host", host, "--port", str(cluster.admin_port), *command],
+        capture_output=True, text=True, timeout=ADMIN_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def hints_for(cluster, host, target):
+    """`helenus admin hints` on `host`: the counters of its hints for `target` (address), or
+    None if it keeps none."""
+    for line in admin(cluster, host, "hints"):
+        address, *pairs = line.split()
+        if address == target:
+            return dict(pair.split("=", 1) for pair in pairs)
+    return None
+
+
+def sees_down(cluster, host, target):
+    """Whether `host`'s `helenus admin status` shows `target` down."""
+    return any(re.match(rf"^DN\s+{re.escape(target)}\s", line)
+               for line in admin(cluster, host, "status"))
+
+
+def wait_for(condition, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.2)  # poll interval
+
+
+class Writer(threading.Thread):
+    """Writes k -> k at QUORUM through nodes 1 and 2 in turn until stopped, recording the keys
+    acknowledged and the errors."""
+
+    def __init__(self, sessions, table):
+        super().__init__(daemon=True)
+        self.statements = [s.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?)")
+                           for s in sessions]
+        for statement in self.statements:
+            statement.consistency_level = CL.QUORUM
+        self.sessions = sessions
+        self.acknowledged = []
+        self.errors = []
+        self.stopped = threading.Event()
+
+    def run(self):
+        k = 0
+        while not self.stopped.is_set():
+            n = k % len(self.sessions)
+            try:
+                self.sessions[n].execute(self.statements[n], (k, k))
+                self.acknowledged.append(k)
+            except Exception as e:  # noqa: BLE001 - every failure is recorded and checked
+                self.errors.append((k, repr(e)))
+            k += 1
+            time.sleep(0.002)  # about 300 writes a second: a steady load, not a benchmark
+
+    def stop(self):
+        self.stopped.set()
+        self.join(timeout=REQUEST_TIMEOUT_S + 5)
+
+
+def test_a_restarted_node_gets_the_writes_it_missed_from_hints(cluster3):
+    node1, node2, node3 = cluster3.hosts
+    port = cluster3.cql_port
+    clients = {h: connect(h, port) for h in (node1, node2)}
+    try:
+        s1, s2 = clients[node1][1], clients[node2][1]
+        s1.execute("CREATE KEYSPACE hinted WITH replication = "
+                   "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        s1.execute("CREATE TABLE hinted.t (k int PRIMARY KEY, v int)")
+        s1.execute("CREATE KEYSPACE single WITH replication = "
+                   "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s1.execute("CREATE TABLE single.t (k int PRIMARY KEY, v int)")
+        s2.execute(SimpleStatement("SELECT * FROM hinted.t LIMIT 1", consistency_level=CL.ALL))
+
+        writer = Writer([s1, s2], "hinted.t")
+        writer.start()
+        time.sleep(1)
+        cluster3.kill(3)
+        killed_at = time.monotonic()
+
+        # ANY with every replica of a key down: once node1 has convicted node3, a write of a key
+        # whose one replica is node3 is acknowledged on its hint alone. Keys of nodes 1 and 2
+        # are written to them; node3's are checked after it returns.
+        wait_for(lambda: sees_down(cluster3, node1, node3), VIEW_TIMEOUT_S,
+                 "node1 sees node3 down")
+        any_insert = SimpleStatement("INSERT INTO single.t (k, v) VALUES (%s, %s)",
+                                     consistency_level=CL.ANY)
+        for k in range(60):
+            s1.execute(any_insert, (k, k))
+        with pytest.raises(Unavailable):
+            # The same writes at ONE: node3's keys have no live replica.
+            for k in range(60):
+                s1.execute(SimpleStatement("INSERT INTO single.t (k, v) VALUES (%s, %s)",
+                                           consistency_level=CL.ONE), (k, k))
+
+        time.sleep(max(0.0, DOWN_S - (time.monotonic() - killed_at)))
+        writer.stop()
+        assert writer.errors == [], writer.errors[:5]
+        written = writer.acknowledged
+        assert len(written) > 1000, len(written)
+        pending = [hints_for(cluster3, h, node3) for h in (node1, node2)]
+        assert all(p and int(p["pending"]) > 0 for p in pending), pending
+        status = admin(cluster3, node1, "status")
+        assert any(re.match(rf"^Hints for {re.escape(node3)}: \d+ pending, 0 dropped", line)
+                   for line in status), status
+
+        cluster3.restart(3)
+        back_at = time.monotonic()
+
+        def replayed():
+            stats = [hints_for(cluster3, h, node3) for h in (node1, node2)]
+            return all(s and int(s["pending"]) == 0 and s["last_replay_ms"] != "-"
+                       for s in stats)
+
+        wait_for(replayed, REPLAY_TIMEOUT_S, "the hints for node3 replayed")
+        replay_s = time.monotonic() - back_at
+        stats = [hints_for(cluster3, h, node3) for h in (node1, node2)]
+        delivered = [int(s["delivered"]) for s in stats]
+        dropped = [sum(int(v) for k, v in s.items() if k.startswith("dropped")) for s in stats]
+        print(f"\nhints: {len(written)} writes at QUORUM while node3 was down "
+              f"{DOWN_S} s; {sum(delivered)} hints delivered in {replay_s:.1f} s after its "
+              f"restart (from the restart's answer to the last hint acknowledged)")
+        assert dropped == [0, 0]
+        # Every write after the kill is hinted by its coordinator (the few before it reached
+        # node3 itself).
+        assert sum(delivered) > len(written) * 0.8, (delivered, len(written))
+
+        # The ANY writes: every key readable at ONE, node3's own from node3 (their only replica).
+        c3, s3 = connect(node3, port)
+        try:
+            rows = s3.execute(SimpleStatement("SELECT k, v FROM single.t",
+                                              consistency_level=CL.ONE))
+            assert sorted((r.k, r.v) for r in rows) == [(k, k) for k in range(60)]
+        finally:
+            c3.shutdown()
+    finally:
+        for cluster, _ in clients.values():
+            cluster.shutdown()
+
+    # node3 alone: nodes 1 and 2 killed, so only its own storage can answer.
+    cluster3.kill(1)
+    cluster3.kill(2)
+    c3, s3 = connect(node3, port)
+    try:
+        wait_for(lambda: sees_down(cluster3, node3, node1) and sees_down(cluster3, node3, node2),
+                 VIEW_TIMEOUT_S, "node3 sees nodes 1 and 2 down")
+        rows = s3.execute(SimpleStatement("SELECT k, v FROM hinted.t", consistency_level=CL.ONE,
+                                          fetch_size=5000))
+        stored = {r.k: r.v for r in rows}
+        missing = [k for k in written if stored.get(k) != k]
+        assert missing == [], f"{len(missing)} of {len(written)} writes missing on node3"
+    finally:
+        c3.shutdown()
