@@ -19,8 +19,8 @@ at once, or paused with SIGSTOP. Every operation is recorded in a Jepsen-style h
 The load: each client thread, paced to `OPS_PER_CLIENT_PER_S`, writes a register (INSERT with
 a timestamp the history assigns in invocation order), reads one, or inserts a row of its own
 (partition = thread, clustering = sequence), all prepared, at QUORUM, through one driver
-session with the token-aware policy (a random replica of the key coordinates) and no retries (`FallthroughRetryPolicy`), so that every
-error is the coordinator's own and counted.
+session with the token-aware policy (a random replica of the key coordinates) and no retries
+(`FallthroughRetryPolicy`), so that every error is the coordinator's own and counted.
 
 The commit log: every node runs with `commitlog_sync: batch` (appended to its helenus.yaml
 and the cluster restarted before the test; the e2e default is periodic, 10 s). Under periodic
@@ -35,14 +35,16 @@ runs 50:
 
     HELENUS_FAULT_ROUNDS=50 pytest tests/e2e/test_cluster_faults.py -k kill -s
 
-`HELENUS_FAULT_SEED` replays a run's choices (victims, timings, the clients' operation mix);
-each test prints the seed it used. A failing test leaves its cluster directory (node logs) and
+`HELENUS_FAULT_SEED` replays a run's choices (victims, timings, the clients' operation mix;
+not the driver's choice of coordinator nor the threads' interleaving); each test prints the
+seed it used. A failing test leaves its cluster directory (node logs) and
 writes the history there as `history.jsonl`.
 
-The partition test needs root, `iptables` (Debian's package; scripts/test-all installs it) and
-a writable cgroup v2 hierarchy: every node's internode traffic leaves from 127.0.0.1 (a TCP
-connect on loopback takes that source address), so the isolated node is told apart by its
-cgroup (`-m cgroup --path`), not its address. The rules live in a chain of their own, removed
+The partition test needs root (skipped otherwise, as test_faults.py's full disk), `iptables`
+(Debian's package; scripts/test-all installs it) and a cgroup v2 hierarchy (it fails without
+them): every node's internode connections leave from 127.0.0.1 (a TCP connect on loopback
+takes that source address), so the isolated node is told apart by its cgroup
+(`-m cgroup --path`), not its address. The rules live in a chain of their own, removed
 whatever the outcome.
 
 `assert_readable_at_one_everywhere` reads every acknowledged write at ONE through each node
@@ -63,7 +65,7 @@ from pathlib import Path
 
 import pytest
 from cassandra import ConsistencyLevel as CL
-from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+from cassandra import OperationTimedOut, Unavailable, WriteTimeout
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.policies import (
     ConstantReconnectionPolicy, FallthroughRetryPolicy, RoundRobinPolicy, TokenAwarePolicy,
@@ -264,9 +266,11 @@ def harness(request, tmp_path_factory, monkeypatch):
         h = Harness(cluster, fault_seed())
         yield h
     finally:
-        if h is not None:
-            h.close()
-        cluster.destroy()
+        try:
+            if h is not None:
+                h.close()
+        finally:
+            cluster.destroy()
         if request.session.testsfailed == failed_before:
             shutil.rmtree(directory, ignore_errors=True)
         elif h is not None:
@@ -760,8 +764,10 @@ class LoopbackFirewall:
 def firewall(harness):
     """A `LoopbackFirewall` for the harness's cluster, its chain removed at the end whatever
     happened (before the cluster stops)."""
-    if os.geteuid() != 0 or shutil.which("iptables") is None:
-        pytest.fail("the partition test needs root and iptables (apt-get install iptables)")
+    if os.geteuid() != 0:
+        pytest.skip("the partition test needs root (iptables rules, a cgroup of its own)")
+    if shutil.which("iptables") is None:
+        pytest.fail("the partition test needs iptables (apt-get install iptables)")
     wall = LoopbackFirewall(harness.cluster.storage_port)
     try:
         yield wall
