@@ -55,9 +55,23 @@ const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-r
        helenus --version";
 
 fn main() {
+    without_error_backtraces();
     if let Err(e) = run() {
         eprintln!("helenus: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// Errors carry no backtrace unless `RUST_LIB_BACKTRACE` asks for one; panics keep theirs
+/// (`RUST_BACKTRACE`). With `RUST_BACKTRACE=1` alone, as developer shells and CI often set it,
+/// every `anyhow` error a library makes captures a backtrace, and logging it resolves the
+/// symbols on the thread that logs: the first time, parsing the binary's debug information
+/// held that runtime thread for over 2 s, so that writes on its shard timed out (chitchat logs
+/// each failed gossip send with its backtrace; tests/e2e/test_cluster_faults.py's partition
+/// test found it). Runs first in `main`, before any other thread exists to read the variable.
+fn without_error_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
 }
 
