@@ -10,10 +10,10 @@ at once, or paused with SIGSTOP. Every operation is recorded in a Jepsen-style h
   phantom value);
 - client errors happen only where a fault explains them (`classify_errors`): a request whose
   coordinator was the faulted node while it was down, paused or cut off, or back but not yet
-  seeing its peers alive (counted apart: a restarted node's Unavailable is a Helenus bug, see
-  the strict xfail below); a read that timed out while a faulted replica was not yet
-  convicted (Helenus has no speculative retry yet: a QUORUM read contacts two replicas and
-  waits for both); and during the whole-cluster restart, any request. Any other error fails
+  seeing its peers alive (counted apart; a restarted node waits up to 10 s for its peers
+  before serving CQL, so there should be none of its Unavailables); a read that timed out
+  while a faulted replica was not yet convicted (a QUORUM read contacts two replicas; the
+  table's speculative retry asks the third after the 99th percentile); and during the whole-cluster restart, any request. Any other error fails
   the test;
 - the counts are printed: writes and inserts acknowledged / failed / unknown, reads, lost,
   errors by cause.
@@ -493,7 +493,8 @@ def classify_errors(history, nodes):
       or cut off (in flight then, or sent before the driver noticed);
     - "coordinator back, not yet seeing its peers": sent to a node restarted, resumed or
       reconnected that did not yet see the others alive: Unavailable from a restarted node
-      that answers CQL before gossip has shown it its peers (a Helenus bug, see
+      that answered CQL before gossip had shown it its peers (a start now waits up to 10 s
+      for them, as Cassandra's does: see
       `test_a_restarted_node_coordinates_quorum_writes_as_soon_as_it_serves_cql`), timeouts
       from one that still counts a peer dead;
     - "read met an unconvicted replica": a read timed out while a faulted node was not yet
@@ -678,11 +679,6 @@ def test_kill_and_restart_a_node_at_a_time_under_quorum_load(harness):
     finish(h, "kill/restart", rounds=rounds)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Helenus bug: a restarted node answers CQL before gossip shows it its peers alive, so "
-    "QUORUM requests it coordinates fail with Unavailable for about 2 s; Cassandra 4.0+ "
-    "opens the native transport only once its data centre's peers are up "
-    "(StartupClusterConnectivityChecker, block_for_peers_in_remote_dcs/timeout)"))
 def test_a_restarted_node_coordinates_quorum_writes_as_soon_as_it_serves_cql(harness):
     """The kill test's "coordinator back, not yet seeing its peers" errors, on their own: a
     client pinned to one node, which reconnects every 0.1 s, writes at QUORUM through it for

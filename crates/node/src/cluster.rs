@@ -249,18 +249,44 @@ fn start(dir: &Path, nodes: Option<usize>, layout: &Layout) -> Result<()> {
         ),
         (existing, _) => existing,
     };
+    let mut starting = Vec::new();
     for k in 1..=nodes {
         if let Some(pid) = running_pid(dir, k)? {
             println!("node{k} is already running (pid {pid})");
             continue;
         }
-        start_node(dir, k)?;
+        let node = spawn_node(dir, k)?;
+        if existing == 0 {
+            // A new cluster: each node joins through the ones before it, one at a time.
+            node.await_cql()?;
+        } else {
+            // A stopped cluster: every node at once, as each waits for its peers to be up
+            // before serving CQL (`Cluster::wait_for_peers`).
+            starting.push(node);
+        }
+    }
+    for node in starting {
+        node.await_cql()?;
     }
     Ok(())
 }
 
 /// Starts node `k` and waits until it answers CQL.
 fn start_node(dir: &Path, k: usize) -> Result<()> {
+    spawn_node(dir, k)?.await_cql()
+}
+
+/// A node process started, not yet answering CQL.
+struct StartingNode {
+    k: usize,
+    child: std::process::Child,
+    cql: SocketAddr,
+    log_path: PathBuf,
+    pid_path: PathBuf,
+}
+
+/// Starts node `k`'s server process and writes its pid file.
+fn spawn_node(dir: &Path, k: usize) -> Result<StartingNode> {
     let config_path = config_path(dir, k);
     let (config, _) = Config::load(&config_path)?;
     let cql = SocketAddr::new(config.rpc_address, config.native_transport_port);
@@ -271,7 +297,7 @@ fn start_node(dir: &Path, k: usize) -> Result<()> {
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let binary = std::env::current_exe().context("cannot find the helenus binary")?;
-    let mut child = Command::new(binary)
+    let child = Command::new(binary)
         .arg("server")
         .arg("--config")
         .arg(&config_path)
@@ -284,30 +310,51 @@ fn start_node(dir: &Path, k: usize) -> Result<()> {
         .with_context(|| format!("cannot start node{k}"))?;
     let pid = child.id();
     fs::write(pid_path(dir, k), format!("{pid}\n"))?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        if cql_ready(cql) {
-            println!("node{k} is up on {cql} (pid {pid})");
-            return Ok(());
+    Ok(StartingNode {
+        k,
+        child,
+        cql,
+        log_path,
+        pid_path: pid_path(dir, k),
+    })
+}
+
+impl StartingNode {
+    /// Waits until the node answers CQL; fails if it exits first or takes too long.
+    fn await_cql(self) -> Result<()> {
+        let StartingNode {
+            k,
+            mut child,
+            cql,
+            log_path,
+            pid_path,
+        } = self;
+        let pid = child.id();
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if cql_ready(cql) {
+                println!("node{k} is up on {cql} (pid {pid})");
+                return Ok(());
+            }
+            if let Some(status) = child.try_wait()? {
+                let _ = fs::remove_file(&pid_path);
+                bail!(
+                    "node{k} exited while starting ({status})\n--- last lines of {} ---\n{}",
+                    log_path.display(),
+                    log_tail(&log_path)
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "node{k} (pid {pid}) did not answer CQL on {cql} within {} s; it is left \
+                     running (helenus cluster kill {k})\n--- last lines of {} ---\n{}",
+                    START_TIMEOUT.as_secs(),
+                    log_path.display(),
+                    log_tail(&log_path)
+                );
+            }
+            std::thread::sleep(POLL_INTERVAL);
         }
-        if let Some(status) = child.try_wait()? {
-            let _ = fs::remove_file(pid_path(dir, k));
-            bail!(
-                "node{k} exited while starting ({status})\n--- last lines of {} ---\n{}",
-                log_path.display(),
-                log_tail(&log_path)
-            );
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "node{k} (pid {pid}) did not answer CQL on {cql} within {} s; it is left running \
-                 (helenus cluster kill {k})\n--- last lines of {} ---\n{}",
-                START_TIMEOUT.as_secs(),
-                log_path.display(),
-                log_tail(&log_path)
-            );
-        }
-        std::thread::sleep(POLL_INTERVAL);
     }
 }
 

@@ -80,7 +80,48 @@ pub struct Cluster {
     pub hints: hints::HintsService,
 }
 
+/// How long a starting node waits for its data centre's peers to be seen up before it serves
+/// CQL (Cassandra's `block_for_peers_timeout_in_secs`).
+pub const BLOCK_FOR_PEERS_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Cluster {
+    /// Waits until gossip shows every other node of this node's data centre in the ring up, or
+    /// `timeout` passes (Cassandra's `StartupClusterConnectivityChecker`): a restarted node
+    /// that served CQL at once would see its peers down for a gossip round or two and answer
+    /// Unavailable to requests its replicas could serve. Answers the peers still down.
+    pub async fn wait_for_peers(&self, timeout: Duration) -> Vec<IpAddr> {
+        let ring = self.ring.load_full();
+        let local = ring.local_host_id();
+        let topology = ring.topology();
+        let Some(dc) = topology.location(local).map(|l| l.datacenter.clone()) else {
+            return Vec::new();
+        };
+        let peers: Vec<(HostId, IpAddr)> = topology
+            .endpoints()
+            .filter(|e| e.host_id != local && e.location.datacenter == dc)
+            .map(|e| (e.host_id, e.broadcast_address))
+            .collect();
+        let mut view = self.membership.watch_view();
+        let down = |view: &ClusterView| -> Vec<IpAddr> {
+            peers
+                .iter()
+                .filter(|(host, _)| !view.is_live(*host))
+                .map(|(_, address)| *address)
+                .collect()
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let still_down = down(&view.borrow_and_update());
+            if still_down.is_empty() {
+                return still_down;
+            }
+            match tokio::time::timeout_at(deadline, view.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return still_down,
+            }
+        }
+    }
+
     /// Stops hint delivery and flushes the hints kept (the coordinator hands over no more by
     /// then), then gossip (peers then see this node go down), then the metadata log and
     /// messaging.

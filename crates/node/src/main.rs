@@ -534,6 +534,23 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         admin::local_load(load_engine.as_ref(), &load_schema)
     });
 
+    let started_waiting = std::time::Instant::now();
+    let down = cluster
+        .wait_for_peers(internode::BLOCK_FOR_PEERS_TIMEOUT)
+        .await;
+    if down.is_empty() {
+        tracing::info!(
+            "every peer of this data centre is up ({:?})",
+            started_waiting.elapsed()
+        );
+    } else {
+        tracing::warn!(
+            ?down,
+            "serving CQL with peers of this data centre not seen up after {:?}",
+            internode::BLOCK_FOR_PEERS_TIMEOUT
+        );
+    }
+
     let addr = SocketAddr::new(config.rpc_address, config.native_transport_port);
     let server = cql_server::Server::bind(
         addr,
