@@ -456,6 +456,7 @@ fn snapshot(chitchat: &Chitchat) -> Vec<GossipNode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventKind;
 
     #[test]
     fn membership_can_be_shared_across_tasks() {
@@ -470,6 +471,87 @@ mod tests {
         let chitchat_threshold = DEFAULT_PHI_CONVICT_THRESHOLD / PHI_FACTOR;
         assert!((chitchat_threshold - 8.0 * std::f64::consts::LN_10).abs() < 1e-9);
         assert!((chitchat_threshold - 18.42).abs() < 0.01);
+    }
+
+    fn config(node: u8) -> MembershipConfig {
+        let address: std::net::IpAddr = format!("127.0.0.{node}").parse().expect("ip");
+        MembershipConfig {
+            cluster_name: "c".to_string(),
+            endpoint: Endpoint {
+                host_id: locator::HostId(uuid::Uuid::from_u128(node.into())),
+                broadcast_address: address,
+                native_address: address,
+                native_port: 9042,
+                location: locator::Location {
+                    datacenter: "dc1".to_string(),
+                    rack: "rack1".to_string(),
+                },
+                state: NodeState::Normal,
+            },
+            tokens: vec![i64::from(node)],
+            schema_version: uuid::Uuid::nil(),
+            release_version: "5.0.4".to_string(),
+            generation: 1,
+            listen_address: SocketAddr::new(address, 7000),
+            storage_port: 7000,
+            seeds: vec!["127.0.0.1:7000".parse().expect("address")],
+            gossip_interval: Duration::from_millis(200),
+            phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+            max_local_pause: DEFAULT_MAX_LOCAL_PAUSE,
+            saved_peers: Vec::new(),
+        }
+    }
+
+    fn statuses(events: &mut broadcast::Receiver<MembershipEvent>) -> Vec<(EventKind, u128)> {
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            seen.push((event.kind, event.host_id.0.as_u128()));
+        }
+        seen
+    }
+
+    /// One node stops alone (as under `SIGSTOP`) while its peers go on gossiping: holding its
+    /// refresh and chitchat locks stops both its view refresher and its gossip server, and
+    /// nothing else of it runs. Its peers convict it and see it back, once each; it keeps them
+    /// up. (In one process its gossip server may revive the peers it convicts at the resume
+    /// within one poll, before the refresher runs, so this does not by itself reproduce the
+    /// transient DOWN a real process shows; `tests/cluster.rs`'s whole-process pauses do.)
+    #[tokio::test(start_paused = true)]
+    async fn a_node_paused_alone_keeps_its_peers_up_and_they_see_it_back() {
+        let transport = chitchat::transport::ChannelTransport::default();
+        let mut nodes = Vec::new();
+        for node in 1..=3 {
+            nodes.push(
+                Membership::start(config(node), &transport)
+                    .await
+                    .expect("starts"),
+            );
+        }
+        let converged = |nodes: &[Membership]| {
+            nodes.iter().all(|m| {
+                let view = m.view();
+                view.members().count() == 3 && view.members().all(|member| member.live)
+            })
+        };
+        while !converged(&nodes) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let mut paused_events = nodes[0].subscribe();
+        let mut peer_events = nodes[1].subscribe();
+        {
+            let _refresh = nodes[0].shared.refresh.lock().await;
+            let _chitchat = nodes[0].shared.chitchat.lock().await;
+            tokio::time::sleep(Duration::from_secs(25)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(statuses(&mut paused_events), [], "its peers stayed up");
+        assert!(converged(&nodes));
+        // Its peers rightly convicted it while it was silent, and saw it back.
+        assert_eq!(
+            statuses(&mut peer_events),
+            [(EventKind::Down, 1), (EventKind::Up, 1)]
+        );
     }
 
     #[test]
