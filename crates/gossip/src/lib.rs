@@ -13,7 +13,9 @@
 //! Cassandra's rules kept: `phi_convict_threshold` means what it means in Cassandra (its phi,
 //! not chitchat's; see `membership.rs`); a restarted node gossips under a new generation and
 //! replaces its old one, even from a new address; a node once known stays known when down and
-//! keeps its tokens in the ring; a node of another `cluster_name` is never admitted.
+//! keeps its tokens in the ring; a node of another `cluster_name` is never admitted; after a
+//! pause of this node longer than `max_local_pause`, no peer up before it is marked down until
+//! the pause is that long behind (`pause.rs`).
 //!
 //! Must not depend on: storage, schema, query, the coordinator or the protocol; it depends on
 //! `locator` for the vocabulary of nodes and rings. Time is tokio's (`tokio::time`, so paused
@@ -23,14 +25,15 @@
 
 mod events;
 mod membership;
+mod pause;
 mod state;
 mod view;
 
 pub use chitchat::transport::{ChannelTransport, Transport, UdpTransport};
 pub use events::{EventKind, MembershipEvent};
 pub use membership::{
-    Membership, MembershipConfig, DEFAULT_GOSSIP_INTERVAL, DEFAULT_PHI_CONVICT_THRESHOLD,
-    EVENT_CHANNEL_CAPACITY,
+    Membership, MembershipConfig, DEFAULT_GOSSIP_INTERVAL, DEFAULT_MAX_LOCAL_PAUSE,
+    DEFAULT_PHI_CONVICT_THRESHOLD, EVENT_CHANNEL_CAPACITY,
 };
 pub use state::{decode_tokens, encode_tokens, Member, MAX_TOKENS_PER_NODE};
 pub use view::ClusterView;

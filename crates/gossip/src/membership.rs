@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch, Mutex};
 use tokio::task::JoinHandle;
 
 use crate::events::{EventTracker, MembershipEvent};
+use crate::pause::LocalPauseGuard;
 use crate::state::{
     encode_tokens, local_key_values, parse_member, status_word, Member, StateError, KEYS, KEY_LOAD,
     KEY_SCHEMA, KEY_STATUS, KEY_TOKENS, MAX_TOKENS_PER_NODE, OPTIONAL_KEYS,
@@ -28,6 +29,11 @@ pub const DEFAULT_GOSSIP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Cassandra's `phi_convict_threshold` default.
 pub const DEFAULT_PHI_CONVICT_THRESHOLD: f64 = 8.0;
+
+/// Cassandra's `max_local_pause` default (`cassandra.max_local_pause_in_ms`, 5,000 ms): a
+/// refresh of the view this much later than its round means this node itself stopped (a
+/// `SIGSTOP`, a virtual machine paused, a starved runtime), not its peers.
+pub const DEFAULT_MAX_LOCAL_PAUSE: Duration = Duration::from_secs(5);
 
 /// The range Cassandra accepts for `phi_convict_threshold`.
 const PHI_CONVICT_THRESHOLD_RANGE: std::ops::RangeInclusive<f64> = 5.0..=16.0;
@@ -92,6 +98,10 @@ pub struct MembershipConfig {
     pub gossip_interval: Duration,
     /// Cassandra's `phi_convict_threshold` (5 to 16, [`DEFAULT_PHI_CONVICT_THRESHOLD`]).
     pub phi_convict_threshold: f64,
+    /// Cassandra's `max_local_pause` ([`DEFAULT_MAX_LOCAL_PAUSE`], positive): when this node
+    /// finds it ran this much later than its gossip round, every peer's silence is its own, so
+    /// no peer up before the pause is marked down until the pause is that long behind it.
+    pub max_local_pause: Duration,
     /// The peers this node knew when it last ran (the node keeps them, as Cassandra keeps
     /// `system.peers`, from the views it was given): they are in the view from the start,
     /// down, so a peer that is down while this node restarts keeps its tokens in the ring;
@@ -117,6 +127,9 @@ impl MembershipConfig {
         }
         if self.gossip_interval.is_zero() {
             return invalid("the gossip interval must be positive".to_string());
+        }
+        if self.max_local_pause.is_zero() {
+            return invalid("max_local_pause must be positive".to_string());
         }
         check_tokens(&self.tokens)?;
         for peer in &self.saved_peers {
@@ -166,6 +179,9 @@ struct Shared {
 
 struct RefreshState {
     tracker: EventTracker,
+    /// Whether this node has just resumed from a pause of its own, when no peer up before it
+    /// is marked down.
+    pause: LocalPauseGuard,
     /// Peers (node id, generation) already warned of for an invalid state.
     warned: HashSet<(String, u64)>,
 }
@@ -248,6 +264,11 @@ impl Membership {
             chitchat,
             refresh: Mutex::new(RefreshState {
                 tracker,
+                pause: LocalPauseGuard::new(
+                    config.max_local_pause,
+                    gossip_interval,
+                    tokio::time::Instant::now(),
+                ),
                 warned: HashSet::new(),
             }),
             view_tx,
@@ -363,12 +384,19 @@ async fn refresh_loop(
 
 impl Shared {
     /// Builds the view from chitchat's state; publishes it and its events if it changed.
+    /// Right after a local pause, peers up before it stay up (`pause.rs`).
     async fn refresh(&self) {
-        let mut state = self.refresh.lock().await;
+        let mut guard = self.refresh.lock().await;
+        let state = &mut *guard;
         let nodes = snapshot(&*self.chitchat.lock().await);
+        // Measured once the locks are held: a refresh that waited for them ran that late too.
+        let holding = state.pause.check(tokio::time::Instant::now());
         let previous = self.view_tx.borrow().clone();
         let warned = &mut state.warned;
-        let view = previous.next(&nodes, |node, error| report(warned, node, error));
+        let mut view = previous.next(&nodes, |node, error| report(warned, node, error));
+        if holding {
+            view = view.holding_live(&previous);
+        }
         if view == *previous {
             return;
         }
@@ -428,6 +456,7 @@ fn snapshot(chitchat: &Chitchat) -> Vec<GossipNode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventKind;
 
     #[test]
     fn membership_can_be_shared_across_tasks() {
@@ -442,6 +471,87 @@ mod tests {
         let chitchat_threshold = DEFAULT_PHI_CONVICT_THRESHOLD / PHI_FACTOR;
         assert!((chitchat_threshold - 8.0 * std::f64::consts::LN_10).abs() < 1e-9);
         assert!((chitchat_threshold - 18.42).abs() < 0.01);
+    }
+
+    fn config(node: u8) -> MembershipConfig {
+        let address: std::net::IpAddr = format!("127.0.0.{node}").parse().expect("ip");
+        MembershipConfig {
+            cluster_name: "c".to_string(),
+            endpoint: Endpoint {
+                host_id: locator::HostId(uuid::Uuid::from_u128(node.into())),
+                broadcast_address: address,
+                native_address: address,
+                native_port: 9042,
+                location: locator::Location {
+                    datacenter: "dc1".to_string(),
+                    rack: "rack1".to_string(),
+                },
+                state: NodeState::Normal,
+            },
+            tokens: vec![i64::from(node)],
+            schema_version: uuid::Uuid::nil(),
+            release_version: "5.0.4".to_string(),
+            generation: 1,
+            listen_address: SocketAddr::new(address, 7000),
+            storage_port: 7000,
+            seeds: vec!["127.0.0.1:7000".parse().expect("address")],
+            gossip_interval: Duration::from_millis(200),
+            phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+            max_local_pause: DEFAULT_MAX_LOCAL_PAUSE,
+            saved_peers: Vec::new(),
+        }
+    }
+
+    fn statuses(events: &mut broadcast::Receiver<MembershipEvent>) -> Vec<(EventKind, u128)> {
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            seen.push((event.kind, event.host_id.0.as_u128()));
+        }
+        seen
+    }
+
+    /// One node stops alone (as under `SIGSTOP`) while its peers go on gossiping: holding its
+    /// refresh and chitchat locks stops both its view refresher and its gossip server, and
+    /// nothing else of it runs. Its peers convict it and see it back, once each; it keeps them
+    /// up. (In one process its gossip server may revive the peers it convicts at the resume
+    /// within one poll, before the refresher runs, so this does not by itself reproduce the
+    /// transient DOWN a real process shows; `tests/cluster.rs`'s whole-process pauses do.)
+    #[tokio::test(start_paused = true)]
+    async fn a_node_paused_alone_keeps_its_peers_up_and_they_see_it_back() {
+        let transport = chitchat::transport::ChannelTransport::default();
+        let mut nodes = Vec::new();
+        for node in 1..=3 {
+            nodes.push(
+                Membership::start(config(node), &transport)
+                    .await
+                    .expect("starts"),
+            );
+        }
+        let converged = |nodes: &[Membership]| {
+            nodes.iter().all(|m| {
+                let view = m.view();
+                view.members().count() == 3 && view.members().all(|member| member.live)
+            })
+        };
+        while !converged(&nodes) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let mut paused_events = nodes[0].subscribe();
+        let mut peer_events = nodes[1].subscribe();
+        {
+            let _refresh = nodes[0].shared.refresh.lock().await;
+            let _chitchat = nodes[0].shared.chitchat.lock().await;
+            tokio::time::sleep(Duration::from_secs(25)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(statuses(&mut paused_events), [], "its peers stayed up");
+        assert!(converged(&nodes));
+        // Its peers rightly convicted it while it was silent, and saw it back.
+        assert_eq!(
+            statuses(&mut peer_events),
+            [(EventKind::Down, 1), (EventKind::Up, 1)]
+        );
     }
 
     #[test]
@@ -468,6 +578,7 @@ mod tests {
             seeds: Vec::new(),
             gossip_interval: DEFAULT_GOSSIP_INTERVAL,
             phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+            max_local_pause: DEFAULT_MAX_LOCAL_PAUSE,
             saved_peers: Vec::new(),
         };
         assert_eq!(config.validate(), Ok(()));
@@ -488,5 +599,9 @@ mod tests {
         assert!(refused(|c| c.tokens.push(i64::MIN)).contains("minimum token"));
         assert!(refused(|c| c.cluster_name.clear()).contains("cluster_name"));
         assert!(refused(|c| c.gossip_interval = Duration::ZERO).contains("interval"));
+        assert_eq!(
+            refused(|c| c.max_local_pause = Duration::ZERO),
+            "max_local_pause must be positive"
+        );
     }
 }

@@ -113,6 +113,20 @@ impl ClusterView {
         }
     }
 
+    /// This view with every peer that is up in `previous`, under the same generation, kept
+    /// up: what the view shows while this node has just resumed from a local pause, when
+    /// chitchat's detector has read the pause as its peers' silence (`pause.rs`). A peer down
+    /// in `previous`, or known by a newer generation now, keeps what chitchat says.
+    pub(crate) fn holding_live(mut self, previous: &ClusterView) -> ClusterView {
+        for member in self.members.values_mut() {
+            let was_live = previous
+                .member(member.endpoint.host_id)
+                .is_some_and(|before| before.live && before.generation == member.generation);
+            member.live |= was_live;
+        }
+        self
+    }
+
     /// This node.
     pub fn local(&self) -> &Member {
         &self.members[&self.local]
@@ -276,6 +290,53 @@ pub(crate) mod tests {
             rejected,
             [(id(2).to_string(), StateError::Incomplete("tokens"))]
         );
+    }
+
+    #[test]
+    fn after_a_pause_peers_up_before_stay_up_and_others_follow_chitchat() {
+        let local = node(&endpoint(1, NodeState::Normal), 1, &[10], true);
+        let peer = |n: u8, generation: u64, live: bool| {
+            node(
+                &endpoint(n, NodeState::Normal),
+                generation,
+                &[i64::from(n) * 10],
+                live,
+            )
+        };
+        let before = start(&local).next(
+            &[
+                local.clone(),
+                peer(2, 1, true),
+                peer(3, 1, true),
+                peer(4, 1, false),
+            ],
+            no_rejects,
+        );
+        // Chitchat convicts everyone at the resume, and holds node 4 up again; node 3 restarted.
+        let after = before.next(
+            &[
+                local.clone(),
+                peer(2, 1, false),
+                peer(3, 2, false),
+                peer(4, 1, true),
+            ],
+            no_rejects,
+        );
+        assert!(!after.is_live(id(2)) && !after.is_live(id(3)));
+        let held = after.holding_live(&before);
+        assert!(held.is_live(id(2)), "up before the pause, same process");
+        assert!(
+            !held.is_live(id(3)),
+            "a new generation is not the process heard before"
+        );
+        assert!(
+            held.is_live(id(4)),
+            "chitchat's word for a peer it holds up"
+        );
+        assert!(held.is_live(id(1)));
+        // Once the hold ends, the view is chitchat's again.
+        let released = held.next(&[local, peer(2, 1, false)], no_rejects);
+        assert!(!released.is_live(id(2)));
     }
 
     #[test]

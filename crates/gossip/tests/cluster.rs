@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use gossip::{
     ChannelTransport, ClusterView, EventKind, Membership, MembershipConfig, MembershipEvent,
-    Transport, UdpTransport, DEFAULT_GOSSIP_INTERVAL, DEFAULT_PHI_CONVICT_THRESHOLD,
+    Transport, UdpTransport, DEFAULT_GOSSIP_INTERVAL, DEFAULT_MAX_LOCAL_PAUSE,
+    DEFAULT_PHI_CONVICT_THRESHOLD,
 };
 use locator::{Endpoint, HostId, Location, NodeState, ReplicationStrategy, TokenMetadata};
 use tokio::sync::broadcast;
@@ -64,6 +65,7 @@ fn config(node: u8, generation: u64) -> MembershipConfig {
         seeds: vec![SocketAddr::new(ip(1), STORAGE_PORT)],
         gossip_interval: GOSSIP_INTERVAL,
         phi_convict_threshold: DEFAULT_PHI_CONVICT_THRESHOLD,
+        max_local_pause: DEFAULT_MAX_LOCAL_PAUSE,
         saved_peers: Vec::new(),
     }
 }
@@ -220,6 +222,83 @@ async fn a_killed_node_is_down_within_seconds_and_up_again_under_its_new_generat
     );
     for membership in &nodes {
         assert!(all_live(&membership.view(), &[1, 2, 3]));
+    }
+}
+
+/// Every node in this process stops for 25 s at once, as a process does under `SIGSTOP` (or a
+/// long garbage-collection pause in Cassandra): tokio's clock jumps and no task runs in between,
+/// so when the nodes resume, every peer's last heartbeat is 25 s old.
+async fn pause_the_process(duration: Duration) {
+    tokio::time::advance(duration).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_local_pause_peers_that_keep_gossiping_are_never_marked_down() {
+    let transport = ChannelTransport::default();
+    let nodes = converged_three(&transport).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let mut events: Vec<_> = nodes.iter().map(Membership::subscribe).collect();
+    pause_the_process(Duration::from_secs(25)).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    for (membership, events) in nodes.iter().zip(&mut events) {
+        assert_eq!(drain(events), [], "no peer went down and came back");
+        assert!(all_live(&membership.view(), &[1, 2, 3]));
+    }
+    // Once the pause is behind it, the failure detector convicts as quickly as before.
+    let mut nodes = nodes;
+    drop(nodes.remove(2));
+    for membership in &nodes {
+        let took = until(membership, Duration::from_secs(60), "node 3 down", |v| {
+            !v.is_live(host_id(3))
+        })
+        .await;
+        assert!(took < Duration::from_secs(4), "convicted in {took:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_died_during_a_local_pause_is_convicted_after_the_grace() {
+    let transport = ChannelTransport::default();
+    let mut nodes = converged_three(&transport).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let mut events: Vec<_> = nodes[..2].iter().map(Membership::subscribe).collect();
+    nodes.remove(2).shutdown().await;
+    pause_the_process(Duration::from_secs(25)).await;
+    let resumed = Instant::now();
+    // Both survivors watched at once, so each one's conviction is timed from the resume.
+    let convictions: Vec<_> = nodes
+        .iter()
+        .map(|membership| {
+            let mut views = membership.watch_view();
+            tokio::spawn(async move {
+                while views.borrow_and_update().is_live(host_id(3)) {
+                    views.changed().await.expect("membership runs");
+                }
+                resumed.elapsed()
+            })
+        })
+        .collect();
+    for conviction in convictions {
+        let took = tokio::time::timeout(Duration::from_secs(30), conviction)
+            .await
+            .expect("node 3 down within 30 s")
+            .expect("the watcher ran");
+        // Not convicted while the pause is fresh (Cassandra's `max_local_pause`, 5 s), then
+        // within a few rounds.
+        assert!(
+            took >= DEFAULT_MAX_LOCAL_PAUSE
+                && took < DEFAULT_MAX_LOCAL_PAUSE + Duration::from_secs(2),
+            "convicted {took:?} after the pause"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    for (membership, events) in nodes.iter().zip(&mut events) {
+        assert_eq!(
+            drain(events),
+            [(EventKind::Down, 3, "127.0.0.3:9042".to_string())]
+        );
+        let view = membership.view();
+        assert!(view.is_live(host_id(1)) && view.is_live(host_id(2)));
     }
 }
 

@@ -189,6 +189,7 @@ pub async fn start(
                 seeds: seeds.clone(),
                 gossip_interval: gossip::DEFAULT_GOSSIP_INTERVAL,
                 phi_convict_threshold: settings.phi_convict_threshold,
+                max_local_pause: gossip::DEFAULT_MAX_LOCAL_PAUSE,
                 saved_peers: Vec::new(),
             },
             &gossip::UdpTransport,
