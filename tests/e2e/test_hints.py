@@ -8,6 +8,7 @@ end (Cassandra's is `nodetool listpendinghints`). Requests are pinned to one coo
 (WhiteListRoundRobinPolicy) with no driver retries, so every acknowledged write is the
 coordinator's own answer."""
 
+import os
 import re
 import subprocess
 import threading
@@ -23,7 +24,8 @@ from cassandra.query import SimpleStatement
 pytestmark = pytest.mark.helenus_only
 
 # How long node3 stays down while writes go on.
-DOWN_S = 20
+# How long the node stays down; issue 36 asks for 60 s (HELENUS_HINTS_DOWN_S=60).
+DOWN_S = float(os.environ.get("HELENUS_HINTS_DOWN_S", "20"))
 # How long gossip may take to convict a killed node, or to see a restarted one up.
 VIEW_TIMEOUT_S = 60
 # How long the replay may take once node3 is back (it is throttled to 512 KiB/s per sender).
