@@ -1,7 +1,10 @@
 //! When a request must be answered by, and what kind of write timed out.
 
 use std::fmt;
-use std::time::Instant;
+
+// tokio's clock, not std's: a deterministic simulator (turmoil) or a test with paused time
+// (`start_paused`) drives it, so deadlines pass in simulated time, never in real time.
+use tokio::time::Instant;
 
 /// The instant by which a request must be answered (its start plus Cassandra's
 /// `read_request_timeout`, `range_request_timeout` or `write_request_timeout`). The coordinator
@@ -11,10 +14,17 @@ use std::time::Instant;
 pub struct Deadline(Instant);
 
 impl Deadline {
+    /// The deadline at `instant` of tokio's clock (which a simulator or paused time drives).
     pub fn at(instant: Instant) -> Deadline {
         Deadline(instant)
     }
 
+    /// The deadline `timeout` from now (tokio's now).
+    pub fn after(timeout: std::time::Duration) -> Deadline {
+        Deadline(Instant::now() + timeout)
+    }
+
+    /// The instant of tokio's clock this deadline is at.
     pub fn instant(self) -> Instant {
         self.0
     }
@@ -22,6 +32,11 @@ impl Deadline {
     /// Whether the deadline has passed now.
     pub fn passed(self) -> bool {
         self.passed_at(Instant::now())
+    }
+
+    /// How long is left until the deadline (zero once it passed).
+    pub fn remaining(self) -> std::time::Duration {
+        self.0.saturating_duration_since(Instant::now())
     }
 
     /// Whether the deadline has passed at `now` (for a caller that read the clock already).

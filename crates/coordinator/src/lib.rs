@@ -348,9 +348,7 @@ async fn by_deadline<T>(work: impl Future<Output = T>, deadline: Deadline) -> Op
     let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
     match first {
         Poll::Ready(done) => Some(done),
-        Poll::Pending => tokio::time::timeout_at(deadline.instant().into(), work)
-            .await
-            .ok(),
+        Poll::Pending => tokio::time::timeout_at(deadline.instant(), work).await.ok(),
     }
 }
 

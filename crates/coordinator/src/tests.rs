@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use mutation::{
     ClusteringSlice, PartitionKey, PartitionUpdate, ReadCommand, ReadResponse, ScanStart, TableId,

@@ -12,7 +12,9 @@
 //! `--threads 1` (the default) runs everything on one current-thread runtime.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use coordinator::{Deadline, Mutation, ReadDigest, Replica, ReplicaFuture};
 use locator::HostId;

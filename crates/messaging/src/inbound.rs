@@ -178,7 +178,7 @@ async fn serve(
         inner.counters.count(verb, VerbCount::Expired);
         codec::encode_error(&ReplicaError::DeadlinePassed.into())
     } else {
-        let request_deadline = Deadline::at(deadline.into_std());
+        let request_deadline = Deadline::at(deadline);
         match dispatch(&inner, from, verb, frame.payload, request_deadline).await {
             Ok(response) => response,
             Err(error) => {

@@ -245,7 +245,7 @@ impl Inner {
     ) -> Result<Bytes, MessagingError> {
         let now = Instant::now();
         let longest = now + self.options.verb_timeout(verb);
-        let deadline = deadline.map_or(longest, |d| Instant::from_std(d.instant()).min(longest));
+        let deadline = deadline.map_or(longest, |d| d.instant().min(longest));
         if deadline <= now {
             self.counters.count(verb, VerbCount::Expired);
             return Err(MessagingError::Timeout { verb, to });

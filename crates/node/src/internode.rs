@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use arc_swap::ArcSwap;
@@ -32,6 +32,7 @@ use messaging::{HandlerError, MessagingConfig, MessagingService, Verb};
 use query::{PeerDetails, PeerDetailsMap};
 use schema_service::SchemaService;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// The metadata log's messages between nodes (an extension verb of messaging's).
 const METADATA_VERB: Verb = Verb::extension(64);

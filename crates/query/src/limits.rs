@@ -3,7 +3,9 @@
 //! restrictions of a SELECT (`partition_keys_in_select_*_threshold`,
 //! `in_select_cartesian_product_*_threshold`), with Cassandra's names and messages.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use coordinator::{ConsistencyLevel, Deadline};
 
@@ -163,8 +165,11 @@ const YIELD_INTERVAL: Duration = Duration::from_micros(500);
 /// Yields the shard when a request has computed for `YIELD_INTERVAL` since it last did (or,
 /// before it first did, since it first looked at the clock: reading the clock at the start of
 /// every request would cost the short ones for nothing).
+///
+/// It measures real time (`std::time::Instant`), not tokio's: it is about the CPU a request
+/// holds a worker for, which a simulator's paused clock does not measure.
 pub(crate) struct ShardTime {
-    last_yield: Option<Instant>,
+    last_yield: Option<std::time::Instant>,
 }
 
 impl ShardTime {
@@ -173,16 +178,13 @@ impl ShardTime {
     }
 
     /// Yields if due at `now`.
-    async fn yield_if_due_at(&mut self, now: Instant) {
+    pub(crate) async fn yield_if_due(&mut self) {
+        let now = std::time::Instant::now();
         let since = *self.last_yield.get_or_insert(now);
         if now.duration_since(since) >= YIELD_INTERVAL {
             tokio::task::yield_now().await;
-            self.last_yield = Some(Instant::now());
+            self.last_yield = Some(std::time::Instant::now());
         }
-    }
-
-    pub(crate) async fn yield_if_due(&mut self) {
-        self.yield_if_due_at(Instant::now()).await;
     }
 }
 
@@ -227,11 +229,10 @@ impl Pacer {
         if self.paced == 1 {
             return Ok(());
         }
-        let now = Instant::now();
-        if self.deadline.passed_at(now) {
+        if self.deadline.passed() {
             return Err(self.timeout());
         }
-        self.shard.yield_if_due_at(now).await;
+        self.shard.yield_if_due().await;
         Ok(())
     }
 
@@ -243,11 +244,10 @@ impl Pacer {
         if !self.rows.is_multiple_of(ROWS_PER_CHECK) {
             return Ok(());
         }
-        let now = Instant::now();
-        if self.deadline.passed_at(now) {
+        if self.deadline.passed() {
             return Err(self.timeout());
         }
-        self.shard.yield_if_due_at(now).await;
+        self.shard.yield_if_due().await;
         Ok(())
     }
 

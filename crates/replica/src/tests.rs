@@ -1,5 +1,7 @@
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use mutation::{Cell, ClusteringSlice, ColumnData, LivenessInfo, PartitionKey, Row, ScanStart};
 use storage::MemoryEngine;
