@@ -4,7 +4,7 @@
 //! QUORUM under the seed's faults, then reading every key at ALL from every node once the
 //! faults healed. The history is checked by `history::check`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, UNIX_EPOCH};
@@ -33,6 +33,8 @@ const TABLE: TableId = TableId::from_u128(0x5151_0000_0000_0000_0000_0000_0000_0
 const VALUE_COLUMN: u32 = 1;
 /// Where every node's messaging listens.
 const STORAGE_PORT: u16 = 7000;
+/// The longest wait between redials of a peer (messaging's `reconnect_max_backoff_ms`).
+pub const RECONNECT_MAX_BACKOFF_MS: u64 = 1_000;
 /// The ring's tokens per node (vnodes), so each node's replicas vary by key.
 const TOKENS_PER_NODE: usize = 4;
 
@@ -74,7 +76,8 @@ impl SimConfig {
             clients_per_node: 2,
             faults_from_ms: 200,
             heal_ms: 2_000,
-            final_reads_ms: 2_600,
+            // The clients' last requests end, and every connection's backoff, before.
+            final_reads_ms: 2_000 + 500 + RECONNECT_MAX_BACKOFF_MS + 200,
             request_timeout_ms: 500,
             client_consistency: ConsistencyLevel::Quorum,
             drop_per_mille: 10,
@@ -127,6 +130,8 @@ struct Shared {
     starts: Vec<Mutex<u64>>,
     history: Mutex<History>,
     keyspace: KeyspaceMetadata,
+    /// The run's link latency bound, which healed slow links return to.
+    max_latency: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -138,16 +143,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub fn run(config: &SimConfig) -> RunReport {
     assert!((3..=9).contains(&config.nodes), "3 to 9 nodes");
     assert!(
-        config.final_reads_ms > config.heal_ms + config.request_timeout_ms,
+        config.final_reads_ms
+            > config.heal_ms + config.request_timeout_ms + RECONNECT_MAX_BACKOFF_MS,
         "the final reads start once the clients' requests have ended"
     );
     let mut random = SplitMix64::new(config.seed);
+    let max_latency = Duration::from_millis(1 + random.next_u64() % 20);
     let mut sim = turmoil::Builder::new()
         // A fixed epoch: write timestamps come from sim time, so they replay too.
         .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
         .simulation_duration(Duration::from_secs(3_600))
         .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(1 + random.next_u64() % 20))
+        .max_message_latency(max_latency)
         .enable_random_order()
         .rng_seed(config.seed)
         .build();
@@ -186,6 +193,7 @@ pub fn run(config: &SimConfig) -> RunReport {
         starts: (0..config.nodes).map(|_| Mutex::new(0)).collect(),
         history: Mutex::default(),
         keyspace: keyspace(),
+        max_latency,
     });
     for (node, name) in names.iter().enumerate() {
         let shared = shared.clone();
@@ -204,13 +212,14 @@ pub fn run(config: &SimConfig) -> RunReport {
     let final_reads = config.nodes * config.keys as usize;
     let last_ms = config.final_reads_ms + (u64::from(config.keys) + 1) * config.request_timeout_ms;
     let mut pending = faults.iter().peekable();
+    let mut held = BTreeSet::new();
     let end_ms = loop {
         let now_ms = sim.elapsed().as_millis() as u64;
         if now_ms >= last_ms || lock(&shared.history).completed_at(Level::All) == final_reads {
             break now_ms;
         }
         while let Some(f) = pending.next_if(|f| f.at_ms <= now_ms) {
-            apply(&mut sim, &shared, &f.fault);
+            apply(&mut sim, &shared, &mut held, &f.fault);
         }
         if let Err(e) = sim.step() {
             panic!("seed {}: a node's software failed: {e}", config.seed);
@@ -227,13 +236,20 @@ pub fn run(config: &SimConfig) -> RunReport {
     }
 }
 
-fn apply(sim: &mut turmoil::Sim<'_>, shared: &Shared, fault: &Fault) {
+/// Applies `fault`; `held` is the links partitions hold now (node pairs, lower first).
+fn apply(
+    sim: &mut turmoil::Sim<'_>,
+    shared: &Shared,
+    held: &mut BTreeSet<(usize, usize)>,
+    fault: &Fault,
+) {
     let names = &shared.names;
     match fault {
         Fault::Partition { minority } => {
             for &a in minority {
                 for b in (0..names.len()).filter(|b| !minority.contains(b)) {
                     sim.hold(names[a].as_str(), names[b].as_str());
+                    held.insert((a.min(b), a.max(b)));
                 }
             }
         }
@@ -243,6 +259,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, shared: &Shared, fault: &Fault) {
                     sim.release(names[a].as_str(), names[b].as_str());
                 }
             }
+            held.clear();
         }
         Fault::SlowLink {
             a,
@@ -253,8 +270,35 @@ fn apply(sim: &mut turmoil::Sim<'_>, shared: &Shared, fault: &Fault) {
             names[*b].as_str(),
             Duration::from_millis(*max_latency_ms),
         ),
+        Fault::HealSlowLinks => {
+            for a in 0..names.len() {
+                for b in a + 1..names.len() {
+                    sim.set_link_max_message_latency(
+                        names[a].as_str(),
+                        names[b].as_str(),
+                        shared.max_latency,
+                    );
+                }
+            }
+        }
         Fault::Crash(node) => {
+            // Tokio drops a crashed runtime's tasks in an order that depends on its global
+            // task ids (which other threads' runtimes advance), and each socket dropped sends
+            // a segment whose latency turmoil draws from the run's generator: the draws would
+            // follow that order, and a replay would diverge. Cutting the node's links first
+            // makes those segments vanish without a draw. (So the crash also loses what the
+            // node had in flight to its peers, as a power cut might.)
+            let others: Vec<usize> = (0..names.len()).filter(|o| o != node).collect();
+            for &o in &others {
+                sim.partition(names[*node].as_str(), names[o].as_str());
+            }
             sim.crash(names[*node].as_str());
+            for &o in &others {
+                sim.repair(names[*node].as_str(), names[o].as_str());
+                if held.contains(&(o.min(*node), o.max(*node))) {
+                    sim.hold(names[*node].as_str(), names[o].as_str());
+                }
+            }
             lock(&shared.history).crash(*node);
         }
         Fault::Restart(node) => sim.bounce(names[*node].as_str()),
@@ -328,11 +372,6 @@ impl WallClock for SimClock {
     }
 }
 
-/// A deadline `timeout` from now on this host's clock.
-fn deadline_after(timeout: Duration) -> Deadline {
-    Deadline::at((tokio::time::Instant::now() + timeout).into_std())
-}
-
 /// The cluster as a stage-1 coordinator sees it: this node's replica, a `RemoteReplica` per
 /// peer, and every endpoint alive (there is no failure detector yet: a request to a crashed
 /// or cut-off node times out, as one does before gossip convicts it).
@@ -382,7 +421,12 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
             cluster_name: "sim".to_string(),
             listen_address: listen,
             broadcast_address: Some(broadcast),
-            options: MessagingOptions::default(),
+            options: MessagingOptions {
+                // Cassandra's cap is minutes; the run's whole fault phase lasts seconds, and
+                // the final reads must find every connection back soon after the heal.
+                reconnect_max_backoff_ms: RECONNECT_MAX_BACKOFF_MS,
+                ..MessagingOptions::default()
+            },
         },
         local_replica.clone(),
         Environment {
@@ -428,12 +472,33 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     if now_ms() < shared.config.final_reads_ms {
         let wait_ms = shared.config.final_reads_ms - now_ms();
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        reconnect(&shared, &messaging, node).await;
         for key in 0..shared.config.keys {
             read(&shared, &coordinator, node, key, Level::All).await;
         }
     }
     // Keep serving peers' requests until the run ends (the clients' tasks end by themselves).
     std::future::pending::<turmoil::Result>().await
+}
+
+/// Pings every peer until it answers (a few tries): the first message on a connection to a
+/// peer that restarted meets the reset of the connection it had and is lost (as over real
+/// TCP), and the next one dials afresh. Gossip would have noticed the restart and the
+/// connection been redialled; this stands in for it, so that the final reads at ALL measure
+/// the data, not the connections. Not in the history.
+async fn reconnect(shared: &Shared, messaging: &MessagingService, node: usize) {
+    const TRIES: usize = 5;
+    const PING_TIMEOUT: Duration = Duration::from_millis(100);
+    for peer in (0..shared.names.len()).filter(|p| *p != node) {
+        for _ in 0..TRIES {
+            let deadline = Deadline::after(PING_TIMEOUT);
+            match messaging.ping(shared.host_ids[peer], Some(deadline)).await {
+                Ok(()) => break,
+                // A reset connection fails at once: wait out the try before the next.
+                Err(_) => tokio::time::sleep(deadline.remaining()).await,
+            }
+        }
+    }
 }
 
 /// One client: writes and reads random keys until the faults heal.
@@ -492,7 +557,7 @@ async fn write(shared: &Shared, coordinator: &Coordinator, node: usize, key: u32
             vec![update],
             shared.config.client_consistency,
             WriteType::Simple,
-            deadline_after(Duration::from_millis(timeout_ms)),
+            Deadline::after(Duration::from_millis(timeout_ms)),
         )
         .await;
     let outcome = match result {
@@ -521,7 +586,7 @@ async fn read(shared: &Shared, coordinator: &Coordinator, node: usize, key: u32,
             &shared.keyspace,
             command,
             consistency,
-            deadline_after(Duration::from_millis(timeout_ms)),
+            Deadline::after(Duration::from_millis(timeout_ms)),
         )
         .await;
     let outcome = match result {

@@ -34,6 +34,8 @@ pub enum Fault {
         b: usize,
         max_latency_ms: u64,
     },
+    /// Every slow link is back to the run's latency.
+    HealSlowLinks,
     /// Stops a node's software at once (turmoil `crash`): its connections reset, its requests
     /// in flight are lost; its storage is kept (a commit log synced on every write).
     Crash(usize),
@@ -57,7 +59,8 @@ impl fmt::Display for ScheduledFault {
 }
 
 /// The faults of a run with `nodes` nodes from `seed`, between `start_ms` and `heal_ms`; at
-/// `heal_ms` everything heals: partitions released, crashed nodes restarted, chaos off.
+/// `heal_ms` everything heals: partitions released, slow links back to normal, crashed nodes
+/// restarted, chaos off.
 /// At most one node is down at a time, so that QUORUM stays reachable now and then.
 pub fn schedule(seed: u64, nodes: usize, start_ms: u64, heal_ms: u64) -> Vec<ScheduledFault> {
     let mut random = SplitMix64::new(seed ^ 0xFA01_7500);
@@ -118,6 +121,10 @@ pub fn schedule(seed: u64, nodes: usize, start_ms: u64, heal_ms: u64) -> Vec<Sch
     faults.push(ScheduledFault {
         at_ms: heal_ms,
         fault: Fault::HealPartitions,
+    });
+    faults.push(ScheduledFault {
+        at_ms: heal_ms,
+        fault: Fault::HealSlowLinks,
     });
     faults.push(ScheduledFault {
         at_ms: heal_ms,

@@ -547,8 +547,9 @@ mod tests {
             h.0.complete(id, at + 5, value);
             id
         };
+        // Concurrent, so neither is stale; but they disagree.
         let a = final_read(&mut h, Outcome::Ok(Some(2)), 100);
-        let b = final_read(&mut h, Outcome::Ok(Some(1)), 110);
+        let b = final_read(&mut h, Outcome::Ok(Some(1)), 100);
         let c = final_read(&mut h, Outcome::Failed("unavailable".into()), 120);
         assert_eq!(
             check(&h.0, 500),
