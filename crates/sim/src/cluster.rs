@@ -34,7 +34,7 @@ const VALUE_COLUMN: u32 = 1;
 /// Where every node's messaging listens.
 const STORAGE_PORT: u16 = 7000;
 /// The longest wait between redials of a peer (messaging's `reconnect_max_backoff_ms`).
-pub const RECONNECT_MAX_BACKOFF_MS: u64 = 1_000;
+pub const RECONNECT_MAX_BACKOFF_MS: u64 = 500;
 /// The ring's tokens per node (vnodes), so each node's replicas vary by key.
 const TOKENS_PER_NODE: usize = 4;
 
@@ -77,7 +77,7 @@ impl SimConfig {
             faults_from_ms: 200,
             heal_ms: 2_000,
             // The clients' last requests end, and every connection's backoff, before.
-            final_reads_ms: 2_000 + 500 + RECONNECT_MAX_BACKOFF_MS + 200,
+            final_reads_ms: 2_000 + 500 + RECONNECT_MAX_BACKOFF_MS + 100,
             request_timeout_ms: 500,
             client_consistency: ConsistencyLevel::Quorum,
             drop_per_mille: 10,
@@ -508,7 +508,7 @@ async fn client_main(shared: Arc<Shared>, coordinator: Arc<Coordinator>, node: u
         let think_ms = random.next_u64() % 60;
         tokio::time::sleep(Duration::from_millis(think_ms)).await;
         let key = (random.next_u64() % u64::from(shared.config.keys)) as u32;
-        if random.next_u64() % 2 == 0 {
+        if random.next_u64().is_multiple_of(2) {
             write(&shared, &coordinator, node, key).await;
         } else {
             read(&shared, &coordinator, node, key, Level::Quorum).await;

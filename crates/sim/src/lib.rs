@@ -23,6 +23,21 @@
 //! `SIM_SEED_BASE=n` to start elsewhere); one seed: `SIM_SEED=n cargo test -p sim --test seeds
 //! replay_one -- --nocapture`.
 //!
+//! Determinism: turmoil runs every host on one thread with its own paused tokio clock and a
+//! seeded network; the harness seeds everything else from the run's seed (the fault schedule,
+//! messaging's reconnection jitter through `Environment::random`, the `Chaos` hook, the
+//! clients, the ring's tokens), fixes turmoil's epoch (write timestamps come from sim time
+//! through `Coordinator::with_clock`), and uses no UUID v4. Two sources it cannot seed, and why
+//! they do not break replay: tokio's `select!` draws a branch order from a per-runtime
+//! generator seeded at random (turmoil seeds it only under `--cfg tokio_unstable`); messaging's
+//! only unbiased `select!` with two branches that can both be ready is its listener's (accept a
+//! connection, reap an ended one), whose order changes nothing. And std's `HashMap` iteration
+//! order is random per process; messaging iterates its maps only at shutdown. One divergence
+//! was found and is worked around: a crashed node's tasks are dropped in an order that follows
+//! tokio's process-wide task ids, so the segments its sockets send on drop drew turmoil's
+//! latencies in a different order when other threads spawned tasks meanwhile; the harness cuts
+//! the node's links for the instant of the crash (`cluster::apply`).
+//!
 //! Not yet simulated (stage 2): the cluster metadata log (openraft) and gossip membership, and
 //! hinted handoff (`Coordinator::with_hinted_handoff` is where a hint store plugs in). Without
 //! a failure detector every endpoint counts as alive, so a request to a crashed or cut-off node
