@@ -42,3 +42,56 @@ impl Network for TurmoilNetwork {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const PORT: u16 = 7000;
+
+    #[test]
+    fn bytes_cross_the_simulated_network_both_ways() {
+        let mut sim = turmoil::Builder::new().build();
+        sim.host("server", || async {
+            let mut listener = TurmoilNetwork
+                .bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PORT))
+                .await?;
+            assert_eq!(listener.local_addr()?.port(), PORT);
+            let (mut stream, from) = listener.accept().await?;
+            assert_eq!(from.ip(), turmoil::lookup("client"));
+            let mut buf = [0u8; 5];
+            stream.read_exact(&mut buf).await?;
+            stream
+                .write_all(&buf.map(|b| b.to_ascii_uppercase()))
+                .await?;
+            Ok(())
+        });
+        sim.client("client", async {
+            let server = SocketAddr::new(turmoil::lookup("server"), PORT);
+            let mut stream = TurmoilNetwork.connect(server).await?;
+            stream.write_all(b"hello").await?;
+            let mut buf = [0u8; 5];
+            stream.read_exact(&mut buf).await?;
+            assert_eq!(&buf, b"HELLO");
+            Ok(())
+        });
+        sim.run().expect("the simulation");
+    }
+
+    #[test]
+    fn connecting_to_a_host_that_does_not_listen_fails() {
+        let mut sim = turmoil::Builder::new().build();
+        sim.host("idle", || async {
+            std::future::pending::<()>().await;
+            Ok(())
+        });
+        sim.client("client", async {
+            let idle = SocketAddr::new(turmoil::lookup("idle"), PORT);
+            assert!(TurmoilNetwork.connect(idle).await.is_err());
+            Ok(())
+        });
+        sim.run().expect("the simulation");
+    }
+}
