@@ -39,9 +39,27 @@
 //! the node's links for the instant of the crash (`cluster::apply`).
 //!
 //! Not yet simulated (stage 2): the cluster metadata log (openraft) and gossip membership, and
-//! hinted handoff (`Coordinator::with_hinted_handoff` is where a hint store plugs in). Without
-//! a failure detector every endpoint counts as alive, so a request to a crashed or cut-off node
-//! times out rather than failing `Unavailable`.
+//! hinted handoff. What stands in the way, precisely:
+//! - gossip: chitchat 0.13's `Transport` is injectable, but `ChitchatEnvelope::serialize` and
+//!   `deserialize` are crate-private, so a transport over turmoil's UDP cannot encode its
+//!   messages (only chitchat's in-process `ChannelTransport` can, outside turmoil's faults);
+//!   and chitchat picks gossip partners with `rand::rng()`, which cannot be seeded, so a run
+//!   with gossip would not replay exactly.
+//! - the metadata log: openraft draws election timeouts from the `AsyncRuntime`'s
+//!   `thread_rng()` (`openraft::TokioRuntime`'s is `rand::ThreadRng`); `cluster-metadata` can
+//!   declare its own runtime type whose `thread_rng()` is a seeded thread-local generator.
+//!   `MetadataService::open` needs a directory and writes it with synchronous `std::fs`
+//!   (deterministic, but a crash then keeps every write, synced or not). `RaftTransport` is
+//!   injectable: over messaging's extension verb, as `node`'s `MessagingTransport`, it would
+//!   ride on turmoil already.
+//! - hints: `Coordinator::with_hinted_handoff` on each node's coordinator (in
+//!   `cluster::node_main`), its store kept in `Shared` like the engines so it survives
+//!   restarts, replay driven by a view of who is up (all, after the heal, here); the check to
+//!   add: after the heal and replay, every acknowledged write readable at ONE from every
+//!   replica (each node's engine read directly).
+//!
+//! Without a failure detector every endpoint counts as alive, so a request to a crashed or
+//! cut-off node times out rather than failing `Unavailable`.
 //!
 //! Must not be a dependency of any other crate: it exists for its tests. Depends only on crates
 //! without RocksDB.
