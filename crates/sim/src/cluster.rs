@@ -35,6 +35,8 @@ const VALUE_COLUMN: u32 = 1;
 const STORAGE_PORT: u16 = 7000;
 /// The longest wait between redials of a peer (messaging's `reconnect_max_backoff_ms`).
 pub const RECONNECT_MAX_BACKOFF_MS: u64 = 500;
+/// The keyspace's replication factor (SimpleStrategy).
+const REPLICATION_FACTOR: usize = 3;
 /// The ring's tokens per node (vnodes), so each node's replicas vary by key.
 const TOKENS_PER_NODE: usize = 4;
 
@@ -226,7 +228,8 @@ pub fn run(config: &SimConfig) -> RunReport {
         }
     };
     let history = lock(&shared.history).clone();
-    let violations = check(&history, end_ms);
+    let mut violations = check(&history, end_ms);
+    violations.extend(replicas_disagree(&shared));
     RunReport {
         config: config.clone(),
         faults,
@@ -310,10 +313,47 @@ fn apply(
     }
 }
 
+/// After the final reads at ALL (which repair what they read), every node's storage is read
+/// directly: the nodes holding a key must hold the same value, and a written key must be held
+/// by exactly the replication factor's nodes (there are no hints: only replicas are written).
+fn replicas_disagree(shared: &Shared) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for key in 0..shared.config.keys {
+        let held: Vec<(usize, Option<u64>)> = shared
+            .engines
+            .iter()
+            .enumerate()
+            .map(|(node, engine)| {
+                let page = engine
+                    .read_partition(
+                        TABLE,
+                        &partition_key(key),
+                        &ClusteringSlice::all(),
+                        10,
+                        None,
+                    )
+                    .expect("a memory engine reads");
+                let value = register_value(&ReadResponse::Partition(page))
+                    .expect("the harness writes only registers");
+                (node, value)
+            })
+            .collect();
+        let values: BTreeSet<u64> = held.iter().filter_map(|(_, v)| *v).collect();
+        let holders = held.iter().filter(|(_, v)| v.is_some()).count();
+        if values.len() > 1 || (holders != 0 && holders != REPLICATION_FACTOR) {
+            found.push(Violation::ReplicasDisagree { key, held });
+        }
+    }
+    found
+}
+
 fn keyspace() -> KeyspaceMetadata {
     let options = BTreeMap::from([
         ("class".to_string(), "SimpleStrategy".to_string()),
-        ("replication_factor".to_string(), "3".to_string()),
+        (
+            "replication_factor".to_string(),
+            REPLICATION_FACTOR.to_string(),
+        ),
     ]);
     KeyspaceMetadata {
         name: "ks".to_string(),

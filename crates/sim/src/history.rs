@@ -213,6 +213,12 @@ pub enum Violation {
     FinalReadFailed { read: usize },
     /// Two final reads at ALL of the same key returned different values.
     FinalReadsDisagree { first: usize, second: usize },
+    /// After the final reads, the nodes' storage disagrees on `key`, or too few or too many
+    /// nodes hold it: each node's value (`None`: not held).
+    ReplicasDisagree {
+        key: u32,
+        held: Vec<(usize, Option<u64>)>,
+    },
 }
 
 impl Violation {
@@ -232,11 +238,20 @@ impl Violation {
             Violation::OverTimeout { op, .. } | Violation::NoAnswer { op } => vec![op],
             Violation::FinalReadFailed { read } => vec![read],
             Violation::FinalReadsDisagree { first, second } => vec![first, second],
+            Violation::ReplicasDisagree { .. } => Vec::new(),
         }
     }
 
     /// The violation and the history of its key around it.
     pub fn explain(&self, history: &History) -> String {
+        if let Violation::ReplicasDisagree { key, .. } = self {
+            let last_ms = history.ops.iter().filter_map(|op| op.completed_ms).max();
+            let to = last_ms.unwrap_or(0);
+            return format!(
+                "{self:?}\nhistory of key {key}:\n{}",
+                history.render_key(*key, 0, to)
+            );
+        }
         let ops: Vec<&Op> = self.ops().iter().map(|&id| &history.ops[id]).collect();
         let key = ops[0].key;
         let from = ops.iter().map(|op| op.invoked_ms).min().unwrap_or(0);
@@ -573,5 +588,18 @@ mod tests {
         let text = violations[0].explain(&h.0);
         assert!(text.contains("write 2"), "{text}");
         assert!(text.contains("Ok(Some(1))"), "{text}");
+    }
+
+    #[test]
+    fn a_storage_disagreement_is_explained_with_the_keys_whole_history() {
+        let mut h = Builder::default();
+        h.write(1, 0, 10);
+        let v = Violation::ReplicasDisagree {
+            key: 1,
+            held: vec![(0, Some(1)), (1, None), (2, Some(1))],
+        };
+        assert!(v.ops().is_empty());
+        let text = v.explain(&h.0);
+        assert!(text.contains("write 1"), "{text}");
     }
 }
