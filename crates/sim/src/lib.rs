@@ -14,7 +14,8 @@
 //! Every run checks ([`history::check`]): no QUORUM read goes back in time after an
 //! acknowledged QUORUM write or an earlier read (a register check with recorded invocations
 //! and completions in sim time); no request waits past its timeout; the final reads at ALL all
-//! succeed and agree. A seed replays exactly: the same seed gives the same history
+//! succeed and agree; then each node's storage, read directly, agrees on every key among the
+//! nodes holding it, which are exactly its replicas. A seed replays exactly: the same seed gives the same history
 //! (`tests/seeds.rs` checks it), and a failing run prints its seed, its fault schedule and the
 //! history of the key around the first violation ([`RunReport::describe`]).
 //!
