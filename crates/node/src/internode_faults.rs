@@ -17,7 +17,7 @@
 //! tests: without `fault_injection: true` (or `HELENUS_FAULT_INJECTION=true`) the node installs
 //! no injector and `fault` is refused.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,8 +77,17 @@ pub fn follow_liveness(
 ) {
     tokio::spawn(async move {
         let mut seen_up = HashSet::new();
+        let mut generations = HashMap::new();
         loop {
             let view = views.borrow_and_update().clone();
+            let peers = view.peers().map(|m| (m.endpoint.host_id, m.generation));
+            for host_id in restarts(peers, &mut generations) {
+                // A peer restarted before gossip convicted it: its old connections lead
+                // nowhere, and the first message on one would be lost (Cassandra's
+                // `StorageService.onRestart` interrupts the outbound connections too).
+                tracing::info!(%host_id, "a peer restarted: its connections are opened anew");
+                messaging.mark_down(host_id);
+            }
             let peers = view.peers().map(|m| (m.endpoint.host_id, m.live));
             for (host_id, up) in liveness_updates(peers, &mut seen_up) {
                 if up {
@@ -92,6 +101,26 @@ pub fn follow_liveness(
             }
         }
     });
+}
+
+/// The peers of gossip's `(host id, generation)` seen under a newer generation than before
+/// (restarted), keeping each peer's latest in `generations`.
+fn restarts(
+    peers: impl Iterator<Item = (HostId, u64)>,
+    generations: &mut HashMap<HostId, u64>,
+) -> Vec<HostId> {
+    peers
+        .filter_map(|(host_id, generation)| {
+            match generations.insert(host_id, generation) {
+                Some(before) if before < generation => Some(host_id),
+                Some(before) if before > generation => {
+                    generations.insert(host_id, before); // never back to an older one
+                    None
+                }
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// What to tell messaging of gossip's `(host id, live)` for every peer: up for a live peer
@@ -441,5 +470,24 @@ mod tests {
         assert!(warnings.is_empty(), "{warnings:?}");
         assert!(crate::config::Config::parse("fault_injection: sometimes").is_err());
         assert!(fault_injection_enabled(true));
+    }
+
+    #[test]
+    fn a_peer_under_a_newer_generation_restarted() {
+        let (a, b) = (
+            HostId(uuid::Uuid::from_u128(1)),
+            HostId(uuid::Uuid::from_u128(2)),
+        );
+        let mut generations = HashMap::new();
+        // First sight is no restart.
+        assert!(restarts([(a, 10), (b, 20)].into_iter(), &mut generations).is_empty());
+        assert!(restarts([(a, 10), (b, 20)].into_iter(), &mut generations).is_empty());
+        assert_eq!(
+            restarts([(a, 11), (b, 20)].into_iter(), &mut generations),
+            vec![a]
+        );
+        // An older generation (a stale gossip state) is ignored and not remembered.
+        assert!(restarts([(a, 10)].into_iter(), &mut generations).is_empty());
+        assert_eq!(restarts([(a, 12)].into_iter(), &mut generations), vec![a]);
     }
 }

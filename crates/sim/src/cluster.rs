@@ -498,6 +498,7 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
         )
         .with_clock(Arc::new(SimClock)),
     );
+    tokio::spawn(follow_restarts(shared.clone(), messaging.clone(), node));
     let mut _clients = Vec::new();
     for client in 0..shared.config.clients_per_node {
         let seed = shared.config.seed ^ (node as u64) << 40 ^ (client as u64) << 20 ^ start;
@@ -519,6 +520,32 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     }
     // Keep serving peers' requests until the run ends (the clients' tasks end by themselves).
     std::future::pending::<turmoil::Result>().await
+}
+
+/// How long after a peer restarts this node learns it (a gossip round: the node's
+/// `internode_faults::follow_liveness` reacts to a newer gossip generation).
+const RESTART_NOTICED_AFTER: Duration = Duration::from_millis(1000);
+
+/// Stands in for gossip's news of a peer's restart, as the node wires it: when a peer's
+/// start count grows, its connections are dropped and dialled afresh (`mark_down`, then
+/// `mark_up`), so no request is lost on a connection to the process that crashed. Seen at
+/// most `RESTART_NOTICED_AFTER` late, polled in sim time.
+async fn follow_restarts(shared: Arc<Shared>, messaging: Arc<MessagingService>, node: usize) {
+    let peers: Vec<usize> = (0..shared.names.len()).filter(|p| *p != node).collect();
+    let starts = |peer: usize| *lock(&shared.starts[peer]);
+    let mut seen: Vec<u64> = peers.iter().map(|p| starts(*p)).collect();
+    loop {
+        tokio::time::sleep(RESTART_NOTICED_AFTER).await;
+        for (i, peer) in peers.iter().enumerate() {
+            let now = starts(*peer);
+            // A peer's first start (it may start after this node) is no restart.
+            if now > seen[i] && seen[i] > 0 {
+                messaging.mark_down(shared.host_ids[*peer]);
+                messaging.mark_up(shared.host_ids[*peer]);
+            }
+            seen[i] = now;
+        }
+    }
 }
 
 /// Pings every peer until it answers (a few tries): the first message on a connection to a

@@ -58,6 +58,10 @@ fn seeds_find_no_violation() {
 /// replayed.
 #[test]
 fn replay_one() {
+    // RUST_LOG=debug shows what the nodes logged (wall-clock times, in the run's order).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
     let report = run(&SimConfig::new(env_u64("SIM_SEED").unwrap_or(0)));
     println!("{}", report.describe());
     for op in report.history.ops() {
