@@ -89,6 +89,20 @@ const MEMTABLES_PER_FLUSH: i32 = 8;
 /// column family) as the free space it waits for before it resumes writes after a full disk:
 /// room for the flush its recovery starts with.
 const RECOVERY_MEMTABLE_BYTES: usize = MEMTABLE_BYTES * MEMTABLES_PER_FLUSH as usize;
+/// A table's memtable while the engine opens: at least `RECOVERY_MEMTABLE_BYTES`, and twice the
+/// commit log's bound, so that replay holds all the commit log has (it may exceed the bound by a
+/// flush that was pending) without flushing: a node stopped by a full disk, whose commit log
+/// had outgrown a flush's worth while the flush was slow (the e2e full-disk test, under load),
+/// still starts with little free space. Only what the commit log holds is allocated.
+fn recovery_memtable_bytes(config: &RocksConfig) -> usize {
+    let bound =
+        usize::try_from(config.commit_log_total_bytes.saturating_mul(2)).unwrap_or(usize::MAX);
+    RECOVERY_MEMTABLE_BYTES.max(bound.min(MAX_RECOVERY_MEMTABLE_BYTES))
+}
+
+/// The largest memtable `recovery_memtable_bytes` asks RocksDB for.
+const MAX_RECOVERY_MEMTABLE_BYTES: usize = 16 << 30;
+
 /// The space RocksDB reserves ahead for its manifest (the list of data files, rewritten at every
 /// open, and growing by a few hundred bytes per flush or compaction). RocksDB's default, 4 MiB,
 /// was most of the free space a restart after a full disk needs.
@@ -721,7 +735,7 @@ fn open_db(
             detail: format!("column family {name:?} is not a table id"),
         })?;
         tables.insert(id);
-        let options = table_options(cache, id, purge_state(id), RECOVERY_MEMTABLE_BYTES);
+        let options = table_options(cache, id, purge_state(id), recovery_memtable_bytes(config));
         descriptors.push(ColumnFamilyDescriptor::new(name, options));
     }
     let db = Db::open_cf_descriptors(opts, &config.data_dir, descriptors)
