@@ -456,7 +456,10 @@ const COMPRESSION_PER_LEVEL: [DBCompressionType; 7] = [
 ];
 
 /// A table's column family options. `memtable_bytes` is `MEMTABLE_BYTES`, except while the
-/// engine opens (`RECOVERY_MEMTABLE_BYTES`).
+/// engine opens (`recovery_memtable_bytes`): then the memtable has no bloom filter, which
+/// RocksDB sizes from the memtable's size and allocates whole when the memtable is made (a
+/// tenth of a recovery memtable in every table, however little replay puts in it); the filter
+/// is back for every memtable made after the open (`open_db` sets the options again).
 fn table_options(
     cache: &Cache,
     table: TableId,
@@ -502,7 +505,12 @@ fn table_options(
     opts.set_arena_block_size(MEMTABLE_ARENA_BLOCK_BYTES);
     opts.set_min_write_buffer_number_to_merge(MEMTABLES_PER_FLUSH);
     opts.set_max_write_buffer_number(MAX_MEMTABLES);
-    opts.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
+    let recovering = memtable_bytes > MEMTABLE_BYTES;
+    opts.set_memtable_prefix_bloom_ratio(if recovering {
+        0.0
+    } else {
+        MEMTABLE_BLOOM_RATIO
+    });
     opts.set_memtable_whole_key_filtering(true);
     opts
 }
@@ -744,11 +752,18 @@ fn open_db(
     // Replay is over: every table's memtable is its usual size again. What replay filled stays
     // until it fills up or the commit log's bound flushes it.
     let memtable_bytes = MEMTABLE_BYTES.to_string();
+    let bloom_ratio = MEMTABLE_BLOOM_RATIO.to_string();
     for table in &tables {
         let mut name = [0; uuid::fmt::Hyphenated::LENGTH];
         if let Some(cf) = db.cf_handle(cf_name_in(*table, &mut name)) {
-            db.set_options_cf(&cf, &[("write_buffer_size", memtable_bytes.as_str())])
-                .map_err(|e| engine_error("open", Some(*table), e))?;
+            db.set_options_cf(
+                &cf,
+                &[
+                    ("write_buffer_size", memtable_bytes.as_str()),
+                    ("memtable_prefix_bloom_size_ratio", bloom_ratio.as_str()),
+                ],
+            )
+            .map_err(|e| engine_error("open", Some(*table), e))?;
         }
     }
     Ok((db, tables))
