@@ -132,3 +132,31 @@ def test_a_node_restarts_while_its_seed_is_down(cluster3):
         assert [r.k for r in rows] == [1]
     finally:
         cluster.shutdown()
+
+
+def test_proxystats_counts_the_coordinator_s_reads_and_unavailables(cluster3):
+    with new_session(cluster3.hosts[0], cluster3.cql_port) as s:
+        s.execute("CREATE KEYSPACE IF NOT EXISTS proxy_ks WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        s.execute("CREATE TABLE IF NOT EXISTS proxy_ks.t (k int PRIMARY KEY, v int)")
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.2"]))
+    cluster = Cluster(["127.0.0.2"], port=cluster3.cql_port,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        session = cluster.connect()
+        read = session.prepare("SELECT v FROM proxy_ks.t WHERE k = ?")
+        read.consistency_level = ConsistencyLevel.QUORUM
+        for k in range(20):
+            session.execute(read, [k])
+    finally:
+        cluster.shutdown()
+    lines = admin(cluster3, "127.0.0.2", "proxystats")
+    assert lines[0].split() == ["Request", "Timeouts", "Unavailables"], lines
+    rows = {line.split()[0]: line.split() for line in lines if line.strip()}
+    assert rows["Read"][1:] == ["0", "0"], lines
+    table = rows["proxy_ks.t"]
+    # Speculative, failed, no node, p50, p99: the reads were measured.
+    assert float(table[4]) > 0 and float(table[5]) >= float(table[4]), lines
+    # Another node coordinated none of them.
+    other = admin(cluster3, "127.0.0.3", "proxystats")
+    assert not [line for line in other if line.startswith("proxy_ks.t")], other

@@ -15,6 +15,7 @@
 //!     tpstats                       dropped messages by verb (`internode_faults`)
 //!     fault ...                     test-only fault injection on internode links (`internode_faults`)
 //!     hints                         per node this node keeps hints for: pending, delivered, dropped
+//!     proxystats                    the coordinator's timeouts, unavailables, speculative retries
 //!
 //! Names are matched as stored (lower case unless created quoted); virtual tables have no storage
 //! and are skipped.
@@ -147,6 +148,12 @@ fn execute(
             }
             Ok(crate::admin_cluster::hints(cluster))
         }
+        "proxystats" => {
+            if target.is_some() {
+                bail!("proxystats takes no argument");
+            }
+            Ok(crate::admin_cluster::proxystats(cluster, &schema.snapshot()))
+        }
         "metrics" => {
             if target.is_some() {
                 bail!("metrics takes no table: its counters are node-wide");
@@ -189,7 +196,7 @@ fn execute(
         other => {
             bail!(
                 "unknown admin command '{other}' (expected flush, compact, stats, metrics, \
-                 status, describecluster, tpstats, fault or hints)"
+                 status, describecluster, tpstats, fault, hints or proxystats)"
             )
         }
     }

@@ -49,7 +49,7 @@ use storage::{Durability, RocksConfig, RocksEngine, StorageEngine};
 pub(crate) const RELEASE_VERSION: &str = "5.0.2";
 
 const USAGE: &str = "usage: helenus server [--config FILE] [--ignore-commitlog-replay-errors]
-       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics | status [KEYSPACE] | describecluster | tpstats | hints
+       helenus admin [--host ADDRESS] [--port PORT] flush|compact|stats [KEYSPACE[.TABLE]] | metrics | status [KEYSPACE] | describecluster | tpstats | hints | proxystats
        helenus admin [--host ADDRESS] [--port PORT] fault [--to ADDRESS [--verb VERB] cut|delay MS|drop P|clear] (fault_injection only)
        helenus cluster start|stop|status|kill|restart ... (helenus cluster help)
        helenus --version";
@@ -520,6 +520,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             faults: cluster.faults.clone(),
         },
         hints: Some(cluster.hints.store().clone()),
+        coordinator: Some(coordinator.stats().clone()),
     };
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,
