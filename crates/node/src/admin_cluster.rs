@@ -308,6 +308,84 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// `helenus admin proxystats`: what this node's coordinator counted since it started, in the
+/// spirit of `nodetool proxyhistograms` and the `ClientRequest` metrics: timeouts and
+/// unavailables by request kind, replica requests with no answer in time by verb, and per table
+/// the speculative retries and the coordinator read latency (decayed p50/p99).
+pub fn proxystats(cluster: &AdminCluster, schema: &Schema) -> Vec<String> {
+    let Some(stats) = &cluster.coordinator else {
+        return vec!["no coordinator statistics on this node".to_string()];
+    };
+    let snapshot = stats.snapshot();
+    let mut lines = vec![format!(
+        "{:<12} {:>10} {:>13}",
+        "Request", "Timeouts", "Unavailables"
+    )];
+    let kinds = [
+        ("Read", snapshot.timeouts.read, snapshot.unavailables.read),
+        (
+            "RangeRead",
+            snapshot.timeouts.range_read,
+            snapshot.unavailables.range_read,
+        ),
+        (
+            "Write",
+            snapshot.timeouts.write,
+            snapshot.unavailables.write,
+        ),
+        (
+            "Truncate",
+            snapshot.timeouts.truncate,
+            snapshot.unavailables.truncate,
+        ),
+    ];
+    for (kind, timeouts, unavailables) in kinds {
+        lines.push(format!("{kind:<12} {timeouts:>10} {unavailables:>13}"));
+    }
+    lines.push(String::new());
+    lines.push(format!("{:<12} {:>10}", "Replica verb", "No answer"));
+    let verbs = [
+        ("MUTATION", snapshot.replica_timeouts.mutation),
+        ("READ", snapshot.replica_timeouts.read),
+        ("DIGEST", snapshot.replica_timeouts.digest),
+        ("TRUNCATE", snapshot.replica_timeouts.truncate),
+    ];
+    for (verb, count) in verbs {
+        lines.push(format!("{verb:<12} {count:>10}"));
+    }
+    lines.push(String::new());
+    lines.push(format!(
+        "{:<40} {:>11} {:>12} {:>13} {:>10} {:>10}",
+        "Table", "Speculative", "Spec. failed", "Spec. no node", "p50 (ms)", "p99 (ms)"
+    ));
+    let mut tables: Vec<(String, String)> = snapshot
+        .tables
+        .iter()
+        .map(|t| {
+            let name = schema
+                .table_by_id(t.table)
+                .map(|m| format!("{}.{}", m.keyspace, m.name))
+                .unwrap_or_else(|| t.table.to_string());
+            let ms = |d: Option<std::time::Duration>| {
+                d.map_or("-".to_string(), |d| format!("{:.2}", d.as_secs_f64() * 1e3))
+            };
+            let line = format!(
+                "{:<40} {:>11} {:>12} {:>13} {:>10} {:>10}",
+                name,
+                t.speculative_retries,
+                t.speculative_failed_retries,
+                t.speculative_insufficient_replicas,
+                ms(t.read_latency_p50),
+                ms(t.read_latency_p99)
+            );
+            (name, line)
+        })
+        .collect();
+    tables.sort();
+    lines.extend(tables.into_iter().map(|(_, line)| line));
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,82 +531,4 @@ mod tests {
         assert_eq!(human_bytes(70 * 1024 + 215), "70.21 KiB");
         assert_eq!(human_bytes(3 << 30), "3.00 GiB");
     }
-}
-
-/// `helenus admin proxystats`: what this node's coordinator counted since it started, in the
-/// spirit of `nodetool proxyhistograms` and the `ClientRequest` metrics: timeouts and
-/// unavailables by request kind, replica requests with no answer in time by verb, and per table
-/// the speculative retries and the coordinator read latency (decayed p50/p99).
-pub fn proxystats(cluster: &AdminCluster, schema: &Schema) -> Vec<String> {
-    let Some(stats) = &cluster.coordinator else {
-        return vec!["no coordinator statistics on this node".to_string()];
-    };
-    let snapshot = stats.snapshot();
-    let mut lines = vec![format!(
-        "{:<12} {:>10} {:>13}",
-        "Request", "Timeouts", "Unavailables"
-    )];
-    let kinds = [
-        ("Read", snapshot.timeouts.read, snapshot.unavailables.read),
-        (
-            "RangeRead",
-            snapshot.timeouts.range_read,
-            snapshot.unavailables.range_read,
-        ),
-        (
-            "Write",
-            snapshot.timeouts.write,
-            snapshot.unavailables.write,
-        ),
-        (
-            "Truncate",
-            snapshot.timeouts.truncate,
-            snapshot.unavailables.truncate,
-        ),
-    ];
-    for (kind, timeouts, unavailables) in kinds {
-        lines.push(format!("{kind:<12} {timeouts:>10} {unavailables:>13}"));
-    }
-    lines.push(String::new());
-    lines.push(format!("{:<12} {:>10}", "Replica verb", "No answer"));
-    let verbs = [
-        ("MUTATION", snapshot.replica_timeouts.mutation),
-        ("READ", snapshot.replica_timeouts.read),
-        ("DIGEST", snapshot.replica_timeouts.digest),
-        ("TRUNCATE", snapshot.replica_timeouts.truncate),
-    ];
-    for (verb, count) in verbs {
-        lines.push(format!("{verb:<12} {count:>10}"));
-    }
-    lines.push(String::new());
-    lines.push(format!(
-        "{:<40} {:>11} {:>12} {:>13} {:>10} {:>10}",
-        "Table", "Speculative", "Spec. failed", "Spec. no node", "p50 (ms)", "p99 (ms)"
-    ));
-    let mut tables: Vec<(String, String)> = snapshot
-        .tables
-        .iter()
-        .map(|t| {
-            let name = schema
-                .table_by_id(t.table)
-                .map(|m| format!("{}.{}", m.keyspace, m.name))
-                .unwrap_or_else(|| t.table.to_string());
-            let ms = |d: Option<std::time::Duration>| {
-                d.map_or("-".to_string(), |d| format!("{:.2}", d.as_secs_f64() * 1e3))
-            };
-            let line = format!(
-                "{:<40} {:>11} {:>12} {:>13} {:>10} {:>10}",
-                name,
-                t.speculative_retries,
-                t.speculative_failed_retries,
-                t.speculative_insufficient_replicas,
-                ms(t.read_latency_p50),
-                ms(t.read_latency_p99)
-            );
-            (name, line)
-        })
-        .collect();
-    tables.sort();
-    lines.extend(tables.into_iter().map(|(_, line)| line));
-    lines
 }
