@@ -1145,6 +1145,34 @@ async fn a_convicted_peer_fails_its_requests_at_once_and_is_not_dialled_until_up
     b.messaging.shutdown().await;
 }
 
+/// The node marks a peer down and at once up again when gossip shows it restarted: the
+/// connection to the process that died must be closed even though its task never sees the
+/// peer down (a peer that vanished without a FIN or reset, as after a power cut, would else
+/// keep taking this node's messages into a dead connection).
+#[tokio::test]
+async fn a_conviction_lifted_at_once_still_closes_the_connection() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+
+    // In one breath: the connection's task cannot run in between on this runtime.
+    assert!(a.messaging.mark_down(b_host));
+    assert!(a.messaging.mark_up(b_host));
+    assert!(a.messaging.is_up(b_host));
+
+    ping_until_answered(&a, b_host, Duration::from_secs(5)).await;
+    assert_eq!(
+        a.messaging.metrics().connections_opened,
+        2,
+        "the connection open at the conviction is closed and a new one dialled"
+    );
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_request_queued_for_an_unreachable_peer_fails_when_it_is_convicted() {
     let a = start_with(
