@@ -472,22 +472,22 @@ impl ConnectionTask {
     /// Writes the backlog's and the queue's messages to `stream` until it fails or the peer
     /// closes it (the reason is returned) or the service stops. Nothing is ever read from an
     /// outbound connection but its end: the read that returns it is how a restarted peer is
-    /// noticed while this side is idle.
+    /// noticed while this side is idle or blocked writing.
     async fn write_messages(&mut self, stream: Box<dyn Stream>) -> Result<String, Stopping> {
-        let (mut reader, mut writer) = tokio::io::split(stream);
+        let (reader, writer) = tokio::io::split(stream);
+        let mut open = OpenConnection {
+            reader,
+            writer,
+            probe: [0u8; 64],
+        };
         let mut buffer = BytesMut::with_capacity(WRITE_BATCH_BYTES);
-        let mut probe = [0u8; 64];
         loop {
             if self.backlog.is_empty() {
                 let message = tokio::select! {
                     biased;
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
                     _ = convicted(&mut self.up, self.convictions_seen) => return Ok(CONVICTED.to_string()),
-                    read = reader.read(&mut probe) => return Ok(match read {
-                        Ok(0) => "closed by the peer".to_string(),
-                        Ok(_) => "the peer wrote on an outbound connection".to_string(),
-                        Err(e) => e.to_string(),
-                    }),
+                    read = open.reader.read(&mut open.probe) => return Ok(ended(read)),
                     message = self.receiver.recv() => message.ok_or(Stopping)?,
                 };
                 self.backlog.push_back(message);
@@ -495,31 +495,45 @@ impl ConnectionTask {
             while let Ok(message) = self.receiver.try_recv() {
                 self.backlog.push_back(message);
             }
-            if let Err(reason) = self.encode_backlog(&mut buffer, &mut writer).await? {
+            if let Err(reason) = self.encode_backlog(&mut buffer, &mut open).await? {
                 return Ok(reason);
             }
             if buffer.is_empty() {
                 continue;
             }
-            tokio::select! {
-                _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                // A dead peer's socket buffer may be full: the write would wait forever.
-                _ = convicted(&mut self.up, self.convictions_seen) => return Ok(CONVICTED.to_string()),
-                written = writer.write_all(&buffer) => if let Err(e) = written {
-                    return Ok(e.to_string());
-                },
+            if let Err(reason) = self.write(&mut open, &buffer).await? {
+                return Ok(reason);
             }
             buffer.clear();
         }
     }
 
+    /// Writes `bytes` to the connection, unless the service stops, the peer is convicted or
+    /// the peer ends the connection first. The inner error is why the connection is done.
+    async fn write(
+        &mut self,
+        open: &mut OpenConnection,
+        bytes: &[u8],
+    ) -> Result<Result<(), String>, Stopping> {
+        tokio::select! {
+            _ = stopped(&mut self.shutdown) => Err(Stopping),
+            // A dead peer's socket buffer may be full: the write would wait forever.
+            _ = convicted(&mut self.up, self.convictions_seen) => Ok(Err(CONVICTED.to_string())),
+            // A write blocked on a full window must also end when the peer resets the
+            // connection (its process restarted): not every stack wakes the blocked writer
+            // for it (turmoil's does not), and nothing else would read the reset.
+            read = open.reader.read(&mut open.probe) => Ok(Err(ended(read))),
+            written = open.writer.write_all(bytes) => Ok(written.map_err(|e| e.to_string())),
+        }
+    }
+
     /// Encodes backlog messages into `buffer` until it holds `WRITE_BATCH_BYTES` or the
     /// backlog is empty, skipping expired messages and applying the interceptor (a delay first
-    /// writes what is buffered, to `writer`). The inner error is a failed write's reason.
+    /// writes what is buffered, to `open`). The inner error is why the connection is done.
     async fn encode_backlog(
         &mut self,
         buffer: &mut BytesMut,
-        writer: &mut (impl tokio::io::AsyncWrite + Unpin),
+        open: &mut OpenConnection,
     ) -> Result<Result<(), String>, Stopping> {
         while let Some(mut message) = self.backlog.pop_front() {
             self.connection().release(&message);
@@ -547,8 +561,8 @@ impl ConnectionTask {
                     }
                     if due > Instant::now() {
                         // Whatever is buffered was due before this message: send it first.
-                        if let Err(e) = writer.write_all(buffer).await {
-                            return Ok(Err(e.to_string()));
+                        if let Err(reason) = self.write(open, buffer).await? {
+                            return Ok(Err(reason));
                         }
                         buffer.clear();
                         tokio::select! {
@@ -578,6 +592,23 @@ impl ConnectionTask {
             }
         }
         Ok(Ok(()))
+    }
+}
+
+/// An open outbound connection: its halves, and the buffer its end is read into.
+struct OpenConnection {
+    reader: tokio::io::ReadHalf<Box<dyn Stream>>,
+    writer: tokio::io::WriteHalf<Box<dyn Stream>>,
+    /// Nothing is ever read from an outbound connection but its end: no more is kept.
+    probe: [u8; 64],
+}
+
+/// Why a connection ended, from the read that saw its end.
+fn ended(read: std::io::Result<usize>) -> String {
+    match read {
+        Ok(0) => "closed by the peer".to_string(),
+        Ok(_) => "the peer wrote on an outbound connection".to_string(),
+        Err(e) => e.to_string(),
     }
 }
 
