@@ -77,10 +77,26 @@ pub(crate) struct Peer {
     /// Set when the service stops or the peer is forgotten: the peer's connection tasks
     /// watch it and end.
     stop: watch::Sender<bool>,
-    /// `false` while the failure detector holds the peer down (`MessagingService::mark_down`):
-    /// messages to it are refused, its connections are closed and not redialled. A peer is
-    /// up until convicted.
-    up: watch::Sender<bool>,
+    /// The peer's liveness as the failure detector holds it (`MessagingService::mark_down`,
+    /// `mark_up`). A peer is up until convicted.
+    up: watch::Sender<Liveness>,
+}
+
+/// What a peer's connection tasks watch to learn that it was convicted.
+///
+/// A `watch` keeps only the latest value, so a bare up/down flag loses a conviction that is
+/// lifted before a task looks: `mark_down` then `mark_up` in one breath (the node does that
+/// when gossip shows a peer restarted) would leave the task writing to the connection of the
+/// process that died, which a peer that never writes to it again does not notice. The count
+/// makes every conviction visible, however soon it is lifted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Liveness {
+    /// `false` while the failure detector holds the peer down: messages to it are refused,
+    /// its connections are closed and not redialled.
+    up: bool,
+    /// How many times the peer was convicted: a connection task that saw fewer closes its
+    /// connection and discards its queue, even if the peer is up again by then.
+    convictions: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -118,21 +134,33 @@ impl Peer {
             capacity_bytes: options.queue_capacity_bytes,
             large_threshold_bytes: options.large_message_threshold_bytes,
             stop: watch::Sender::new(false),
-            up: watch::Sender::new(true),
+            up: watch::Sender::new(Liveness {
+                up: true,
+                convictions: 0,
+            }),
         }
     }
 
     /// Whether the peer is up (not convicted by the failure detector).
     pub fn is_up(&self) -> bool {
-        *self.up.borrow()
+        self.up.borrow().up
     }
 
     /// Marks the peer up or down; returns whether that changed anything. Its connection tasks
-    /// see the change at once: down, they close their connections and discard their queues;
-    /// up, they dial again without waiting out a backoff.
+    /// see the change at once: down, they close their connections and discard their queues
+    /// (also when the peer is up again before they look); up, they dial again without
+    /// waiting out a backoff.
     pub fn set_up(&self, up: bool) -> bool {
-        self.up
-            .send_if_modified(|current| std::mem::replace(current, up) != up)
+        self.up.send_if_modified(|current| {
+            if current.up == up {
+                return false;
+            }
+            current.up = up;
+            if !up {
+                current.convictions += 1;
+            }
+            true
+        })
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -234,7 +262,10 @@ struct ConnectionTask {
     backlog: VecDeque<Outbound>,
     shutdown: watch::Receiver<bool>,
     /// The peer's liveness (`Peer::up`).
-    up: watch::Receiver<bool>,
+    up: watch::Receiver<Liveness>,
+    /// The peer's convictions this task has acted on (`Liveness::convictions`): one more
+    /// means its connection is to be closed and its queue discarded.
+    convictions_seen: u64,
     /// Failed connection attempts since the last success: the backoff's exponent.
     failures: u32,
 }
@@ -249,6 +280,7 @@ async fn run(
 ) {
     let shutdown = peer.stop.subscribe();
     let up = peer.up.subscribe();
+    let convictions_seen = up.borrow().convictions;
     let mut task = ConnectionTask {
         inner,
         peer,
@@ -257,6 +289,7 @@ async fn run(
         backlog: VecDeque::new(),
         shutdown,
         up,
+        convictions_seen,
         failures: 0,
     };
     let Err(Stopping) = task.run().await;
@@ -269,14 +302,15 @@ impl ConnectionTask {
 
     async fn run(&mut self) -> Result<std::convert::Infallible, Stopping> {
         loop {
-            if !*self.up.borrow_and_update() {
+            let liveness = *self.up.borrow_and_update();
+            if !liveness.up || liveness.convictions != self.convictions_seen {
                 self.wait_until_up().await?;
             }
             // Dial only when there is something to send (Cassandra connects lazily too).
             if self.backlog.is_empty() {
                 let message = tokio::select! {
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                    _ = convicted(&mut self.up) => continue,
+                    _ = convicted(&mut self.up, self.convictions_seen) => continue,
                     message = self.receiver.recv() => message.ok_or(Stopping)?,
                 };
                 self.backlog.push_back(message);
@@ -284,7 +318,7 @@ impl ConnectionTask {
             let address = self.peer.address();
             let dialed = tokio::select! {
                 _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                _ = convicted(&mut self.up) => continue,
+                _ = convicted(&mut self.up, self.convictions_seen) => continue,
                 dialed = dial(&self.inner, self.peer.host_id, address, self.connection_type) => dialed,
             };
             let wait = match dialed {
@@ -297,7 +331,9 @@ impl ConnectionTask {
                     let reason = self.write_messages(stream).await?;
                     tracing::debug!(peer = %self.peer.host_id, %address,
                         connection_type = ?self.connection_type, "connection closed: {reason}");
-                    if !self.peer.is_up() {
+                    let liveness = *self.up.borrow();
+                    if !liveness.up || liveness.convictions != self.convictions_seen {
+                        // Closed for the conviction: the loop's top discards the queue.
                         continue;
                     }
                     if connected_at.elapsed() >= HEALTHY_CONNECTION {
@@ -343,16 +379,25 @@ impl ConnectionTask {
         Duration::from_millis(self.inner.options.refused_retry_ms)
     }
 
-    /// The peer is down: discards every queued message (a request's caller learns at once
-    /// that its peer is down, if `MessagingService::mark_down` has not told it already), then
-    /// waits until the peer is up again, and dials at once from then on.
+    /// The peer is down, or was convicted since this task last looked: discards every
+    /// queued message (a request's caller learns at once that its peer is down, if
+    /// `MessagingService::mark_down` has not told it already), then waits until the peer is up
+    /// again, and dials at once from then on. (A conviction already lifted also discards the
+    /// few messages queued after `mark_up` and before this task looked: the task cannot tell
+    /// them apart, and their requests fail as `PeerDown` rather than wait on a dead
+    /// connection.)
     async fn wait_until_up(&mut self) -> Result<(), Stopping> {
         let to = self.peer.host_id;
         self.drain(|_| Some(MessagingError::PeerDown { to }));
-        tokio::select! {
+        let liveness = tokio::select! {
             _ = stopped(&mut self.shutdown) => return Err(Stopping),
-            _ = self.up.wait_for(|up| *up) => {}
-        }
+            liveness = self.up.wait_for(|liveness| liveness.up) => match liveness {
+                Ok(liveness) => *liveness,
+                // The peer, and with it this task, is going away.
+                Err(_) => return Err(Stopping),
+            },
+        };
+        self.convictions_seen = liveness.convictions;
         self.failures = 0;
         Ok(())
     }
@@ -379,7 +424,7 @@ impl ConnectionTask {
         tokio::select! {
             _ = stopped(&mut self.shutdown) => return Err(Stopping),
             // The run loop discards the queue and waits for the peer to come back.
-            _ = convicted(&mut self.up) => return Ok(()),
+            _ = convicted(&mut self.up, self.convictions_seen) => return Ok(()),
             _ = tokio::time::sleep(wait) => {}
         }
         // A refusal's wait is over: the next message dials again (and fails at once if the
@@ -427,22 +472,22 @@ impl ConnectionTask {
     /// Writes the backlog's and the queue's messages to `stream` until it fails or the peer
     /// closes it (the reason is returned) or the service stops. Nothing is ever read from an
     /// outbound connection but its end: the read that returns it is how a restarted peer is
-    /// noticed while this side is idle.
+    /// noticed while this side is idle or blocked writing.
     async fn write_messages(&mut self, stream: Box<dyn Stream>) -> Result<String, Stopping> {
-        let (mut reader, mut writer) = tokio::io::split(stream);
+        let (reader, writer) = tokio::io::split(stream);
+        let mut open = OpenConnection {
+            reader,
+            writer,
+            probe: [0u8; 64],
+        };
         let mut buffer = BytesMut::with_capacity(WRITE_BATCH_BYTES);
-        let mut probe = [0u8; 64];
         loop {
             if self.backlog.is_empty() {
                 let message = tokio::select! {
                     biased;
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                    _ = convicted(&mut self.up) => return Ok(CONVICTED.to_string()),
-                    read = reader.read(&mut probe) => return Ok(match read {
-                        Ok(0) => "closed by the peer".to_string(),
-                        Ok(_) => "the peer wrote on an outbound connection".to_string(),
-                        Err(e) => e.to_string(),
-                    }),
+                    _ = convicted(&mut self.up, self.convictions_seen) => return Ok(CONVICTED.to_string()),
+                    read = open.reader.read(&mut open.probe) => return Ok(ended(read)),
                     message = self.receiver.recv() => message.ok_or(Stopping)?,
                 };
                 self.backlog.push_back(message);
@@ -450,31 +495,45 @@ impl ConnectionTask {
             while let Ok(message) = self.receiver.try_recv() {
                 self.backlog.push_back(message);
             }
-            if let Err(reason) = self.encode_backlog(&mut buffer, &mut writer).await? {
+            if let Err(reason) = self.encode_backlog(&mut buffer, &mut open).await? {
                 return Ok(reason);
             }
             if buffer.is_empty() {
                 continue;
             }
-            tokio::select! {
-                _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                // A dead peer's socket buffer may be full: the write would wait forever.
-                _ = convicted(&mut self.up) => return Ok(CONVICTED.to_string()),
-                written = writer.write_all(&buffer) => if let Err(e) = written {
-                    return Ok(e.to_string());
-                },
+            if let Err(reason) = self.write(&mut open, &buffer).await? {
+                return Ok(reason);
             }
             buffer.clear();
         }
     }
 
+    /// Writes `bytes` to the connection, unless the service stops, the peer is convicted or
+    /// the peer ends the connection first. The inner error is why the connection is done.
+    async fn write(
+        &mut self,
+        open: &mut OpenConnection,
+        bytes: &[u8],
+    ) -> Result<Result<(), String>, Stopping> {
+        tokio::select! {
+            _ = stopped(&mut self.shutdown) => Err(Stopping),
+            // A dead peer's socket buffer may be full: the write would wait forever.
+            _ = convicted(&mut self.up, self.convictions_seen) => Ok(Err(CONVICTED.to_string())),
+            // A write blocked on a full window must also end when the peer resets the
+            // connection (its process restarted): not every stack wakes the blocked writer
+            // for it (turmoil's does not), and nothing else would read the reset.
+            read = open.reader.read(&mut open.probe) => Ok(Err(ended(read))),
+            written = open.writer.write_all(bytes) => Ok(written.map_err(|e| e.to_string())),
+        }
+    }
+
     /// Encodes backlog messages into `buffer` until it holds `WRITE_BATCH_BYTES` or the
     /// backlog is empty, skipping expired messages and applying the interceptor (a delay first
-    /// writes what is buffered, to `writer`). The inner error is a failed write's reason.
+    /// writes what is buffered, to `open`). The inner error is why the connection is done.
     async fn encode_backlog(
         &mut self,
         buffer: &mut BytesMut,
-        writer: &mut (impl tokio::io::AsyncWrite + Unpin),
+        open: &mut OpenConnection,
     ) -> Result<Result<(), String>, Stopping> {
         while let Some(mut message) = self.backlog.pop_front() {
             self.connection().release(&message);
@@ -502,13 +561,13 @@ impl ConnectionTask {
                     }
                     if due > Instant::now() {
                         // Whatever is buffered was due before this message: send it first.
-                        if let Err(e) = writer.write_all(buffer).await {
-                            return Ok(Err(e.to_string()));
+                        if let Err(reason) = self.write(open, buffer).await? {
+                            return Ok(Err(reason));
                         }
                         buffer.clear();
                         tokio::select! {
                             _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                            _ = convicted(&mut self.up) => return Ok(Err(CONVICTED.to_string())),
+                            _ = convicted(&mut self.up, self.convictions_seen) => return Ok(Err(CONVICTED.to_string())),
                             _ = tokio::time::sleep_until(due) => {}
                         }
                     }
@@ -536,14 +595,33 @@ impl ConnectionTask {
     }
 }
 
+/// An open outbound connection: its halves, and the buffer its end is read into.
+struct OpenConnection {
+    reader: tokio::io::ReadHalf<Box<dyn Stream>>,
+    writer: tokio::io::WriteHalf<Box<dyn Stream>>,
+    /// Nothing is ever read from an outbound connection but its end: no more is kept.
+    probe: [u8; 64],
+}
+
+/// Why a connection ended, from the read that saw its end.
+fn ended(read: std::io::Result<usize>) -> String {
+    match read {
+        Ok(0) => "closed by the peer".to_string(),
+        Ok(_) => "the peer wrote on an outbound connection".to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Why a connection was closed when its peer was convicted.
 const CONVICTED: &str = "the failure detector convicted the peer";
 
-/// Completes once the peer is down (at once if it is): what the connection's waits `select!`
-/// on so that a convicted peer's connection is dropped whatever it was doing.
-async fn convicted(up: &mut watch::Receiver<bool>) {
+/// Completes once the peer is down or was convicted more than `convictions_seen` times (at
+/// once if so already): what the connection's waits `select!` on so that a convicted peer's
+/// connection is dropped whatever it was doing, even if the peer is up again by then.
+async fn convicted(up: &mut watch::Receiver<Liveness>, convictions_seen: u64) {
+    let convicted = |liveness: &Liveness| !liveness.up || liveness.convictions != convictions_seen;
     // An error means the peer is gone, and with it the task: nothing to wait for.
-    if up.wait_for(|up| !*up).await.is_err() {
+    if up.wait_for(convicted).await.is_err() {
         std::future::pending::<()>().await;
     }
 }

@@ -1145,6 +1145,34 @@ async fn a_convicted_peer_fails_its_requests_at_once_and_is_not_dialled_until_up
     b.messaging.shutdown().await;
 }
 
+/// The node marks a peer down and at once up again when gossip shows it restarted: the
+/// connection to the process that died must be closed even though its task never sees the
+/// peer down (a peer that vanished without a FIN or reset, as after a power cut, would else
+/// keep taking this node's messages into a dead connection).
+#[tokio::test]
+async fn a_conviction_lifted_at_once_still_closes_the_connection() {
+    let a = start(1).await;
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    assert_eq!(a.messaging.metrics().connections_opened, 1);
+
+    // In one breath: the connection's task cannot run in between on this runtime.
+    assert!(a.messaging.mark_down(b_host));
+    assert!(a.messaging.mark_up(b_host));
+    assert!(a.messaging.is_up(b_host));
+
+    ping_until_answered(&a, b_host, Duration::from_secs(5)).await;
+    assert_eq!(
+        a.messaging.metrics().connections_opened,
+        2,
+        "the connection open at the conviction is closed and a new one dialled"
+    );
+    a.messaging.shutdown().await;
+    b.messaging.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_request_queued_for_an_unreachable_peer_fails_when_it_is_convicted() {
     let a = start_with(
@@ -1500,4 +1528,159 @@ async fn a_request_for_an_unknown_table_is_refused_and_the_peer_serves_on() {
     assert_eq!(b.messaging.metrics().malformed, 0);
     a.messaging.shutdown().await;
     b.messaging.shutdown().await;
+}
+
+/// TCP whose first connection's writes block forever once `stuck` is set, as a write blocked
+/// on a full window to a dead process does where a reset does not wake the writer (turmoil's
+/// simulated TCP, which the simulation runs this crate on).
+struct FirstWriterStuck {
+    connects: std::sync::atomic::AtomicUsize,
+    stuck: Arc<AtomicBool>,
+}
+
+struct MaybeStuck {
+    stream: Box<dyn messaging::Stream>,
+    stuck: Option<Arc<AtomicBool>>,
+}
+
+impl messaging::Network for FirstWriterStuck {
+    fn connect(&self, to: SocketAddr) -> messaging::NetworkFuture<'_, Box<dyn messaging::Stream>> {
+        Box::pin(async move {
+            let stream = messaging::TcpNetwork.connect(to).await?;
+            let first = self.connects.fetch_add(1, Ordering::Relaxed) == 0;
+            let stuck = first.then(|| self.stuck.clone());
+            Ok(Box::new(MaybeStuck { stream, stuck }) as Box<dyn messaging::Stream>)
+        })
+    }
+
+    fn bind(
+        &self,
+        address: SocketAddr,
+    ) -> messaging::NetworkFuture<'_, Box<dyn messaging::Listener>> {
+        messaging::TcpNetwork.bind(address)
+    }
+}
+
+impl tokio::io::AsyncRead for MaybeStuck {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for MaybeStuck {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self
+            .stuck
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            // Never woken: only the peer's end of the connection, read, can end this.
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn a_write_blocked_on_a_connection_the_peer_ends_gives_way_to_a_new_connection() {
+    // A fake peer: accepts each handshake, then reads and discards; its first connection is
+    // closed when `close_first` is notified (the peer's process died and came back).
+    let fake = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake_address = fake.local_addr().unwrap();
+    let fake_host = host(9);
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let close_first = Arc::new(tokio::sync::Notify::new());
+    let server = {
+        let (accepted, close_first) = (accepted.clone(), close_first.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = fake.accept().await.unwrap();
+                let first = accepted.fetch_add(1, Ordering::Relaxed) == 0;
+                let close_first = close_first.clone();
+                tokio::spawn(async move {
+                    let mut head = [0u8; 6];
+                    socket.read_exact(&mut head).await?;
+                    let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[4], head[5]]))];
+                    socket.read_exact(&mut body).await?;
+                    socket.write_all(&accepted_reply_bytes(fake_host)).await?;
+                    let mut sink = [0u8; 1024];
+                    loop {
+                        tokio::select! {
+                            _ = close_first.notified(), if first => return Ok(()),
+                            read = socket.read(&mut sink) => if read? == 0 {
+                                return Ok::<_, std::io::Error>(());
+                            },
+                        }
+                    }
+                });
+            }
+        })
+    };
+    let stuck = Arc::new(AtomicBool::new(false));
+    let mut environment = Environment::tcp(1);
+    environment.network = Arc::new(FirstWriterStuck {
+        connects: std::sync::atomic::AtomicUsize::new(0),
+        stuck: stuck.clone(),
+    });
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    a.messaging.set_peer_address(fake_host, fake_address);
+    let ping = |timeout_ms: u64| {
+        let messaging = a.messaging.clone();
+        async move {
+            let e = messaging
+                .ping(fake_host, Some(within(Duration::from_millis(timeout_ms))))
+                .await;
+            assert!(matches!(e, Err(MessagingError::Timeout { .. })), "{e:?}");
+        }
+    };
+    // The first connection opens (the fake never answers a ping).
+    ping(100).await;
+    assert_eq!(accepted.load(Ordering::Relaxed), 1);
+
+    // Its next write blocks, then the peer ends the connection.
+    stuck.store(true, Ordering::Relaxed);
+    ping(100).await;
+    close_first.notify_one();
+
+    // Pings go on, and reach a new connection.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while accepted.load(Ordering::Relaxed) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the connection blocked writing to the ended one was never redialled"
+        );
+        ping(50).await;
+    }
+    server.abort();
+    a.messaging.shutdown().await;
 }
