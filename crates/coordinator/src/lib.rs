@@ -18,6 +18,7 @@
 
 mod clock;
 mod consistency;
+mod contact;
 mod deadline;
 mod digest;
 mod endpoints;

@@ -11,8 +11,9 @@ use locator::HostId;
 use mutation::{PartitionData, ReadCommand, ReadResponse, ScanPage, ScanStart, TableId};
 use schema::KeyspaceMetadata;
 
+use crate::contact::ReadLevel;
 use crate::paging::{self, ScanResume};
-use crate::read::{unexpected_response, ReadLevel};
+use crate::read::unexpected_response;
 use crate::reconcile::{self, Position, ReplicaPage};
 use crate::{
     ConsistencyLevel, Coordinator, CoordinatorError, Deadline, Placement, ReadOrWrite, ReplicaError,

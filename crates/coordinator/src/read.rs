@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use locator::HostId;
 use mutation::{
     ClusteringSlice, PartitionData, PartitionKey, PartitionPage, PartitionUpdate, ReadCommand,
     ReadResponse, TableId,
@@ -19,30 +18,11 @@ use crate::speculation;
 use crate::stats::TableStats;
 use crate::{
     read_digest, ConsistencyLevel, Coordinator, CoordinatorError, Deadline, Mutation, Placement,
-    ReadOrWrite, Replica, ReplicaError, ReplicaVerb, RequestKind,
+    ReadOrWrite, ReplicaError, ReplicaVerb, RequestKind,
 };
 use tokio::time::Instant;
 
-/// A replica chosen for a read, with its endpoint.
-pub(crate) type Contact = (HostId, Arc<dyn Replica>);
-
-/// What a read at a consistency level needs to word its timeout.
-#[derive(Clone, Copy)]
-pub(crate) struct ReadLevel {
-    pub consistency: ConsistencyLevel,
-    pub block_for: usize,
-}
-
-impl ReadLevel {
-    pub fn timeout(self, received: usize, data_present: bool) -> CoordinatorError {
-        CoordinatorError::ReadTimeout {
-            consistency: self.consistency,
-            received: received as i32,
-            block_for: self.block_for as i32,
-            data_present,
-        }
-    }
-}
+use crate::contact::{Contact, ReadLevel};
 
 /// A partition read as the query layer sends it.
 pub(crate) struct PartitionRead {

@@ -16,7 +16,7 @@ use mutation::{ReadCommand, ReadResponse, TableId};
 use schema::{KeyspaceMetadata, SpeculativeRetry};
 use tokio::time::Instant;
 
-use crate::read::{Contact, ReadLevel};
+use crate::contact::{Contact, ReadLevel};
 use crate::stats::{CoordinatorStats, ReplicaVerb, TableStats};
 use crate::{read_digest, ConsistencyLevel, Coordinator, CoordinatorError, Deadline, ReadDigest};
 use crate::{ReplicaError, ReplicaFuture};

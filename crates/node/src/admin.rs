@@ -120,7 +120,8 @@ fn execute(
     cluster: &AdminCluster,
 ) -> Result<Vec<String>> {
     let words: Vec<&str> = command.split_whitespace().collect();
-    if let Some(reply) = crate::internode_faults::execute(&words, cluster) {
+    if let Some(reply) = crate::internode_faults::execute(&words, &cluster.internode, &cluster.ring)
+    {
         return reply;
     }
     let (verb, target) = match words.as_slice() {

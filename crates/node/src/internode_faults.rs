@@ -28,8 +28,6 @@ use locator::HostId;
 use messaging::{FaultInjector, LinkFault, MessagingService, Verb};
 use tokio::sync::watch;
 
-use crate::admin_cluster::AdminCluster;
-
 /// The environment variable that switches fault injection on, as `fault_injection: true` does
 /// (so a test can switch it on for every node `helenus cluster` starts).
 pub const FAULT_INJECTION_ENV: &str = "HELENUS_FAULT_INJECTION";
@@ -152,14 +150,18 @@ pub struct AdminInternode {
 
 /// Runs `words` if it is one of this module's commands (`tpstats`, `fault`); `None` if it is
 /// another's.
-pub fn execute(words: &[&str], cluster: &AdminCluster) -> Option<Result<Vec<String>>> {
+pub fn execute(
+    words: &[&str],
+    internode: &AdminInternode,
+    ring: &arc_swap::ArcSwap<locator::TokenMetadata>,
+) -> Option<Result<Vec<String>>> {
     match words.split_first() {
         Some((&"tpstats", rest)) => Some(if rest.is_empty() {
-            Ok(tpstats(&cluster.internode.messaging.metrics()))
+            Ok(tpstats(&internode.messaging.metrics()))
         } else {
             Err(anyhow!("tpstats takes no argument"))
         }),
-        Some((&"fault", rest)) => Some(fault(rest, cluster)),
+        Some((&"fault", rest)) => Some(fault(rest, internode, ring)),
         _ => None,
     }
 }
@@ -189,8 +191,12 @@ pub fn tpstats(metrics: &messaging::MessagingMetrics) -> Vec<String> {
 }
 
 /// `fault ...` (module docs).
-fn fault(words: &[&str], cluster: &AdminCluster) -> Result<Vec<String>> {
-    let Some(injector) = &cluster.internode.faults else {
+fn fault(
+    words: &[&str],
+    internode: &AdminInternode,
+    ring: &arc_swap::ArcSwap<locator::TokenMetadata>,
+) -> Result<Vec<String>> {
+    let Some(injector) = &internode.faults else {
         bail!(
             "fault injection is off on this node: it is a test setting; start the node with \
              fault_injection: true in its configuration (or {FAULT_INJECTION_ENV}=true) to use \
@@ -198,7 +204,7 @@ fn fault(words: &[&str], cluster: &AdminCluster) -> Result<Vec<String>> {
         );
     };
     let command = FaultCommand::parse(words)?;
-    let ring = cluster.ring.load_full();
+    let ring = ring.load_full();
     let name_of = |host_id: HostId| {
         ring.topology().endpoint(host_id).map_or_else(
             || host_id.0.to_string(),
