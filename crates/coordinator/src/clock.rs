@@ -75,6 +75,11 @@ impl TimestampClock {
         }
     }
 
+    /// The wall clock's microseconds now (not a timestamp: two calls may tie).
+    pub fn now_micros(&self) -> i64 {
+        self.clock.now_micros()
+    }
+
     /// The next timestamp: `max(now, last + 1)`, strictly increasing across threads.
     pub fn next(&self) -> i64 {
         let now = self.clock.now_micros();

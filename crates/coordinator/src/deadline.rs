@@ -55,6 +55,8 @@ pub enum WriteType {
     Batch,
     /// An unlogged batch.
     UnloggedBatch,
+    /// The batch log write of a logged batch (its batch log endpoints did not acknowledge).
+    BatchLog,
 }
 
 impl WriteType {
@@ -63,6 +65,7 @@ impl WriteType {
             WriteType::Simple => "SIMPLE",
             WriteType::Batch => "BATCH",
             WriteType::UnloggedBatch => "UNLOGGED_BATCH",
+            WriteType::BatchLog => "BATCH_LOG",
         }
     }
 }

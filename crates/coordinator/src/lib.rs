@@ -16,6 +16,7 @@
 //! the read and write vocabulary comes from `mutation`), the `replica` crate (which depends on
 //! this one), or messaging and gossip (they implement [`Replica`] and [`Endpoints`]).
 
+mod batchlog;
 mod clock;
 mod consistency;
 mod contact;
@@ -32,6 +33,10 @@ mod speculation;
 mod stats;
 mod write;
 
+pub use batchlog::{
+    Batch, BatchError, BatchId, BatchlogReplay, BatchlogReplayConfig, BatchlogStore, ReplayPass,
+    BATCH_FORMAT_VERSION,
+};
 pub use clock::{SystemClock, TimestampClock, TokioWallClock, WallClock};
 pub use consistency::{ConsistencyLevel, ReadOrWrite};
 pub use deadline::{Deadline, WriteType};
@@ -116,6 +121,8 @@ pub struct Coordinator {
     /// The speculation threshold of a table whose percentile latency is not measured yet:
     /// half the read timeout, as Cassandra's initial `sampleReadLatency`.
     unmeasured_threshold: Duration,
+    /// The batch log's endpoint choice and counts.
+    batchlog: batchlog::BatchlogState,
 }
 
 /// Cassandra's default `read_request_timeout` (5 s), whose half is the speculation threshold
@@ -138,7 +145,9 @@ impl Coordinator {
         ring: Arc<ArcSwap<TokenMetadata>>,
         endpoints: Arc<dyn Endpoints>,
     ) -> Coordinator {
+        let seed = ring.load().local_host_id().0.as_u128();
         Coordinator {
+            batchlog: batchlog::BatchlogState::new((seed ^ (seed >> 64)) as u64),
             ring,
             endpoints,
             hints: Arc::new(NoHints),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mutation::{PartitionUpdate, ReadCommand, ReadResponse, TableId};
 
-use crate::{Deadline, ReadDigest};
+use crate::{Batch, BatchId, Deadline, ReadDigest};
 
 pub type ReplicaFuture<T> = Pin<Box<dyn Future<Output = Result<T, ReplicaError>> + Send>>;
 
@@ -84,4 +84,25 @@ pub trait Replica: Send + Sync + 'static {
     fn digest(&self, command: ReadCommand, deadline: Deadline) -> ReplicaFuture<ReadDigest>;
     /// Removes every row of `table` (TRUNCATE), keeping the table.
     fn truncate(&self, table: TableId, deadline: Deadline) -> ReplicaFuture<()>;
+    /// Stores `batch` in this replica's batch log (Cassandra's `BATCH_STORE_REQ`), durably
+    /// before answering, so that it replays the batch should its coordinator not remove it.
+    /// A replica without a batch log (test doubles) answers an error saying so.
+    fn store_batch(&self, batch: Batch, deadline: Deadline) -> ReplicaFuture<()> {
+        let _ = (batch, deadline);
+        Box::pin(async {
+            Err(ReplicaError::Internal(
+                "this replica keeps no batch log".into(),
+            ))
+        })
+    }
+    /// Deletes batch `id` from this replica's batch log (Cassandra's `BATCH_REMOVE_REQ`):
+    /// its coordinator saw every mutation reach its consistency level. Nothing if absent.
+    fn remove_batch(&self, id: BatchId, deadline: Deadline) -> ReplicaFuture<()> {
+        let _ = (id, deadline);
+        Box::pin(async {
+            Err(ReplicaError::Internal(
+                "this replica keeps no batch log".into(),
+            ))
+        })
+    }
 }

@@ -108,6 +108,20 @@ pub(crate) struct LateAcks {
     idle: tokio::sync::Notify,
 }
 
+impl LateAcks {
+    /// Counts a background task starting; it must call `finish` when it ends.
+    pub(crate) fn start(&self) {
+        self.running.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts a background task ending (waking shutdown if it was the last).
+    pub(crate) fn finish(&self) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+}
+
 impl Coordinator {
     /// Waits until no write's late acknowledgements are awaited any more (each is, at most
     /// until its deadline): at shutdown, so that every hint is handed over.
@@ -145,9 +159,9 @@ impl Coordinator {
     /// level was not met (Cassandra answers WRITE_FAILURE as soon as failures leave too few;
     /// Helenus has no WriteFailure yet, and answers the first replica's error).
     ///
-    /// Not here: LOGGED batches' batch log on two other nodes (it needs messaging; a logged
-    /// batch is written as its mutations, as an unlogged one, with `WriteType::Batch`), and
-    /// pending (joining) endpoints' extra writes.
+    /// Not here: LOGGED batches, which go through the batch log first
+    /// (`Coordinator::write_logged_batch`, `batchlog.rs`), and pending (joining) endpoints'
+    /// extra writes.
     pub async fn write(
         &self,
         keyspace: &KeyspaceMetadata,
@@ -164,7 +178,7 @@ impl Coordinator {
     }
 
     /// `write` but for the counting.
-    async fn write_to_replicas(
+    pub(crate) async fn write_to_replicas(
         &self,
         keyspace: &KeyspaceMetadata,
         updates: Vec<PartitionUpdate>,
@@ -316,12 +330,10 @@ impl Coordinator {
                 .collect();
             let tasks = self.late_acks.clone();
             let stats = self.stats.clone();
-            tasks.running.fetch_add(1, Ordering::AcqRel);
+            tasks.start();
             tokio::spawn(async move {
                 await_late_acks(pending, late, hints, &stats, deadline).await;
-                if tasks.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    tasks.idle.notify_waiters();
-                }
+                tasks.finish();
             });
         }
         Ok(())
