@@ -15,8 +15,13 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+mod batchlog;
+
+pub use batchlog::BatchlogStorage;
+
 use coordinator::{
-    read_digest, Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture,
+    read_digest, Batch, BatchId, Deadline, Mutation, ReadDigest, Replica, ReplicaError,
+    ReplicaFuture,
 };
 use mutation::{PartitionUpdate, ReadCommand, ReadResponse, TableId};
 use storage::{Durability, StorageEngine, StorageError};
@@ -41,6 +46,8 @@ pub struct LocalReplica {
     commit_log: Durability,
     /// Mutations waiting for their group's task, by `Durability` (`group_index`).
     groups: Arc<[WriteGroup; 3]>,
+    /// The batches coordinators logged here.
+    batchlog: Arc<BatchlogStorage>,
 }
 
 #[derive(Default)]
@@ -66,10 +73,16 @@ impl LocalReplica {
     /// keeps no commit log).
     pub fn new(engine: Arc<dyn StorageEngine>, commit_log: Durability) -> LocalReplica {
         LocalReplica {
+            batchlog: Arc::new(BatchlogStorage::new(engine.clone(), commit_log)),
             engine,
             commit_log,
             groups: Arc::default(),
         }
+    }
+
+    /// This node's batch log, for its replay (`coordinator::BatchlogReplay`).
+    pub fn batchlog(&self) -> Arc<BatchlogStorage> {
+        self.batchlog.clone()
     }
 
     /// How durable `mutation` is when acknowledged: the commit log's mode, or none for a
@@ -280,6 +293,33 @@ impl Replica for LocalReplica {
             })
             .await
             .map_err(task_failed)?
+        })
+    }
+
+    /// On the blocking pool (a stored batch may wait for a commit log sync), and not started
+    /// once its deadline has passed: the coordinator answered a BATCH_LOG timeout then and
+    /// never sent the mutations, so nothing is lost by not logging it.
+    fn store_batch(&self, batch: Batch, deadline: Deadline) -> ReplicaFuture<()> {
+        let batchlog = self.batchlog.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                if deadline.passed() {
+                    return Err(ReplicaError::DeadlinePassed);
+                }
+                batchlog.store(&batch).map_err(replica_error)
+            })
+            .await
+            .map_err(task_failed)?
+        })
+    }
+
+    /// Removed however late: a batch whose mutations all reached their level needs no replay.
+    fn remove_batch(&self, id: BatchId, _deadline: Deadline) -> ReplicaFuture<()> {
+        let batchlog = self.batchlog.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || batchlog.remove(id).map_err(replica_error))
+                .await
+                .map_err(task_failed)?
         })
     }
 }

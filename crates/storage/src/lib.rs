@@ -210,6 +210,22 @@ pub trait StorageEngine: Send + Sync + 'static {
     /// Node-local metadata (schema, tokens, host id); always synced before returning.
     fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError>;
     fn delete_meta(&self, key: &[u8]) -> Result<(), StorageError>;
+    /// `put_meta` as durable as `durability` (the batch log's entries, which need no more
+    /// than the commit log mode promises a write). By default synced, as `put_meta`.
+    fn put_meta_with(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        let _ = durability;
+        self.put_meta(key, value)
+    }
+    /// `delete_meta` as durable as `durability`. By default synced, as `delete_meta`.
+    fn delete_meta_with(&self, key: &[u8], durability: Durability) -> Result<(), StorageError> {
+        let _ = durability;
+        self.delete_meta(key)
+    }
     fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
     /// All metadata entries whose key starts with `prefix`, in key order.
     #[allow(clippy::type_complexity)] // spelled out so callers see the pairs without an alias

@@ -1825,6 +1825,23 @@ impl StorageEngine for RocksEngine {
             .map_err(|e| engine_error("delete metadata", None, e))
     }
 
+    fn put_meta_with(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        self.db()?
+            .put_opt(key, value, &meta_write_options(durability))
+            .map_err(|e| engine_error("write metadata", None, e))
+    }
+
+    fn delete_meta_with(&self, key: &[u8], durability: Durability) -> Result<(), StorageError> {
+        self.db()?
+            .delete_opt(key, &meta_write_options(durability))
+            .map_err(|e| engine_error("delete metadata", None, e))
+    }
+
     fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         self.db()?
             .get(key)
@@ -2062,6 +2079,17 @@ impl StorageEngine for RocksEngine {
         }
         Ok(())
     }
+}
+
+/// The write options of a metadata write as durable as `durability` (the commit log's modes).
+fn meta_write_options(durability: Durability) -> WriteOptions {
+    let mut opts = WriteOptions::default();
+    match durability {
+        Durability::Periodic => opts.set_sync(false),
+        Durability::Batch => opts.set_sync(true),
+        Durability::None => opts.disable_wal(true),
+    }
+    opts
 }
 
 #[cfg(test)]
