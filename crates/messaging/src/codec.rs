@@ -9,6 +9,10 @@
 //! READ:      `mutation::encode_read_command`
 //! DIGEST:    `mutation::encode_read_command`
 //! TRUNCATE:  16 bytes table id (UUID bytes)
+//! BATCH_STORE:  16 bytes batch id (a time UUID), then the batch's body
+//!               (`coordinator::Batch::body`: its own version byte first; refused unless
+//!               every mutation in it decodes)
+//! BATCH_REMOVE: 16 bytes batch id
 //! extension: opaque, the registered handler's
 //! ```
 //!
@@ -16,7 +20,7 @@
 //!
 //! ```text
 //! u8 0x00 success, then the verb's answer:
-//!      PING, MUTATION, TRUNCATE: empty
+//!      PING, MUTATION, TRUNCATE, BATCH_STORE, BATCH_REMOVE: empty
 //!      READ:    `mutation::encode_read_response`
 //!      DIGEST:  16 bytes, the MD5 `coordinator::ReadDigest`
 //!      extension: opaque, the handler's
@@ -34,7 +38,7 @@
 //! Nothing may follow the last field. Decoders check every length against the bytes present.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use coordinator::{Mutation, ReadDigest, ReplicaError};
+use coordinator::{Batch, BatchError, BatchId, Mutation, ReadDigest, ReplicaError};
 use mutation::{MutationError, ReadCommand, ReadResponse, TableId};
 
 /// The longest error message a response carries; longer ones are cut (at a character
@@ -77,6 +81,8 @@ pub enum RemoteError {
 pub enum PayloadError {
     #[error("{0}")]
     Mutation(#[from] MutationError),
+    #[error("{0}")]
+    Batch(#[from] BatchError),
     #[error("malformed payload: {0}")]
     Malformed(&'static str),
 }
@@ -124,6 +130,33 @@ pub fn decode_table_id(bytes: &[u8]) -> Result<TableId, PayloadError> {
         .try_into()
         .map_err(|_| PayloadError::Malformed("a table id is 16 bytes"))?;
     Ok(TableId::from_bytes(bytes))
+}
+
+pub fn encode_batch_store_request(batch: &Batch) -> Bytes {
+    let mut out = BytesMut::with_capacity(16 + batch.body().len());
+    out.put_slice(&batch.id.0);
+    out.put_slice(batch.body());
+    out.freeze()
+}
+
+pub fn decode_batch_store_request(bytes: &[u8]) -> Result<Batch, PayloadError> {
+    let Some((id, body)) = bytes.split_first_chunk::<16>() else {
+        return Err(PayloadError::Malformed(
+            "a batch starts with its 16-byte id",
+        ));
+    };
+    Ok(Batch::new(BatchId(*id), body)?)
+}
+
+pub fn encode_batch_id(id: BatchId) -> Bytes {
+    Bytes::copy_from_slice(&id.0)
+}
+
+pub fn decode_batch_id(bytes: &[u8]) -> Result<BatchId, PayloadError> {
+    let bytes: [u8; 16] = bytes
+        .try_into()
+        .map_err(|_| PayloadError::Malformed("a batch id is 16 bytes"))?;
+    Ok(BatchId(bytes))
 }
 
 /// A success response: the status byte and `body`.
@@ -313,6 +346,35 @@ mod tests {
         }
         assert!(decode_mutation_request(&[]).is_err());
         assert!(decode_mutation_request(&[0x80, 1, 0]).is_err());
+    }
+
+    #[test]
+    fn batch_store_requests_round_trip_and_malformed_ones_are_refused() {
+        let update = PartitionUpdate {
+            table: TableId::from_u128(3),
+            key: PartitionKey {
+                token: 42,
+                key: b"k".to_vec(),
+            },
+            header: None,
+            static_row: None,
+            rows: Vec::new(),
+        };
+        let id = BatchId::new(
+            1_700_000_000_000_000,
+            locator::HostId(TableId::from_u128(8)),
+        );
+        let batch = Batch::encode(id, &[&[update.clone(), update]]);
+        let encoded = encode_batch_store_request(&batch);
+        assert_eq!(decode_batch_store_request(&encoded), Ok(batch));
+        for cut in 0..encoded.len() {
+            assert!(
+                decode_batch_store_request(&encoded[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(decode_batch_id(&encode_batch_id(id)), Ok(id));
+        assert!(decode_batch_id(&[0; 15]).is_err());
     }
 
     #[test]

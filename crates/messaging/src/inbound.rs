@@ -252,6 +252,16 @@ async fn dispatch(
             replica.truncate(table, deadline).await?;
             Ok(codec::encode_ok(&[]))
         }
+        Verb::BATCH_STORE => {
+            let batch = codec::decode_batch_store_request(&payload).map_err(bad_request)?;
+            replica.store_batch(batch, deadline).await?;
+            Ok(codec::encode_ok(&[]))
+        }
+        Verb::BATCH_REMOVE => {
+            let id = codec::decode_batch_id(&payload).map_err(bad_request)?;
+            replica.remove_batch(id, deadline).await?;
+            Ok(codec::encode_ok(&[]))
+        }
         _ => {
             let handler = inner.handler(verb).ok_or(RemoteError::UnknownVerb)?;
             let body = handler

@@ -81,7 +81,9 @@ impl MessagingOptions {
     /// by it.
     pub fn verb_timeout(&self, verb: Verb) -> Duration {
         Duration::from_millis(match verb {
-            Verb::MUTATION => self.write_request_timeout_ms,
+            Verb::MUTATION | Verb::BATCH_STORE | Verb::BATCH_REMOVE => {
+                self.write_request_timeout_ms
+            }
             Verb::READ | Verb::DIGEST => self.read_request_timeout_ms,
             Verb::TRUNCATE => self.truncate_request_timeout_ms,
             _ => self.request_timeout_ms,

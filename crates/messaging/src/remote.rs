@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use coordinator::{Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture};
+use coordinator::{
+    Batch, BatchId, Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture,
+};
 use locator::HostId;
 use mutation::{ReadCommand, ReadResponse, TableId};
 
@@ -97,5 +99,15 @@ impl Replica for RemoteReplica {
     fn truncate(&self, table: TableId, deadline: Deadline) -> ReplicaFuture<()> {
         let payload = codec::encode_table_id(table);
         self.send(Verb::TRUNCATE, payload, deadline, codec::decode_empty)
+    }
+
+    fn store_batch(&self, batch: Batch, deadline: Deadline) -> ReplicaFuture<()> {
+        let payload = codec::encode_batch_store_request(&batch);
+        self.send(Verb::BATCH_STORE, payload, deadline, codec::decode_empty)
+    }
+
+    fn remove_batch(&self, id: BatchId, deadline: Deadline) -> ReplicaFuture<()> {
+        let payload = codec::encode_batch_id(id);
+        self.send(Verb::BATCH_REMOVE, payload, deadline, codec::decode_empty)
     }
 }

@@ -45,6 +45,10 @@ pub fn check_decoders(data: &[u8]) {
         assert_eq!(again.durable_writes, mutation.durable_writes);
         assert_eq!(again.updates.len(), mutation.updates.len());
     }
+    if let Ok(batch) = codec::decode_batch_store_request(data) {
+        let again = codec::decode_batch_store_request(&codec::encode_batch_store_request(&batch));
+        assert_eq!(again, Ok(batch), "a batch re-encodes");
+    }
     if let Ok(command) = codec::decode_read_request(data) {
         let again = codec::decode_read_request(&codec::encode_read_request(&command));
         assert_eq!(again, Ok(command), "a read command re-encodes");
@@ -100,6 +104,21 @@ mod tests {
             codec::encode_error(&RemoteError::Replica(ReplicaError::Storage("x".into()))).to_vec(),
         );
         seeds.push(vec![1, 1, 0]);
+        let update = mutation::PartitionUpdate {
+            table: uuid::Uuid::from_u128(3),
+            key: mutation::PartitionKey {
+                token: 1,
+                key: b"k".to_vec(),
+            },
+            header: None,
+            static_row: None,
+            rows: Vec::new(),
+        };
+        let batch = coordinator::Batch::encode(
+            coordinator::BatchId::new(1_000, HostId(uuid::Uuid::from_u128(5))),
+            &[&[update]],
+        );
+        seeds.push(codec::encode_batch_store_request(&batch).to_vec());
         seeds
     }
 

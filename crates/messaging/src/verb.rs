@@ -1,5 +1,5 @@
 //! Verbs: what a message asks for. Cassandra's `Verb` enum and ScyllaDB's `messaging_verb`,
-//! reduced to the replica verbs of `coordinator::Replica`, PING, and a range of ids other crates
+//! reduced to the replica verbs of `coordinator::Replica` (the batch log's among them), PING, and a range of ids other crates
 //! register handlers for (Raft metadata, hints, streaming).
 
 use std::fmt;
@@ -26,6 +26,10 @@ impl Verb {
     pub const DIGEST: Verb = Verb(4);
     /// `Replica::truncate`.
     pub const TRUNCATE: Verb = Verb(5);
+    /// `Replica::store_batch` (Cassandra's `BATCH_STORE_REQ`).
+    pub const BATCH_STORE: Verb = Verb(6);
+    /// `Replica::remove_batch` (Cassandra's `BATCH_REMOVE_REQ`).
+    pub const BATCH_REMOVE: Verb = Verb(7);
 
     /// The first id other crates may register a handler for.
     pub const FIRST_EXTENSION_ID: u16 = 64;
@@ -64,6 +68,8 @@ impl Verb {
             Verb::READ => "READ",
             Verb::DIGEST => "DIGEST",
             Verb::TRUNCATE => "TRUNCATE",
+            Verb::BATCH_STORE => "BATCH_STORE",
+            Verb::BATCH_REMOVE => "BATCH_REMOVE",
             _ => return None,
         })
     }
@@ -94,6 +100,8 @@ mod tests {
         assert!(!Verb::extension(64).is_builtin());
         assert_eq!(Verb::extension(70).to_string(), "VERB_70");
         assert_eq!(Verb::MUTATION.to_string(), "MUTATION");
+        assert_eq!(Verb::from_id(6), Some(Verb::BATCH_STORE));
+        assert_eq!(Verb::BATCH_REMOVE.to_string(), "BATCH_REMOVE");
     }
 
     #[test]

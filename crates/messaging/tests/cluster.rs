@@ -239,6 +239,22 @@ async fn a_remote_replica_applies_reads_digests_and_truncates_through_its_peer()
     remote.truncate(TABLE, later()).await.expect("truncate");
     assert_eq!(rows_stored(&b.engine, 1), 0);
 
+    let batch = coordinator::Batch::encode(
+        coordinator::BatchId::new(1_700_000_000_000_000, a.messaging.host_id()),
+        &[&write(1, b"one").updates, &write(2, b"two").updates],
+    );
+    remote
+        .store_batch(batch.clone(), later())
+        .await
+        .expect("stored");
+    let b_log = replica::BatchlogStorage::new(b.engine.clone(), Durability::Periodic);
+    assert_eq!(b_log.batches().expect("scan"), vec![batch.clone()]);
+    remote
+        .remove_batch(batch.id, later())
+        .await
+        .expect("removed");
+    assert_eq!(b_log.batches().expect("scan"), vec![]);
+
     let metrics = a.messaging.metrics();
     assert_eq!(metrics.verb(Verb::MUTATION).sent, 2);
     assert_eq!(b.messaging.metrics().verb(Verb::MUTATION).received, 2);
@@ -1444,6 +1460,17 @@ async fn a_malformed_request_gets_an_error_answer_and_its_connection_serves_on()
             whole_read[..whole_read.len() / 2].to_vec(),
         ),
         ("short TRUNCATE", Verb::TRUNCATE, vec![0; 15]),
+        ("short BATCH_STORE", Verb::BATCH_STORE, vec![0; 15]),
+        (
+            "undecodable BATCH_STORE",
+            Verb::BATCH_STORE,
+            [
+                &[0u8; 16][..],
+                &[1, 0, 0, 0, 1, 0, 0, 0, 3, 0xEE, 0xEE, 0xEE],
+            ]
+            .concat(),
+        ),
+        ("short BATCH_REMOVE", Verb::BATCH_REMOVE, vec![0; 17]),
         ("PING with a body", Verb::PING, vec![1]),
     ];
     for (case, verb, payload) in &cases {
