@@ -332,11 +332,8 @@ impl QueryProcessor {
             kind == BatchKind::Logged,
             collected.partitions.values(),
         )?);
-        // NOT YET: a LOGGED batch is first written to the batch log of two other nodes
-        // (Cassandra's `BatchlogManager`), so that a coordinator dying midway cannot leave it
-        // half applied; that needs messaging (issue 35). Until then a logged batch is written
-        // as its mutations (each replica applies its share atomically), timing out with
-        // write type BATCH.
+        // A LOGGED batch goes through the batch log (`send_mutations` with write type BATCH:
+        // `Coordinator::write_logged_batch`).
         let write_type = match kind {
             BatchKind::Logged => WriteType::Batch,
             BatchKind::Unlogged | BatchKind::Counter => WriteType::UnloggedBatch,

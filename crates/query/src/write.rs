@@ -215,7 +215,8 @@ fn has_own_timestamp(statement: &Statement) -> bool {
 }
 
 /// Sends collected mutations to the coordinator, one write per keyspace (each replica applies
-/// it with its own commit log mode and the keyspace's `durable_writes`).
+/// it with its own commit log mode and the keyspace's `durable_writes`); a LOGGED batch
+/// (`WriteType::Batch`) as one write through the batch log, whatever keyspaces it spans.
 pub(crate) async fn send_mutations(
     coordinator: &Coordinator,
     schema: &Schema,
@@ -232,10 +233,20 @@ pub(crate) async fn send_mutations(
             None => by_keyspace.push((ks, vec![update])),
         }
     }
+    let mut writes = Vec::with_capacity(by_keyspace.len());
     for (ks, updates) in by_keyspace {
         let keyspace = schema
             .keyspace(&ks)
             .ok_or_else(|| QueryError::Invalid(format!("keyspace {ks} does not exist")))?;
+        writes.push((keyspace.as_ref(), updates));
+    }
+    if write_type == coordinator::WriteType::Batch {
+        coordinator
+            .write_logged_batch(writes, consistency, deadline)
+            .await?;
+        return Ok(());
+    }
+    for (keyspace, updates) in writes {
         coordinator
             .write(keyspace, updates, consistency, write_type, deadline)
             .await?;
