@@ -140,6 +140,20 @@ impl Batch {
         &self.body
     }
 
+    /// Each mutation's encoding (`mutation::encode_mutation`), as `system.batches` shows them.
+    pub fn encoded_mutations(&self) -> Vec<&[u8]> {
+        let mut rest = &self.body[1..];
+        let count = take_u32(&mut rest).expect("a batch is well formed (`Batch::new`)");
+        (0..count)
+            .map(|_| {
+                let len = take_u32(&mut rest).expect("a batch is well formed") as usize;
+                let (encoded, after) = rest.split_at(len);
+                rest = after;
+                encoded
+            })
+            .collect()
+    }
+
     /// The batch's mutations, each one keyspace's partition updates.
     pub fn mutations(&self) -> Result<Vec<Vec<PartitionUpdate>>, BatchError> {
         decode_body(&self.body)
@@ -311,7 +325,7 @@ impl Coordinator {
         let shares: Vec<&[PartitionUpdate]> = writes.iter().map(|(_, u)| u.as_slice()).collect();
         let batch = Batch::encode(id, &shares);
         self.store_in_batchlog(&endpoints, batch, deadline).await?;
-        self.batchlog.written.fetch_add(1, Ordering::Relaxed);
+        self.stats.batches_logged.fetch_add(1, Ordering::Relaxed);
         let written = join_all(writes.into_iter().map(|(keyspace, updates)| {
             self.write_to_replicas(keyspace, updates, consistency, WriteType::Batch, deadline)
         }))
@@ -511,21 +525,17 @@ impl Coordinator {
     }
 }
 
-/// The coordinator's batch log state: the random source that picks batch log endpoints and
-/// the counts `helenus admin` shows.
+/// The coordinator's batch log state: the random source that picks batch log endpoints.
 pub(crate) struct BatchlogState {
     /// xorshift64 state, seeded from the host id: deterministic per node, so a simulation
     /// replays the same choices.
     rng: AtomicU64,
-    /// Logged batches whose log write was acknowledged.
-    pub(crate) written: AtomicU64,
 }
 
 impl BatchlogState {
     pub(crate) fn new(seed: u64) -> BatchlogState {
         BatchlogState {
             rng: AtomicU64::new(seed | 1),
-            written: AtomicU64::new(0),
         }
     }
 
@@ -577,13 +587,6 @@ pub struct ReplayPass {
     pub waiting: u64,
 }
 
-impl Coordinator {
-    /// The batch log's counts (the replayed count is the replay's, `BatchlogReplay::replayed`).
-    pub fn batchlog_written(&self) -> u64 {
-        self.batchlog.written.load(Ordering::Relaxed)
-    }
-}
-
 /// The node's batch log replay (Cassandra's `BatchlogManager.replayFailedBatches`): every
 /// `interval`, the stored batches older than `replay_timeout` are replayed, oldest first, at
 /// most `throttle_bytes_per_second` (this node's share), then deleted. A mutation for a table
@@ -594,7 +597,6 @@ pub struct BatchlogReplay {
     store: Arc<dyn BatchlogStore>,
     schema: Arc<dyn Fn() -> Arc<Schema> + Send + Sync>,
     config: BatchlogReplayConfig,
-    replayed: Arc<AtomicU64>,
 }
 
 impl BatchlogReplay {
@@ -611,13 +613,7 @@ impl BatchlogReplay {
             store,
             schema,
             config,
-            replayed: Arc::default(),
         }
-    }
-
-    /// The count of batches replayed, shared (it goes on counting).
-    pub fn replayed(&self) -> Arc<AtomicU64> {
-        self.replayed.clone()
     }
 
     /// Replays every `interval` until `stop` turns true; the owner awaits the task it runs in.
@@ -660,7 +656,7 @@ impl BatchlogReplay {
                 .await
                 .map_err(|e| e.to_string())??;
             pass.replayed += 1;
-            self.replayed.fetch_add(1, Ordering::Relaxed);
+            (self.coordinator.stats.batches_replayed).fetch_add(1, Ordering::Relaxed);
             if rate > 0 {
                 let seconds = batch.body().len() as f64 / rate as f64;
                 tokio::time::sleep(Duration::from_secs_f64(seconds)).await;

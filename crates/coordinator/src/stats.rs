@@ -273,6 +273,10 @@ pub struct CoordinatorStats {
     timeouts: [AtomicU64; KINDS],
     unavailables: [AtomicU64; KINDS],
     replica_timeouts: [AtomicU64; KINDS],
+    /// Logged batches whose batch log write was acknowledged (`write_logged_batch`).
+    pub(crate) batches_logged: AtomicU64,
+    /// Batches this node's batch log replay replayed (their coordinator did not remove them).
+    pub(crate) batches_replayed: AtomicU64,
 }
 
 impl CoordinatorStats {
@@ -355,6 +359,8 @@ impl CoordinatorStats {
                 truncate: verb(ReplicaVerb::Truncate),
             },
             tables: self.tables(),
+            batches_logged: self.batches_logged.load(Ordering::Relaxed),
+            batches_replayed: self.batches_replayed.load(Ordering::Relaxed),
         }
     }
 
@@ -400,6 +406,10 @@ pub struct CoordinatorStatsSnapshot {
     pub replica_timeouts: PerReplicaVerb,
     /// Per table, in no particular order.
     pub tables: Vec<TableStatsSnapshot>,
+    /// Logged batches whose batch log write was acknowledged.
+    pub batches_logged: u64,
+    /// Batches the batch log replay of this node replayed.
+    pub batches_replayed: u64,
 }
 
 /// A count per `RequestKind`.

@@ -355,6 +355,11 @@ pub fn proxystats(cluster: &AdminCluster, schema: &Schema) -> Vec<String> {
     }
     lines.push(String::new());
     lines.push(format!(
+        "Batch log: {} logged batches, {} replayed",
+        snapshot.batches_logged, snapshot.batches_replayed
+    ));
+    lines.push(String::new());
+    lines.push(format!(
         "{:<40} {:>11} {:>12} {:>13} {:>10} {:>10}",
         "Table", "Speculative", "Spec. failed", "Spec. no node", "p50 (ms)", "p99 (ms)"
     ));

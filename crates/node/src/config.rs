@@ -127,6 +127,10 @@ pub struct Config {
     pub native_transport_max_request_data_in_flight_per_ip_bytes: u64,
     /// Hinted handoff's keys (`hinted_handoff_enabled`, `max_hint_window`, ...).
     pub hints: HintsSettings,
+    /// `batchlog_replay_throttle` / `batchlog_replay_throttle_in_kb`: bytes per second the
+    /// batch log replay sends, for the whole cluster (each node takes its share); 0 for no
+    /// throttle. Cassandra's default, 1024 KiB.
+    pub batchlog_replay_throttle_bytes_per_second: u64,
 }
 
 /// Hinted handoff's configuration, with Cassandra's key names and defaults (see the `hints`
@@ -219,6 +223,7 @@ impl Default for Config {
             native_transport_max_concurrent_connections: None,
             native_transport_max_concurrent_connections_per_ip: None,
             hints: HintsSettings::default(),
+            batchlog_replay_throttle_bytes_per_second: 1024 << 10,
         }
     }
 }
@@ -953,6 +958,14 @@ impl Config {
                         as_u64(key, v)?.saturating_mul(1024)
                     };
                 }
+                "batchlog_replay_throttle" | "batchlog_replay_throttle_in_kb" => {
+                    config.batchlog_replay_throttle_bytes_per_second =
+                        if key == "batchlog_replay_throttle" {
+                            as_size_bytes(key, v)?
+                        } else {
+                            as_u64(key, v)?.saturating_mul(1024)
+                        };
+                }
                 "hints_directory" => {
                     config.hints.directory = Some(PathBuf::from(as_str(key, v)?));
                 }
@@ -1055,6 +1068,24 @@ mod tests {
         assert_eq!(c.hints.max_hint_window, Duration::from_secs(60));
         assert_eq!(c.hints.max_file_size_bytes, 1 << 20);
         assert_eq!(c.hints.throttle_bytes_per_second, 0);
+        assert_eq!(
+            Config::parse("batchlog_replay_throttle: 2MiB\n")
+                .expect("valid")
+                .0
+                .batchlog_replay_throttle_bytes_per_second,
+            2 << 20
+        );
+        assert_eq!(
+            Config::parse("batchlog_replay_throttle_in_kb: 0\n")
+                .expect("valid")
+                .0
+                .batchlog_replay_throttle_bytes_per_second,
+            0
+        );
+        assert_eq!(
+            Config::default().batchlog_replay_throttle_bytes_per_second,
+            1 << 20
+        );
         assert_eq!(c.hints.flush_period, Duration::from_millis(100));
         for bad in [
             "hinted_handoff_enabled: maybe",

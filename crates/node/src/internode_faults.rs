@@ -13,8 +13,8 @@
 //!
 //! `fault` acts on this node's outbound messages only: one direction of a link (set it on both
 //! nodes to cut both). ADDRESS is a node's broadcast address as the ring knows it (or its host
-//! id); VERB one of PING, MUTATION, READ, DIGEST, TRUNCATE or a verb id. Fault injection is for
-//! tests: without `fault_injection: true` (or `HELENUS_FAULT_INJECTION=true`) the node installs
+//! id); VERB one of PING, MUTATION, READ, DIGEST, TRUNCATE, BATCH_STORE, BATCH_REMOVE or a
+//! verb id. Fault injection is for tests: without `fault_injection: true` (or `HELENUS_FAULT_INJECTION=true`) the node installs
 //! no injector and `fault` is refused.
 
 use std::collections::{HashMap, HashSet};
@@ -178,6 +178,8 @@ pub fn tpstats(metrics: &messaging::MessagingMetrics) -> Vec<String> {
         Verb::READ,
         Verb::DIGEST,
         Verb::TRUNCATE,
+        Verb::BATCH_STORE,
+        Verb::BATCH_REMOVE,
     ];
     let mut verbs: Vec<Verb> = builtin.to_vec();
     verbs.extend(metrics.verbs.keys().filter(|v| !v.is_builtin()));
@@ -348,6 +350,8 @@ fn parse_verb(name: &str) -> Result<Verb> {
         Verb::READ,
         Verb::DIGEST,
         Verb::TRUNCATE,
+        Verb::BATCH_STORE,
+        Verb::BATCH_REMOVE,
     ];
     if let Some(verb) = known
         .into_iter()

@@ -439,6 +439,22 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             .with_read_request_timeout(config.request_timeouts.read)
             .with_hinted_handoff(cluster.hints.store().clone()),
     );
+    // The batch log replay (Cassandra's `BatchlogManager`): owned here, stopped once the CQL
+    // server has drained and before the cluster leaves.
+    let (stop_batchlog, batchlog_stopped) = tokio::sync::watch::channel(false);
+    let batchlog_replay = {
+        let mut replay_config =
+            coordinator::BatchlogReplayConfig::new(config.request_timeouts.write);
+        replay_config.throttle_bytes_per_second = config.batchlog_replay_throttle_bytes_per_second;
+        let schema = schema.clone();
+        let replay = coordinator::BatchlogReplay::new(
+            coordinator.clone(),
+            local_replica.batchlog(),
+            Arc::new(move || schema.snapshot()),
+            replay_config,
+        );
+        tokio::spawn(replay.run(batchlog_stopped))
+    };
     let mut node = NodeInfo::new(
         config.cluster_name.clone(),
         RELEASE_VERSION,
@@ -446,6 +462,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     );
     node.token_metadata = cluster.ring.clone();
     node.peer_details = cluster.peer_details.clone();
+    node.batchlog = Some(query::BatchlogView(local_replica.batchlog()));
     node.listen_address = config.listen_address;
     node.storage_port = config.storage_port;
     node.gossip_generation = identity.gossip_generation;
@@ -602,6 +619,8 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     }
     tracing::info!("CQL server stopped; leaving the cluster, then flushing");
     admin_task.abort();
+    let _ = stop_batchlog.send(true);
+    let _ = batchlog_replay.await;
     coordinator.wait_for_late_acks().await;
     cluster.shutdown().await;
 

@@ -65,6 +65,19 @@ pub struct NodeInfo {
     pub token_metadata: Arc<ArcSwap<TokenMetadata>>,
     /// What gossip knows of each peer beyond the ring, swapped in whole like the ring.
     pub peer_details: Arc<ArcSwap<PeerDetailsMap>>,
+    /// This node's batch log, which `system.batches` shows (`None`: the table is empty).
+    pub batchlog: Option<BatchlogView>,
+}
+
+/// This node's stored batches as `system.batches` reads them (`replica::BatchlogStorage` in a
+/// node). Reading scans the batch log: small, as batches are removed once applied.
+#[derive(Clone)]
+pub struct BatchlogView(pub Arc<dyn coordinator::BatchlogStore>);
+
+impl std::fmt::Debug for BatchlogView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BatchlogView")
+    }
 }
 
 impl NodeInfo {
@@ -84,6 +97,7 @@ impl NodeInfo {
             gossip_generation: 0,
             token_metadata: Arc::new(ArcSwap::new(token_metadata)),
             peer_details: Arc::new(ArcSwap::from_pointee(PeerDetailsMap::new())),
+            batchlog: None,
         }
     }
 

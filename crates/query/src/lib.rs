@@ -35,8 +35,9 @@ mod write;
 pub use coordinator::ConsistencyLevel;
 pub use error::QueryError;
 pub use interface::{
-    BatchItem, BatchKind, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome, PeerDetails,
-    PeerDetailsMap, PreparedInfo, QueryOptions, QueryResult, ResultSet, Session, StatementKind,
+    BatchItem, BatchKind, BatchlogView, BoundValue, BoundValues, ColumnSpec, NodeInfo, Outcome,
+    PeerDetails, PeerDetailsMap, PreparedInfo, QueryOptions, QueryResult, ResultSet, Session,
+    StatementKind,
 };
 pub use limits::{
     InSelectGuardrails, RequestTimeouts, DEFAULT_IN_SELECT_CARTESIAN_PRODUCT_FAIL_THRESHOLD,

@@ -19,6 +19,7 @@ const VIRTUAL_SCHEMA_KEYSPACES: &[&str] = &["system_virtual_schema"];
 const SYSTEM_TABLES: &[(&str, &str)] = &[
     ("system", "CREATE TABLE local (key text, bootstrapped text, broadcast_address inet, broadcast_port int, cluster_name text, cql_version text, data_center text, gossip_generation int, host_id uuid, listen_address inet, listen_port int, native_protocol_version text, partitioner text, rack text, release_version text, rpc_address inet, rpc_port int, schema_version uuid, tokens set<text>, truncated_at map<uuid, blob>, PRIMARY KEY ((key)))"),
     ("system", "CREATE TABLE peers (peer inet, data_center text, host_id uuid, preferred_ip inet, rack text, release_version text, rpc_address inet, schema_version uuid, tokens set<text>, PRIMARY KEY ((peer)))"),
+    ("system", "CREATE TABLE batches (id timeuuid, mutations list<blob>, version int, PRIMARY KEY ((id)))"),
     ("system", "CREATE TABLE peers_v2 (peer inet, peer_port int, data_center text, host_id uuid, native_address inet, native_port int, preferred_ip inet, preferred_port int, rack text, release_version text, schema_version uuid, tokens set<text>, PRIMARY KEY ((peer), peer_port))"),
     ("system_schema", "CREATE TABLE keyspaces (keyspace_name text, durable_writes boolean, replication frozen<map<text, text>>, PRIMARY KEY ((keyspace_name)))"),
     ("system_schema", "CREATE TABLE tables (keyspace_name text, table_name text, allow_auto_snapshot boolean, bloom_filter_fp_chance double, caching frozen<map<text, text>>, comment text, compaction frozen<map<text, text>>, compression frozen<map<text, text>>, memtable text, crc_check_chance double, dclocal_read_repair_chance double, default_time_to_live int, extensions frozen<map<text, blob>>, flags frozen<set<text>>, gc_grace_seconds int, incremental_backups boolean, id uuid, max_index_interval int, memtable_flush_period_in_ms int, min_index_interval int, read_repair_chance double, speculative_retry text, additional_write_policy text, cdc boolean, read_repair text, PRIMARY KEY ((keyspace_name), table_name))"),
@@ -143,6 +144,33 @@ fn blob_map(m: &BTreeMap<String, Vec<u8>>) -> Cell {
         put(&mut out, v);
     }
     Some(out)
+}
+
+/// `system.batches`: the batches this node's batch log holds, oldest first (Cassandra's
+/// columns; `version` is the format version of the mutations' encoding).
+fn batch_rows(node: &NodeInfo, table: &TableMetadata) -> Result<Vec<Vec<Cell>>, QueryError> {
+    let Some(batchlog) = &node.batchlog else {
+        return Ok(Vec::new());
+    };
+    let batches = batchlog.0.stored_batches().map_err(QueryError::Server)?;
+    Ok(batches
+        .iter()
+        .map(|batch| {
+            let mutations = batch.encoded_mutations();
+            let mut list = (mutations.len() as i32).to_be_bytes().to_vec();
+            for m in &mutations {
+                put(&mut list, m);
+            }
+            row(
+                table,
+                vec![
+                    ("id", uuid(batch.id.as_uuid())),
+                    ("mutations", Some(list)),
+                    ("version", int(i32::from(mutation::MUTATION_FORMAT_VERSION))),
+                ],
+            )
+        })
+        .collect())
 }
 
 /// Tokens as `system.local` and `system.peers` hold them: a set of their decimal strings,
@@ -304,6 +332,7 @@ pub(crate) fn rows(
         ("system", "local") => rows.push(local_row(node, schema, table)),
         ("system", "peers") => rows.extend(peer_rows(node, table, PeersTable::Legacy)),
         ("system", "peers_v2") => rows.extend(peer_rows(node, table, PeersTable::V2)),
+        ("system", "batches") => rows.extend(batch_rows(node, table)?),
         ("system", _) => {}
         ("system_schema", "keyspaces") => {
             for ks in schema.keyspaces.values().filter(|k| listed_in(k, false)) {

@@ -52,6 +52,9 @@ fn a_batch_body_round_trips_and_a_malformed_one_is_refused() {
     assert_eq!(mutations.len(), 2);
     assert_eq!(mutations[0], vec![update(1), update(2)]);
     assert_eq!(mutations[1], vec![update(3)]);
+    let encoded = again.encoded_mutations();
+    assert_eq!(encoded.len(), 2);
+    assert_eq!(mutation::decode_mutation(encoded[1]), Ok(vec![update(3)]));
     let body = batch.body();
     for cut in 0..body.len() {
         assert!(Batch::new(id, &body[..cut]).is_err(), "cut at {cut}");
@@ -332,7 +335,7 @@ async fn the_log_is_written_first_the_mutations_after_its_acknowledgement_the_re
         .iter()
         .any(|e| e.ends_with("@1") && e.starts_with("store")));
     assert_eq!(nodes[1].stored() + nodes[2].stored(), 0, "removed");
-    assert_eq!(coordinator.batchlog_written(), 1);
+    assert_eq!(coordinator.stats().snapshot().batches_logged, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -525,7 +528,7 @@ async fn the_replay_sends_old_batches_to_every_replica_and_deletes_them() {
             .with_hinted_handoff(hints.clone()),
     );
     let replay = BatchlogReplay::new(
-        coordinator,
+        coordinator.clone(),
         store.clone(),
         Arc::new(move || schema.clone()),
         config,
@@ -543,7 +546,7 @@ async fn the_replay_sends_old_batches_to_every_replica_and_deletes_them() {
     let seen = events(&log);
     assert_eq!(seen, ["apply 150@2"]);
     assert_eq!(*hints.0.lock().expect("lock"), vec![host(3)]);
-    assert_eq!(replay.replayed().load(Ordering::Relaxed), 2);
+    assert_eq!(coordinator.stats().snapshot().batches_replayed, 2);
 
     // Past its table's gc_grace_seconds a mutation is not replayed.
     let store = Arc::new(MemoryStore::default());
