@@ -86,7 +86,8 @@ pub trait Replica: Send + Sync + 'static {
     fn truncate(&self, table: TableId, deadline: Deadline) -> ReplicaFuture<()>;
     /// Stores `batch` in this replica's batch log (Cassandra's `BATCH_STORE_REQ`), durably
     /// before answering, so that it replays the batch should its coordinator not remove it.
-    /// A replica without a batch log (test doubles) answers an error saying so.
+    /// A replica without a batch log (test doubles) answers an error saying so; a replica
+    /// that wraps another must forward both batch log verbs.
     fn store_batch(&self, batch: Batch, deadline: Deadline) -> ReplicaFuture<()> {
         let _ = (batch, deadline);
         Box::pin(async {

@@ -13,7 +13,9 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock, Weak};
 
 use cluster_metadata::MetadataService;
-use coordinator::{Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture};
+use coordinator::{
+    Batch, BatchId, Deadline, Mutation, ReadDigest, Replica, ReplicaError, ReplicaFuture,
+};
 use mutation::{ReadCommand, ReadResponse, TableId};
 
 /// Wraps this node's replica for requests from peers (give it to messaging); `catch_up_with`
@@ -85,5 +87,14 @@ impl Replica for SchemaCatchUp {
 
     fn truncate(&self, table: TableId, deadline: Deadline) -> ReplicaFuture<()> {
         self.with_catch_up(deadline, move |replica| replica.truncate(table, deadline))
+    }
+
+    /// No catch-up: a batch is stored as bytes, whatever tables it names.
+    fn store_batch(&self, batch: Batch, deadline: Deadline) -> ReplicaFuture<()> {
+        self.inner.store_batch(batch, deadline)
+    }
+
+    fn remove_batch(&self, id: BatchId, deadline: Deadline) -> ReplicaFuture<()> {
+        self.inner.remove_batch(id, deadline)
     }
 }
