@@ -774,6 +774,19 @@ pub fn metadata(engine: &dyn StorageEngine) {
     assert_eq!(engine.scan_meta(b"").expect("scan all").len(), 3);
     engine.put_meta(&[0xff, 0xff], b"edge").expect("put");
     assert_eq!(engine.scan_meta(&[0xff]).expect("scan").len(), 1);
+    for durability in [Durability::Periodic, Durability::Batch, Durability::None] {
+        engine
+            .put_meta_with(b"batchlog/1", b"batch", durability)
+            .expect("put");
+        assert_eq!(
+            engine.get_meta(b"batchlog/1").expect("get"),
+            Some(b"batch".to_vec())
+        );
+        engine
+            .delete_meta_with(b"batchlog/1", durability)
+            .expect("delete");
+        assert_eq!(engine.get_meta(b"batchlog/1").expect("get"), None);
+    }
 }
 
 pub fn maintenance_calls_succeed(engine: &dyn StorageEngine) {
@@ -1341,6 +1354,17 @@ fn rocksdb_reopen_keeps_tables_data_and_metadata() {
         let engine = RocksEngine::open(rocks_config(dir.path())).expect("open");
         engine.create_table(t).expect("create");
         engine.put_meta(b"host_id", b"abc").expect("meta");
+        // The batch log's writes, unsynced (periodic mode): in the commit log, which a
+        // process crash does not lose.
+        engine
+            .put_meta_with(b"batchlog/kept", b"k", Durability::Periodic)
+            .expect("meta");
+        engine
+            .put_meta_with(b"batchlog/gone", b"g", Durability::Periodic)
+            .expect("meta");
+        engine
+            .delete_meta_with(b"batchlog/gone", Durability::Periodic)
+            .expect("meta");
         let mut u = update(t, key.clone());
         u.rows = vec![(vec![1], insert(1, b"flushed"))];
         engine
@@ -1359,6 +1383,10 @@ fn rocksdb_reopen_keeps_tables_data_and_metadata() {
     assert_eq!(
         engine.get_meta(b"host_id").expect("meta"),
         Some(b"abc".to_vec())
+    );
+    assert_eq!(
+        engine.scan_meta(b"batchlog/").expect("meta"),
+        vec![(b"batchlog/kept".to_vec(), b"k".to_vec())]
     );
     engine.flush(Some(t)).expect("flush");
     // Nothing of the flushed file is cached yet: a cache-only read must not touch the disk,
