@@ -616,14 +616,20 @@ impl BatchlogReplay {
         }
     }
 
-    /// Replays every `interval` until `stop` turns true; the owner awaits the task it runs in.
+    /// Replays every `interval` until `stop` turns true, which also ends a pass midway (a
+    /// batch replayed but not yet deleted is replayed again later: harmless). The owner
+    /// awaits the task it runs in.
     pub async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.config.interval) => {}
                 _ = stop.wait_for(|stopped| *stopped) => return,
             }
-            match self.replay_due().await {
+            let outcome = tokio::select! {
+                outcome = self.replay_due() => outcome,
+                _ = stop.wait_for(|stopped| *stopped) => return,
+            };
+            match outcome {
                 Ok(pass) if pass.replayed > 0 => {
                     tracing::info!(replayed = pass.replayed, "batch log replayed");
                 }

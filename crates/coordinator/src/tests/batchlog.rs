@@ -575,3 +575,32 @@ impl crate::HintedHandoff for Recorded {
         true
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_replay_runs_every_interval_until_stopped() {
+    let now_micros = 1_800_000_000_000_000;
+    let (_, _, coordinator, log) = cluster(3);
+    let coordinator = coordinator.with_clock(Arc::new(TokioWallClock::starting_at(now_micros)));
+    let store = Arc::new(MemoryStore::default());
+    // Written just now: old enough (twice the 6 s write timeout) only at the second pass.
+    store.0.lock().expect("lock").push(Batch::encode(
+        BatchId::new(now_micros, host(2)),
+        &[&[update(150)]],
+    ));
+    let schema = schema_with_table(864_000);
+    let replay = BatchlogReplay::new(
+        Arc::new(coordinator),
+        store.clone(),
+        Arc::new(move || schema.clone()),
+        BatchlogReplayConfig::new(Duration::from_secs(6)),
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(replay.run(stopped));
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    assert_eq!(store.0.lock().expect("lock").len(), 1, "too young at 10 s");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(store.0.lock().expect("lock").is_empty(), "replayed at 20 s");
+    assert_eq!(events(&log), ["apply 150@2", "apply 150@3"]);
+    stop.send(true).expect("running");
+    task.await.expect("stopped");
+}
