@@ -422,6 +422,20 @@ async fn no_live_batch_log_endpoint_is_unavailable_and_one_node_logs_its_own() {
         "{e:?}"
     );
     assert!(events(&log).is_empty());
+    // At ANY this node logs the batch itself, as Cassandra's `forBatchlogWrite(isAny)`.
+    coordinator
+        .write_logged_batch(
+            vec![(&keyspace(1), vec![update(50), update(60)])],
+            ConsistencyLevel::Any,
+            later(),
+        )
+        .await
+        .expect("logged here");
+    coordinator.wait_for_late_acks().await;
+    assert_eq!(
+        events(&log),
+        ["store@1", "stored@1", "apply 50,60@1", "remove@1"]
+    );
 
     let (nodes, _, single, log) = cluster(1);
     single
