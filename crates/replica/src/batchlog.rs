@@ -42,14 +42,22 @@ impl BatchlogStorage {
             .put_meta_with(&key(batch.id), batch.body(), self.durability)
     }
 
-    /// Deletes batch `id`. Never synced: a deletion lost in a crash only replays a batch whose
-    /// mutations were applied already, which is harmless.
+    /// `store` if it needs no wait (no sync, no write stall), else `WouldBlock`.
+    pub fn try_store(&self, batch: &Batch) -> Result<(), StorageError> {
+        self.engine
+            .try_write_meta(&key(batch.id), Some(batch.body()), self.durability)
+    }
+
+    /// `remove` if it needs no wait, else `WouldBlock`.
+    pub fn try_remove(&self, id: BatchId) -> Result<(), StorageError> {
+        self.engine.try_write_meta(&key(id), None, Durability::None)
+    }
+
+    /// Deletes batch `id`, without the commit log: a deletion lost in a crash only replays a
+    /// batch whose mutations were applied already, which is harmless (they keep their
+    /// timestamps), and it spares every logged batch a commit log write.
     pub fn remove(&self, id: BatchId) -> Result<(), StorageError> {
-        let durability = match self.durability {
-            Durability::None => Durability::None,
-            _ => Durability::Periodic,
-        };
-        self.engine.delete_meta_with(&key(id), durability)
+        self.engine.delete_meta_with(&key(id), Durability::None)
     }
 
     /// Every stored batch, oldest first. An entry that does not decode (damaged storage) is

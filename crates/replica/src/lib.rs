@@ -296,11 +296,16 @@ impl Replica for LocalReplica {
         })
     }
 
-    /// On the blocking pool (a stored batch may wait for a commit log sync), and not started
-    /// once its deadline has passed: the coordinator answered a BATCH_LOG timeout then and
-    /// never sent the mutations, so nothing is lost by not logging it.
+    /// First tried without waiting on the runtime worker (periodic mode: a commit log append,
+    /// as `try_apply_batch`), else on the blocking pool (a sync, a write stall), where it is
+    /// not started once its deadline has passed: the coordinator answered a BATCH_LOG timeout
+    /// then and never sent the mutations, so nothing is lost by not logging it.
     fn store_batch(&self, batch: Batch, deadline: Deadline) -> ReplicaFuture<()> {
         let batchlog = self.batchlog.clone();
+        match batchlog.try_store(&batch) {
+            Err(StorageError::WouldBlock) => {}
+            done => return Box::pin(std::future::ready(done.map_err(replica_error))),
+        }
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 if deadline.passed() {
@@ -316,6 +321,10 @@ impl Replica for LocalReplica {
     /// Removed however late: a batch whose mutations all reached their level needs no replay.
     fn remove_batch(&self, id: BatchId, _deadline: Deadline) -> ReplicaFuture<()> {
         let batchlog = self.batchlog.clone();
+        match batchlog.try_remove(id) {
+            Err(StorageError::WouldBlock) => {}
+            done => return Box::pin(std::future::ready(done.map_err(replica_error))),
+        }
         Box::pin(async move {
             tokio::task::spawn_blocking(move || batchlog.remove(id).map_err(replica_error))
                 .await

@@ -226,6 +226,18 @@ pub trait StorageEngine: Send + Sync + 'static {
         let _ = durability;
         self.delete_meta(key)
     }
+    /// `put_meta_with` (`value` `Some`) or `delete_meta_with` (`None`) only if it needs no
+    /// wait (no sync, no write stall), else `WouldBlock`, as `try_apply_batch`: for a runtime's
+    /// thread. By default always `WouldBlock`.
+    fn try_write_meta(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        let _ = (key, value, durability);
+        Err(StorageError::WouldBlock)
+    }
     fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
     /// All metadata entries whose key starts with `prefix`, in key order.
     #[allow(clippy::type_complexity)] // spelled out so callers see the pairs without an alias

@@ -280,6 +280,18 @@ impl StorageEngine for MemoryEngine {
         Ok(())
     }
 
+    fn try_write_meta(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        _durability: Durability,
+    ) -> Result<(), StorageError> {
+        match value {
+            Some(value) => self.put_meta(key, value),
+            None => self.delete_meta(key),
+        }
+    }
+
     fn get_meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.read().meta.get(key).cloned())
     }

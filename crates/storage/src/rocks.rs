@@ -1836,6 +1836,25 @@ impl StorageEngine for RocksEngine {
             .map_err(|e| engine_error("write metadata", None, e))
     }
 
+    fn try_write_meta(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        durability: Durability,
+    ) -> Result<(), StorageError> {
+        if durability == Durability::Batch {
+            return Err(StorageError::WouldBlock);
+        }
+        let mut opts = meta_write_options(durability);
+        opts.set_no_slowdown(true);
+        let db = self.try_db()?;
+        match value {
+            Some(value) => db.put_opt(key, value, &opts),
+            None => db.delete_opt(key, &opts),
+        }
+        .map_err(|e| engine_error("write metadata", None, e))
+    }
+
     fn delete_meta_with(&self, key: &[u8], durability: Durability) -> Result<(), StorageError> {
         self.db()?
             .delete_opt(key, &meta_write_options(durability))

@@ -786,6 +786,21 @@ pub fn metadata(engine: &dyn StorageEngine) {
             .delete_meta_with(b"batchlog/1", durability)
             .expect("delete");
         assert_eq!(engine.get_meta(b"batchlog/1").expect("get"), None);
+        // Without waiting: done, or `WouldBlock` (always for a synced write in RocksDB).
+        match engine.try_write_meta(b"batchlog/2", Some(b"b"), durability) {
+            Ok(()) => {
+                assert_eq!(
+                    engine.get_meta(b"batchlog/2").expect("get"),
+                    Some(b"b".to_vec())
+                );
+                engine
+                    .try_write_meta(b"batchlog/2", None, durability)
+                    .expect("a delete as cheap as the put");
+                assert_eq!(engine.get_meta(b"batchlog/2").expect("get"), None);
+            }
+            Err(StorageError::WouldBlock) => {}
+            Err(e) => panic!("{e}"),
+        }
     }
 }
 
