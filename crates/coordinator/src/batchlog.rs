@@ -35,6 +35,10 @@ use crate::{
 /// The version byte a batch's body starts with.
 pub const BATCH_FORMAT_VERSION: u8 = 1;
 
+/// How many stored batches the replay reads at once (Cassandra's `DEFAULT_PAGE_SIZE`): its
+/// memory is bounded by a page, whatever the batch log holds.
+const REPLAY_PAGE_BATCHES: usize = 128;
+
 /// How long the coordinator's removal of a batch from its batch log endpoints may take. The
 /// removal is not awaited by the client; a batch whose removal is lost is replayed (harmlessly:
 /// its mutations were applied) once it is older than the replay timeout.
@@ -204,8 +208,9 @@ fn take_u32(rest: &mut &[u8]) -> Result<u32, BatchError> {
 /// A node's stored batches, for its replay (`replica::BatchlogStorage` over storage). Its
 /// calls may block on storage: the replay runs them on tokio's blocking pool.
 pub trait BatchlogStore: Send + Sync + 'static {
-    /// Every batch this node stores, oldest first.
-    fn stored_batches(&self) -> Result<Vec<Batch>, String>;
+    /// At most `limit` of the batches this node stores, oldest first (by the time in their
+    /// ids, then their ids), those after batch `after` (from the oldest if `None`).
+    fn stored_batches(&self, after: Option<BatchId>, limit: usize) -> Result<Vec<Batch>, String>;
     /// Deletes the batch `id` (nothing if there is none).
     fn remove_batch(&self, id: BatchId) -> Result<(), String>;
 }
@@ -583,8 +588,6 @@ impl BatchlogReplayConfig {
 pub struct ReplayPass {
     /// Batches old enough, replayed and deleted.
     pub replayed: u64,
-    /// Batches too young, left for a later pass.
-    pub waiting: u64,
 }
 
 /// The node's batch log replay (Cassandra's `BatchlogManager.replayFailedBatches`): every
@@ -639,36 +642,53 @@ impl BatchlogReplay {
         }
     }
 
-    /// One pass: replays and deletes every stored batch older than `replay_timeout`.
+    /// One pass: replays and deletes every stored batch older than `replay_timeout`, reading
+    /// them a page at a time, oldest first, up to the first one too young (the rest are
+    /// younger still).
     pub async fn replay_due(&self) -> Result<ReplayPass, String> {
         let now_ms = self.coordinator.timestamps.now_micros() / 1000;
         let limit_ms = now_ms - self.config.replay_timeout.as_millis() as i64;
-        let store = self.store.clone();
-        let batches = tokio::task::spawn_blocking(move || store.stored_batches())
-            .await
-            .map_err(|e| e.to_string())??;
         let nodes = self.coordinator.token_metadata().topology().len().max(1) as u64;
         let rate = self.config.throttle_bytes_per_second / nodes;
         let mut pass = ReplayPass::default();
-        for batch in batches {
-            if batch.id.unix_millis() >= limit_ms {
-                pass.waiting += 1;
-                continue;
-            }
-            self.replay(&batch, now_ms).await;
+        let mut after = None;
+        loop {
             let store = self.store.clone();
-            let id = batch.id;
-            tokio::task::spawn_blocking(move || store.remove_batch(id))
-                .await
-                .map_err(|e| e.to_string())??;
-            pass.replayed += 1;
-            (self.coordinator.stats.batches_replayed).fetch_add(1, Ordering::Relaxed);
-            if rate > 0 {
-                let seconds = batch.body().len() as f64 / rate as f64;
-                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            let page = tokio::task::spawn_blocking(move || {
+                store.stored_batches(after, REPLAY_PAGE_BATCHES)
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            let last_page = page.len() < REPLAY_PAGE_BATCHES;
+            for batch in page {
+                if batch.id.unix_millis() >= limit_ms {
+                    return Ok(pass);
+                }
+                after = Some(batch.id);
+                self.replay_one(&batch, now_ms, rate).await?;
+                pass.replayed += 1;
+            }
+            if last_page {
+                return Ok(pass);
             }
         }
-        Ok(pass)
+    }
+
+    /// Replays `batch`, deletes it, and sleeps for the throttle (`rate` bytes per second, 0
+    /// for none).
+    async fn replay_one(&self, batch: &Batch, now_ms: i64, rate: u64) -> Result<(), String> {
+        self.replay(batch, now_ms).await;
+        let store = self.store.clone();
+        let id = batch.id;
+        tokio::task::spawn_blocking(move || store.remove_batch(id))
+            .await
+            .map_err(|e| e.to_string())??;
+        (self.coordinator.stats.batches_replayed).fetch_add(1, Ordering::Relaxed);
+        if rate > 0 {
+            let seconds = batch.body().len() as f64 / rate as f64;
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+        }
+        Ok(())
     }
 
     /// Sends `batch`'s mutations to their replicas (hinting those that miss them).

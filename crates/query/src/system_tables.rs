@@ -152,7 +152,19 @@ fn batch_rows(node: &NodeInfo, table: &TableMetadata) -> Result<Vec<Vec<Cell>>, 
     let Some(batchlog) = &node.batchlog else {
         return Ok(Vec::new());
     };
-    let batches = batchlog.0.stored_batches().map_err(QueryError::Server)?;
+    let mut batches = Vec::new();
+    loop {
+        let after = batches.last().map(|b: &coordinator::Batch| b.id);
+        let page = batchlog
+            .0
+            .stored_batches(after, 1024)
+            .map_err(QueryError::Server)?;
+        let last_page = page.len() < 1024;
+        batches.extend(page);
+        if last_page {
+            break;
+        }
+    }
     Ok(batches
         .iter()
         .map(|batch| {

@@ -60,11 +60,20 @@ impl BatchlogStorage {
         self.engine.delete_meta_with(&key(id), Durability::None)
     }
 
-    /// Every stored batch, oldest first. An entry that does not decode (damaged storage) is
-    /// reported by its key and deleted, so it does not stop every later replay.
-    pub fn batches(&self) -> Result<Vec<Batch>, StorageError> {
+    /// At most `limit` stored batches, oldest first, those after batch `after` (from the
+    /// oldest if `None`). An entry that does not decode (damaged storage) is reported by its
+    /// key and deleted, so it does not stop every later replay.
+    pub fn batches(
+        &self,
+        after: Option<BatchId>,
+        limit: usize,
+    ) -> Result<Vec<Batch>, StorageError> {
+        let after = after.map(key);
         let mut batches = Vec::new();
-        for (k, value) in self.engine.scan_meta(PREFIX)? {
+        for (k, value) in self
+            .engine
+            .scan_meta_page(PREFIX, after.as_deref(), limit)?
+        {
             match parse(&k, &value) {
                 Some(batch) => batches.push(batch),
                 None => {
@@ -78,8 +87,8 @@ impl BatchlogStorage {
 }
 
 impl BatchlogStore for BatchlogStorage {
-    fn stored_batches(&self) -> Result<Vec<Batch>, String> {
-        self.batches().map_err(|e| e.to_string())
+    fn stored_batches(&self, after: Option<BatchId>, limit: usize) -> Result<Vec<Batch>, String> {
+        self.batches(after, limit).map_err(|e| e.to_string())
     }
 
     fn remove_batch(&self, id: BatchId) -> Result<(), String> {
@@ -128,13 +137,19 @@ mod tests {
         log.store(&young).expect("store");
         log.store(&old).expect("store");
         assert_eq!(
-            log.batches().expect("scan"),
+            log.batches(None, 10).expect("scan"),
             vec![old.clone(), young.clone()]
         );
+        assert_eq!(log.batches(None, 1).expect("page"), vec![old.clone()]);
+        assert_eq!(
+            log.batches(Some(old.id), 1).expect("next page"),
+            vec![young.clone()]
+        );
+        assert_eq!(log.batches(Some(young.id), 1).expect("end"), vec![]);
         engine.put_meta(b"batchlog/damaged", b"x").expect("put");
         log.remove(old.id).expect("remove");
         log.remove(old.id).expect("removing twice is nothing");
-        assert_eq!(log.batches().expect("scan"), vec![young]);
+        assert_eq!(log.batches(None, 10).expect("scan"), vec![young]);
         assert_eq!(
             engine.scan_meta(PREFIX).expect("scan").len(),
             1,

@@ -242,6 +242,21 @@ pub trait StorageEngine: Send + Sync + 'static {
     /// All metadata entries whose key starts with `prefix`, in key order.
     #[allow(clippy::type_complexity)] // spelled out so callers see the pairs without an alias
     fn scan_meta(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError>;
+    /// At most `limit` of `scan_meta(prefix)`'s entries, those after the key `after` (from the
+    /// first if `None`): a scan in pages, whose memory is bounded. The default reads them all
+    /// (`scan_meta`) and keeps the page; both engines read only the page.
+    #[allow(clippy::type_complexity)] // as scan_meta
+    fn scan_meta_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+        let mut entries = self.scan_meta(prefix)?;
+        entries.retain(|(k, _)| after.is_none_or(|after| k.as_slice() > after));
+        entries.truncate(limit);
+        Ok(entries)
+    }
     /// Flushes memtables to disk (one table, or all tables and metadata).
     fn flush(&self, table: Option<TableId>) -> Result<(), StorageError>;
     /// Runs a full (major) compaction (one table, or all). This is where tombstones and expired

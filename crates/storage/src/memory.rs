@@ -306,6 +306,26 @@ impl StorageEngine for MemoryEngine {
             .collect())
     }
 
+    fn scan_meta_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+        let start = match after {
+            Some(after) if after >= prefix => Bound::Excluded(after),
+            _ => Bound::Included(prefix),
+        };
+        Ok(self
+            .read()
+            .meta
+            .range::<[u8], _>((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
     fn flush(&self, table: Option<TableId>) -> Result<(), StorageError> {
         self.check_table(table)
     }

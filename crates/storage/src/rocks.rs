@@ -1868,6 +1868,15 @@ impl StorageEngine for RocksEngine {
     }
 
     fn scan_meta(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+        self.scan_meta_page(prefix, None, usize::MAX)
+    }
+
+    fn scan_meta_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
         let mut opts = ReadOptions::default();
         opts.set_iterate_lower_bound(prefix.to_vec());
         if let Some(upper) = crate::keys::prefix_successor(prefix) {
@@ -1875,16 +1884,18 @@ impl StorageEngine for RocksEngine {
         }
         let db = self.db()?;
         let mut it = db.raw_iterator_opt(opts);
-        it.seek(prefix);
+        it.seek(after.filter(|after| *after >= prefix).unwrap_or(prefix));
         let mut out = Vec::new();
-        while it.valid() {
+        while it.valid() && out.len() < limit {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
                 break;
             };
             if !k.starts_with(prefix) {
                 break;
             }
-            out.push((k.to_vec(), v.to_vec()));
+            if after.is_none_or(|after| k > after) {
+                out.push((k.to_vec(), v.to_vec()));
+            }
             it.next();
         }
         it.status()

@@ -774,6 +774,44 @@ pub fn metadata(engine: &dyn StorageEngine) {
     assert_eq!(engine.scan_meta(b"").expect("scan all").len(), 3);
     engine.put_meta(&[0xff, 0xff], b"edge").expect("put");
     assert_eq!(engine.scan_meta(&[0xff]).expect("scan").len(), 1);
+    // In pages: after a key (present or not), at most a limit.
+    engine.put_meta(b"schema/ks3", b"three").expect("put");
+    let keys = |page: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<Vec<u8>> {
+        page.into_iter().map(|(k, _)| k).collect()
+    };
+    assert_eq!(
+        keys(engine.scan_meta_page(b"schema/", None, 1).expect("page")),
+        [b"schema/ks2".to_vec()]
+    );
+    assert_eq!(
+        keys(
+            engine
+                .scan_meta_page(b"schema/", Some(b"schema/ks2"), 5)
+                .expect("page")
+        ),
+        [b"schema/ks3".to_vec()]
+    );
+    assert_eq!(
+        keys(
+            engine
+                .scan_meta_page(b"schema/", Some(b"schema/ks1"), 5)
+                .expect("page")
+        ),
+        [b"schema/ks2".to_vec(), b"schema/ks3".to_vec()]
+    );
+    assert!(engine
+        .scan_meta_page(b"schema/", Some(b"schema/ks3"), 5)
+        .expect("page")
+        .is_empty());
+    assert_eq!(
+        engine
+            .scan_meta_page(b"schema/", Some(b"a"), 5)
+            .expect("page")
+            .len(),
+        2,
+        "a key before the prefix is the prefix's start"
+    );
+    engine.delete_meta(b"schema/ks3").expect("delete");
     for durability in [Durability::Periodic, Durability::Batch, Durability::None] {
         engine
             .put_meta_with(b"batchlog/1", b"batch", durability)
