@@ -466,8 +466,10 @@ mod tests {
         assert_eq!(lines[0], "Message type           Dropped");
         assert_eq!(lines[2], "MUTATION                     7");
         assert_eq!(lines[3], "READ                         0");
+        assert_eq!(lines[6], "BATCH_STORE                  0");
+        assert_eq!(lines[7], "BATCH_REMOVE                 0");
         assert_eq!(lines.last().unwrap(), "VERB_64                      0");
-        assert_eq!(lines.len(), 7);
+        assert_eq!(lines.len(), 9);
     }
 
     #[test]
