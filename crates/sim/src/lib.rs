@@ -68,9 +68,11 @@
 pub mod cluster;
 pub mod faults;
 pub mod history;
+pub mod metadata;
 mod network;
 
 pub use cluster::{run, RunReport, SimConfig};
 pub use faults::{Chaos, Fault, ScheduledFault};
 pub use history::{check, History, Level, Op, OpKind, Outcome, Violation};
+pub use metadata::{MetadataBug, MetadataHistory, MetadataViolation};
 pub use network::TurmoilNetwork;

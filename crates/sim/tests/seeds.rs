@@ -32,7 +32,7 @@ fn seeds_find_no_violation() {
                     for seed in (base + t..base + count).step_by(threads as usize) {
                         let report = run(&SimConfig::new(seed));
                         operations += report.history.ops().len();
-                        if !report.violations.is_empty() {
+                        if !report.is_clean() {
                             return (seed, operations, Some(report.describe()));
                         }
                     }
@@ -67,7 +67,12 @@ fn replay_one() {
     for op in report.history.ops() {
         println!("  {op}");
     }
-    assert!(report.violations.is_empty(), "{}", report.describe());
+    println!(
+        "metadata proposals:\n{}applied logs:\n{}",
+        report.metadata.render(),
+        report.metadata.render_applied()
+    );
+    assert!(report.is_clean(), "{}", report.describe());
 }
 
 /// Runs three seeds whose faults include a crash, a restart and a partition twice each and
@@ -98,6 +103,11 @@ fn a_seed_replays_the_same_history() {
             .find(|(a, b)| a != b);
         assert_eq!(diverged, None, "seed {seed} did not replay");
         assert_eq!(first.history, second.history, "seed {seed} did not replay");
+        assert!(first.metadata.proposals.len() > 5, "{}", first.describe());
+        assert_eq!(
+            first.metadata, second.metadata,
+            "seed {seed}: the metadata log did not replay"
+        );
     }
 }
 
