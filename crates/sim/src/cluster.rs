@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -23,7 +24,7 @@ use mutation::{
 use schema::{KeyspaceMetadata, Replication};
 use storage::{Durability, MemoryEngine, StorageEngine};
 
-use crate::faults::{schedule, Chaos, Fault, ScheduledFault};
+use crate::faults::{clock_skews, schedule, Chaos, Fault, ScheduledFault};
 use crate::history::{check, History, Level, OpKind, Outcome, Violation};
 use crate::metadata::{MetadataBug, MetadataHistory, MetadataShared, MetadataViolation};
 use crate::network::TurmoilNetwork;
@@ -165,6 +166,8 @@ pub(crate) struct Shared {
     max_latency: Duration,
     /// The metadata log's directories and history.
     pub(crate) metadata: MetadataShared,
+    /// Each node's clock skew, microseconds (`Fault::ClockSkew`).
+    skews_micros: Vec<Arc<AtomicI64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -228,6 +231,7 @@ pub fn run(config: &SimConfig) -> RunReport {
         keyspace: keyspace(),
         max_latency,
         metadata: MetadataShared::new(config.nodes, config.metadata_bug),
+        skews_micros: (0..config.nodes).map(|_| Arc::default()).collect(),
     });
     for (node, name) in names.iter().enumerate() {
         let shared = shared.clone();
@@ -236,12 +240,24 @@ pub fn run(config: &SimConfig) -> RunReport {
             async move { node_main(shared, node).await }
         });
     }
-    let faults = schedule(
+    let mut faults = schedule(
         config.seed,
         config.nodes,
         config.faults_from_ms,
         config.heal_ms,
     );
+    let skews = clock_skews(
+        config.seed,
+        config.nodes,
+        config.faults_from_ms,
+        config.heal_ms,
+    );
+    if !skews.is_empty() {
+        lock(&shared.history).judge_by_timestamps(true);
+    }
+    faults.extend(skews);
+    // Stable: faults at the same time keep their order (the skews after the others).
+    faults.sort_by_key(|f| f.at_ms);
     // The run ends once every node read every key at ALL and applied the same metadata log,
     // or when they cannot have.
     let final_reads = config.nodes * config.keys as usize;
@@ -351,6 +367,9 @@ fn apply(
                 chaos.set_enabled(*on);
             }
         }
+        Fault::ClockSkew { node, skew_ms } => {
+            shared.skews_micros[*node].store(skew_ms * 1_000, Ordering::Relaxed)
+        }
     }
 }
 
@@ -444,12 +463,16 @@ pub(crate) fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// Write timestamps from sim time (turmoil's epoch plus its elapsed time).
-struct SimClock;
+/// Write timestamps from sim time (turmoil's epoch plus its elapsed time), plus the node's
+/// clock skew.
+struct SimClock {
+    skew_micros: Arc<AtomicI64>,
+}
 
 impl WallClock for SimClock {
     fn now_micros(&self) -> i64 {
-        turmoil::since_epoch().map_or(0, |d| d.as_micros() as i64)
+        let now = turmoil::since_epoch().map_or(0, |d| d.as_micros() as i64);
+        now + self.skew_micros.load(Ordering::Relaxed)
     }
 }
 
@@ -545,7 +568,9 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
             Arc::new(ArcSwap::from_pointee(ring(&shared, node))),
             endpoints,
         )
-        .with_clock(Arc::new(SimClock)),
+        .with_clock(Arc::new(SimClock {
+            skew_micros: shared.skews_micros[node].clone(),
+        })),
     );
     tokio::spawn(follow_restarts(shared.clone(), messaging.clone(), node));
     let mut _clients = Vec::new();
@@ -650,7 +675,9 @@ async fn write(shared: &Shared, coordinator: &Coordinator, node: usize, key: u32
         let id = history.invoke(node, key, kind, Level::Quorum, now_ms(), timeout_ms);
         (id, value)
     };
-    let cell = Cell::live(coordinator.next_timestamp(), value.to_be_bytes().to_vec());
+    let timestamp = coordinator.next_timestamp();
+    lock(&shared.history).set_write_timestamp(id, timestamp);
+    let cell = Cell::live(timestamp, value.to_be_bytes().to_vec());
     let update = PartitionUpdate {
         table: TABLE,
         key: partition_key(key),
