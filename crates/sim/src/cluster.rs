@@ -1,8 +1,10 @@
 //! One simulated run: N nodes, each the real `MessagingService` over turmoil TCP, a
-//! `LocalReplica` over a `MemoryEngine`, and a `Coordinator::for_cluster` over a static ring
-//! (RF=3, SimpleStrategy), with clients on every node writing and reading register-like keys at
-//! QUORUM under the seed's faults, then reading every key at ALL from every node once the
-//! faults healed. The history is checked by `history::check`.
+//! `LocalReplica` over a `MemoryEngine`, a `Coordinator::for_cluster` over a static ring
+//! (RF=3, SimpleStrategy) on the node's skewed clock, and the metadata log (`metadata`), with
+//! clients on every node writing and reading register-like keys at QUORUM and proposing
+//! schema changes under the seed's faults, then reading every key at ALL from every node once
+//! the faults healed. The history is checked by `history::check`, the metadata log by
+//! `metadata::check`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
