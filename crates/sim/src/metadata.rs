@@ -684,6 +684,8 @@ async fn claim_tokens(shared: &crate::cluster::Shared, node: usize, metadata: &M
         if !matches!(outcome, ProposalOutcome::Failed(_)) {
             return;
         }
+        // A failure that took no time (not a member yet) must not spin: sim time would stand.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

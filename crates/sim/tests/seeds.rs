@@ -24,14 +24,15 @@ fn seeds_find_no_violation() {
     let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let results: Vec<(u64, usize, Option<String>)> = std::thread::scope(|scope| {
+    let results: Vec<(u64, (usize, usize), Option<String>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    let mut operations = 0;
+                    let mut operations = (0, 0);
                     for seed in (base + t..base + count).step_by(threads as usize) {
                         let report = run(&SimConfig::new(seed));
-                        operations += report.history.ops().len();
+                        operations.0 += report.history.ops().len();
+                        operations.1 += report.metadata.proposals.len();
                         if !report.is_clean() {
                             return (seed, operations, Some(report.describe()));
                         }
@@ -45,13 +46,16 @@ fn seeds_find_no_violation() {
             .map(|w| w.join().expect("a simulation thread panicked"))
             .collect()
     });
-    let operations: usize = results.iter().map(|(_, ops, _)| ops).sum();
+    let operations: usize = results.iter().map(|(_, ops, _)| ops.0).sum();
+    let proposals: usize = results.iter().map(|(_, ops, _)| ops.1).sum();
     if let Some((_, _, Some(failure))) =
         results.iter().filter(|r| r.2.is_some()).min_by_key(|r| r.0)
     {
         panic!("{failure}");
     }
-    println!("{count} seeds from {base}: {operations} operations, no violation");
+    println!(
+        "{count} seeds from {base}: {operations} operations, {proposals} metadata proposals, no violation"
+    );
 }
 
 /// Runs `SIM_SEED` (or seed 0) and prints its faults and history: how a failing seed is
