@@ -19,8 +19,9 @@
 //! applied schema change, in log order, on every node.
 //!
 //! Must not depend on: storage (RocksDB), the schema service, the query layer, CQL. Time is
-//! tokio's (a simulator can drive it); the network is the transport trait. openraft draws its
-//! election timeouts from its own thread RNG, which cannot be injected.
+//! tokio's (a simulator can drive it); the network is the transport trait; openraft draws its
+//! election timeouts from [`MetadataRuntime`]'s thread-local generator, which a simulation
+//! seeds ([`seed_rng`]).
 
 // openraft's traits fix the error types (`StorageError`, `RPCError`, a few hundred bytes):
 // the helpers that build them return what the traits must.
@@ -32,6 +33,7 @@ mod crash_tests;
 mod files;
 mod log_store;
 mod memory_network;
+mod runtime;
 mod service;
 mod state_machine;
 mod transport;
@@ -44,6 +46,7 @@ pub use command::{
 };
 pub use log_store::LogStore;
 pub use memory_network::MemoryNetwork;
+pub use runtime::{seed_rng, MetadataRuntime, ThreadRng};
 pub use service::{MetadataConfig, MetadataError, MetadataService};
 pub use state_machine::{MetadataApplier, NoApplier, SchemaSource, StateMachine};
 pub use transport::{RaftTransport, TransportError, MESSAGE_FORMAT_VERSION};
@@ -60,7 +63,7 @@ openraft::declare_raft_types!(
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = openraft::TokioRuntime,
+        AsyncRuntime = MetadataRuntime,
 );
 
 /// One entry of the metadata log.

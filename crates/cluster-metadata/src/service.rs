@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
+use openraft::metrics::WaitError;
 use openraft::{BasicNode, ChangeMembers, Config, Raft, RaftMetrics, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -287,7 +288,9 @@ impl MetadataService {
             };
             let reply = self.call(target, &address, &request, deadline).await;
             match reply {
-                Ok(Reply::Joined(Ok(index))) => return self.await_applied(index, deadline).await,
+                Ok(Reply::Joined(Ok(index))) => {
+                    return self.await_applied(index, deadline, timeout).await
+                }
                 Ok(Reply::Joined(Err(ForwardError::NotLeader {
                     leader: Some(leader),
                     address: Some(address),
@@ -320,7 +323,8 @@ impl MetadataService {
             return Err(MetadataError::NotMember);
         }
         let deadline = Instant::now() + timeout;
-        match tokio::time::timeout_at(deadline, self.propose_until(command, deadline)).await {
+        let proposing = self.propose_until(command, deadline, timeout);
+        match tokio::time::timeout_at(deadline, proposing).await {
             Ok(result) => result,
             Err(_) => Err(self.timed_out(timeout)),
         }
@@ -330,6 +334,7 @@ impl MetadataService {
         &self,
         command: MetadataCommand,
         deadline: Instant,
+        timeout: Duration,
     ) -> Result<u64, MetadataError> {
         loop {
             let leader = self.metrics().current_leader;
@@ -346,7 +351,7 @@ impl MetadataService {
                 };
                 match self.call(leader, &address, &request, deadline).await {
                     Ok(Reply::Proposed(Ok((index, response)))) => {
-                        self.await_applied(index, deadline).await?;
+                        self.await_applied(index, deadline, timeout).await?;
                         return committed(index, response);
                     }
                     Ok(Reply::Proposed(Err(ForwardError::Failed(reason)))) => {
@@ -374,13 +379,17 @@ impl MetadataService {
             return Err(MetadataError::NotMember);
         }
         let deadline = Instant::now() + timeout;
-        match tokio::time::timeout_at(deadline, self.read_barrier_until(deadline)).await {
+        match tokio::time::timeout_at(deadline, self.read_barrier_until(deadline, timeout)).await {
             Ok(result) => result,
             Err(_) => Err(self.timed_out(timeout)),
         }
     }
 
-    async fn read_barrier_until(&self, deadline: Instant) -> Result<(), MetadataError> {
+    async fn read_barrier_until(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), MetadataError> {
         loop {
             let leader = self.metrics().current_leader;
             let index = if leader == Some(self.id) {
@@ -397,7 +406,7 @@ impl MetadataService {
                 None
             };
             match index {
-                Some(Some(index)) => return self.await_applied(index, deadline).await,
+                Some(Some(index)) => return self.await_applied(index, deadline, timeout).await,
                 Some(None) => return Ok(()),
                 None => self.pause(deadline).await,
             }
@@ -448,15 +457,28 @@ impl MetadataService {
         }
     }
 
-    /// Waits until this node has applied the log up to `index`.
-    async fn await_applied(&self, index: u64, deadline: Instant) -> Result<(), MetadataError> {
+    /// Waits until this node has applied the log up to `index`; at `deadline`, fails as an
+    /// operation of `timeout` that ran out of time does (`NoQuorum` or `Timeout`: this node
+    /// lags, its log has not stopped).
+    async fn await_applied(
+        &self,
+        index: u64,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), MetadataError> {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        self.raft
+        match self
+            .raft
             .wait(Some(remaining))
             .applied_index_at_least(Some(index), "a proposal to apply here")
             .await
-            .map(|_| ())
-            .map_err(|e| MetadataError::Stopped(format!("not applied here: {e}")))
+        {
+            Ok(_) => Ok(()),
+            Err(WaitError::Timeout(..)) => Err(self.timed_out(timeout)),
+            Err(e @ WaitError::ShuttingDown) => {
+                Err(MetadataError::Stopped(format!("not applied here: {e}")))
+            }
+        }
     }
 
     fn address_of(&self, node: NodeId) -> Option<(NodeId, String)> {

@@ -56,6 +56,22 @@ pub trait MetadataApplier: Send + Sync + 'static {
         entry: SchemaEntry,
         source: SchemaSource,
     ) -> BoxFuture<'static, Result<(), String>>;
+
+    /// Observes every entry this node's state machine applies, in log order: its index, its
+    /// command (`None`: an entry of Raft's own, blank or membership) and what applying it
+    /// answered. Called synchronously, right after the entry's effect is recorded (before the
+    /// `state` file is written for a blank entry, which a crash may make it replay), never for
+    /// entries a snapshot covers. A restart applies again the entries after what the `state`
+    /// file holds. For tests and the simulation, which check that every node applies the same
+    /// log; the default does nothing.
+    fn entry_applied(
+        &self,
+        index: u64,
+        command: Option<&MetadataCommand>,
+        response: &MetadataResponse,
+    ) {
+        let _ = (index, command, response);
+    }
 }
 
 /// An applier that does nothing: for a node whose schema is not (yet) driven by the log, and
@@ -201,8 +217,13 @@ impl StateMachine {
 
     async fn apply_one(&mut self, entry: Entry) -> Result<MetadataResponse, StorageError<NodeId>> {
         self.stored.applied = Some(entry.log_id);
+        let index = entry.log_id.index;
         let response = match entry.payload {
-            EntryPayload::Blank => return Ok(MetadataResponse::Applied),
+            EntryPayload::Blank => {
+                let response = MetadataResponse::Applied;
+                self.applier.entry_applied(index, None, &response);
+                return Ok(response);
+            }
             EntryPayload::Membership(membership) => {
                 self.stored.membership = StoredMembership::new(Some(entry.log_id), membership);
                 MetadataResponse::Applied
@@ -213,16 +234,20 @@ impl StateMachine {
                 // A repeated change (applied, changing nothing) is not handed over again:
                 // this node may have moved past it.
                 let changed = self.stored.state.schema_version() != before;
-                if let (true, MetadataCommand::Schema(schema)) = (changed, command) {
+                if let (true, MetadataCommand::Schema(schema)) = (changed, &command) {
                     self.applier
-                        .apply_schema(schema, SchemaSource::Entry)
+                        .apply_schema(schema.clone(), SchemaSource::Entry)
                         .await
                         .map_err(|e| StorageIOError::apply(entry.log_id, &io::Error::other(e)))?;
                 }
-                response
+                self.persist()?;
+                self.applier.entry_applied(index, Some(&command), &response);
+                self.publish();
+                return Ok(response);
             }
         };
         self.persist()?;
+        self.applier.entry_applied(index, None, &response);
         self.publish();
         Ok(response)
     }

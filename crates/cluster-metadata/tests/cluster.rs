@@ -22,6 +22,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Default)]
 struct RecordingApplier {
     applied: Mutex<Vec<(Uuid, SchemaSource)>>,
+    /// How long applying a schema change takes (a slow node).
+    delay: Mutex<Duration>,
 }
 
 impl RecordingApplier {
@@ -50,7 +52,11 @@ impl MetadataApplier for RecordingApplier {
         source: SchemaSource,
     ) -> BoxFuture<'static, Result<(), String>> {
         self.applied.lock().unwrap().push((entry.version, source));
-        Box::pin(async { Ok(()) })
+        let delay = *self.delay.lock().unwrap();
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok(())
+        })
     }
 }
 
@@ -589,4 +595,34 @@ async fn the_majority_side_of_a_partition_goes_on_and_the_minority_catches_up() 
     for n in 0..3 {
         assert_eq!(*cluster.state(n), *state, "node {n}");
     }
+}
+
+/// A proposal committed by the others while the proposing node is too slow to apply it in
+/// time fails as a timeout (a quorum reachable), not as a stopped log: its log is
+/// well, only behind. (It answered `Stopped("not applied here: timeout ...")` before; the
+/// simulation found it.)
+#[tokio::test(start_paused = true)]
+async fn a_proposal_committed_but_not_applied_here_in_time_is_a_timeout() {
+    let cluster = Cluster::start(test_config()).await;
+    let leader = cluster.node(0).leader().expect("a leader");
+    let slow = (0..3).find(|n| id(*n) != leader).expect("a follower");
+    *cluster.appliers[slow].delay.lock().unwrap() = Duration::from_secs(5);
+    let base = cluster.state(slow).schema_version();
+    let timeout = Duration::from_secs(1);
+    let failed = cluster
+        .node(slow)
+        .propose(schema(base, Uuid::new_v4()), timeout)
+        .await
+        .expect_err("not applied in time");
+    assert!(
+        matches!(
+            failed,
+            MetadataError::Timeout {
+                voters: 3,
+                timeout_ms: 1000,
+                ..
+            }
+        ),
+        "{failed}"
+    );
 }

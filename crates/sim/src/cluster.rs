@@ -1,11 +1,14 @@
 //! One simulated run: N nodes, each the real `MessagingService` over turmoil TCP, a
-//! `LocalReplica` over a `MemoryEngine`, and a `Coordinator::for_cluster` over a static ring
-//! (RF=3, SimpleStrategy), with clients on every node writing and reading register-like keys at
-//! QUORUM under the seed's faults, then reading every key at ALL from every node once the
-//! faults healed. The history is checked by `history::check`.
+//! `LocalReplica` over a `MemoryEngine`, a `Coordinator::for_cluster` over a static ring
+//! (RF=3, SimpleStrategy) on the node's skewed clock, and the metadata log (`metadata`), with
+//! clients on every node writing and reading register-like keys at QUORUM and proposing
+//! schema changes under the seed's faults, then reading every key at ALL from every node once
+//! the faults healed. The history is checked by `history::check`, the metadata log by
+//! `metadata::check`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -23,8 +26,9 @@ use mutation::{
 use schema::{KeyspaceMetadata, Replication};
 use storage::{Durability, MemoryEngine, StorageEngine};
 
-use crate::faults::{schedule, Chaos, Fault, ScheduledFault};
+use crate::faults::{clock_skews, schedule, Chaos, Fault, ScheduledFault};
 use crate::history::{check, History, Level, OpKind, Outcome, Violation};
+use crate::metadata::{MetadataBug, MetadataHistory, MetadataShared, MetadataViolation};
 use crate::network::TurmoilNetwork;
 
 /// The one table of the run: `CREATE TABLE ks.registers (key blob PRIMARY KEY, value bigint)`.
@@ -32,7 +36,7 @@ const TABLE: TableId = TableId::from_u128(0x5151_0000_0000_0000_0000_0000_0000_0
 /// The `value` column's id.
 const VALUE_COLUMN: u32 = 1;
 /// Where every node's messaging listens.
-const STORAGE_PORT: u16 = 7000;
+pub(crate) const STORAGE_PORT: u16 = 7000;
 /// The longest wait between redials of a peer (messaging's `reconnect_max_backoff_ms`).
 pub const RECONNECT_MAX_BACKOFF_MS: u64 = 500;
 /// The keyspace's replication factor (SimpleStrategy).
@@ -66,6 +70,11 @@ pub struct SimConfig {
     /// Messages dropped and delayed per thousand while faults run.
     pub drop_per_mille: u64,
     pub delay_per_mille: u64,
+    /// The mean time between a node's metadata proposals (schema changes) while the faults
+    /// run.
+    pub metadata_think_ms: u64,
+    /// A planted bug in a node's metadata log (`None`: none).
+    pub metadata_bug: Option<MetadataBug>,
 }
 
 impl SimConfig {
@@ -84,6 +93,8 @@ impl SimConfig {
             client_consistency: ConsistencyLevel::Quorum,
             drop_per_mille: 10,
             delay_per_mille: 20,
+            metadata_think_ms: 700,
+            metadata_bug: None,
         }
     }
 }
@@ -95,18 +106,28 @@ pub struct RunReport {
     pub faults: Vec<ScheduledFault>,
     pub history: History,
     pub violations: Vec<Violation>,
+    /// The metadata log's proposals and every node's applied log.
+    pub metadata: MetadataHistory,
+    pub metadata_violations: Vec<MetadataViolation>,
     pub end_ms: u64,
 }
 
 impl RunReport {
+    /// Whether the run broke no invariant.
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty() && self.metadata_violations.is_empty()
+    }
+
     /// The seed, its faults, and the first violation with the history around it.
     pub fn describe(&self) -> String {
         let mut text = format!(
-            "seed {} ({} nodes, {} operations): {} violation(s)\nreplay: SIM_SEED={} cargo test -p sim --test seeds replay_one -- --nocapture\nfaults:\n",
+            "seed {} ({} nodes, {} operations, {} metadata proposals): {} violation(s), {} of the metadata log\nreplay: SIM_SEED={} cargo test -p sim --test seeds replay_one -- --nocapture\nfaults:\n",
             self.config.seed,
             self.config.nodes,
             self.history.ops().len(),
+            self.metadata.proposals.len(),
             self.violations.len(),
+            self.metadata_violations.len(),
             self.config.seed,
         );
         for fault in &self.faults {
@@ -115,17 +136,28 @@ impl RunReport {
         if let Some(first) = self.violations.first() {
             text += &format!("first violation: {}", first.explain(&self.history));
         }
+        if !self.metadata_violations.is_empty() {
+            text += "metadata violations:\n";
+            for v in &self.metadata_violations {
+                text += &format!("  {v:?}\n");
+            }
+            text += &format!(
+                "applied logs:\n{}metadata proposals:\n{}",
+                self.metadata.render_applied(),
+                self.metadata.render()
+            );
+        }
         text
     }
 }
 
 /// The state shared by the harness and the nodes' software: it lives outside turmoil's hosts,
 /// so it survives their crashes (each node's storage, as a synced commit log would).
-struct Shared {
-    config: SimConfig,
+pub(crate) struct Shared {
+    pub(crate) config: SimConfig,
     names: Vec<String>,
     host_ids: Vec<HostId>,
-    tokens: Vec<Vec<i64>>,
+    pub(crate) tokens: Vec<Vec<i64>>,
     engines: Vec<Arc<MemoryEngine>>,
     chaos: Vec<Arc<Chaos>>,
     /// How many times each node's software has started.
@@ -134,6 +166,10 @@ struct Shared {
     keyspace: KeyspaceMetadata,
     /// The run's link latency bound, which healed slow links return to.
     max_latency: Duration,
+    /// The metadata log's directories and history.
+    pub(crate) metadata: MetadataShared,
+    /// Each node's clock skew, microseconds (`Fault::ClockSkew`).
+    skews_micros: Vec<Arc<AtomicI64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -149,6 +185,8 @@ pub fn run(config: &SimConfig) -> RunReport {
             > config.heal_ms + config.request_timeout_ms + RECONNECT_MAX_BACKOFF_MS,
         "the final reads start once the clients' requests have ended"
     );
+    // openraft's election timeouts, drawn on this thread (turmoil runs every host on it).
+    cluster_metadata::seed_rng(config.seed);
     let mut random = SplitMix64::new(config.seed);
     let max_latency = Duration::from_millis(1 + random.next_u64() % 20);
     let mut sim = turmoil::Builder::new()
@@ -164,9 +202,7 @@ pub fn run(config: &SimConfig) -> RunReport {
     let shared = Arc::new(Shared {
         config: config.clone(),
         names: names.clone(),
-        host_ids: (0..config.nodes)
-            .map(|i| HostId(uuid::Uuid::from_u128(0x1000 + i as u128)))
-            .collect(),
+        host_ids: (0..config.nodes).map(crate::metadata::host_id).collect(),
         tokens: (0..config.nodes)
             .map(|_| {
                 (0..TOKENS_PER_NODE)
@@ -196,6 +232,8 @@ pub fn run(config: &SimConfig) -> RunReport {
         history: Mutex::default(),
         keyspace: keyspace(),
         max_latency,
+        metadata: MetadataShared::new(config.nodes, config.metadata_bug),
+        skews_micros: (0..config.nodes).map(|_| Arc::default()).collect(),
     });
     for (node, name) in names.iter().enumerate() {
         let shared = shared.clone();
@@ -204,20 +242,36 @@ pub fn run(config: &SimConfig) -> RunReport {
             async move { node_main(shared, node).await }
         });
     }
-    let faults = schedule(
+    let mut faults = schedule(
         config.seed,
         config.nodes,
         config.faults_from_ms,
         config.heal_ms,
     );
-    // The run ends once every node read every key at ALL, or when they cannot have.
+    let skews = clock_skews(
+        config.seed,
+        config.nodes,
+        config.faults_from_ms,
+        config.heal_ms,
+    );
+    if !skews.is_empty() {
+        lock(&shared.history).judge_by_timestamps(true);
+    }
+    faults.extend(skews);
+    // Stable: faults at the same time keep their order (the skews after the others).
+    faults.sort_by_key(|f| f.at_ms);
+    // The run ends once every node read every key at ALL and applied the same metadata log,
+    // or when they cannot have.
     let final_reads = config.nodes * config.keys as usize;
     let last_ms = config.final_reads_ms + (u64::from(config.keys) + 1) * config.request_timeout_ms;
     let mut pending = faults.iter().peekable();
     let mut held = BTreeSet::new();
     let end_ms = loop {
         let now_ms = sim.elapsed().as_millis() as u64;
-        if now_ms >= last_ms || lock(&shared.history).completed_at(Level::All) == final_reads {
+        if now_ms >= last_ms
+            || (lock(&shared.history).completed_at(Level::All) == final_reads
+                && lock(&shared.metadata.history).converged())
+        {
             break now_ms;
         }
         while let Some(f) = pending.next_if(|f| f.at_ms <= now_ms) {
@@ -230,11 +284,15 @@ pub fn run(config: &SimConfig) -> RunReport {
     let history = lock(&shared.history).clone();
     let mut violations = check(&history, end_ms);
     violations.extend(replicas_disagree(&shared));
+    let metadata = shared.metadata.finish();
+    let metadata_violations = crate::metadata::check(&metadata, &shared.tokens, end_ms);
     RunReport {
         config: config.clone(),
         faults,
         history,
         violations,
+        metadata,
+        metadata_violations,
         end_ms,
     }
 }
@@ -303,12 +361,16 @@ fn apply(
                 }
             }
             lock(&shared.history).crash(*node);
+            lock(&shared.metadata.history).crash(*node);
         }
         Fault::Restart(node) => sim.bounce(names[*node].as_str()),
         Fault::Chaos(on) => {
             for chaos in &shared.chaos {
                 chaos.set_enabled(*on);
             }
+        }
+        Fault::ClockSkew { node, skew_ms } => {
+            shared.skews_micros[*node].store(skew_ms * 1_000, Ordering::Relaxed)
         }
     }
 }
@@ -366,7 +428,7 @@ fn keyspace() -> KeyspaceMetadata {
 }
 
 /// `node`'s address (turmoil's DNS: every host is registered before the run starts).
-fn address(shared: &Shared, node: usize) -> IpAddr {
+pub(crate) fn address(shared: &Shared, node: usize) -> IpAddr {
     turmoil::lookup(shared.names[node].as_str())
 }
 
@@ -397,18 +459,22 @@ fn ring(shared: &Shared, node: usize) -> TokenMetadata {
 }
 
 /// Sim time since the run started, milliseconds (on a simulated host).
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     turmoil::sim_elapsed()
         .expect("on a simulated host")
         .as_millis() as u64
 }
 
-/// Write timestamps from sim time (turmoil's epoch plus its elapsed time).
-struct SimClock;
+/// Write timestamps from sim time (turmoil's epoch plus its elapsed time), plus the node's
+/// clock skew.
+struct SimClock {
+    skew_micros: Arc<AtomicI64>,
+}
 
 impl WallClock for SimClock {
     fn now_micros(&self) -> i64 {
-        turmoil::since_epoch().map_or(0, |d| d.as_micros() as i64)
+        let now = turmoil::since_epoch().map_or(0, |d| d.as_micros() as i64);
+        now + self.skew_micros.load(Ordering::Relaxed)
     }
 }
 
@@ -485,6 +551,14 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
             SocketAddr::new(address(&shared, peer), STORAGE_PORT),
         );
     }
+    // Held for the node's life: the handler serving peers holds it weakly.
+    let metadata = crate::metadata::start(&shared, node, &messaging, broadcast).await?;
+    tokio::spawn(crate::metadata::member(
+        shared.clone(),
+        node,
+        metadata.clone(),
+        start,
+    ));
     let endpoints = Arc::new(StaticEndpoints {
         local: host_id,
         local_replica,
@@ -496,7 +570,9 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
             Arc::new(ArcSwap::from_pointee(ring(&shared, node))),
             endpoints,
         )
-        .with_clock(Arc::new(SimClock)),
+        .with_clock(Arc::new(SimClock {
+            skew_micros: shared.skews_micros[node].clone(),
+        })),
     );
     tokio::spawn(follow_restarts(shared.clone(), messaging.clone(), node));
     let mut _clients = Vec::new();
@@ -519,6 +595,7 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
         }
     }
     // Keep serving peers' requests until the run ends (the clients' tasks end by themselves).
+    let _serving = metadata;
     std::future::pending::<turmoil::Result>().await
 }
 
@@ -600,7 +677,9 @@ async fn write(shared: &Shared, coordinator: &Coordinator, node: usize, key: u32
         let id = history.invoke(node, key, kind, Level::Quorum, now_ms(), timeout_ms);
         (id, value)
     };
-    let cell = Cell::live(coordinator.next_timestamp(), value.to_be_bytes().to_vec());
+    let timestamp = coordinator.next_timestamp();
+    lock(&shared.history).set_write_timestamp(id, timestamp);
+    let cell = Cell::live(timestamp, value.to_be_bytes().to_vec());
     let update = PartitionUpdate {
         table: TABLE,
         key: partition_key(key),

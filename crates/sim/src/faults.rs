@@ -43,6 +43,9 @@ pub enum Fault {
     Restart(usize),
     /// Message loss and delay on (`Chaos`) or off.
     Chaos(bool),
+    /// A node's wall clock (its coordinator's write timestamps) is set `skew_ms` ahead of
+    /// (positive) or behind sim time: a skew, or a jump of the clock when it changes.
+    ClockSkew { node: usize, skew_ms: i64 },
 }
 
 /// A fault and when it happens.
@@ -139,6 +142,49 @@ pub fn schedule(seed: u64, nodes: usize, start_ms: u64, heal_ms: u64) -> Vec<Sch
     faults
 }
 
+/// The largest clock skew a run gives a node, milliseconds either way.
+pub const MAX_CLOCK_SKEW_MS: i64 = 300;
+
+/// The clock skews of a run with `nodes` nodes from `seed`, between `start_ms` and `heal_ms`:
+/// none for half the seeds (so the register check stays strict for them), else a few nodes
+/// skewed from the start and the skew of a random node jumping now and then. Drawn from their
+/// own generator, so that a seed's other faults are the same with or without skew. Skews
+/// stay after the heal (clocks are not healed; the clients stop writing then).
+pub fn clock_skews(seed: u64, nodes: usize, start_ms: u64, heal_ms: u64) -> Vec<ScheduledFault> {
+    let mut random = SplitMix64::new(seed ^ 0x5CE3_C10C);
+    let mut next = |bound: u64| random.next_u64() % bound.max(1);
+    if next(2) == 0 {
+        return Vec::new();
+    }
+    let skew = |next: &mut dyn FnMut(u64) -> u64| {
+        next(2 * MAX_CLOCK_SKEW_MS as u64 + 1) as i64 - MAX_CLOCK_SKEW_MS
+    };
+    let mut faults = Vec::new();
+    for node in 0..nodes {
+        if next(2) == 0 {
+            let skew_ms = skew(&mut next);
+            faults.push(ScheduledFault {
+                at_ms: start_ms,
+                fault: Fault::ClockSkew { node, skew_ms },
+            });
+        }
+    }
+    let mut at_ms = start_ms;
+    loop {
+        at_ms += 100 + next(700);
+        if at_ms >= heal_ms {
+            break;
+        }
+        let node = next(nodes as u64) as usize;
+        let skew_ms = skew(&mut next);
+        faults.push(ScheduledFault {
+            at_ms,
+            fault: Fault::ClockSkew { node, skew_ms },
+        });
+    }
+    faults
+}
+
 /// Message loss and delay on a node's outbound messages: messaging's fault hook, drawing from
 /// a seeded generator (turmoil runs every host on one thread in a fixed order, so the draws
 /// replay). Off until [`Chaos::set_enabled`].
@@ -220,6 +266,23 @@ mod tests {
             let last = faults.last().expect("faults");
             assert!(last.at_ms == 6_000, "seed {seed}");
         }
+    }
+
+    #[test]
+    fn half_the_seeds_skew_clocks_within_the_bound() {
+        let runs: Vec<Vec<ScheduledFault>> = (0..100)
+            .map(|seed| clock_skews(seed, 5, 200, 2_000))
+            .collect();
+        let skewed = runs.iter().filter(|r| !r.is_empty()).count();
+        assert!((30..70).contains(&skewed), "{skewed} of 100 seeds skewed");
+        for fault in runs.iter().flatten() {
+            let Fault::ClockSkew { node, skew_ms } = fault.fault else {
+                panic!("not a skew: {fault}");
+            };
+            assert!(node < 5 && skew_ms.abs() <= MAX_CLOCK_SKEW_MS, "{fault}");
+            assert!((200..2_000).contains(&fault.at_ms), "{fault}");
+        }
+        assert_eq!(clock_skews(3, 5, 200, 2_000), clock_skews(3, 5, 200, 2_000));
     }
 
     #[test]

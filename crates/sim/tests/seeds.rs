@@ -3,7 +3,7 @@
 //! exact; a planted bug is caught.
 
 use coordinator::ConsistencyLevel;
-use sim::{run, Fault, SimConfig};
+use sim::{run, Fault, MetadataBug, MetadataViolation, SimConfig};
 
 /// Seeds the test command runs (kept so that `cargo test -p sim` stays within a couple of
 /// minutes in debug on a 2-core machine).
@@ -24,15 +24,16 @@ fn seeds_find_no_violation() {
     let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let results: Vec<(u64, usize, Option<String>)> = std::thread::scope(|scope| {
+    let results: Vec<(u64, (usize, usize), Option<String>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    let mut operations = 0;
+                    let mut operations = (0, 0);
                     for seed in (base + t..base + count).step_by(threads as usize) {
                         let report = run(&SimConfig::new(seed));
-                        operations += report.history.ops().len();
-                        if !report.violations.is_empty() {
+                        operations.0 += report.history.ops().len();
+                        operations.1 += report.metadata.proposals.len();
+                        if !report.is_clean() {
                             return (seed, operations, Some(report.describe()));
                         }
                     }
@@ -45,13 +46,16 @@ fn seeds_find_no_violation() {
             .map(|w| w.join().expect("a simulation thread panicked"))
             .collect()
     });
-    let operations: usize = results.iter().map(|(_, ops, _)| ops).sum();
+    let operations: usize = results.iter().map(|(_, ops, _)| ops.0).sum();
+    let proposals: usize = results.iter().map(|(_, ops, _)| ops.1).sum();
     if let Some((_, _, Some(failure))) =
         results.iter().filter(|r| r.2.is_some()).min_by_key(|r| r.0)
     {
         panic!("{failure}");
     }
-    println!("{count} seeds from {base}: {operations} operations, no violation");
+    println!(
+        "{count} seeds from {base}: {operations} operations, {proposals} metadata proposals, no violation"
+    );
 }
 
 /// Runs `SIM_SEED` (or seed 0) and prints its faults and history: how a failing seed is
@@ -67,7 +71,12 @@ fn replay_one() {
     for op in report.history.ops() {
         println!("  {op}");
     }
-    assert!(report.violations.is_empty(), "{}", report.describe());
+    println!(
+        "metadata proposals:\n{}applied logs:\n{}",
+        report.metadata.render(),
+        report.metadata.render_applied()
+    );
+    assert!(report.is_clean(), "{}", report.describe());
 }
 
 /// Runs three seeds whose faults include a crash, a restart and a partition twice each and
@@ -98,6 +107,11 @@ fn a_seed_replays_the_same_history() {
             .find(|(a, b)| a != b);
         assert_eq!(diverged, None, "seed {seed} did not replay");
         assert_eq!(first.history, second.history, "seed {seed} did not replay");
+        assert!(first.metadata.proposals.len() > 5, "{}", first.describe());
+        assert_eq!(
+            first.metadata, second.metadata,
+            "seed {seed}: the metadata log did not replay"
+        );
     }
 }
 
@@ -121,3 +135,54 @@ fn a_planted_bug_is_caught() {
 }
 
 const PLANTED_BUG_SEED: u64 = 1;
+
+/// Clock skew is real: in runs with skewed clocks, judging the reads by real time instead of
+/// by write timestamps finds reads that "go back in time" (a later write with a smaller
+/// timestamp lost, as last-write-wins has it), which the timestamp check accepts.
+#[test]
+fn skewed_clocks_reorder_writes() {
+    let skewed = (0..)
+        .filter(|&seed| {
+            let config = SimConfig::new(seed);
+            !sim::faults::clock_skews(seed, config.nodes, config.faults_from_ms, config.heal_ms)
+                .is_empty()
+        })
+        .take(4);
+    let mut inversions = 0;
+    for seed in skewed {
+        let report = run(&SimConfig::new(seed));
+        assert!(report.is_clean(), "{}", report.describe());
+        let mut by_real_time = report.history.clone();
+        by_real_time.judge_by_timestamps(false);
+        inversions += sim::check(&by_real_time, report.end_ms)
+            .iter()
+            .filter(|v| matches!(v, sim::Violation::StaleRead { .. }))
+            .count();
+    }
+    assert!(inversions > 0, "no skewed run reordered a write");
+}
+
+/// The planted bugs of the metadata log: node 1's state machine skips an entry, or applies
+/// one twice. The check must catch each within a few seeds.
+#[test]
+fn a_planted_metadata_bug_is_caught() {
+    for bug in [MetadataBug::SkipEntry(20), MetadataBug::ApplyTwice(20)] {
+        let caught = (0..3).find_map(|seed| {
+            let mut config = SimConfig::new(seed);
+            config.metadata_bug = Some(bug);
+            let report = run(&config);
+            let found = report.metadata_violations.iter().any(|v| {
+                matches!(
+                    v,
+                    MetadataViolation::OutOfOrder { node: 1, .. }
+                        | MetadataViolation::Diverged { .. }
+                )
+            });
+            found.then(|| report.describe())
+        });
+        let Some(report) = caught else {
+            panic!("the planted bug {bug:?} went unnoticed in 3 seeds");
+        };
+        println!("{bug:?}:\n{report}");
+    }
+}
