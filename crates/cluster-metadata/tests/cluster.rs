@@ -24,6 +24,8 @@ struct RecordingApplier {
     applied: Mutex<Vec<(Uuid, SchemaSource)>>,
     /// How long applying a schema change takes (a slow node).
     delay: Mutex<Duration>,
+    /// Every entry applied (`entry_applied`): its index and whether it was a command.
+    entries: Mutex<Vec<(u64, bool)>>,
 }
 
 impl RecordingApplier {
@@ -57,6 +59,18 @@ impl MetadataApplier for RecordingApplier {
             tokio::time::sleep(delay).await;
             Ok(())
         })
+    }
+
+    fn entry_applied(
+        &self,
+        index: u64,
+        command: Option<&MetadataCommand>,
+        _: &cluster_metadata::MetadataResponse,
+    ) {
+        self.entries
+            .lock()
+            .unwrap()
+            .push((index, command.is_some()));
     }
 }
 
@@ -625,4 +639,24 @@ async fn a_proposal_committed_but_not_applied_here_in_time_is_a_timeout() {
         ),
         "{failed}"
     );
+}
+
+/// Every node observes every entry it applies, once, in log order, the same as the others.
+#[tokio::test(start_paused = true)]
+async fn every_node_observes_the_same_applied_entries_in_order() {
+    let cluster = Cluster::start(test_config()).await;
+    for n in 0..3 {
+        cluster.change_schema(n).await.expect("applied");
+    }
+    cluster.converge_on(0).await;
+    let entries = |n: usize| cluster.appliers[n].entries.lock().unwrap().clone();
+    let first = entries(0);
+    assert_eq!(
+        first.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        (0..first.len() as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(first.iter().filter(|(_, command)| *command).count(), 3);
+    for n in 1..3 {
+        assert_eq!(entries(n), first, "node {n}");
+    }
 }
