@@ -78,6 +78,21 @@ pub struct HintsConfig {
     pub flush_period: Duration,
     /// How long one delivery waits for the target's acknowledgement.
     pub delivery_timeout: Duration,
+    /// Where the flusher's and the dispatcher's file steps run.
+    pub file_io: FileIo,
+}
+
+/// Where the hint service runs its blocking file steps (a flush, reading a page, advancing a
+/// file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileIo {
+    /// On tokio's blocking pool, so that a slow disk never stalls a runtime worker: a node.
+    #[default]
+    BlockingPool,
+    /// On the task's own thread. For a deterministic simulation only: a step finished on
+    /// another thread would complete at a point of the simulated time that depends on the
+    /// real machine, and a seed would not replay. The files are small and local there.
+    Inline,
 }
 
 impl HintsConfig {
@@ -92,6 +107,7 @@ impl HintsConfig {
             throttle_bytes_per_second: DEFAULT_THROTTLE_BYTES_PER_SECOND,
             flush_period: DEFAULT_FLUSH_PERIOD,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
+            file_io: FileIo::BlockingPool,
         }
     }
 }

@@ -716,3 +716,26 @@ async fn wait_for(condition: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test]
+async fn a_new_service_forgets_a_dispatch_an_earlier_one_left_running_and_replays_inline() {
+    // A simulated node's restart keeps its store but drops its runtime, and with it a
+    // dispatch in flight: the next service must not wait for it.
+    let f = Fixture::with(|c| {
+        c.throttle_bytes_per_second = 0;
+        c.file_io = crate::FileIo::Inline;
+    });
+    assert!(f.hint(1));
+    assert!(f.hint(2));
+    let target = f.store.all_targets().pop().expect("target");
+    {
+        let mut state = crate::store::lock(&target.dispatch);
+        state.running = true;
+        state.retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(3600));
+    }
+    let service = crate::HintsService::start(f.store.clone());
+    service.target_up(PEER);
+    wait_for(|| f.applied() == [1, 2]).await;
+    wait_for(|| f.stats().pending == 0 && f.files().is_empty()).await;
+    service.shutdown().await;
+}

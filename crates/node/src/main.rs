@@ -424,6 +424,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
                 flush_period: config.hints.flush_period,
                 // A hint travels as a write does (Cassandra's HINT_REQ has the write timeout).
                 delivery_timeout: config.request_timeouts.write,
+                file_io: hints::FileIo::BlockingPool,
             },
         },
         &data_dir,
