@@ -24,11 +24,12 @@ use schema::{KeyspaceMetadata, Replication};
 use storage::{Durability, MemoryEngine, StorageEngine};
 
 use crate::faults::{schedule, Chaos, Fault, ScheduledFault};
+use crate::hinted::{RunState, SimHints};
 use crate::history::{check, History, Level, OpKind, Outcome, Violation};
 use crate::network::TurmoilNetwork;
 
 /// The one table of the run: `CREATE TABLE ks.registers (key blob PRIMARY KEY, value bigint)`.
-const TABLE: TableId = TableId::from_u128(0x5151_0000_0000_0000_0000_0000_0000_0001);
+pub(crate) const TABLE: TableId = TableId::from_u128(0x5151_0000_0000_0000_0000_0000_0000_0001);
 /// The `value` column's id.
 const VALUE_COLUMN: u32 = 1;
 /// Where every node's messaging listens.
@@ -66,6 +67,9 @@ pub struct SimConfig {
     /// Messages dropped and delayed per thousand while faults run.
     pub drop_per_mille: u64,
     pub delay_per_mille: u64,
+    /// Plants a bug in hinted handoff: every hint delivered is acknowledged by its target
+    /// without being applied, as a replay that skips its hints (`hinted`).
+    pub lose_hints: bool,
 }
 
 impl SimConfig {
@@ -84,6 +88,7 @@ impl SimConfig {
             client_consistency: ConsistencyLevel::Quorum,
             drop_per_mille: 10,
             delay_per_mille: 20,
+            lose_hints: false,
         }
     }
 }
@@ -96,6 +101,9 @@ pub struct RunReport {
     pub history: History,
     pub violations: Vec<Violation>,
     pub end_ms: u64,
+    /// Hints the nodes kept, and delivered, over the run.
+    pub hints_stored: u64,
+    pub hints_delivered: u64,
 }
 
 impl RunReport {
@@ -134,6 +142,8 @@ struct Shared {
     keyspace: KeyspaceMetadata,
     /// The run's link latency bound, which healed slow links return to.
     max_latency: Duration,
+    /// Each node's hint store and the view that replays it (`hinted`).
+    hints: SimHints,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -161,12 +171,14 @@ pub fn run(config: &SimConfig) -> RunReport {
         .rng_seed(config.seed)
         .build();
     let names: Vec<String> = (0..config.nodes).map(|i| format!("node{i}")).collect();
+    let host_ids: Vec<HostId> = (0..config.nodes)
+        .map(|i| HostId(uuid::Uuid::from_u128(0x1000 + i as u128)))
+        .collect();
     let shared = Arc::new(Shared {
         config: config.clone(),
         names: names.clone(),
-        host_ids: (0..config.nodes)
-            .map(|i| HostId(uuid::Uuid::from_u128(0x1000 + i as u128)))
-            .collect(),
+        hints: SimHints::new(config, host_ids.clone()),
+        host_ids,
         tokens: (0..config.nodes)
             .map(|_| {
                 (0..TOKENS_PER_NODE)
@@ -215,8 +227,18 @@ pub fn run(config: &SimConfig) -> RunReport {
     let last_ms = config.final_reads_ms + (u64::from(config.keys) + 1) * config.request_timeout_ms;
     let mut pending = faults.iter().peekable();
     let mut held = BTreeSet::new();
+    let mut hint_violations = Vec::new();
     let end_ms = loop {
         let now_ms = sim.elapsed().as_millis() as u64;
+        // After the heal and the replay of hints, before the final reads (which repair).
+        let last_chance = now_ms + 1 >= config.final_reads_ms;
+        if shared.hints.due(now_ms) {
+            let state = RunState {
+                history: &lock(&shared.history),
+                engines: &shared.engines,
+            };
+            hint_violations.extend(shared.hints.check(last_chance, &state).unwrap_or_default());
+        }
         if now_ms >= last_ms || lock(&shared.history).completed_at(Level::All) == final_reads {
             break now_ms;
         }
@@ -229,6 +251,8 @@ pub fn run(config: &SimConfig) -> RunReport {
     };
     let history = lock(&shared.history).clone();
     let mut violations = check(&history, end_ms);
+    violations.extend(hint_violations);
+    let (hints_stored, hints_delivered) = shared.hints.totals();
     violations.extend(replicas_disagree(&shared));
     RunReport {
         config: config.clone(),
@@ -236,6 +260,8 @@ pub fn run(config: &SimConfig) -> RunReport {
         history,
         violations,
         end_ms,
+        hints_stored,
+        hints_delivered,
     }
 }
 
@@ -404,7 +430,7 @@ fn now_ms() -> u64 {
 }
 
 /// Write timestamps from sim time (turmoil's epoch plus its elapsed time).
-struct SimClock;
+pub(crate) struct SimClock;
 
 impl WallClock for SimClock {
     fn now_micros(&self) -> i64 {
@@ -491,12 +517,20 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
         messaging: messaging.clone(),
         remotes: RwLock::default(),
     });
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms);
+    let ring = ring(&shared, node);
+    let placement = (&ring, &shared.keyspace);
+    let (hint_store, _hints) = shared.hints.start_node(
+        node,
+        endpoints.clone(),
+        Arc::new(SimClock),
+        timeout,
+        placement,
+    );
     let coordinator = Arc::new(
-        Coordinator::for_cluster(
-            Arc::new(ArcSwap::from_pointee(ring(&shared, node))),
-            endpoints,
-        )
-        .with_clock(Arc::new(SimClock)),
+        Coordinator::for_cluster(Arc::new(ArcSwap::from_pointee(ring)), endpoints)
+            .with_clock(Arc::new(SimClock))
+            .with_hinted_handoff(hint_store),
     );
     tokio::spawn(follow_restarts(shared.clone(), messaging.clone(), node));
     let mut _clients = Vec::new();
@@ -583,7 +617,7 @@ async fn client_main(shared: Arc<Shared>, coordinator: Arc<Coordinator>, node: u
     }
 }
 
-fn partition_key(key: u32) -> PartitionKey {
+pub(crate) fn partition_key(key: u32) -> PartitionKey {
     let bytes = key.to_be_bytes().to_vec();
     PartitionKey {
         token: SplitMix64::new(u64::from(key)).next_u64() as i64,
@@ -601,6 +635,7 @@ async fn write(shared: &Shared, coordinator: &Coordinator, node: usize, key: u32
         (id, value)
     };
     let cell = Cell::live(coordinator.next_timestamp(), value.to_be_bytes().to_vec());
+    shared.hints.wrote(value, cell.timestamp);
     let update = PartitionUpdate {
         table: TABLE,
         key: partition_key(key),

@@ -5,7 +5,9 @@
 //! Each node runs `messaging::MessagingService` over turmoil's TCP ([`TurmoilNetwork`]), a
 //! `replica::LocalReplica` over a `storage::MemoryEngine` (kept across the node's restarts, as a
 //! commit log synced on every write would keep it), and a `coordinator::Coordinator` over a
-//! static ring (`locator::TokenMetadata`, an RF=3 SimpleStrategy keyspace). Clients on every
+//! static ring (`locator::TokenMetadata`, an RF=3 SimpleStrategy keyspace) with hinted handoff
+//! (the real `hints::HintStore` and `HintsService`, the store kept across restarts in a
+//! per-node temporary directory; `hinted` says what stands in for the disk and for gossip). Clients on every
 //! node write unique values to a few register keys and read them at QUORUM while the seed's
 //! faults run: message loss and delay (messaging's fault hook, [`Chaos`]), link latency and
 //! reordering, partitions (turmoil `hold`/`release`; see `faults` for why not `partition`),
@@ -15,7 +17,10 @@
 //! acknowledged QUORUM write or an earlier read (a register check with recorded invocations
 //! and completions in sim time); no request waits past its timeout; the final reads at ALL all
 //! succeed and agree; then each node's storage, read directly, agrees on every key among the
-//! nodes holding it, which are exactly its replicas. A seed replays exactly: the same seed gives the same history
+//! nodes holding it, which are exactly its replicas. Before the final reads (which repair what
+//! they read), once the clients' last requests ended and the hints were replayed: hints are
+//! delivered (none pending on any node), and every acknowledged write is readable at ONE from
+//! each of its replicas (its storage read directly holds the write or a later one). A seed replays exactly: the same seed gives the same history
 //! (`tests/seeds.rs` checks it), and a failing run prints its seed, its fault schedule and the
 //! history of the key around the first violation ([`RunReport::describe`]).
 //!
@@ -39,8 +44,8 @@
 //! latencies in a different order when other threads spawned tasks meanwhile; the harness cuts
 //! the node's links for the instant of the crash (`cluster::apply`).
 //!
-//! Not yet simulated (stage 2): the cluster metadata log (openraft) and gossip membership, and
-//! hinted handoff. What stands in the way, precisely:
+//! Not yet simulated (stage 2): the cluster metadata log (openraft) and gossip membership.
+//! What stands in the way, precisely:
 //! - gossip: chitchat 0.13's `Transport` is injectable, but `ChitchatEnvelope::serialize` and
 //!   `deserialize` are crate-private, so a transport over turmoil's UDP cannot encode its
 //!   messages (only chitchat's in-process `ChannelTransport` can, outside turmoil's faults);
@@ -53,11 +58,6 @@
 //!   (deterministic, but a crash then keeps every write, synced or not). `RaftTransport` is
 //!   injectable: over messaging's extension verb, as `node`'s `MessagingTransport`, it would
 //!   ride on turmoil already.
-//! - hints: `Coordinator::with_hinted_handoff` on each node's coordinator (in
-//!   `cluster::node_main`), its store kept in `Shared` like the engines so it survives
-//!   restarts, replay driven by a view of who is up (all, after the heal, here); the check to
-//!   add: after the heal and replay, every acknowledged write readable at ONE from every
-//!   replica (each node's engine read directly).
 //!
 //! Without a failure detector every endpoint counts as alive, so a request to a crashed or
 //! cut-off node times out rather than failing `Unavailable`.
@@ -67,6 +67,7 @@
 
 pub mod cluster;
 pub mod faults;
+mod hinted;
 pub mod history;
 mod network;
 

@@ -24,19 +24,20 @@ fn seeds_find_no_violation() {
     let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let results: Vec<(u64, usize, Option<String>)> = std::thread::scope(|scope| {
+    let results: Vec<(u64, usize, u64, Option<String>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    let mut operations = 0;
+                    let (mut operations, mut hints) = (0, 0);
                     for seed in (base + t..base + count).step_by(threads as usize) {
                         let report = run(&SimConfig::new(seed));
                         operations += report.history.ops().len();
+                        hints += report.hints_delivered;
                         if !report.violations.is_empty() {
-                            return (seed, operations, Some(report.describe()));
+                            return (seed, operations, hints, Some(report.describe()));
                         }
                     }
-                    (base + count, operations, None)
+                    (base + count, operations, hints, None)
                 })
             })
             .collect();
@@ -45,13 +46,20 @@ fn seeds_find_no_violation() {
             .map(|w| w.join().expect("a simulation thread panicked"))
             .collect()
     });
-    let operations: usize = results.iter().map(|(_, ops, _)| ops).sum();
-    if let Some((_, _, Some(failure))) =
-        results.iter().filter(|r| r.2.is_some()).min_by_key(|r| r.0)
+    let operations: usize = results.iter().map(|r| r.1).sum();
+    let hints: u64 = results.iter().map(|r| r.2).sum();
+    if let Some((_, _, _, Some(failure))) =
+        results.iter().filter(|r| r.3.is_some()).min_by_key(|r| r.0)
     {
         panic!("{failure}");
     }
-    println!("{count} seeds from {base}: {operations} operations, no violation");
+    println!(
+        "{count} seeds from {base}: {operations} operations, {hints} hints replayed, no violation"
+    );
+    assert!(
+        hints > 0,
+        "no seed replayed a hint: hinted handoff is not exercised"
+    );
 }
 
 /// Runs `SIM_SEED` (or seed 0) and prints its faults and history: how a failing seed is
@@ -91,6 +99,10 @@ fn a_seed_replays_the_same_history() {
         let second = run(&SimConfig::new(seed));
         assert!(first.history.ops().len() > 50, "{}", first.describe());
         assert_eq!(first.faults, second.faults);
+        assert_eq!(
+            (first.hints_stored, first.hints_delivered),
+            (second.hints_stored, second.hints_delivered)
+        );
         let ops = |r: &sim::RunReport| r.history.ops().to_vec();
         let diverged = ops(&first)
             .into_iter()
@@ -121,3 +133,30 @@ fn a_planted_bug_is_caught() {
 }
 
 const PLANTED_BUG_SEED: u64 = 1;
+
+/// A seed whose run the planted hint bug breaks.
+const PLANTED_HINT_SEED: u64 = 2;
+
+/// The planted bug in hinted handoff: every hint is acknowledged by its target and never
+/// applied (`SimConfig::lose_hints`), as a replay that skips its hints would. The check after
+/// replay (every acknowledged write on each of its replicas, read directly) catches it at the
+/// seed below; the test fails if the harness stops catching it.
+#[test]
+fn a_planted_hint_loss_is_caught() {
+    let mut config = SimConfig::new(PLANTED_HINT_SEED);
+    config.lose_hints = true;
+    let report = run(&config);
+    println!("{}", report.describe());
+    assert!(report.hints_delivered > 0, "no hint was replayed");
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| matches!(v, sim::Violation::MissingAtOne { .. })),
+        "the planted hint loss went unnoticed: {}",
+        report.describe()
+    );
+    // Without the bug, the same seed passes.
+    let report = run(&SimConfig::new(PLANTED_HINT_SEED));
+    assert!(report.violations.is_empty(), "{}", report.describe());
+}
