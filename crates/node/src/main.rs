@@ -425,6 +425,8 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
                 // A hint travels as a write does (Cassandra's HINT_REQ has the write timeout).
                 delivery_timeout: config.request_timeouts.write,
                 file_io: hints::FileIo::BlockingPool,
+                max_hints_size_per_host_bytes: config.hints.max_size_per_host_bytes,
+                disabled_datacenters: config.hints.disabled_datacenters.clone(),
             },
         },
         &data_dir,
@@ -440,6 +442,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             .with_read_request_timeout(config.request_timeouts.read)
             .with_hinted_handoff(cluster.hints.store().clone()),
     );
+    internode::forget_dropped_tables(schema.clone(), coordinator.stats().clone());
     let mut node = NodeInfo::new(
         config.cluster_name.clone(),
         RELEASE_VERSION,

@@ -145,6 +145,11 @@ impl HintTargets for SimView {
     fn node_count(&self) -> usize {
         self.host_ids.len()
     }
+
+    fn datacenter(&self, host: HostId) -> Option<String> {
+        // The run's ring is one data centre (`cluster::endpoint`).
+        self.index(host).map(|_| "dc1".to_string())
+    }
 }
 
 /// The planted bug: a replica that acknowledges every mutation and applies none (the hints
