@@ -18,7 +18,7 @@
 //!   whose view sees a peer come up (a restart, or the heal) calls `target_up`, as the node's
 //!   wiring does on gossip's UP; once more after the clients' last requests ended, for the
 //!   hints their timeouts kept (the service's own period is Cassandra's 10 s, longer than the
-//!   run). Partitions are not in the view (gossip would convict a cut-off node; here a
+//!   run), and from then on for each peer with hints still pending. Partitions are not in the view (gossip would convict a cut-off node; here a
 //!   delivery to it times out and backs off until the heal's `target_up`).
 //!
 //! The checks ([`SimHints::check`]), made once every node's store has no hint pending after
@@ -424,7 +424,8 @@ impl SimHints {
 
 /// Node `node`'s stand-in for gossip's UP events: every `VIEW_PERIOD`, each peer its view
 /// sees come up since the last look gets `target_up`; so does every peer at the heal and
-/// once the clients' last requests ended (`quiet_ms`).
+/// once the clients' last requests ended (`quiet_ms`), and from then on every peer with
+/// hints still pending (a delivery that failed is tried again without its backoff).
 async fn follow_view(
     view: Arc<SimView>,
     store: Arc<HintStore>,
@@ -442,10 +443,20 @@ async fn follow_view(
         tokio::time::sleep(VIEW_PERIOD).await;
         let now = sim_now_ms();
         let all = (last_ms < heal_ms && heal_ms <= now) || (last_ms < quiet_ms && quiet_ms <= now);
+        let pending: Vec<HostId> = store
+            .stats()
+            .into_iter()
+            .filter(|t| t.pending > 0)
+            .map(|t| t.host)
+            .collect();
         for (i, peer) in peers.iter().enumerate() {
+            let host = view.host_ids[*peer];
             let up = view.down_since(*peer, now).is_none();
-            if up && (!was_up[i] || all) {
-                store.target_up(view.host_ids[*peer]);
+            // Once everything healed, a target with hints is not left to a backoff: the run's
+            // final reads come within a second, Cassandra's next try might not.
+            let healed_with_hints = now >= quiet_ms && pending.contains(&host);
+            if up && (!was_up[i] || all || healed_with_hints) {
+                store.target_up(host);
             }
             was_up[i] = up;
         }
