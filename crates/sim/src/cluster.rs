@@ -36,6 +36,10 @@ const VALUE_COLUMN: u32 = 1;
 const STORAGE_PORT: u16 = 7000;
 /// The longest wait between redials of a peer (messaging's `reconnect_max_backoff_ms`).
 pub const RECONNECT_MAX_BACKOFF_MS: u64 = 500;
+/// How long past `final_reads_ms` the replay of hints may take before the check after it is
+/// made anyway (and the final reads, which wait for it, start): a peer restarted at the heal
+/// is noticed up to `RESTART_NOTICED_AFTER` later, and its connections redialled only then.
+const HINT_REPLAY_GRACE_MS: u64 = 1_000;
 /// The keyspace's replication factor (SimpleStrategy).
 const REPLICATION_FACTOR: usize = 3;
 /// The ring's tokens per node (vnodes), so each node's replicas vary by key.
@@ -230,8 +234,9 @@ pub fn run(config: &SimConfig) -> RunReport {
     let mut hint_violations = Vec::new();
     let end_ms = loop {
         let now_ms = sim.elapsed().as_millis() as u64;
-        // After the heal and the replay of hints, before the final reads (which repair).
-        let last_chance = now_ms + 1 >= config.final_reads_ms;
+        // After the heal and the replay of hints, before the final reads (which repair, and
+        // wait for it).
+        let last_chance = now_ms + 1 >= config.final_reads_ms + HINT_REPLAY_GRACE_MS;
         if shared.hints.due(now_ms) {
             let state = RunState {
                 history: &lock(&shared.history),
@@ -547,6 +552,7 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     if now_ms() < shared.config.final_reads_ms {
         let wait_ms = shared.config.final_reads_ms - now_ms();
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        shared.hints.checked().await;
         reconnect(&shared, &messaging, node).await;
         for key in 0..shared.config.keys {
             read(&shared, &coordinator, node, key, Level::All).await;

@@ -22,8 +22,9 @@
 //!   delivery to it times out and backs off until the heal's `target_up`).
 //!
 //! The checks ([`SimHints::check`]), made once every node's store has no hint pending after
-//! the clients' last requests, or just before the final reads at ALL at the latest (those
-//! read-repair what they read, and would hide a lost hint):
+//! the clients' last requests, or a second past the final reads' time at the latest; the final
+//! reads at ALL wait for them ([`SimHints::checked`]): they read-repair what they read, and
+//! would hide a lost hint.
 //! - "hints are delivered": no store holds a pending hint ([`Violation::HintsNotDelivered`]);
 //! - every acknowledged write is readable at ONE from each of its replicas: each replica's
 //!   engine, read directly, holds the write's cell or a later one
@@ -341,9 +342,17 @@ impl SimHints {
         now_ms >= self.quiet_ms && !*lock(&self.checked)
     }
 
+    /// Returns once the checks were made (on a simulated host: polls in sim time). The final
+    /// reads wait for it, as they repair what they read.
+    pub(crate) async fn checked(&self) {
+        while !*lock(&self.checked) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// The checks after replay (see the module's header), once: when every store has no hint
-    /// pending after the clients' last requests, or at `last_chance` (just before the final
-    /// reads) whatever the stores hold. `None` until then.
+    /// pending after the clients' last requests, or at `last_chance` (the replay's time is
+    /// up) whatever the stores hold. `None` until then.
     pub(crate) fn check(&self, last_chance: bool, run: &RunState<'_>) -> Option<Vec<Violation>> {
         let mut checked = lock(&self.checked);
         if *checked {
