@@ -203,3 +203,100 @@ def test_a_restarted_node_gets_the_writes_it_missed_from_hints(cluster3):
         assert missing == [], f"{len(missing)} of {len(written)} writes missing on node3"
     finally:
         c3.shutdown()
+
+
+def append_config(cluster, nodes, text):
+    for k in nodes:
+        with open(cluster.node_dir(k) / "helenus.yaml", "a") as config:
+            config.write(text)
+
+
+def test_max_hints_size_per_host_and_disabled_datacenters(cluster3):
+    """`max_hints_size_per_host`: past it (on disk), a down node gets no more hints, counted
+    as dropped_size. `hinted_handoff_disabled_datacenters`: no hint at all for a node of a
+    listed data centre (every node here is in SimpleSnitch's datacenter1)."""
+    node1, node2, node3 = cluster3.hosts
+    cluster3._check("stop")
+    append_config(cluster3, (1, 2, 3), "max_hints_size_per_host: 2KiB\nhints_flush_period: 100ms\n")
+    cluster3.start()
+    c1, s1 = connect(node1, cluster3.cql_port)
+    try:
+        s1.execute("CREATE KEYSPACE capped WITH replication = "
+                   "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        s1.execute("CREATE TABLE capped.t (k int PRIMARY KEY, v int)")
+        s1.execute(SimpleStatement("SELECT * FROM capped.t LIMIT 1", consistency_level=CL.ALL))
+        cluster3.kill(3)
+        wait_for(lambda: sees_down(cluster3, node1, node3), VIEW_TIMEOUT_S,
+                 "node1 sees node3 down")
+        insert = s1.prepare("INSERT INTO capped.t (k, v) VALUES (?, ?)")
+        insert.consistency_level = CL.QUORUM
+        for k in range(200):
+            s1.execute(insert, (k, k))
+            if k % 20 == 19:
+                time.sleep(0.15)  # a flush period: the files grow past the limit meanwhile
+        wait_for(lambda: int(hints_for(cluster3, node1, node3)["dropped_size"]) > 0, 30,
+                 "node1 drops hints for node3 past max_hints_size_per_host")
+        capped = hints_for(cluster3, node1, node3)
+        assert 0 < int(capped["stored"]) < 200, capped
+        assert int(capped["stored"]) + int(capped["dropped_size"]) == 200, capped
+        status = admin(cluster3, node1, "status")
+        assert any("hints were dropped, run repair" in line for line in status), status
+    finally:
+        c1.shutdown()
+
+    # Node3's data centre disabled: node1 and node2 restarted with it, node3 still down.
+    for k in (1, 2):
+        cluster3.kill(k)
+    append_config(cluster3, (1, 2), "hinted_handoff_disabled_datacenters:\n  - datacenter1\n")
+    # Together: a node started alone waits up to 10 s for its peers before serving CQL.
+    restarts = [threading.Thread(target=cluster3.restart, args=(k,)) for k in (1, 2)]
+    for thread in restarts:
+        thread.start()
+    for thread in restarts:
+        thread.join()
+    c1, s1 = connect(node1, cluster3.cql_port)
+    try:
+        wait_for(lambda: sees_down(cluster3, node1, node3) and any(
+            re.match(rf"^UN\s+{re.escape(node2)}\s", line)
+            for line in admin(cluster3, node1, "status")), VIEW_TIMEOUT_S,
+            "node1 sees node2 up and node3 down")
+        insert = s1.prepare("INSERT INTO capped.t (k, v) VALUES (?, ?)")
+        insert.consistency_level = CL.QUORUM
+        for k in range(200, 250):
+            s1.execute(insert, (k, k))
+        time.sleep(2.5)  # past the write timeout: a write node3 missed would be hinted by now
+        after = hints_for(cluster3, node1, node3)
+        # The files kept from before the restart are still there; nothing new was kept or
+        # counted as dropped (the operator's choice, not a loss).
+        assert after is not None and after["stored"] == "0", after
+        assert after["dropped_size"] == "0" and after["dropped_window"] == "0", after
+    finally:
+        c1.shutdown()
+
+
+def test_dropping_a_table_forgets_its_coordinator_statistics(cluster3):
+    """`helenus admin proxystats` lists the tables read through the node; once a table is
+    dropped, its line goes (the coordinator's statistics map holds no dropped table)."""
+    node1 = cluster3.hosts[0]
+    c1, s1 = connect(node1, cluster3.cql_port)
+    try:
+        s1.execute("CREATE KEYSPACE gone WITH replication = "
+                   "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        s1.execute("CREATE TABLE gone.t (k int PRIMARY KEY, v int)")
+        s1.execute("CREATE TABLE gone.kept (k int PRIMARY KEY, v int)")
+        for table in ("t", "kept"):
+            s1.execute(SimpleStatement(f"SELECT v FROM gone.{table} WHERE k = 1",
+                                       consistency_level=CL.QUORUM))
+        listed = lambda name: any(line.startswith(name + " ")  # noqa: E731
+                                  for line in admin(cluster3, node1, "proxystats"))
+        assert listed("gone.t") and listed("gone.kept")
+        s1.execute("DROP TABLE gone.t")
+        wait_for(lambda: not listed("gone.t"), 10, "gone.t leaves proxystats")
+        lines = admin(cluster3, node1, "proxystats")
+        # Not listed under its bare id either (a table the schema no longer names), and the
+        # other table stays.
+        header = next(i for i, line in enumerate(lines) if line.startswith("Table"))
+        names = [line.split()[0] for line in lines[header + 1:] if line.strip()]
+        assert "gone.kept" in names and all("." in name for name in names), lines
+    finally:
+        c1.shutdown()

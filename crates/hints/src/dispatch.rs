@@ -41,8 +41,14 @@ pub struct HintsService {
 }
 
 impl HintsService {
-    /// Starts the flusher and the dispatcher of `store` on the current runtime.
+    /// Starts the flusher and the dispatcher of `store` on the current runtime. A store may
+    /// outlive the runtime of an earlier service (a simulated node's restart keeps it, as a
+    /// node keeps its files): a dispatch that service left running is forgotten, and every
+    /// backoff ends, so each target with hints is replayed afresh.
     pub fn start(store: Arc<HintStore>) -> HintsService {
+        for target in store.all_targets() {
+            *lock(&target.dispatch) = crate::store::DispatchState::default();
+        }
         let (stop, stopped) = watch::channel(false);
         let flusher = tokio::spawn(flush_loop(store.clone(), stopped.clone()));
         let dispatcher = tokio::spawn(dispatch_loop(store.clone(), stopped));
@@ -72,13 +78,24 @@ impl HintsService {
         let _ = self.flusher.await;
         let _ = self.dispatcher.await;
         let store = self.store.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || store.flush(false)).await {
+        if let Err(e) = self.store.file_step(move || store.flush(false)).await {
             tracing::error!(error = %e, "the final flush of hints failed");
         }
     }
 }
 
 impl HintStore {
+    /// Runs the blocking file step `step` where `file_io` says: the blocking pool, or inline.
+    pub(crate) async fn file_step<T: Send + 'static>(
+        &self,
+        step: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        match self.config.file_io {
+            crate::FileIo::BlockingPool => tokio::task::spawn_blocking(step).await,
+            crate::FileIo::Inline => Ok(step()),
+        }
+    }
+
     /// See [`HintsService::target_up`].
     pub fn target_up(&self, host: HostId) {
         for target in self.all_targets() {
@@ -102,7 +119,7 @@ async fn flush_loop(store: Arc<HintStore>, mut stopped: watch::Receiver<bool>) {
             _ = stopped.changed() => return,
         }
         let flushing = store.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || flushing.flush(false)).await {
+        if let Err(e) = store.file_step(move || flushing.flush(false)).await {
             tracing::error!(error = %e, "the hints flush task failed");
         }
     }
@@ -212,16 +229,17 @@ pub(crate) async fn dispatch(store: &Arc<HintStore>, target: &Arc<Target>) -> Ou
             return Outcome::Stopped;
         }
         let page = {
-            let (store, target) = (store.clone(), target.clone());
-            tokio::task::spawn_blocking(move || match store.read_page(&target) {
-                Some(page) => Some(page),
-                None => {
-                    // Every closed file is done: close the open one, and go on if it held any.
-                    store.flush_target(&target, true);
-                    store.read_page(&target)
-                }
-            })
-            .await
+            let (stepping, target) = (store.clone(), target.clone());
+            store
+                .file_step(move || match stepping.read_page(&target) {
+                    Some(page) => Some(page),
+                    None => {
+                        // Every closed file is done: close the open one, and go on if it held any.
+                        stepping.flush_target(&target, true);
+                        stepping.read_page(&target)
+                    }
+                })
+                .await
         };
         let page = match page {
             Ok(Some(page)) => page,
@@ -256,12 +274,13 @@ pub(crate) async fn dispatch(store: &Arc<HintStore>, target: &Arc<Target>) -> Ou
         if acked > 0 || finished {
             let offset = acked.checked_sub(1).map(|n| page.records[n].0);
             let last_created = acked.checked_sub(1).map(|n| page.records[n].1.created_ms);
-            let (store, target, path) = (store.clone(), target.clone(), page.path.clone());
+            let (stepping, target, path) = (store.clone(), target.clone(), page.path.clone());
             let done = acked as u64;
-            let _ = tokio::task::spawn_blocking(move || {
-                store.advance(&target, &path, offset, done, last_created, finished)
-            })
-            .await;
+            let _ = store
+                .file_step(move || {
+                    stepping.advance(&target, &path, offset, done, last_created, finished)
+                })
+                .await;
         }
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             return Outcome::Failed(e);

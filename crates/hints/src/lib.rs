@@ -28,6 +28,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -78,6 +79,28 @@ pub struct HintsConfig {
     pub flush_period: Duration,
     /// How long one delivery waits for the target's acknowledgement.
     pub delivery_timeout: Duration,
+    /// `max_hints_size_per_host`: a target whose hint files hold more bytes than this gets no
+    /// more hints until replay brings it back under (Cassandra's check, on the files only);
+    /// 0 for no limit (the default).
+    pub max_hints_size_per_host_bytes: u64,
+    /// `hinted_handoff_disabled_datacenters`: no hint is kept for a node of these data
+    /// centres.
+    pub disabled_datacenters: BTreeSet<String>,
+    /// Where the flusher's and the dispatcher's file steps run.
+    pub file_io: FileIo,
+}
+
+/// Where the hint service runs its blocking file steps (a flush, reading a page, advancing a
+/// file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileIo {
+    /// On tokio's blocking pool, so that a slow disk never stalls a runtime worker: a node.
+    #[default]
+    BlockingPool,
+    /// On the task's own thread. For a deterministic simulation only: a step finished on
+    /// another thread would complete at a point of the simulated time that depends on the
+    /// real machine, and a seed would not replay. The files are small and local there.
+    Inline,
 }
 
 impl HintsConfig {
@@ -92,6 +115,9 @@ impl HintsConfig {
             throttle_bytes_per_second: DEFAULT_THROTTLE_BYTES_PER_SECOND,
             flush_period: DEFAULT_FLUSH_PERIOD,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
+            file_io: FileIo::BlockingPool,
+            max_hints_size_per_host_bytes: 0,
+            disabled_datacenters: BTreeSet::new(),
         }
     }
 }
@@ -101,6 +127,9 @@ impl HintsConfig {
 pub trait HintTargets: Send + Sync + 'static {
     /// Whether `host` is up now (gossip's failure detector).
     fn is_alive(&self, host: HostId) -> bool;
+    /// The data centre of `host` as the ring knows it (`None`: not in the ring); for
+    /// `hinted_handoff_disabled_datacenters`.
+    fn datacenter(&self, host: HostId) -> Option<String>;
     /// How long `host` has been down, as this node saw it (Cassandra's
     /// `Gossiper.getEndpointDowntime`); `None` if it is up.
     fn downtime(&self, host: HostId) -> Option<Duration>;

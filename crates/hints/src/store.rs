@@ -49,6 +49,9 @@ pub struct TargetStats {
     /// Missed writes not kept, or hints lost before they were written, because the hints
     /// directory could not be written (full, unwritable) or the flusher was behind.
     pub dropped_disk: u64,
+    /// Missed writes not kept because the target's hint files already held more than
+    /// `max_hints_size_per_host`.
+    pub dropped_size: u64,
     /// Hints discarded at replay as older than the smallest `gc_grace_seconds` of their
     /// tables (Cassandra's hint TTL): replaying them could resurrect deleted data.
     pub dropped_expired: u64,
@@ -65,6 +68,7 @@ impl TargetStats {
     pub fn dropped(&self) -> u64 {
         self.dropped_window
             + self.dropped_disk
+            + self.dropped_size
             + self.dropped_expired
             + self.dropped_table
             + self.dropped_corrupt
@@ -77,6 +81,7 @@ pub(crate) struct Counters {
     pub(crate) delivered: AtomicU64,
     pub(crate) dropped_window: AtomicU64,
     pub(crate) dropped_disk: AtomicU64,
+    pub(crate) dropped_size: AtomicU64,
     pub(crate) dropped_expired: AtomicU64,
     pub(crate) dropped_table: AtomicU64,
     pub(crate) dropped_corrupt: AtomicU64,
@@ -102,6 +107,8 @@ pub(crate) struct FileEntry {
     pub(crate) offset: u64,
     /// The creation time of the oldest pending hint (at most: of the last one done).
     oldest_ms: i64,
+    /// The file's size on disk (header and good records).
+    size_bytes: u64,
 }
 
 /// The file being appended to.
@@ -125,6 +132,15 @@ impl Files {
             .iter()
             .chain(self.open.as_ref().map(|o| &o.entry))
             .map(|f| f.hints - f.done)
+            .sum()
+    }
+
+    /// Bytes of the target's files on disk (Cassandra's `HintsService.getTotalHintsSize`).
+    fn size_bytes(&self) -> u64 {
+        self.closed
+            .iter()
+            .chain(self.open.as_ref().map(|o| &o.entry))
+            .map(|f| f.size_bytes)
             .sum()
     }
 
@@ -158,6 +174,8 @@ pub(crate) struct Target {
     /// `Files::pending` and `Files::oldest_ms` as of the last change, readable without the lock.
     pending_in_files: AtomicU64,
     oldest_in_files_ms: AtomicI64,
+    /// `Files::size_bytes` as of the last change, readable without the lock.
+    files_size_bytes: AtomicU64,
     /// The oldest buffered hint's creation time (`i64::MAX` when the buffer is empty).
     oldest_buffered_ms: AtomicI64,
     pub(crate) counters: Counters,
@@ -175,6 +193,7 @@ impl Target {
             buffered_hints: AtomicU64::new(0),
             pending_in_files: AtomicU64::new(0),
             oldest_in_files_ms: AtomicI64::new(i64::MAX),
+            files_size_bytes: AtomicU64::new(0),
             oldest_buffered_ms: AtomicI64::new(i64::MAX),
             counters: Counters::default(),
             dispatch: Mutex::default(),
@@ -198,6 +217,8 @@ impl Target {
             .store(files.pending(), Ordering::Release);
         self.oldest_in_files_ms
             .store(files.oldest_ms(), Ordering::Release);
+        self.files_size_bytes
+            .store(files.size_bytes(), Ordering::Release);
     }
 }
 
@@ -352,6 +373,7 @@ impl HintStore {
                     delivered: c.delivered.load(Ordering::Relaxed),
                     dropped_window: c.dropped_window.load(Ordering::Relaxed),
                     dropped_disk: c.dropped_disk.load(Ordering::Relaxed),
+                    dropped_size: c.dropped_size.load(Ordering::Relaxed),
                     dropped_expired: c.dropped_expired.load(Ordering::Relaxed),
                     dropped_table: c.dropped_table.load(Ordering::Relaxed),
                     dropped_corrupt: c.dropped_corrupt.load(Ordering::Relaxed),
@@ -384,6 +406,14 @@ impl HintStore {
         }
         if self.disk_failed.load(Ordering::Acquire) {
             target.counters.dropped_disk.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        // Cassandra's `max_hints_size_per_host` (0: no limit): the bytes on disk, not those
+        // still buffered, and only once past it (`StorageProxy.shouldHint`).
+        let max_size = self.config.max_hints_size_per_host_bytes;
+        if max_size > 0 && target.files_size_bytes.load(Ordering::Acquire) > max_size {
+            target.counters.dropped_size.fetch_add(1, Ordering::Relaxed);
+            tracing::trace!(target = %target.host, "not hinting: past max_hints_size_per_host");
             return false;
         }
         true
@@ -529,6 +559,7 @@ impl HintStore {
                 done: 0,
                 offset: HEADER_BYTES,
                 oldest_ms: i64::MAX,
+                size_bytes: HEADER_BYTES,
             },
             file,
             size_bytes: HEADER_BYTES,
@@ -542,6 +573,7 @@ impl HintStore {
         match open.file.append(bytes) {
             Ok(()) => {
                 open.size_bytes += bytes.len() as u64;
+                open.entry.size_bytes = open.size_bytes;
                 open.entry.hints += created.len() as u64;
                 if let Some(first) = created.iter().min() {
                     open.entry.oldest_ms = open.entry.oldest_ms.min(*first);
@@ -715,6 +747,7 @@ fn check_file(path: &Path, host: HostId) -> Option<FileEntry> {
         done: 0,
         offset: HEADER_BYTES,
         oldest_ms: scanned.first_created_ms.unwrap_or(i64::MAX),
+        size_bytes: scanned.good_bytes,
     })
 }
 
@@ -726,6 +759,17 @@ impl HintedHandoff for HintStore {
     /// `max_hint_window`, the hints directory failing, or the buffer full.
     fn write_missed(&self, target: HostId, mutation: &Mutation, why: MissedWrite) -> bool {
         if !self.config.enabled || target == self.config.local {
+            return false;
+        }
+        // `hinted_handoff_disabled_datacenters`: the operator's choice, not counted as a drop
+        // (as Cassandra's `shouldHint`).
+        if !self.config.disabled_datacenters.is_empty()
+            && self
+                .targets
+                .datacenter(target)
+                .is_some_and(|dc| self.config.disabled_datacenters.contains(&dc))
+        {
+            tracing::trace!(%target, "not hinting: its data centre is in hinted_handoff_disabled_datacenters");
             return false;
         }
         match &why {

@@ -21,6 +21,7 @@ use crate::{HintFile, HintStore, HintTargets, HintsConfig, HintsDisk, LocalDisk,
 
 const LOCAL: HostId = HostId(uuid::Uuid::from_u128(1));
 const PEER: HostId = HostId(uuid::Uuid::from_u128(2));
+const OTHER_PEER: HostId = HostId(uuid::Uuid::from_u128(3));
 const TABLE: TableId = TableId::from_u128(10);
 const OTHER_TABLE: TableId = TableId::from_u128(11);
 /// 2026-01-01, ms.
@@ -98,6 +99,9 @@ impl HintTargets for Targets {
     }
     fn node_count(&self) -> usize {
         self.nodes.load(Ordering::SeqCst)
+    }
+    fn datacenter(&self, host: HostId) -> Option<String> {
+        Some(if host == PEER { "dc2" } else { "dc1" }.to_string())
     }
 }
 
@@ -715,4 +719,76 @@ async fn wait_for(condition: impl Fn() -> bool) {
         assert!(tokio::time::Instant::now() < deadline, "timed out");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[tokio::test]
+async fn a_new_service_forgets_a_dispatch_an_earlier_one_left_running_and_replays_inline() {
+    // A simulated node's restart keeps its store but drops its runtime, and with it a
+    // dispatch in flight: the next service must not wait for it.
+    let f = Fixture::with(|c| {
+        c.throttle_bytes_per_second = 0;
+        c.file_io = crate::FileIo::Inline;
+    });
+    assert!(f.hint(1));
+    assert!(f.hint(2));
+    let target = f.store.all_targets().pop().expect("target");
+    {
+        let mut state = crate::store::lock(&target.dispatch);
+        state.running = true;
+        state.retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(3600));
+    }
+    let service = crate::HintsService::start(f.store.clone());
+    service.target_up(PEER);
+    wait_for(|| f.applied() == [1, 2]).await;
+    wait_for(|| f.stats().pending == 0 && f.files().is_empty()).await;
+    service.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_target_past_max_hints_size_per_host_gets_no_hints_until_replay_shrinks_its_files() {
+    let f = Fixture::with(|c| {
+        c.throttle_bytes_per_second = 0;
+        // The header and two and a half records.
+        let mut record = Vec::new();
+        format::encode_record(START_MS, true, &encoded(&[(TABLE, 1)]), &mut record);
+        c.max_hints_size_per_host_bytes = HEADER_BYTES + 5 * record.len() as u64 / 2;
+    });
+    // Buffered hints are not on disk yet: not counted.
+    for token in 0..3 {
+        assert!(f.hint(token));
+    }
+    f.store.flush(false);
+    // Three records on disk: past the limit (Cassandra's check is "more than").
+    assert!(!f.hint(3));
+    let stats = f.stats();
+    assert_eq!((stats.stored, stats.dropped_size, stats.pending), (3, 1, 3));
+    assert_eq!(stats.dropped(), 1, "a drop the operator must repair");
+    // Replay empties the files: hints are kept again.
+    assert!(matches!(f.dispatch().await, Outcome::Done));
+    assert_eq!(f.applied(), [0, 1, 2]);
+    assert!(f.hint(4));
+    // 0, the default, is no limit.
+    let unlimited = Fixture::with(|c| c.max_hints_size_per_host_bytes = 0);
+    for token in 0..50 {
+        assert!(unlimited.hint(token));
+        unlimited.store.flush(false);
+    }
+    assert_eq!(unlimited.stats().dropped(), 0);
+}
+
+#[test]
+fn no_hint_for_a_node_of_a_disabled_datacenter() {
+    // PEER is in dc2 (`Targets::datacenter`), OTHER_PEER in dc1.
+    let f = Fixture::with(|c| c.disabled_datacenters = ["dc2".to_string()].into());
+    assert!(!f.hint(1));
+    assert!(f
+        .store
+        .write_missed(OTHER_PEER, &mutation(&[(TABLE, 1)]), MissedWrite::Down));
+    let stats = f.store.stats();
+    assert_eq!(stats.len(), 1, "no target entry for PEER: {stats:?}");
+    assert_eq!((stats[0].host, stats[0].stored), (OTHER_PEER, 1));
+    // Not a drop: the operator turned hints off for that data centre.
+    assert_eq!(stats[0].dropped(), 0);
+    let open = Fixture::with(|c| c.disabled_datacenters = ["dc3".to_string()].into());
+    assert!(open.hint(1));
 }

@@ -208,7 +208,7 @@ fn hint_lines(store: &hints::HintStore, ring: &TokenMetadata) -> Vec<String> {
         .into_iter()
         .map(|s| {
             format!(
-                "{} host_id={} pending={} stored={} delivered={} dropped_window={} dropped_disk={} dropped_expired={} dropped_table={} dropped_corrupt={} last_replay_ms={}",
+                "{} host_id={} pending={} stored={} delivered={} dropped_window={} dropped_disk={} dropped_size={} dropped_expired={} dropped_table={} dropped_corrupt={} last_replay_ms={}",
                 address_of(ring, s.host),
                 s.host.0,
                 s.pending,
@@ -216,6 +216,7 @@ fn hint_lines(store: &hints::HintStore, ring: &TokenMetadata) -> Vec<String> {
                 s.delivered,
                 s.dropped_window,
                 s.dropped_disk,
+                s.dropped_size,
                 s.dropped_expired,
                 s.dropped_table,
                 s.dropped_corrupt,
@@ -459,6 +460,9 @@ mod tests {
         }
         fn node_count(&self) -> usize {
             3
+        }
+        fn datacenter(&self, _: HostId) -> Option<String> {
+            Some("datacenter1".to_string())
         }
     }
 

@@ -150,6 +150,10 @@ pub struct HintsSettings {
     pub directory: Option<PathBuf>,
     /// `hints_flush_period` / `hints_flush_period_in_ms`.
     pub flush_period: std::time::Duration,
+    /// `max_hints_size_per_host` (a data size; `0MiB`, the default, for no limit).
+    pub max_size_per_host_bytes: u64,
+    /// `hinted_handoff_disabled_datacenters` (a list of data centre names).
+    pub disabled_datacenters: std::collections::BTreeSet<String>,
 }
 
 impl Default for HintsSettings {
@@ -161,6 +165,8 @@ impl Default for HintsSettings {
             throttle_bytes_per_second: hints::DEFAULT_THROTTLE_BYTES_PER_SECOND,
             directory: None,
             flush_period: hints::DEFAULT_FLUSH_PERIOD,
+            max_size_per_host_bytes: 0,
+            disabled_datacenters: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -417,6 +423,33 @@ fn ignored_keys_warning(no_effect: &[String], unknown: &[String]) -> Option<Stri
         parts.push(format!("unknown config keys: {}", unknown.join(", ")));
     }
     (!parts.is_empty()).then(|| format!("{} (ignored)", parts.join("; ")))
+}
+
+/// A YAML list of names (Cassandra's `Set<String>` keys); null or `[]` for none.
+fn as_name_set(key: &str, v: &Value) -> Result<std::collections::BTreeSet<String>> {
+    if v.is_null() {
+        return Ok(Default::default());
+    }
+    let list = v
+        .as_sequence()
+        .ok_or_else(|| anyhow!("invalid value for '{key}': expected a list of names"))?;
+    list.iter()
+        .map(|name| as_str(key, name).map(|n| n.trim().to_string()))
+        .collect()
+}
+
+/// `hints_compression`: hint files are written uncompressed, so any compressor (Cassandra's
+/// form is a list of `class_name: LZ4Compressor` with `parameters`) is refused at start-up
+/// rather than ignored; null or an empty list, no compression, is accepted.
+fn check_hints_compression(v: &Value) -> Result<()> {
+    let empty = v.is_null() || v.as_sequence().is_some_and(|s| s.is_empty());
+    if !empty {
+        bail!(
+            "hints_compression is not supported yet: Helenus writes hint files uncompressed; \
+             remove the key (or leave it empty) to start"
+        );
+    }
+    Ok(())
 }
 
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str> {
@@ -976,6 +1009,13 @@ impl Config {
                     }
                     config.hints.flush_period = std::time::Duration::from_millis(ms);
                 }
+                "max_hints_size_per_host" => {
+                    config.hints.max_size_per_host_bytes = as_size_bytes(key, v)?;
+                }
+                "hinted_handoff_disabled_datacenters" => {
+                    config.hints.disabled_datacenters = as_name_set(key, v)?;
+                }
+                "hints_compression" => check_hints_compression(v)?,
                 other if CASSANDRA_KEYS.contains(&other) => no_effect.push(other.to_string()),
                 other => unknown.push(other.to_string()),
             }
@@ -1032,6 +1072,33 @@ mod tests {
     }
 
     #[test]
+    fn hints_size_per_host_disabled_datacenters_and_compression() {
+        let (c, w) = Config::parse(
+            "max_hints_size_per_host: 16MiB\nhinted_handoff_disabled_datacenters:\n  - dc2\n  - dc3\nhints_compression:\n",
+        )
+        .expect("valid");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.hints.max_size_per_host_bytes, 16 << 20);
+        assert_eq!(
+            c.hints.disabled_datacenters,
+            ["dc2".to_string(), "dc3".to_string()].into()
+        );
+        let (c, _) =
+            Config::parse("hinted_handoff_disabled_datacenters: []\nhints_compression: []\n")
+                .expect("valid");
+        assert!(c.hints.disabled_datacenters.is_empty());
+        assert_eq!(
+            c.hints.max_size_per_host_bytes, 0,
+            "0: no limit, the default"
+        );
+        assert!(Config::parse("max_hints_size_per_host: lots\n").is_err());
+        assert!(Config::parse("hinted_handoff_disabled_datacenters: dc2\n").is_err());
+        let lz4 = "hints_compression:\n  - class_name: LZ4Compressor\n    parameters:\n      -\n";
+        let e = Config::parse(lz4).expect_err("refused").to_string();
+        assert!(e.contains("hints_compression is not supported yet"), "{e}");
+    }
+
+    #[test]
     fn hints_keys_in_either_form() {
         let (c, w) = Config::parse("").expect("empty config");
         assert_eq!(c.hints, HintsSettings::default());
@@ -1058,6 +1125,8 @@ mod tests {
                 throttle_bytes_per_second: 2048 << 10,
                 directory: Some(PathBuf::from("/h")),
                 flush_period: Duration::from_secs(5),
+                max_size_per_host_bytes: 0,
+                disabled_datacenters: Default::default(),
             }
         );
         assert_eq!(c.hints_directory(), PathBuf::from("/h"));
@@ -1146,12 +1215,12 @@ mod tests {
     #[test]
     fn ignored_keys_make_one_warning_line() {
         let (_, w) = Config::parse(
-            "hints_compression: x\nconcurrent_reads: 32\nrequest_timeout: 10s\nfrobnicate: 1\nmystery: 2\n",
+            "concurrent_writes: 32\nconcurrent_reads: 32\nrequest_timeout: 10s\nfrobnicate: 1\nmystery: 2\n",
         )
         .expect("valid");
         assert_eq!(
             w,
-            ["Cassandra config keys Helenus accepts but does not act on: hints_compression, concurrent_reads, request_timeout; unknown config keys: frobnicate, mystery (ignored)"]
+            ["Cassandra config keys Helenus accepts but does not act on: concurrent_writes, concurrent_reads, request_timeout; unknown config keys: frobnicate, mystery (ignored)"]
         );
         let (_, w) = Config::parse("mystery: 2\n").expect("valid");
         assert_eq!(w, ["unknown config keys: mystery (ignored)"]);

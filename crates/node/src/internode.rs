@@ -421,6 +421,15 @@ impl hints::HintTargets for HintTargets {
     fn node_count(&self) -> usize {
         self.ring.load().topology().endpoints().count()
     }
+
+    fn datacenter(&self, host: HostId) -> Option<String> {
+        self.ring
+            .load()
+            .topology()
+            .endpoints()
+            .find(|e| e.host_id == host)
+            .map(|e| e.location.datacenter.clone())
+    }
 }
 
 /// Tables' `gc_grace_seconds` from the schema in force (`None`: dropped).
@@ -433,6 +442,33 @@ impl hints::TableLookup for SchemaTables {
             .table_by_id(table)
             .map(|t| u32::try_from(t.options.gc_grace_seconds).unwrap_or(0))
     }
+}
+
+/// Forgets the coordinator's statistics of each table the schema no longer has (a DROP TABLE,
+/// or a DROP KEYSPACE's tables) after every schema change, until the schema service stops: the
+/// statistics map then holds no more than the schema's tables (`CoordinatorStats`). Compared
+/// with the schema in force, as `SchemaTables` judges hints, so a missed event costs nothing
+/// but a delay. A read that raced with the drop may bring a table's entry back; the next
+/// change removes it.
+pub fn forget_dropped_tables(
+    schema: Arc<SchemaService>,
+    stats: Arc<coordinator::CoordinatorStats>,
+) {
+    let mut changes = schema.subscribe();
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match changes.recv().await {
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+            for table in stats.tables() {
+                if schema.snapshot().table_by_id(table.table).is_none() {
+                    stats.forget_table(table.table);
+                }
+            }
+        }
+    });
 }
 
 /// Joins the metadata log through the seeds gossip has found (their host ids come from

@@ -424,6 +424,9 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
                 flush_period: config.hints.flush_period,
                 // A hint travels as a write does (Cassandra's HINT_REQ has the write timeout).
                 delivery_timeout: config.request_timeouts.write,
+                file_io: hints::FileIo::BlockingPool,
+                max_hints_size_per_host_bytes: config.hints.max_size_per_host_bytes,
+                disabled_datacenters: config.hints.disabled_datacenters.clone(),
             },
         },
         &data_dir,
@@ -455,6 +458,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         );
         tokio::spawn(replay.run(batchlog_stopped))
     };
+    internode::forget_dropped_tables(schema.clone(), coordinator.stats().clone());
     let mut node = NodeInfo::new(
         config.cluster_name.clone(),
         RELEASE_VERSION,

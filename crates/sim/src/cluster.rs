@@ -27,18 +27,23 @@ use schema::{KeyspaceMetadata, Replication};
 use storage::{Durability, MemoryEngine, StorageEngine};
 
 use crate::faults::{clock_skews, schedule, Chaos, Fault, ScheduledFault};
+use crate::hinted::{RunState, SimHints};
 use crate::history::{check, History, Level, OpKind, Outcome, Violation};
 use crate::metadata::{MetadataBug, MetadataHistory, MetadataShared, MetadataViolation};
 use crate::network::TurmoilNetwork;
 
 /// The one table of the run: `CREATE TABLE ks.registers (key blob PRIMARY KEY, value bigint)`.
-const TABLE: TableId = TableId::from_u128(0x5151_0000_0000_0000_0000_0000_0000_0001);
+pub(crate) const TABLE: TableId = TableId::from_u128(0x5151_0000_0000_0000_0000_0000_0000_0001);
 /// The `value` column's id.
 const VALUE_COLUMN: u32 = 1;
 /// Where every node's messaging listens.
 pub(crate) const STORAGE_PORT: u16 = 7000;
 /// The longest wait between redials of a peer (messaging's `reconnect_max_backoff_ms`).
 pub const RECONNECT_MAX_BACKOFF_MS: u64 = 500;
+/// How long past `final_reads_ms` the replay of hints may take before the check after it is
+/// made anyway (and the final reads, which wait for it, start): a peer restarted at the heal
+/// is noticed up to `RESTART_NOTICED_AFTER` later, and its connections redialled only then.
+const HINT_REPLAY_GRACE_MS: u64 = 1_000;
 /// The keyspace's replication factor (SimpleStrategy).
 const REPLICATION_FACTOR: usize = 3;
 /// The ring's tokens per node (vnodes), so each node's replicas vary by key.
@@ -75,6 +80,9 @@ pub struct SimConfig {
     pub metadata_think_ms: u64,
     /// A planted bug in a node's metadata log (`None`: none).
     pub metadata_bug: Option<MetadataBug>,
+    /// Plants a bug in hinted handoff: every hint delivered is acknowledged by its target
+    /// without being applied, as a replay that skips its hints (`hinted`).
+    pub lose_hints: bool,
 }
 
 impl SimConfig {
@@ -95,6 +103,7 @@ impl SimConfig {
             delay_per_mille: 20,
             metadata_think_ms: 700,
             metadata_bug: None,
+            lose_hints: false,
         }
     }
 }
@@ -110,6 +119,9 @@ pub struct RunReport {
     pub metadata: MetadataHistory,
     pub metadata_violations: Vec<MetadataViolation>,
     pub end_ms: u64,
+    /// Hints the nodes kept, and delivered, over the run.
+    pub hints_stored: u64,
+    pub hints_delivered: u64,
 }
 
 impl RunReport {
@@ -170,6 +182,8 @@ pub(crate) struct Shared {
     pub(crate) metadata: MetadataShared,
     /// Each node's clock skew, microseconds (`Fault::ClockSkew`).
     skews_micros: Vec<Arc<AtomicI64>>,
+    /// Each node's hint store and the view that replays it (`hinted`).
+    hints: SimHints,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -199,10 +213,12 @@ pub fn run(config: &SimConfig) -> RunReport {
         .rng_seed(config.seed)
         .build();
     let names: Vec<String> = (0..config.nodes).map(|i| format!("node{i}")).collect();
+    let host_ids: Vec<HostId> = (0..config.nodes).map(crate::metadata::host_id).collect();
     let shared = Arc::new(Shared {
         config: config.clone(),
         names: names.clone(),
-        host_ids: (0..config.nodes).map(crate::metadata::host_id).collect(),
+        hints: SimHints::new(config, host_ids.clone()),
+        host_ids,
         tokens: (0..config.nodes)
             .map(|_| {
                 (0..TOKENS_PER_NODE)
@@ -266,8 +282,19 @@ pub fn run(config: &SimConfig) -> RunReport {
     let last_ms = config.final_reads_ms + (u64::from(config.keys) + 1) * config.request_timeout_ms;
     let mut pending = faults.iter().peekable();
     let mut held = BTreeSet::new();
+    let mut hint_violations = Vec::new();
     let end_ms = loop {
         let now_ms = sim.elapsed().as_millis() as u64;
+        // After the heal and the replay of hints, before the final reads (which repair, and
+        // wait for it).
+        let last_chance = now_ms + 1 >= config.final_reads_ms + HINT_REPLAY_GRACE_MS;
+        if shared.hints.due(now_ms) {
+            let state = RunState {
+                history: &lock(&shared.history),
+                engines: &shared.engines,
+            };
+            hint_violations.extend(shared.hints.check(last_chance, &state).unwrap_or_default());
+        }
         if now_ms >= last_ms
             || (lock(&shared.history).completed_at(Level::All) == final_reads
                 && lock(&shared.metadata.history).converged())
@@ -283,6 +310,8 @@ pub fn run(config: &SimConfig) -> RunReport {
     };
     let history = lock(&shared.history).clone();
     let mut violations = check(&history, end_ms);
+    violations.extend(hint_violations);
+    let (hints_stored, hints_delivered) = shared.hints.totals();
     violations.extend(replicas_disagree(&shared));
     let metadata = shared.metadata.finish();
     let metadata_violations = crate::metadata::check(&metadata, &shared.tokens, end_ms);
@@ -294,6 +323,8 @@ pub fn run(config: &SimConfig) -> RunReport {
         metadata,
         metadata_violations,
         end_ms,
+        hints_stored,
+        hints_delivered,
     }
 }
 
@@ -565,14 +596,20 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
         messaging: messaging.clone(),
         remotes: RwLock::default(),
     });
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms);
+    let ring = ring(&shared, node);
+    let placement = (&ring, &shared.keyspace);
+    let clock = Arc::new(SimClock {
+        skew_micros: shared.skews_micros[node].clone(),
+    });
+    let (hint_store, _hints) =
+        shared
+            .hints
+            .start_node(node, endpoints.clone(), clock.clone(), timeout, placement);
     let coordinator = Arc::new(
-        Coordinator::for_cluster(
-            Arc::new(ArcSwap::from_pointee(ring(&shared, node))),
-            endpoints,
-        )
-        .with_clock(Arc::new(SimClock {
-            skew_micros: shared.skews_micros[node].clone(),
-        })),
+        Coordinator::for_cluster(Arc::new(ArcSwap::from_pointee(ring)), endpoints)
+            .with_clock(clock)
+            .with_hinted_handoff(hint_store),
     );
     tokio::spawn(follow_restarts(shared.clone(), messaging.clone(), node));
     let mut _clients = Vec::new();
@@ -589,6 +626,7 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     if now_ms() < shared.config.final_reads_ms {
         let wait_ms = shared.config.final_reads_ms - now_ms();
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        shared.hints.checked().await;
         reconnect(&shared, &messaging, node).await;
         for key in 0..shared.config.keys {
             read(&shared, &coordinator, node, key, Level::All).await;
@@ -660,7 +698,7 @@ async fn client_main(shared: Arc<Shared>, coordinator: Arc<Coordinator>, node: u
     }
 }
 
-fn partition_key(key: u32) -> PartitionKey {
+pub(crate) fn partition_key(key: u32) -> PartitionKey {
     let bytes = key.to_be_bytes().to_vec();
     PartitionKey {
         token: SplitMix64::new(u64::from(key)).next_u64() as i64,
@@ -680,6 +718,7 @@ async fn write(shared: &Shared, coordinator: &Coordinator, node: usize, key: u32
     let timestamp = coordinator.next_timestamp();
     lock(&shared.history).set_write_timestamp(id, timestamp);
     let cell = Cell::live(timestamp, value.to_be_bytes().to_vec());
+    shared.hints.wrote(value, timestamp);
     let update = PartitionUpdate {
         table: TABLE,
         key: partition_key(key),

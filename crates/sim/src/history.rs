@@ -244,6 +244,16 @@ pub enum Violation {
         key: u32,
         held: Vec<(usize, Option<u64>)>,
     },
+    /// After the heal and hint replay, node `node`, a replica of `key`, holds neither
+    /// acknowledged write `write` nor a later one (its storage read directly: a read at ONE
+    /// from it alone).
+    MissingAtOne { key: u32, node: usize, write: usize },
+    /// After the heal, node `node` still holds `pending` hints for node `target`.
+    HintsNotDelivered {
+        node: usize,
+        target: usize,
+        pending: u64,
+    },
 }
 
 impl Violation {
@@ -263,7 +273,8 @@ impl Violation {
             Violation::OverTimeout { op, .. } | Violation::NoAnswer { op } => vec![op],
             Violation::FinalReadFailed { read } => vec![read],
             Violation::FinalReadsDisagree { first, second } => vec![first, second],
-            Violation::ReplicasDisagree { .. } => Vec::new(),
+            Violation::ReplicasDisagree { .. } | Violation::HintsNotDelivered { .. } => Vec::new(),
+            Violation::MissingAtOne { write, .. } => vec![write],
         }
     }
 
@@ -276,6 +287,9 @@ impl Violation {
                 "{self:?}\nhistory of key {key}:\n{}",
                 history.render_key(*key, 0, to)
             );
+        }
+        if self.ops().is_empty() {
+            return format!("{self:?}");
         }
         let ops: Vec<&Op> = self.ops().iter().map(|&id| &history.ops[id]).collect();
         let key = ops[0].key;

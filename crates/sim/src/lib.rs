@@ -6,12 +6,14 @@
 //! `replica::LocalReplica` over a `storage::MemoryEngine` (kept across the node's restarts, as a
 //! commit log synced on every write would keep it), a `coordinator::Coordinator` over a
 //! static ring (`locator::TokenMetadata`, an RF=3 SimpleStrategy keyspace) whose write
-//! timestamps come from sim time plus the node's clock skew, and the real cluster metadata log
-//! (`cluster_metadata::MetadataService`, openraft) over messaging ([`metadata`]). Clients on
-//! every node write unique values to a few register keys and read them at QUORUM, and propose
-//! schema changes to a spare keyspace (create, alter, drop of its tables, decided on the
-//! node's applied schema: a stale version refused is a normal outcome), while the seed's
-//! faults run: message loss and delay (messaging's fault hook, [`Chaos`]), link latency and
+//! timestamps come from sim time plus the node's clock skew, with hinted handoff (the real
+//! `hints::HintStore` and `HintsService`, the store kept across restarts in a per-node
+//! temporary directory; `hinted` says what stands in for the disk and for gossip), and the
+//! real cluster metadata log (`cluster_metadata::MetadataService`, openraft) over messaging
+//! ([`metadata`]). Clients on every node write unique values to a few register keys and read
+//! them at QUORUM, and propose schema changes to a spare keyspace (create, alter, drop of its
+//! tables, decided on the node's applied schema: a stale version refused is a normal outcome),
+//! while the seed's faults run: message loss and delay (messaging's fault hook, [`Chaos`]), link latency and
 //! reordering, partitions (turmoil `hold`/`release`; see `faults` for why not `partition`),
 //! node crashes and restarts, and for half the seeds clock skew (some nodes ahead or behind by
 //! up to 300 ms, jumping at run time: [`faults::clock_skews`]). Then everything heals and
@@ -23,6 +25,10 @@
 //! last-write-wins lets a later write with a smaller timestamp lose); no request waits past
 //! its timeout; the final reads at ALL all succeed and agree; then each node's storage, read
 //! directly, agrees on every key among the nodes holding it, which are exactly its replicas.
+//! Before the final reads (which repair what they read), once the clients' last requests ended
+//! and the hints were replayed: hints are delivered (none pending on any node), and every
+//! acknowledged write is readable at ONE from each of its replicas (its storage read directly
+//! holds the write or a later one, by timestamp).
 //! And the metadata log: every node applies a prefix of one common log, all the same after the
 //! heal; that log, applied to an empty state, gives every node's answers and final state (the
 //! ring and the schema converge, with the tokens each node claimed); every proposal
@@ -63,17 +69,12 @@
 //! host only between polls, so the directory a restart finds holds exactly what was synced
 //! (torn writes are `cluster-metadata`'s crash tests' business).
 //!
-//! Not yet simulated: gossip membership, and hinted handoff. What stands in the way:
+//! Not yet simulated: gossip membership. What stands in the way:
 //! - gossip: chitchat 0.13's `Transport` is injectable, but `ChitchatEnvelope::serialize` and
 //!   `deserialize` are crate-private, so a transport over turmoil's UDP cannot encode its
 //!   messages (only chitchat's in-process `ChannelTransport` can, outside turmoil's faults);
 //!   and chitchat picks gossip partners with `rand::rng()`, which cannot be seeded, so a run
 //!   with gossip would not replay exactly.
-//! - hints: `Coordinator::with_hinted_handoff` on each node's coordinator (in
-//!   `cluster::node_main`), its store kept in `Shared` like the engines so it survives
-//!   restarts, replay driven by a view of who is up (all, after the heal, here); the check to
-//!   add: after the heal and replay, every acknowledged write readable at ONE from every
-//!   replica (each node's engine read directly).
 //! - the coordinator's ring is the static one, not the metadata log's (the check compares the
 //!   log's final token map with it); ring changes (joins, decommissions) under traffic are
 //!   not simulated.
@@ -86,6 +87,7 @@
 
 pub mod cluster;
 pub mod faults;
+mod hinted;
 pub mod history;
 pub mod metadata;
 mod network;

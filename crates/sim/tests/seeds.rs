@@ -24,15 +24,16 @@ fn seeds_find_no_violation() {
     let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let results: Vec<(u64, (usize, usize), Option<String>)> = std::thread::scope(|scope| {
+    let results: Vec<(u64, (usize, usize, u64), Option<String>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    let mut operations = (0, 0);
+                    let mut operations = (0, 0, 0);
                     for seed in (base + t..base + count).step_by(threads as usize) {
                         let report = run(&SimConfig::new(seed));
                         operations.0 += report.history.ops().len();
                         operations.1 += report.metadata.proposals.len();
+                        operations.2 += report.hints_delivered;
                         if !report.is_clean() {
                             return (seed, operations, Some(report.describe()));
                         }
@@ -48,13 +49,18 @@ fn seeds_find_no_violation() {
     });
     let operations: usize = results.iter().map(|(_, ops, _)| ops.0).sum();
     let proposals: usize = results.iter().map(|(_, ops, _)| ops.1).sum();
+    let hints: u64 = results.iter().map(|(_, ops, _)| ops.2).sum();
     if let Some((_, _, Some(failure))) =
         results.iter().filter(|r| r.2.is_some()).min_by_key(|r| r.0)
     {
         panic!("{failure}");
     }
     println!(
-        "{count} seeds from {base}: {operations} operations, {proposals} metadata proposals, no violation"
+        "{count} seeds from {base}: {operations} operations, {proposals} metadata proposals, {hints} hints replayed, no violation"
+    );
+    assert!(
+        hints > 0,
+        "no seed replayed a hint: hinted handoff is not exercised"
     );
 }
 
@@ -100,6 +106,10 @@ fn a_seed_replays_the_same_history() {
         let second = run(&SimConfig::new(seed));
         assert!(first.history.ops().len() > 50, "{}", first.describe());
         assert_eq!(first.faults, second.faults);
+        assert_eq!(
+            (first.hints_stored, first.hints_delivered),
+            (second.hints_stored, second.hints_delivered)
+        );
         let ops = |r: &sim::RunReport| r.history.ops().to_vec();
         let diverged = ops(&first)
             .into_iter()
@@ -185,4 +195,31 @@ fn a_planted_metadata_bug_is_caught() {
         };
         println!("{bug:?}:\n{report}");
     }
+}
+
+/// A seed whose run the planted hint bug breaks.
+const PLANTED_HINT_SEED: u64 = 2;
+
+/// The planted bug in hinted handoff: every hint is acknowledged by its target and never
+/// applied (`SimConfig::lose_hints`), as a replay that skips its hints would. The check after
+/// replay (every acknowledged write on each of its replicas, read directly) catches it at the
+/// seed below; the test fails if the harness stops catching it.
+#[test]
+fn a_planted_hint_loss_is_caught() {
+    let mut config = SimConfig::new(PLANTED_HINT_SEED);
+    config.lose_hints = true;
+    let report = run(&config);
+    println!("{}", report.describe());
+    assert!(report.hints_delivered > 0, "no hint was replayed");
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| matches!(v, sim::Violation::MissingAtOne { .. })),
+        "the planted hint loss went unnoticed: {}",
+        report.describe()
+    );
+    // Without the bug, the same seed passes.
+    let report = run(&SimConfig::new(PLANTED_HINT_SEED));
+    assert!(report.is_clean(), "{}", report.describe());
 }
