@@ -24,7 +24,10 @@ fn seeds_find_no_violation() {
     let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let results: Vec<(u64, (usize, usize, u64), Option<String>)> = std::thread::scope(|scope| {
+    // Per thread: the seed it stopped at, (operations, metadata proposals, hints replayed), and
+    // the failing run's description.
+    type Outcome = (u64, (usize, usize, u64), Option<String>);
+    let results: Vec<Outcome> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
