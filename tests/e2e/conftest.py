@@ -54,6 +54,24 @@ from cassandra_cluster import CassandraLocalCluster  # noqa: E402
 # A flush or major compaction of one small table; Cassandra's nodetool also starts a JVM.
 COMPACT_TIMEOUT_S = 120
 
+# The cluster-mode subset CI runs (`--cluster-subset`, with `--cluster-nodes 3`; about 3
+# minutes on a 2-core machine, where the whole suite takes about 35 on a cluster, most of it
+# schema agreement after DDL): (module, name fragments) pairs, a test taken when it is in the
+# module and its name contains one of the fragments (None: the whole module). It covers
+# reads and writes, batches, counters, TTL, paging, collections, tombstones and their purging
+# by compaction on every node, keyspace DDL, and error classes.
+CLUSTER_SUBSET = (
+    ("test_dml.py", ("batch", "ttl", "paging", "counter", "test_static_columns")),
+    ("test_paging.py", None),
+    ("test_collections.py", ("set", "map", "list_prepend", "in_a_batch")),
+    ("test_tombstones.py", None),
+    ("test_gc_grace.py", None),
+    ("test_schema.py", ("keyspace",)),
+    ("test_errors.py", ("test_syntax_error", "unknown", "wrong_value_type", "missing_primary",
+                        "null_partition_key", "raw_options", "raw_malformed")),
+    ("test_connect.py", None),
+)
+
 
 def pytest_addoption(parser):
     parser.addoption(
@@ -77,6 +95,12 @@ def pytest_addoption(parser):
         "cluster start --nodes N` (with --cluster-cassandra a local Cassandra cluster; with "
         "--host, the given node of such a cluster), keyspaces get RF min(N, 3) and drivers "
         "QUORUM; default $HELENUS_TEST_NODES, else 1",
+    )
+    parser.addoption(
+        "--cluster-subset",
+        action="store_true",
+        help="run only the documented cluster-mode subset (CLUSTER_SUBSET in conftest.py), "
+        "as CI does with --cluster-nodes 3",
     )
     parser.addoption(
         "--cluster-cassandra",
@@ -103,7 +127,22 @@ def pytest_configure(config):
     )
 
 
+def in_cluster_subset(item):
+    """Whether a collected test is in CLUSTER_SUBSET."""
+    module = item.path.name
+    for subset_module, fragments in CLUSTER_SUBSET:
+        if module == subset_module and (
+                fragments is None or any(f in item.name for f in fragments)):
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--cluster-subset"):
+        deselected = [item for item in items if not in_cluster_subset(item)]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if in_cluster_subset(item)]
     if not config.getoption("--host"):
         return
     skip = pytest.mark.skip(reason="starts its own Helenus nodes; not possible with --host")

@@ -308,6 +308,11 @@ def test_null_cells_and_range_tombstones_count(cql, tombstones):
 
 
 def test_range_scan_counts_tombstones_of_every_partition(cql, tombstones):
+    if suite_nodes() > 1:
+        # On a cluster a range read is split by token range among the replicas, each counting
+        # its own tombstones; Cassandra 5.0's 3-node cluster sends no warning for this scan.
+        # The one total below holds on one node only.
+        pytest.skip("one node's count: on a cluster each replica's range read counts its own")
     t = tombstones
     warnings = warnings_of(cql, f"SELECT * FROM {t}")
     # 1001 + 600 + 600 + 1020 + 1200 tombstones; the token is the last partition's.
