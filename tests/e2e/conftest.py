@@ -55,7 +55,7 @@ from cassandra_cluster import CassandraLocalCluster  # noqa: E402
 COMPACT_TIMEOUT_S = 120
 
 # The cluster-mode subset CI runs (`--cluster-subset`, with `--cluster-nodes 3`; about 3
-# minutes on a 2-core machine, where the whole suite takes about 35 on a cluster, most of it
+# minutes on a 2-core machine, where the whole suite takes 25-35 on a cluster, most of it
 # schema agreement after DDL): (module, name fragments) pairs, a test taken when it is in the
 # module and its name contains one of the fragments (None: the whole module). It covers
 # reads and writes, batches, counters, TTL, paging, collections, tombstones and their purging
