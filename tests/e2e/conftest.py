@@ -54,9 +54,9 @@ from cassandra_cluster import CassandraLocalCluster  # noqa: E402
 # A flush or major compaction of one small table; Cassandra's nodetool also starts a JVM.
 COMPACT_TIMEOUT_S = 120
 
-# The cluster-mode subset CI runs (`--cluster-subset`, with `--cluster-nodes 3`; about 3
-# minutes on a 2-core machine, where the whole suite takes 25-35 on a cluster, most of it
-# schema agreement after DDL): (module, name fragments) pairs, a test taken when it is in the
+# The cluster-mode subset CI runs (`--cluster-subset`, with `--cluster-nodes 3`; 115 s on a
+# 2-core machine, where the tests on the shared server take 25-35 minutes on a cluster, most
+# of it schema agreement after DDL): (module, name fragments) pairs, a test taken when it is in the
 # module and its name contains one of the fragments (None: the whole module). It covers
 # reads and writes, batches, counters, TTL, paging, collections, tombstones and their purging
 # by compaction on every node, keyspace DDL, and error classes.
