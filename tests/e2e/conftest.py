@@ -23,6 +23,15 @@ Apache Cassandra 5.0 cluster (tests/cluster-cassandra, `scripts/cassandra.sh clu
 Tests that need tables flushed and compacted (tombstone purging) use the `compact` fixture: on the
 Helenus node the suite started it runs `helenus admin`; with --host it runs the command given by
 `--nodetool CMD` (e.g. `--nodetool "scripts/cassandra.sh nodetool"`), and skips without one.
+
+With `--cluster-nodes 3` (or $HELENUS_TEST_NODES=3) the whole suite runs against a cluster:
+the session's `server` is `helenus cluster start --nodes 3` on 127.0.0.1-3 (with
+--cluster-cassandra, a local Cassandra 5.0 cluster instead), the driver connects to every node
+(token-aware), every keyspace the suite creates on it has RF 3 (`util.replication()`), drivers
+connected to it default to QUORUM (`util.suite_consistency_level()`), and `compact` flushes and
+compacts on every node. Tests that start their own nodes run as they do on one node:
+
+    pytest tests/e2e --cluster-nodes 3
 """
 
 import os
@@ -35,7 +44,8 @@ from pathlib import Path
 import pytest
 
 from util import (
-    HelenusNode, LocalCluster, default_helenus_bin, new_cluster, unique_name, wait_for_cql,
+    HelenusNode, LocalCluster, configure_suite, default_helenus_bin, new_cluster, replication,
+    suite_nodes, unique_name, wait_for_cql,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +53,24 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "cluster-cassandra"))
 from cassandra_cluster import CassandraLocalCluster  # noqa: E402
 # A flush or major compaction of one small table; Cassandra's nodetool also starts a JVM.
 COMPACT_TIMEOUT_S = 120
+
+# The cluster-mode subset CI runs (`--cluster-subset`, with `--cluster-nodes 3`; 115 s on a
+# 2-core machine, where the tests on the shared server take 25-35 minutes on a cluster, most
+# of it schema agreement after DDL): (module, name fragments) pairs, a test taken when it is in the
+# module and its name contains one of the fragments (None: the whole module). It covers
+# reads and writes, batches, counters, TTL, paging, collections, tombstones and their purging
+# by compaction on every node, keyspace DDL, and error classes.
+CLUSTER_SUBSET = (
+    ("test_dml.py", ("batch", "ttl", "paging", "counter", "test_static_columns")),
+    ("test_paging.py", None),
+    ("test_collections.py", ("set", "map", "list_prepend", "in_a_batch")),
+    ("test_tombstones.py", None),
+    ("test_gc_grace.py", None),
+    ("test_schema.py", ("keyspace",)),
+    ("test_errors.py", ("test_syntax_error", "unknown", "wrong_value_type", "missing_primary",
+                        "null_partition_key", "raw_options", "raw_malformed")),
+    ("test_connect.py", None),
+)
 
 
 def pytest_addoption(parser):
@@ -60,6 +88,21 @@ def pytest_addoption(parser):
         "resolved from the repository root); default $HELENUS_TEST_NODETOOL",
     )
     parser.addoption(
+        "--cluster-nodes",
+        type=int,
+        default=int(os.environ.get("HELENUS_TEST_NODES") or 1),
+        help="run the suite against a cluster of N nodes: the session's server is `helenus "
+        "cluster start --nodes N` (with --cluster-cassandra a local Cassandra cluster; with "
+        "--host, the given node of such a cluster), keyspaces get RF min(N, 3) and drivers "
+        "QUORUM; default $HELENUS_TEST_NODES, else 1",
+    )
+    parser.addoption(
+        "--cluster-subset",
+        action="store_true",
+        help="run only the documented cluster-mode subset (CLUSTER_SUBSET in conftest.py), "
+        "as CI does with --cluster-nodes 3",
+    )
+    parser.addoption(
         "--cluster-cassandra",
         action="store_true",
         default=bool(os.environ.get("HELENUS_TEST_CLUSTER_CASSANDRA")),
@@ -70,6 +113,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    nodes = config.getoption("--cluster-nodes")
+    if nodes < 1:
+        raise pytest.UsageError(f"--cluster-nodes must be at least 1, not {nodes}")
+    # The shared server's addresses are recorded once it is up (the `server` fixture).
+    configure_suite(nodes)
     config.addinivalue_line(
         "markers", "helenus_only: starts/stops its own Helenus nodes; skipped with --host"
     )
@@ -79,7 +127,22 @@ def pytest_configure(config):
     )
 
 
+def in_cluster_subset(item):
+    """Whether a collected test is in CLUSTER_SUBSET."""
+    module = item.path.name
+    for subset_module, fragments in CLUSTER_SUBSET:
+        if module == subset_module and (
+                fragments is None or any(f in item.name for f in fragments)):
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--cluster-subset"):
+        deselected = [item for item in items if not in_cluster_subset(item)]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if in_cluster_subset(item)]
     if not config.getoption("--host"):
         return
     skip = pytest.mark.skip(reason="starts its own Helenus nodes; not possible with --host")
@@ -96,34 +159,68 @@ def _parse_host(value):
 
 
 class Server(tuple):
-    """(host, port) of the server under test; `node` is the HelenusNode the suite started, or
-    None when it runs against --host."""
+    """(host, port) of the server under test (with --cluster-nodes, of its first node); `node`
+    is the HelenusNode the suite started, `cluster` the LocalCluster (or
+    CassandraLocalCluster) it started with --cluster-nodes; both None when it runs against
+    --host."""
 
-    def __new__(cls, host, port, node=None):
+    def __new__(cls, host, port, node=None, cluster=None):
         self = super().__new__(cls, (host, port))
         self.node = node
+        self.cluster = cluster
         return self
 
 
-@pytest.fixture(scope="session")
-def server(request, tmp_path_factory):
-    """Server((host, port), node) of the server under test, running for the whole session."""
-    given = request.config.getoption("--host")
-    if given:
-        host, port = _parse_host(given)
-        wait_for_cql(host, port, timeout_s=30)
-        yield Server(host, port)
-        return
+def _start_suite_cluster(request, tmp_path_factory, nodes):
+    """The session's cluster of `nodes` (--cluster-nodes): Cassandra's with --cluster-cassandra,
+    else `helenus cluster`; started, with the directory to remove at the end (or None)."""
+    if request.config.getoption("--cluster-cassandra"):
+        directory = tmp_path_factory.mktemp("cassandra-suite-cluster")
+        return CassandraLocalCluster(directory, nodes=nodes), directory
     binary = default_helenus_bin()
+    _require_binary(binary)
+    return LocalCluster(binary, tmp_path_factory.mktemp("suite-cluster"), nodes=nodes), None
+
+
+def _require_binary(binary):
     if not os.access(binary, os.X_OK):
         pytest.exit(
             f"helenus binary not found at {binary}: build it (cargo build --bin helenus), set "
             "HELENUS_BIN, or run against a running server with --host HOST:PORT",
             returncode=3,
         )
+
+
+@pytest.fixture(scope="session")
+def server(request, tmp_path_factory):
+    """Server((host, port), node, cluster) of the server under test, running for the whole
+    session: --host's, else a cluster of --cluster-nodes N > 1, else one Helenus node."""
+    given = request.config.getoption("--host")
+    nodes = suite_nodes()
+    if given:
+        host, port = _parse_host(given)
+        wait_for_cql(host, port, timeout_s=30)
+        configure_suite(nodes, [(host, port)])
+        yield Server(host, port)
+        return
+    if nodes > 1:
+        cluster, directory = _start_suite_cluster(request, tmp_path_factory, nodes)
+        try:
+            cluster.start()
+            configure_suite(nodes, [(host, cluster.cql_port) for host in cluster.hosts])
+            yield Server(cluster.hosts[0], cluster.cql_port, cluster=cluster)
+        finally:
+            cluster.destroy()
+            if directory is not None:
+                # Three Cassandra nodes' data, commit logs and logs: hundreds of MiB.
+                shutil.rmtree(directory, ignore_errors=True)
+        return
+    binary = default_helenus_bin()
+    _require_binary(binary)
     node = HelenusNode(binary, tmp_path_factory.mktemp("helenus-node"))
     node.start()
     try:
+        configure_suite(nodes, [(node.host, node.port)])
         yield Server(node.host, node.port, node)
     finally:
         node.stop()
@@ -132,7 +229,9 @@ def server(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def cluster(server):
     """A driver Cluster shared by the session. The protocol version is negotiated: the driver
-    offers its newest version and steps down on a protocol error, so it settles on v5."""
+    offers its newest version and steps down on a protocol error, so it settles on v5. On a
+    cluster it connects to every node (discovered from system.peers) and routes token-aware;
+    its default consistency level is `util.suite_consistency_level()`."""
     c = new_cluster(*server)
     yield c
     c.shutdown()
@@ -146,12 +245,10 @@ def cql(cluster):
 
 @pytest.fixture(scope="session")
 def test_keyspace(cql):
-    """A keyspace (SimpleStrategy, RF 1) for the whole session, dropped at the end."""
+    """A keyspace (SimpleStrategy, RF 1; RF 3 with --cluster-nodes 3) for the whole session,
+    dropped at the end."""
     name = unique_name("ks")
-    cql.execute(
-        f"CREATE KEYSPACE {name} WITH replication = "
-        "{'class': 'SimpleStrategy', 'replication_factor': 1}"
-    )
+    cql.execute(f"CREATE KEYSPACE {name} WITH replication = {replication()}")
     yield name
     cql.execute(f"DROP KEYSPACE {name}")
 
@@ -160,9 +257,26 @@ def test_keyspace(cql):
 def compact(request, server):
     """`compact(keyspace, table)` (or `compact("keyspace.table")`): flushes the table's memtable
     and runs a major compaction of all its files, as `nodetool flush` + `nodetool compact` do;
-    tombstones past gc_grace_seconds are purged then. Skips the test when the server under test
-    offers no way to do it."""
+    tombstones past gc_grace_seconds are purged then, on every node of a cluster. Skips the
+    test when the server under test offers no way to do it."""
     nodetool = request.config.getoption("--nodetool")
+    if server.cluster is not None:
+        suite_cluster = server.cluster
+
+        def run(keyspace, table=None):
+            if table is None:
+                keyspace, table = keyspace.split(".")
+            for k in range(1, suite_cluster.nodes + 1):
+                for verb in ("flush", "compact"):
+                    if suite_cluster.flavor == "cassandra":
+                        suite_cluster.nodetool(k, verb, keyspace, table)
+                        continue
+                    code, out, err = suite_cluster.admin(k, verb, f"{keyspace}.{table}")
+                    assert code == 0, (
+                        f"helenus admin {verb} {keyspace}.{table} on node {k}: {out}{err}"
+                    )
+
+        return run
     if server.node is not None:
         node = server.node
 

@@ -5,7 +5,10 @@ import struct
 import time
 import uuid
 
-from util import new_cluster, new_session, new_table, unique_name
+from util import (
+    coordinator_address, new_cluster, new_session, new_table, suite_nodes,
+    suite_replication_factor, unique_name,
+)
 
 
 def test_negotiated_protocol_is_v5(cql):
@@ -26,10 +29,11 @@ def test_connect_with_v4(server):
 
 
 def test_system_local(cql):
-    row = cql.execute(
+    rs = cql.execute(
         "SELECT cluster_name, release_version, partitioner, host_id, tokens, data_center, rack, "
         "rpc_address FROM system.local WHERE key = 'local'"
-    ).one()
+    )
+    row = rs.one()
     assert row.cluster_name
     assert row.release_version
     assert row.partitioner == "org.apache.cassandra.dht.Murmur3Partitioner"
@@ -39,12 +43,18 @@ def test_system_local(cql):
     assert all(-(2**63) <= int(t) < 2**63 for t in row.tokens)
     assert row.data_center
     assert row.rack
-    assert row.rpc_address == "127.0.0.1"
+    # The node that answered (on a cluster, whichever node the driver picked) is itself.
+    assert row.rpc_address == coordinator_address(rs)
 
 
-def test_system_peers_empty_on_one_node(cql):
-    assert list(cql.execute("SELECT * FROM system.peers")) == []
-    assert list(cql.execute("SELECT * FROM system.peers_v2")) == []
+def test_system_peers_list_the_other_nodes(cql):
+    """Empty on one node; on a cluster, one row per other node, and never the node that
+    answers."""
+    for table in ("peers", "peers_v2"):
+        rs = cql.execute(f"SELECT peer FROM system.{table}")
+        peers = [row.peer for row in rs]
+        assert len(peers) == suite_nodes() - 1, (table, peers)
+        assert coordinator_address(rs) not in peers
 
 
 def test_metadata_lists_keyspace_and_table(cql, test_keyspace):
@@ -75,7 +85,11 @@ def test_token_map_routes_to_our_node(cql, test_keyspace):
         assert metadata.token_map is not None and metadata.token_map.ring
         routing_key = struct.pack(">i", 7)
         replicas = metadata.get_replicas(test_keyspace, routing_key)
-        assert [h.endpoint.address for h in replicas] == ["127.0.0.1"]
+        # One replica (the node) on one node; RF of the cluster's nodes on a cluster.
+        known = {h.endpoint.address for h in metadata.all_hosts()}
+        assert len(replicas) == suite_replication_factor()
+        assert {h.endpoint.address for h in replicas} <= known
+        assert len(known) == suite_nodes()
         # A prepared statement knows its partition key, so the driver can route it.
         bound = cql.prepare(f"SELECT v FROM {table} WHERE k = ?").bind([7])
         assert bound.routing_key == routing_key

@@ -5,7 +5,7 @@ taken from Cassandra 5.0.9 for the same schema."""
 import pytest
 from cassandra import InvalidRequest
 
-from util import new_keyspace, new_session
+from util import new_keyspace, new_session, suite_replication_factor
 
 # The table options Cassandra 5.0 prints for a table created without any.
 DEFAULT_OPTIONS = """    AND additional_write_policy = '99p'
@@ -111,8 +111,8 @@ def test_describe_keyspace_lists_types_by_dependency_then_tables(cql, schema):
         (schema, "table", '"Tb"'),
     ]
     assert rows[0][3] == (
-        f"CREATE KEYSPACE {schema} WITH replication = "
-        "{'class': 'SimpleStrategy', 'replication_factor': '1'}  AND durable_writes = false;"
+        f"CREATE KEYSPACE {schema} WITH replication = {{'class': 'SimpleStrategy', "
+        f"'replication_factor': '{suite_replication_factor()}'}}  AND durable_writes = false;"
     )
     assert rows[7][3] == f'CREATE TABLE {schema}."Tb" (\n    k int PRIMARY KEY\n) WITH {DEFAULT_OPTIONS[8:]}'
     only = describe(cql, f"DESCRIBE ONLY KEYSPACE {schema}")

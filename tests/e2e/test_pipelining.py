@@ -13,13 +13,14 @@ import zlib
 
 import pytest
 
-from util import new_session, new_table, read_frame, recv_exact
+from util import new_session, new_table, read_frame, recv_exact, suite_nodes
 
 OPCODE_STARTUP = 0x01
 OPCODE_READY = 0x02
 OPCODE_QUERY = 0x07
 OPCODE_RESULT = 0x08
 CONSISTENCY_ONE = 0x0001
+CONSISTENCY_QUORUM = 0x0004
 # Large enough that a few hundred responses are more than loopback's socket buffers.
 BLOB_BYTES = 256 * 1024
 
@@ -29,8 +30,11 @@ def frame(opcode, body, stream):
 
 
 def query_body(cql):
+    """A v4 QUERY at ONE on one node, at QUORUM on a cluster (--cluster-nodes): the rows the
+    raw connections write are read back through the driver, at QUORUM there."""
     encoded = cql.encode()
-    return struct.pack(">i", len(encoded)) + encoded + struct.pack(">HB", CONSISTENCY_ONE, 0)
+    consistency = CONSISTENCY_QUORUM if suite_nodes() > 1 else CONSISTENCY_ONE
+    return struct.pack(">i", len(encoded)) + encoded + struct.pack(">HB", consistency, 0)
 
 
 def startup_body():

@@ -6,9 +6,10 @@ import pytest
 from cassandra import AlreadyExists, InvalidRequest
 from cassandra.protocol import ConfigurationException, SyntaxException
 
-from util import new_keyspace, new_session, new_table, new_type, unique_name
-
-SIMPLE_RF1 = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+from util import (
+    new_keyspace, new_session, new_table, new_type, replication, suite_replication_factor,
+    unique_name,
+)
 
 
 def keyspace_row(cql, name):
@@ -45,7 +46,7 @@ def test_create_keyspace_simple_strategy(cql):
         row = keyspace_row(cql, ks)
         assert row.replication == {
             "class": "org.apache.cassandra.locator.SimpleStrategy",
-            "replication_factor": "1",
+            "replication_factor": str(suite_replication_factor()),
         }
         assert row.durable_writes is True
 
@@ -75,7 +76,7 @@ def test_alter_keyspace(cql):
 
 def test_drop_keyspace_drops_its_tables(cql):
     ks = unique_name("ks")
-    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {SIMPLE_RF1}")
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {replication()}")
     cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY)")
     cql.execute(f"DROP KEYSPACE {ks}")
     assert keyspace_row(cql, ks) is None
@@ -86,9 +87,9 @@ def test_drop_keyspace_drops_its_tables(cql):
 
 def test_keyspace_if_not_exists_and_already_exists(cql):
     with new_keyspace(cql) as ks:
-        cql.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {SIMPLE_RF1}")
+        cql.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication()}")
         with pytest.raises(AlreadyExists) as e:
-            cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {SIMPLE_RF1}")
+            cql.execute(f"CREATE KEYSPACE {ks} WITH replication = {replication()}")
         assert e.value.keyspace == ks
     cql.execute(f"DROP KEYSPACE IF EXISTS {ks}")  # already gone: no error
     with pytest.raises(InvalidRequest):
@@ -662,9 +663,9 @@ def test_keyspace_and_table_names_are_checked_as_cassandra_checks_them(cql):
     configuration error naming the table), both alphanumeric or underscore only."""
     ks49 = "k" * 49
     for statement, error_type, message in [
-        (f"CREATE KEYSPACE {ks49} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}",
+        (f"CREATE KEYSPACE {ks49} WITH replication = {replication()}",
          InvalidRequest, f"Keyspace name must not be more than 48 characters long (got 49 characters for \"{ks49}\")"),
-        ("CREATE KEYSPACE \"bad-ks\" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        (f"CREATE KEYSPACE \"bad-ks\" WITH replication = {replication()}",
          InvalidRequest, "Keyspace name must not be empty and must contain alphanumeric or underscore "
          "characters only (got \"bad-ks\")"),
     ]:
@@ -784,7 +785,7 @@ def test_keyspace_properties_checked_before_the_keyspace(cql):
     after; LocalStrategy is refused as an invalid request."""
     with new_keyspace(cql) as ks:
         for statement, error_type, message in [
-            (f"CREATE KEYSPACE {ks} WITH replication = {SIMPLE_RF1} AND foo = 1", SyntaxException,
+            (f"CREATE KEYSPACE {ks} WITH replication = {replication()} AND foo = 1", SyntaxException,
              "Unknown property 'foo'"),
             (f"CREATE KEYSPACE {ks} WITH durable_writes = true", InvalidRequest,
              "Missing mandatory option 'replication'"),
@@ -807,7 +808,7 @@ def test_keyspace_properties_checked_before_the_keyspace(cql):
 
 @pytest.mark.parametrize("value, durable", [("'yes'", True), ("0", False), ("'NO'", False), ("1", True)])
 def test_boolean_properties_take_cassandras_spellings(cql, value, durable):
-    with new_keyspace(cql, SIMPLE_RF1, f"AND durable_writes = {value}") as ks:
+    with new_keyspace(cql, replication(), f"AND durable_writes = {value}") as ks:
         assert keyspace_row(cql, ks).durable_writes is durable
         cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY) WITH incremental_backups = {value}")
         row = cql.execute(f"SELECT incremental_backups FROM system_schema.tables WHERE keyspace_name = '{ks}' "

@@ -11,7 +11,7 @@ from cassandra import InvalidRequest
 from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import BatchStatement, BatchType, SimpleStatement
 
-from util import new_session, new_table, unique_name
+from util import new_session, new_table, replication, suite_nodes, unique_name
 
 NO_PARTITION_KEY = "Aggregation query used without partition key"
 IN_PARTITION_KEY = "Aggregation query used on multiple partition keys (IN restriction)"
@@ -162,34 +162,41 @@ def test_logged_batch_on_table_with_zero_gc_grace_warns(cql, test_keyspace):
 
 
 def test_replication_factor_above_node_count_warns(cql):
-    # The single-node servers the suite runs against: one node, in datacenter1.
+    # The servers the suite runs against: `nodes` nodes (one, or --cluster-nodes), all in
+    # datacenter1.
+    nodes = suite_nodes()
+    above = nodes + 2
     name = unique_name("ks")
-    simple = "{'class': 'SimpleStrategy', 'replication_factor': %d}"
     try:
-        assert warnings_of(cql, f"CREATE KEYSPACE {name} WITH replication = {simple % 1}") is None
-        assert warnings_of(cql, f"ALTER KEYSPACE {name} WITH replication = {simple % 3}") == [
-            f"Your replication factor 3 for keyspace {name} is higher than the number of nodes 1",
+        assert warnings_of(cql, f"CREATE KEYSPACE {name} WITH replication = {replication(1)}") is None
+        assert warnings_of(cql, f"ALTER KEYSPACE {name} WITH replication = {replication(above)}") == [
+            f"Your replication factor {above} for keyspace {name} is higher than the number of "
+            f"nodes {nodes}",
             "When increasing replication factor you need to run a full (-full) repair to "
             "distribute the data."]
         # Any later ALTER re-checks the replication it keeps.
         assert warnings_of(cql, f"ALTER KEYSPACE {name} WITH durable_writes = true") == [
-            f"Your replication factor 3 for keyspace {name} is higher than the number of nodes 1"]
-        assert warnings_of(cql, f"ALTER KEYSPACE {name} WITH replication = {simple % 1}") is None
+            f"Your replication factor {above} for keyspace {name} is higher than the number of "
+            f"nodes {nodes}"]
+        assert warnings_of(cql, f"ALTER KEYSPACE {name} WITH replication = {replication(1)}") is None
         # IF NOT EXISTS on an existing keyspace changes nothing and warns of nothing.
         assert warnings_of(
-            cql, f"CREATE KEYSPACE IF NOT EXISTS {name} WITH replication = {simple % 5}") is None
+            cql, f"CREATE KEYSPACE IF NOT EXISTS {name} WITH replication = {replication(above + 2)}"
+        ) is None
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
 
 
 def test_network_topology_replication_above_node_count_warns(cql):
+    nodes = suite_nodes()
+    above = nodes + 1
     name = unique_name("ks")
     try:
         assert warnings_of(
             cql, f"CREATE KEYSPACE {name} WITH replication = "
-            "{'class': 'NetworkTopologyStrategy', 'replication_factor': 2}") == [
-            f"Your replication factor 2 for keyspace {name} is higher than the number of nodes 1 "
-            "for datacenter datacenter1"]
+            f"{{'class': 'NetworkTopologyStrategy', 'replication_factor': {above}}}") == [
+            f"Your replication factor {above} for keyspace {name} is higher than the number of "
+            f"nodes {nodes} for datacenter datacenter1"]
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
 
@@ -301,6 +308,11 @@ def test_null_cells_and_range_tombstones_count(cql, tombstones):
 
 
 def test_range_scan_counts_tombstones_of_every_partition(cql, tombstones):
+    if suite_nodes() > 1:
+        # On a cluster a range read is split by token range among the replicas, each counting
+        # its own tombstones; Cassandra 5.0's 3-node cluster sends no warning for this scan.
+        # The one total below holds on one node only.
+        pytest.skip("one node's count: on a cluster each replica's range read counts its own")
     t = tombstones
     warnings = warnings_of(cql, f"SELECT * FROM {t}")
     # 1001 + 600 + 600 + 1020 + 1200 tombstones; the token is the last partition's.

@@ -17,6 +17,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
 
@@ -37,11 +38,71 @@ def unique_name(prefix="t"):
     return f"{prefix}_{next(_counter)}_{uuid.uuid4().hex[:12]}"
 
 
-def new_cluster(host, port, **kwargs):
-    """A driver `Cluster` for one node. Protocol version is negotiated unless given."""
+class _Suite:
+    """What the session's shared server is (set once by conftest.py before any test runs):
+    `nodes`, how many nodes it has (1, or N with `--cluster-nodes N`), and `addresses`, the
+    (host, CQL port) pairs of its nodes, so that a driver connected to it gets the suite's
+    consistency level while one connected to a node a test started itself does not."""
+
+    nodes = 1
+    addresses = frozenset()
+
+
+# The most replicas a keyspace of the suite gets: Cassandra's usual RF 3.
+MAX_SUITE_REPLICATION_FACTOR = 3
+
+
+def configure_suite(nodes, addresses=()):
+    """Records the shared server's node count and its nodes' (host, port) pairs (conftest.py)."""
+    assert nodes >= 1, f"a cluster has at least one node, not {nodes}"
+    _Suite.nodes = nodes
+    _Suite.addresses = frozenset((host, int(port)) for host, port in addresses)
+
+
+def suite_nodes():
+    """How many nodes the session's shared server has: 1, or N with `--cluster-nodes N`."""
+    return _Suite.nodes
+
+
+def suite_replication_factor():
+    """The replication factor of the keyspaces the suite creates on the shared server: the
+    node count, at most 3 (RF 1 on one node, RF 3 on a cluster of three)."""
+    return min(_Suite.nodes, MAX_SUITE_REPLICATION_FACTOR)
+
+
+def replication(rf=None):
+    """The replication map (CQL map literal) for a keyspace on the shared server:
+    SimpleStrategy with `rf` replicas, by default `suite_replication_factor()`. Every keyspace
+    a test creates on the shared server takes its replication from here, so that
+    `--cluster-nodes 3` runs the same statements with RF 3. Keyspaces on nodes a test starts
+    itself (`node_factory`, `cluster3`) spell out their own."""
+    rf = suite_replication_factor() if rf is None else rf
+    return f"{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+
+
+# For helpers whose `replication` parameter hides the function.
+_suite_replication = replication
+
+
+def suite_consistency_level():
+    """The default consistency level of drivers connected to the shared server: the driver's
+    own (LOCAL_ONE) on one node; QUORUM on a cluster, so that a read sees every acknowledged
+    write (QUORUM writes + QUORUM reads overlap) and the suite stays deterministic."""
+    return ConsistencyLevel.QUORUM if _Suite.nodes > 1 else ConsistencyLevel.LOCAL_ONE
+
+
+def new_cluster(host, port, consistency_level=None, **kwargs):
+    """A driver `Cluster` with `host` as contact point (the driver discovers the other nodes
+    and routes token-aware). Protocol version is negotiated unless given. The default
+    consistency level is `consistency_level`, else `suite_consistency_level()` when host:port
+    is a node of the shared server, else the driver's (LOCAL_ONE)."""
+    if consistency_level is None:
+        consistency_level = (suite_consistency_level() if (host, int(port)) in _Suite.addresses
+                             else ConsistencyLevel.LOCAL_ONE)
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
         request_timeout=REQUEST_TIMEOUT_S,
+        consistency_level=consistency_level,
     )
     kwargs.setdefault("connect_timeout", 10)
     kwargs.setdefault("control_connection_timeout", 10)
@@ -91,13 +152,23 @@ def new_type(cql, keyspace, fields):
 
 
 @contextmanager
-def new_keyspace(cql, replication="{'class': 'SimpleStrategy', 'replication_factor': 1}", extra=""):
+def new_keyspace(cql, replication=None, extra=""):
+    """Creates a keyspace `<unique>` (replication: a CQL map literal, by default the suite's,
+    `replication()`); yields its name and drops it afterwards."""
     name = unique_name("ks")
+    if replication is None:
+        replication = _suite_replication()
     cql.execute(f"CREATE KEYSPACE {name} WITH replication = {replication} {extra}")
     try:
         yield name
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+def coordinator_address(result):
+    """The address of the node that answered a driver ResultSet (its coordinator)."""
+    host = result.response_future.coordinator_host
+    return getattr(host, "address", None) or str(host).rsplit(":", 1)[0]
 
 
 def wait_until(condition, timeout_s, what):
@@ -366,6 +437,15 @@ class LocalCluster:
         """Starts node k again (it must be down); returns once it answers CQL. Other nodes may
         not see it up yet: wait for that with the cluster's own signals (a request at ALL)."""
         self._check("restart", str(k))
+
+    def admin(self, k, *command):
+        """`helenus admin ARGS...` against node k's admin port: (exit code, stdout, stderr)."""
+        result = subprocess.run(
+            [self.binary, "admin", "--host", self.hosts[k - 1], "--port", str(self.admin_port),
+             *command],
+            capture_output=True, text=True, timeout=600,
+        )
+        return result.returncode, result.stdout, result.stderr
 
     def node_dir(self, k):
         return self.directory / f"node{k}"
