@@ -90,7 +90,7 @@ def test_settings_asking_for_no_security_are_accepted(node_factory):
 
 def test_keys_helenus_does_not_act_on_make_one_warning_line(node_factory):
     node = node_factory(extra_config={
-        "hints_compression": "none",
+        "concurrent_counter_writes": 32,
         "concurrent_reads": 32,
         "request_timeout": "10000ms",
         "frobnicate": 1,
@@ -99,7 +99,7 @@ def test_keys_helenus_does_not_act_on_make_one_warning_line(node_factory):
     warnings = [line for line in node.log_path.read_text().splitlines() if " WARN " in line]
     assert len(warnings) == 1, warnings
     assert warnings[0].endswith(
-        "Cassandra config keys Helenus accepts but does not act on: hints_compression, "
+        "Cassandra config keys Helenus accepts but does not act on: concurrent_counter_writes, "
         "concurrent_reads, request_timeout; unknown config keys: frobnicate (ignored)")
 
 
