@@ -348,11 +348,7 @@ pub fn check(history: &History, end_ms: u64) -> Vec<Violation> {
                 }
             },
         };
-        let stale = match history.by_timestamps {
-            false => stale(history, &writes, op, returned),
-            true => stale_by_timestamp(history, &writes, op, returned),
-        };
-        if let Some(v) = stale {
+        if let Some(v) = stale(history, &writes, op, returned, history.by_timestamps) {
             found.push((done, v));
         }
     }
@@ -362,11 +358,19 @@ pub fn check(history: &History, end_ms: u64) -> Vec<Violation> {
 }
 
 /// Whether read `read` (which returned `returned`'s value) missed a write it must see.
+///
+/// With `by_timestamps` (skewed clocks), last-write-wins picks the highest timestamp, not the
+/// latest write: a write acknowledged before a read began is on a quorum, so the read (whose
+/// quorum meets it) returns a value of that timestamp or higher; and a value a completed read
+/// returned was made visible to every later read by its blocking read repair. So the read must
+/// return a value whose write timestamp is at least that of every write acknowledged before it
+/// began, and of every value a read that completed before it began returned.
 fn stale(
     history: &History,
     writes: &HashMap<(u32, u64), &Op>,
     read: &Op,
     returned: Option<&Op>,
+    by_timestamps: bool,
 ) -> Option<Violation> {
     let before = |op: &Op| op.acknowledged_ms().is_some_and(|t| t < read.invoked_ms);
     for witness in history
@@ -382,55 +386,19 @@ fn stale(
             },
             _ => continue,
         };
-        let older = match returned {
-            None => true,
-            Some(r) => r.acknowledged_ms().is_some_and(|t| t < must_see.invoked_ms),
+        let older = if by_timestamps {
+            let returned_timestamp = returned.map_or(Some(i64::MIN), |r| r.write_timestamp);
+            match (returned_timestamp, must_see.write_timestamp) {
+                (Some(returned), Some(must)) => returned < must,
+                _ => continue,
+            }
+        } else {
+            match returned {
+                None => true,
+                Some(r) => r.acknowledged_ms().is_some_and(|t| t < must_see.invoked_ms),
+            }
         };
         if older {
-            return Some(Violation::StaleRead {
-                read: read.id,
-                returned: returned.map(|r| r.id),
-                witness: witness.id,
-                must_see: must_see.id,
-            });
-        }
-    }
-    None
-}
-
-/// Under skewed clocks, last-write-wins picks the highest timestamp, not the latest write:
-/// a write acknowledged before a read began is on a quorum, so the read (whose quorum meets
-/// it) returns a value of that timestamp or higher; and a value a completed read returned
-/// was made visible to every later read by its blocking read repair. So read `read` must
-/// return a value whose write timestamp is at least that of every write acknowledged before
-/// it began, and of every value a read that completed before it began returned.
-fn stale_by_timestamp(
-    history: &History,
-    writes: &HashMap<(u32, u64), &Op>,
-    read: &Op,
-    returned: Option<&Op>,
-) -> Option<Violation> {
-    let before = |op: &Op| op.acknowledged_ms().is_some_and(|t| t < read.invoked_ms);
-    let returned_timestamp = returned.map_or(Some(i64::MIN), |r| r.write_timestamp);
-    for witness in history
-        .ops
-        .iter()
-        .filter(|o| o.key == read.key && before(o))
-    {
-        let must_see = match (witness.kind, &witness.outcome) {
-            (OpKind::Write { .. }, _) => witness,
-            (OpKind::Read, Outcome::Ok(Some(value))) => match writes.get(&(read.key, *value)) {
-                Some(w) => w,
-                None => continue, // reported as UnknownValue
-            },
-            _ => continue,
-        };
-        let (Some(returned_timestamp), Some(must_timestamp)) =
-            (returned_timestamp, must_see.write_timestamp)
-        else {
-            continue;
-        };
-        if returned_timestamp < must_timestamp {
             return Some(Violation::StaleRead {
                 read: read.id,
                 returned: returned.map(|r| r.id),
