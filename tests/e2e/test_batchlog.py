@@ -19,11 +19,11 @@ import time
 import pytest
 from cassandra import ConsistencyLevel as CL
 from cassandra import WriteTimeout
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy, WriteType
+from cassandra.cluster import Cluster
+from cassandra.policies import WriteType
 from cassandra.query import SimpleStatement
 
-from util import LocalCluster, default_helenus_bin, unique_name, wait_until
+from util import LocalCluster, default_helenus_bin, pinned_session, unique_name, wait_until
 
 pytestmark = pytest.mark.helenus_only
 
@@ -92,17 +92,6 @@ def batch3(request, tmp_path_factory):
         cluster.destroy()
 
 
-def connect(host, port):
-    """A session whose every request node `host` coordinates, without driver retries."""
-    profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
-        retry_policy=FallthroughRetryPolicy(),
-        request_timeout=REQUEST_TIMEOUT_S,
-    )
-    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                      connect_timeout=10, control_connection_timeout=10)
-    return cluster, cluster.connect()
-
 
 def batch(kind, table, keys, value):
     """A batch of `kind` (LOGGED or UNLOGGED) writing `value` to each of `keys`' partitions."""
@@ -131,7 +120,7 @@ def stored_batches(session):
 @pytest.fixture(scope="module")
 def table3(batch3):
     """A table of RF 3 on `batch3`, once every node sees the others up (a write at ALL)."""
-    c, s = connect(batch3.hosts[0], batch3.cql_port)
+    c, s = pinned_session(batch3.hosts[0], batch3.cql_port, REQUEST_TIMEOUT_S)
     try:
         ks = unique_name("batchlog")
         s.execute(f"CREATE KEYSPACE {ks} WITH replication = "
@@ -152,7 +141,7 @@ def table3(batch3):
 
 
 def test_a_logged_batch_through_each_node_leaves_every_batch_log_empty(batch3, table3):
-    sessions = [connect(h, batch3.cql_port) for h in batch3.hosts]
+    sessions = [pinned_session(h, batch3.cql_port, REQUEST_TIMEOUT_S) for h in batch3.hosts]
     try:
         before = [batch3.batchlog_counts(k)[0] for k in range(1, 4)]
         for n, (_, s) in enumerate(sessions):
@@ -171,7 +160,7 @@ def test_a_logged_batch_through_each_node_leaves_every_batch_log_empty(batch3, t
 
 
 def test_unlogged_batches_skip_the_log_and_a_silent_log_is_a_batch_log_timeout(batch3, table3):
-    c, s = connect(batch3.hosts[0], batch3.cql_port)
+    c, s = pinned_session(batch3.hosts[0], batch3.cql_port, REQUEST_TIMEOUT_S)
     try:
         for peer in batch3.hosts[1:]:
             batch3.admin_ok(1, "fault", "--to", peer, "--verb", "BATCH_STORE", "cut")
@@ -202,13 +191,13 @@ def test_the_batch_of_a_coordinator_that_dies_is_replayed_by_the_others(batch3, 
     with its own replica's acknowledgement, then is SIGKILLed. Node2 and node3 hold the batch
     and replay it once it is older than twice the write timeout."""
     keys = [300, 301, 302, 303]
-    c2, s2 = connect(batch3.hosts[1], batch3.cql_port)
-    c3, s3 = connect(batch3.hosts[2], batch3.cql_port)
+    c2, s2 = pinned_session(batch3.hosts[1], batch3.cql_port, REQUEST_TIMEOUT_S)
+    c3, s3 = pinned_session(batch3.hosts[2], batch3.cql_port, REQUEST_TIMEOUT_S)
     try:
         for peer in batch3.hosts[1:]:
             for verb in ("MUTATION", "BATCH_REMOVE"):
                 batch3.admin_ok(1, "fault", "--to", peer, "--verb", verb, "cut")
-        c1, s1 = connect(batch3.hosts[0], batch3.cql_port)
+        c1, s1 = pinned_session(batch3.hosts[0], batch3.cql_port, REQUEST_TIMEOUT_S)
         try:
             execute(s1, batch("LOGGED", table3, keys, 7), CL.ONE)
         finally:

@@ -17,9 +17,9 @@ import time
 import pytest
 from cassandra import ConsistencyLevel as CL
 from cassandra import Unavailable
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
 from cassandra.query import SimpleStatement
+
+from util import pinned_session
 
 pytestmark = pytest.mark.helenus_only
 
@@ -33,17 +33,6 @@ REPLAY_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 20
 ADMIN_TIMEOUT_S = 30
 
-
-def connect(host, port):
-    """A driver session whose every request node `host` coordinates, without retries."""
-    profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
-        retry_policy=FallthroughRetryPolicy(),
-        request_timeout=REQUEST_TIMEOUT_S,
-    )
-    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                      connect_timeout=10, control_connection_timeout=10)
-    return cluster, cluster.connect()
 
 
 def admin(cluster, host, *command):
@@ -113,7 +102,7 @@ class Writer(threading.Thread):
 def test_a_restarted_node_gets_the_writes_it_missed_from_hints(cluster3):
     node1, node2, node3 = cluster3.hosts
     port = cluster3.cql_port
-    clients = {h: connect(h, port) for h in (node1, node2)}
+    clients = {h: pinned_session(h, port, REQUEST_TIMEOUT_S) for h in (node1, node2)}
     try:
         s1, s2 = clients[node1][1], clients[node2][1]
         s1.execute("CREATE KEYSPACE hinted WITH replication = "
@@ -178,7 +167,7 @@ def test_a_restarted_node_gets_the_writes_it_missed_from_hints(cluster3):
         assert sum(delivered) > len(written) * 0.8, (delivered, len(written))
 
         # The ANY writes: every key readable at ONE, node3's own from node3 (their only replica).
-        c3, s3 = connect(node3, port)
+        c3, s3 = pinned_session(node3, port, REQUEST_TIMEOUT_S)
         try:
             rows = s3.execute(SimpleStatement("SELECT k, v FROM single.t",
                                               consistency_level=CL.ONE))
@@ -192,7 +181,7 @@ def test_a_restarted_node_gets_the_writes_it_missed_from_hints(cluster3):
     # node3 alone: nodes 1 and 2 killed, so only its own storage can answer.
     cluster3.kill(1)
     cluster3.kill(2)
-    c3, s3 = connect(node3, port)
+    c3, s3 = pinned_session(node3, port, REQUEST_TIMEOUT_S)
     try:
         wait_for(lambda: sees_down(cluster3, node3, node1) and sees_down(cluster3, node3, node2),
                  VIEW_TIMEOUT_S, "node3 sees nodes 1 and 2 down")
@@ -219,7 +208,7 @@ def test_max_hints_size_per_host_and_disabled_datacenters(cluster3):
     cluster3._check("stop")
     append_config(cluster3, (1, 2, 3), "max_hints_size_per_host: 2KiB\nhints_flush_period: 100ms\n")
     cluster3.start()
-    c1, s1 = connect(node1, cluster3.cql_port)
+    c1, s1 = pinned_session(node1, cluster3.cql_port, REQUEST_TIMEOUT_S)
     try:
         s1.execute("CREATE KEYSPACE capped WITH replication = "
                    "{'class': 'SimpleStrategy', 'replication_factor': 3}")
@@ -254,7 +243,7 @@ def test_max_hints_size_per_host_and_disabled_datacenters(cluster3):
         thread.start()
     for thread in restarts:
         thread.join()
-    c1, s1 = connect(node1, cluster3.cql_port)
+    c1, s1 = pinned_session(node1, cluster3.cql_port, REQUEST_TIMEOUT_S)
     try:
         wait_for(lambda: sees_down(cluster3, node1, node3) and any(
             re.match(rf"^UN\s+{re.escape(node2)}\s", line)
@@ -278,7 +267,7 @@ def test_dropping_a_table_forgets_its_coordinator_statistics(cluster3):
     """`helenus admin proxystats` lists the tables read through the node; once a table is
     dropped, its line goes (the coordinator's statistics map holds no dropped table)."""
     node1 = cluster3.hosts[0]
-    c1, s1 = connect(node1, cluster3.cql_port)
+    c1, s1 = pinned_session(node1, cluster3.cql_port, REQUEST_TIMEOUT_S)
     try:
         s1.execute("CREATE KEYSPACE gone WITH replication = "
                    "{'class': 'SimpleStrategy', 'replication_factor': 3}")

@@ -23,12 +23,10 @@ import time
 import pytest
 from cassandra import ConsistencyLevel as CL
 from cassandra import WriteTimeout
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
 from cassandra.protocol import TruncateError
 from cassandra.query import SimpleStatement
 
-from util import LocalCluster, default_helenus_bin, unique_name, wait_until
+from util import LocalCluster, default_helenus_bin, pinned_session, unique_name, wait_until
 
 pytestmark = pytest.mark.helenus_only
 
@@ -89,17 +87,6 @@ def faulty3(request, tmp_path_factory):
         cluster.destroy()
 
 
-def connect(host, port):
-    """A session whose every request node `host` coordinates, without driver retries."""
-    profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
-        retry_policy=FallthroughRetryPolicy(),
-        request_timeout=REQUEST_TIMEOUT_S,
-    )
-    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                      connect_timeout=10, control_connection_timeout=10)
-    return cluster, cluster.connect()
-
 
 def write(session, table, k, cl):
     session.execute(SimpleStatement(f"INSERT INTO {table} (k, v) VALUES (%s, %s)",
@@ -123,8 +110,8 @@ def tpstats_dropped(cluster, k):
 
 def test_cut_delay_clear_garbage_and_a_node_without_fault_injection(faulty3):
     cluster = faulty3
-    c1, s1 = connect(cluster.hosts[0], cluster.cql_port)
-    c2, s2 = connect(cluster.hosts[1], cluster.cql_port)
+    c1, s1 = pinned_session(cluster.hosts[0], cluster.cql_port, REQUEST_TIMEOUT_S)
+    c2, s2 = pinned_session(cluster.hosts[1], cluster.cql_port, REQUEST_TIMEOUT_S)
     try:
         ks = unique_name("faults")
         s1.execute(f"CREATE KEYSPACE {ks} WITH replication = "

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    FallthroughRetryPolicy, RoundRobinPolicy, TokenAwarePolicy, WhiteListRoundRobinPolicy,
+)
 
 # Generous because Cassandra's schema changes on a loaded 2-core machine can take seconds.
 REQUEST_TIMEOUT_S = 30
@@ -553,3 +555,16 @@ class EventListener(threading.Thread):
         except OSError:
             pass
         self.sock.close()
+
+
+def pinned_session(host, port, request_timeout_s=20):
+    """(Cluster, Session) whose every request node `host` coordinates, without driver
+    retries: what the fault tests send through one chosen coordinator."""
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
+        retry_policy=FallthroughRetryPolicy(),
+        request_timeout=request_timeout_s,
+    )
+    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                      connect_timeout=10, control_connection_timeout=10)
+    return cluster, cluster.connect()
