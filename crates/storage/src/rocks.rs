@@ -1810,19 +1810,12 @@ impl StorageEngine for RocksEngine {
     }
 
     fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db()?
-            .put_opt(key, value, &opts)
-            .map_err(|e| engine_error("write metadata", None, e))
+        // Synced: `Durability::Batch`'s options.
+        self.put_meta_with(key, value, Durability::Batch)
     }
 
     fn delete_meta(&self, key: &[u8]) -> Result<(), StorageError> {
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db()?
-            .delete_opt(key, &opts)
-            .map_err(|e| engine_error("delete metadata", None, e))
+        self.delete_meta_with(key, Durability::Batch)
     }
 
     fn put_meta_with(
