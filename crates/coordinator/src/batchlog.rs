@@ -4,7 +4,8 @@
 //! the batch log endpoints once every partition reached its consistency level. Every node
 //! replays the batches it holds that are older than twice the write timeout (their coordinator
 //! died or timed out before removing them), sending each mutation to its live replicas and
-//! hinting the others, then deletes them. So a batch whose log write was acknowledged is
+//! hinting the others, then deletes them once those hints are fsynced (`HintedHandoff::
+//! make_durable`, as Cassandra's `flushAndFsyncBlockingly`). So a batch whose log write was acknowledged is
 //! applied whole eventually, even if its coordinator dies midway.
 //!
 //! What is stored, and the verbs' payload after the batch id (`Batch::body`):
@@ -466,13 +467,13 @@ impl Coordinator {
     /// Sends a replayed mutation of `keyspace` to every replica of its partitions (Cassandra's
     /// `ReplayingBatch`): live ones get their share and are awaited until `deadline`; those
     /// down, failing or silent get it as a hint. Answers once every replica answered or was
-    /// hinted.
+    /// hinted: whether a hint was kept.
     pub(crate) async fn replay_to_replicas(
         &self,
         keyspace: &KeyspaceMetadata,
         updates: Vec<PartitionUpdate>,
         deadline: Deadline,
-    ) {
+    ) -> bool {
         let ring = self.ring.load_full();
         let placement = Placement::new(self, &ring, keyspace);
         let mut shares: Vec<(HostId, Vec<PartitionUpdate>)> = Vec::new();
@@ -486,6 +487,7 @@ impl Coordinator {
         }
         let mut sent: Vec<(HostId, Mutation, bool)> = Vec::new();
         let mut pending = FuturesUnordered::new();
+        let mut hinted = false;
         for (endpoint, share) in shares {
             let mutation = Mutation {
                 updates: Arc::new(share),
@@ -499,7 +501,8 @@ impl Coordinator {
                     sent.push((endpoint, mutation, false));
                 }
                 None => {
-                    self.hints
+                    hinted |= self
+                        .hints
                         .write_missed(endpoint, &mutation, MissedWrite::Down);
                 }
             }
@@ -513,17 +516,18 @@ impl Coordinator {
                         Err(e) if e.is_no_answer() => MissedWrite::TimedOut,
                         Err(e) => MissedWrite::Failed(e),
                     };
-                    self.hints.write_missed(sent[n].0, &sent[n].1, why);
+                    hinted |= self.hints.write_missed(sent[n].0, &sent[n].1, why);
                 }
-                Some(None) => return,
+                Some(None) => return hinted,
                 None => {
                     for (endpoint, mutation, answered) in &sent {
                         if !answered {
-                            self.hints
-                                .write_missed(*endpoint, mutation, MissedWrite::TimedOut);
+                            hinted |=
+                                self.hints
+                                    .write_missed(*endpoint, mutation, MissedWrite::TimedOut);
                         }
                     }
-                    return;
+                    return hinted;
                 }
             }
         }
@@ -674,16 +678,27 @@ impl BatchlogReplay {
         }
     }
 
-    /// Replays `batch`, deletes it, and sleeps for the throttle (`rate` bytes per second, 0
+    /// Replays `batch`, deletes it once the hints it left are durable (kept for a later pass
+    /// if they cannot be made so), and sleeps for the throttle (`rate` bytes per second, 0
     /// for none).
     async fn replay_one(&self, batch: &Batch, now_ms: i64, rate: u64) -> Result<(), String> {
-        self.replay(batch, now_ms).await;
+        let hinted = self.replay(batch, now_ms).await;
         let store = self.store.clone();
+        let hints = self.coordinator.hints.clone();
         let id = batch.id;
-        tokio::task::spawn_blocking(move || store.remove_batch(id))
-            .await
-            .map_err(|e| e.to_string())??;
-        (self.coordinator.stats.batches_replayed).fetch_add(1, Ordering::Relaxed);
+        let removed = tokio::task::spawn_blocking(move || {
+            if hinted && !hints.make_durable() {
+                return Ok(false);
+            }
+            store.remove_batch(id).map(|()| true)
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        if removed {
+            (self.coordinator.stats.batches_replayed).fetch_add(1, Ordering::Relaxed);
+        } else {
+            tracing::warn!(id = %id.as_uuid(), "batch replayed but its hints could not be made durable; kept for the next replay");
+        }
         if rate > 0 {
             let seconds = batch.body().len() as f64 / rate as f64;
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
@@ -691,14 +706,15 @@ impl BatchlogReplay {
         Ok(())
     }
 
-    /// Sends `batch`'s mutations to their replicas (hinting those that miss them).
-    async fn replay(&self, batch: &Batch, now_ms: i64) {
+    /// Sends `batch`'s mutations to their replicas (hinting those that miss them): whether a
+    /// hint was kept.
+    async fn replay(&self, batch: &Batch, now_ms: i64) -> bool {
         let mutations = match batch.mutations() {
             Ok(m) => m,
             Err(e) => {
                 // `Batch::new` refused malformed bodies, so only a damaged store gets here.
                 tracing::warn!(id = %batch.id.as_uuid(), error = %e, "stored batch unreadable; dropped");
-                return;
+                return false;
             }
         };
         let schema = (self.schema)();
@@ -733,7 +749,9 @@ impl BatchlogReplay {
                 .iter()
                 .map(|(k, u)| self.coordinator.replay_to_replicas(k, u.clone(), deadline)),
         )
-        .await;
+        .await
+        .into_iter()
+        .any(|hinted| hinted)
     }
 }
 

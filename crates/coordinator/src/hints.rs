@@ -32,6 +32,15 @@ pub trait HintedHandoff: Send + Sync + 'static {
     /// (`MissedWrite::Down`) counts as the write's acknowledgement, as Cassandra's hint write
     /// does; `false` (hints disabled, the target's hint window passed) counts for nothing.
     fn write_missed(&self, target: HostId, mutation: &Mutation, why: MissedWrite) -> bool;
+
+    /// Blocks until every hint kept so far is written and fsynced (Cassandra's
+    /// `HintsService.flushAndFsyncBlockingly`, which the batch log's replay runs before it
+    /// deletes the batches it hinted: a batch is never gone before its hints are durable).
+    /// `false` if they could not be made durable (the hints directory failing). Blocking file
+    /// I/O: call it from a blocking thread. By default there is nothing to sync.
+    fn make_durable(&self) -> bool {
+        true
+    }
 }
 
 /// Stores no hints: the coordinator's default (as Cassandra with `hinted_handoff_enabled:

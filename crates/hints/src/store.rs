@@ -421,10 +421,14 @@ impl HintStore {
 
     /// Writes every target's buffered hints to its files and fsyncs them; with `close`, also
     /// closes each open file, so that the dispatcher can replay it. Blocking (file I/O).
-    pub fn flush(&self, close: bool) {
+    /// Answers whether every hint buffered when it started is now durable (`false`: the
+    /// hints directory failed, and those hints are lost).
+    pub fn flush(&self, close: bool) -> bool {
+        let mut durable = true;
         for target in self.all_targets() {
-            self.flush_target(&target, close);
+            durable &= self.flush_target(&target, close);
         }
+        durable
     }
 
     /// Lets writes to the hints directory be tried again after a failure (the flusher calls
@@ -433,9 +437,11 @@ impl HintStore {
         self.disk_failed.store(false, Ordering::Release);
     }
 
-    /// `flush` for one target.
-    pub(crate) fn flush_target(&self, target: &Target, close: bool) {
+    /// `flush` for one target: whether the hints it took from the buffer are durable now
+    /// (another thread's flush that took them first holds `files` until its fsync ends).
+    pub(crate) fn flush_target(&self, target: &Target, close: bool) -> bool {
         let mut files = lock(&target.files);
+        let mut durable = true;
         // The buffer's counts stay until the files' are published below, so that the target
         // never looks empty in between (the dispatcher would skip it for a whole period).
         let buffer = std::mem::take(&mut *lock(&target.buffer));
@@ -449,6 +455,7 @@ impl HintStore {
                     }
                 }
                 Err((unwritten, e)) => {
+                    durable = false;
                     target
                         .counters
                         .dropped_disk
@@ -479,6 +486,7 @@ impl HintStore {
             .fetch_sub(buffer.records.len() as u64, Ordering::AcqRel);
         let oldest = buffer_now.records.first().map_or(i64::MAX, |r| r.1);
         target.oldest_buffered_ms.store(oldest, Ordering::Release);
+        durable
     }
 
     /// Appends `buffer`'s records to `target`'s files (rotating at `max_hints_file_size`) and
@@ -815,5 +823,13 @@ impl HintedHandoff for HintStore {
             self.flush_soon.notify_one();
         }
         true
+    }
+
+    /// Writes and fsyncs every buffered hint (`flush`), for the batch log's replay before it
+    /// deletes a batch it hinted. `false` also when another flush failed since the flusher
+    /// last retried the directory: it may have taken this caller's hints (set under the
+    /// files' lock, so seen here).
+    fn make_durable(&self) -> bool {
+        self.flush(false) && !self.disk_failed.load(Ordering::Acquire)
     }
 }

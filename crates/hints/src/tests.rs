@@ -447,14 +447,18 @@ fn no_hint_when_disabled_for_this_node_or_for_a_replica_error() {
 fn a_full_disk_stops_hints_until_it_can_be_written_again() {
     let f = Fixture::new();
     assert!(f.hint(1));
-    f.store.flush(false);
+    assert!(f.store.make_durable(), "written and fsynced");
     f.full.store(true, Ordering::SeqCst);
     assert!(
         f.hint(2),
         "kept in memory: the disk is not known to be full yet"
     );
     assert!(f.hint(3));
-    f.store.flush(false);
+    assert!(
+        !f.store.make_durable(),
+        "the batch log must not delete a batch whose hints these were"
+    );
+    assert!(!f.store.make_durable(), "nor after another flush");
     let stats = f.stats();
     assert_eq!(stats.dropped_disk, 2, "the two that could not be written");
     assert!(!f.hint(4), "hints stop");
@@ -469,6 +473,7 @@ fn a_full_disk_stops_hints_until_it_can_be_written_again() {
     f.full.store(false, Ordering::SeqCst);
     f.store.retry_disk();
     assert!(f.hint(5));
+    assert!(f.store.make_durable());
     f.store.flush(true);
     assert_eq!(f.stats().pending, 2);
 }

@@ -654,3 +654,94 @@ async fn the_replay_reads_the_log_in_pages_and_stops_at_the_first_young_batch() 
         "RF 2: two replicas each"
     );
 }
+
+/// Hinted handoff that keeps every hint and counts `make_durable` calls, answering `durable`.
+struct Syncing {
+    durable: std::sync::atomic::AtomicBool,
+    syncs: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::HintedHandoff for Syncing {
+    fn write_missed(&self, _: HostId, _: &Mutation, _: MissedWrite) -> bool {
+        true
+    }
+    fn make_durable(&self) -> bool {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        self.durable.load(Ordering::SeqCst)
+    }
+}
+
+/// A batch log store that records how many hint syncs had happened when each batch was removed.
+struct SyncCheckingStore(MemoryStore, Arc<Syncing>, Mutex<Vec<usize>>);
+
+impl BatchlogStore for SyncCheckingStore {
+    fn stored_batches(&self, after: Option<BatchId>, limit: usize) -> Result<Vec<Batch>, String> {
+        self.0.stored_batches(after, limit)
+    }
+    fn remove_batch(&self, id: BatchId) -> Result<(), String> {
+        let syncs = self.1.syncs.load(Ordering::SeqCst);
+        self.2.lock().expect("lock").push(syncs);
+        self.0.remove_batch(id)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replayed_batch_is_deleted_only_after_its_hints_are_durable() {
+    let now_micros = 1_800_000_000_000_000;
+    for durable in [true, false] {
+        let (_, endpoints, coordinator, _log) = cluster(3);
+        endpoints.down.lock().expect("lock").insert(host(3));
+        let hints = Arc::new(Syncing {
+            durable: durable.into(),
+            syncs: 0.into(),
+        });
+        let coordinator = Arc::new(
+            coordinator
+                .with_clock(Arc::new(TokioWallClock::starting_at(now_micros)))
+                .with_hinted_handoff(hints.clone()),
+        );
+        let store = Arc::new(SyncCheckingStore(
+            MemoryStore::default(),
+            hints.clone(),
+            Mutex::new(Vec::new()),
+        ));
+        // Token 150's replicas are nodes 2 and 3 (down: hinted); token 50's, 1 and 2 (live).
+        let hinted = Batch::encode(
+            BatchId::new(now_micros - 10_000_000, host(2)),
+            &[&[update(150)]],
+        );
+        let delivered = Batch::encode(
+            BatchId::new(now_micros - 9_000_000, host(2)),
+            &[&[update(50)]],
+        );
+        store
+            .0
+             .0
+            .lock()
+            .expect("lock")
+            .extend([hinted.clone(), delivered]);
+        let schema = schema_with_table(864_000);
+        let mut config = BatchlogReplayConfig::new(Duration::from_secs(2));
+        config.throttle_bytes_per_second = 0;
+        let replay = BatchlogReplay::new(
+            coordinator.clone(),
+            store.clone(),
+            Arc::new(move || schema.clone()),
+            config,
+        );
+        replay.replay_due().await.expect("replayed");
+        let removals = store.2.lock().expect("lock").clone();
+        let left = store.0 .0.lock().expect("lock").clone();
+        if durable {
+            // The hinted batch is removed after one sync; the delivered one needs none.
+            assert_eq!(removals, [1, 1], "durable");
+            assert!(left.is_empty());
+            assert_eq!(coordinator.stats().snapshot().batches_replayed, 2);
+        } else {
+            // Hints not durable: the hinted batch stays for the next pass.
+            assert_eq!(removals, [1], "not durable");
+            assert_eq!(left, vec![hinted]);
+            assert_eq!(coordinator.stats().snapshot().batches_replayed, 1);
+        }
+    }
+}
