@@ -28,6 +28,7 @@ mod environment;
 mod frame;
 mod handshake;
 mod inbound;
+mod lanes;
 mod log_limit;
 mod metrics;
 mod network;
