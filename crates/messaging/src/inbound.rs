@@ -53,6 +53,10 @@ struct Handshaken {
 /// there (TCP), else here.
 pub(crate) async fn run_listener(inner: Arc<Inner>, mut listener: Box<dyn Listener>) {
     let mut shutdown = inner.shutdown.subscribe();
+    let limit = inner
+        .options
+        .max_inbound_connections
+        .saturating_mul(inner.lanes.count());
     // Handshakes (whose output is the connection to serve) and served connections.
     let mut connections: JoinSet<Option<Handshaken>> = JoinSet::new();
     loop {
@@ -65,8 +69,8 @@ pub(crate) async fn run_listener(inner: Arc<Inner>, mut listener: Box<dyn Listen
             }
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
-                    if connections.len() >= inner.options.max_inbound_connections {
-                        tracing::warn!(%from, limit = inner.options.max_inbound_connections,
+                    if connections.len() >= limit {
+                        tracing::warn!(%from, limit,
                             "too many inbound messaging connections; closing the new one");
                         continue;
                     }
