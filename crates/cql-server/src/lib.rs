@@ -115,7 +115,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Server {
     listener: TcpListener,
-    shards: shards::Shards,
+    /// Shared with the node when it started them (`Server::bind_on_shards`): whoever holds
+    /// the last reference stops them.
+    shards: Arc<shards::Shards>,
     processor: Arc<QueryProcessor>,
     events: EventSources,
     config: Arc<ServerConfig>,
@@ -124,14 +126,29 @@ pub struct Server {
 }
 
 impl Server {
+    /// Listens at `addr`, serving connections on `config.shards` shards of its own.
     pub async fn bind(
         addr: SocketAddr,
         processor: Arc<QueryProcessor>,
         events: EventSources,
         config: ServerConfig,
     ) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(addr).await?;
         let shards = shards::Shards::start(config.shards, config.max_blocking_threads_per_shard)?;
+        Server::bind_on_shards(addr, processor, events, config, Arc::new(shards)).await
+    }
+
+    /// Listens at `addr`, serving connections on `shards` (started by the caller, who may
+    /// share them: the node runs internode messaging's lanes on them too; `config.shards` and
+    /// `config.max_blocking_threads_per_shard` are not used). [`Server::run`] stops the shards
+    /// only if it holds the last reference to them.
+    pub async fn bind_on_shards(
+        addr: SocketAddr,
+        processor: Arc<QueryProcessor>,
+        events: EventSources,
+        config: ServerConfig,
+        shards: Arc<shards::Shards>,
+    ) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
         let in_flight = in_flight::InFlightLimits::new(
             config.max_request_data_in_flight_bytes,
             config.max_request_data_in_flight_per_ip_bytes,
@@ -164,7 +181,8 @@ impl Server {
 
     /// Accepts connections until `shutdown` completes, placing each on a shard, then stops
     /// accepting, lets every connection finish its in-flight requests (up to
-    /// [`DRAIN_TIMEOUT`]), stops the shards and returns.
+    /// [`DRAIN_TIMEOUT`]), stops the shards (unless shared: see [`Server::bind_on_shards`])
+    /// and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
@@ -217,8 +235,11 @@ impl Server {
             tracing::warn!("connections still busy after the drain timeout; closing them");
             connections.shutdown().await;
         }
+        // Shared shards are stopped by their other holder, once it is done with them.
+        let Ok(shards) = Arc::try_unwrap(self.shards) else {
+            return;
+        };
         // Joining the shard threads blocks: not on this runtime's worker.
-        let shards = self.shards;
         if tokio::task::spawn_blocking(move || shards.stop())
             .await
             .is_err()

@@ -81,6 +81,12 @@ impl Shards {
         self.shards.len()
     }
 
+    /// The shards' runtimes, by index: current-thread runtimes, each driven by its shard's
+    /// thread until [`Shards::stop`] (internode messaging runs a lane on each).
+    pub fn handles(&self) -> Vec<tokio::runtime::Handle> {
+        self.shards.iter().map(|s| s.handle.clone()).collect()
+    }
+
     /// Chooses the shard for a new connection: the one with the fewest open connections
     /// (ties: the lowest index). The connection runs on the returned runtime, holding the
     /// returned guard until it ends.

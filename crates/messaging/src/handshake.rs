@@ -16,6 +16,8 @@
 //! 4|16 broadcast IP
 //! u16  broadcast port
 //! u16  cluster name length (at most MAX_CLUSTER_NAME_BYTES), UTF-8 bytes
+//! u16  the dialer's lane: its shard index, or 0xFFFF (MAIN_LANE) for its main runtime;
+//!      absent in a hello from a build before lanes, which counts as MAIN_LANE
 //! u32  CRC32 of the body before it
 //!
 //! Reply (acceptor → dialer):
@@ -31,7 +33,9 @@
 //! The acceptor refuses another cluster's node, a version range without its own, and its own
 //! host id (two nodes sharing one); the dialer logs the reason and waits
 //! `MessagingOptions::refused_retry_ms` before trying again. After an accepted handshake the
-//! connection carries frames (`frame.rs`) from the dialer to the acceptor only.
+//! connection carries frames (`frame.rs`) from the dialer to the acceptor only. The lane tells
+//! the acceptor which of its shards serves the connection (`lanes.rs`), so that a request, its
+//! replica's work and its response stay on one thread per node.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -48,6 +52,8 @@ pub const MAX_HANDSHAKE_BODY_BYTES: usize = 1024;
 pub const MAX_CLUSTER_NAME_BYTES: usize = 255;
 /// A refusal's reason is cut to this.
 pub const MAX_REFUSAL_REASON_BYTES: usize = 512;
+/// The lane of a dialer's main runtime (not one of its shards).
+pub const MAIN_LANE: u16 = u16::MAX;
 
 /// Which of a peer's two connections this is (Cassandra 4.0's small and large message
 /// connections; it also has an urgent one, which Helenus does not have yet): a message goes
@@ -71,6 +77,8 @@ pub struct Hello {
     /// Where the dialer's own listener is reached, so the acceptor can send its responses.
     pub broadcast_address: SocketAddr,
     pub cluster_name: String,
+    /// The dialer's lane: the index of the shard whose connection this is, or [`MAIN_LANE`].
+    pub lane: u16,
 }
 
 /// The acceptor's answer.
@@ -115,6 +123,7 @@ impl Hello {
         let name = cut(&self.cluster_name, MAX_CLUSTER_NAME_BYTES);
         body.put_u16(name.len() as u16);
         body.put_slice(name.as_bytes());
+        body.put_u16(self.lane);
         envelope(body)
     }
 
@@ -135,6 +144,12 @@ impl Hello {
         };
         let port = u16::from_be_bytes(take::<2>(&mut body)?);
         let cluster_name = take_string(&mut body, MAX_CLUSTER_NAME_BYTES)?;
+        // A dialer from before lanes sends none: its connections are served on the main lane.
+        let lane = if body.is_empty() {
+            MAIN_LANE
+        } else {
+            u16::from_be_bytes(take::<2>(&mut body)?)
+        };
         if !body.is_empty() {
             return Err(HandshakeError::Malformed("bytes after the hello"));
         }
@@ -145,6 +160,7 @@ impl Hello {
             host_id,
             broadcast_address: SocketAddr::new(ip, port),
             cluster_name,
+            lane,
         })
     }
 }
@@ -306,6 +322,7 @@ mod tests {
             host_id: host(1),
             broadcast_address: "127.0.0.2:7000".parse().unwrap(),
             cluster_name: "Test Cluster".to_string(),
+            lane: 1,
         }
     }
 
@@ -368,6 +385,16 @@ mod tests {
         let mut longer = body.to_vec();
         longer.push(0);
         assert!(Hello::decode(&longer).is_err());
+    }
+
+    #[test]
+    fn a_hello_without_a_lane_is_served_on_the_main_lane() {
+        let good = hello().encode();
+        // The body without magic, length, lane and CRC: what a dialer from before lanes sent.
+        let old = &good[6..good.len() - 6];
+        let decoded = Hello::decode(old).unwrap();
+        assert_eq!(decoded.lane, MAIN_LANE);
+        assert_eq!(decoded.cluster_name, "Test Cluster");
     }
 
     #[test]

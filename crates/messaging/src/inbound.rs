@@ -1,7 +1,8 @@
 //! The listener and the connections peers open to this node: the handshake's acceptor side,
 //! then frames read and dispatched (responses to the requests waiting for them, requests to
 //! the replica or a registered handler, whose answers go back on this node's own outbound
-//! connection to the peer).
+//! connection to the peer). Handshakes run on the main runtime; a connection is then served on
+//! the lane its dialer named (`lanes.rs`).
 //!
 //! Bytes from a peer are untrusted: a handshake that does not decode or is refused, and a
 //! frame that does not decode (bad magic, version, flags or checksum, a length over the cap, a
@@ -29,7 +30,7 @@ use crate::frame::{decode_frame, Frame, FrameKind};
 use crate::handshake::{self, Hello, Reply};
 use crate::log_limit::warn_limited;
 use crate::metrics::{Counters, VerbCount};
-use crate::network::{Listener, Stream};
+use crate::network::{Listener, Portable, Stream};
 use crate::service::{stopped, Inner};
 use crate::verb::Verb;
 
@@ -39,22 +40,41 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// does not spin.
 const ACCEPT_RETRY_MS: u64 = 100;
 
-/// Accepts connections until shutdown; owns them (they are aborted when it ends).
+/// An accepted connection after its handshake, on its way to the lane that serves it.
+struct Handshaken {
+    stream: Portable,
+    hello: Hello,
+    from: SocketAddr,
+}
+
+/// Accepts connections until shutdown; owns them (they are aborted when it ends). Each
+/// connection's handshake runs here, on the main runtime; the connection is then served on
+/// the lane its dialer named (`lanes.rs`): the same-numbered shard, if the stream can move
+/// there (TCP), else here.
 pub(crate) async fn run_listener(inner: Arc<Inner>, mut listener: Box<dyn Listener>) {
     let mut shutdown = inner.shutdown.subscribe();
-    let mut connections = JoinSet::new();
+    let limit = inner
+        .options
+        .max_inbound_connections
+        .saturating_mul(inner.lanes.count());
+    // Handshakes (whose output is the connection to serve) and served connections.
+    let mut connections: JoinSet<Option<Handshaken>> = JoinSet::new();
     loop {
         tokio::select! {
             _ = stopped(&mut shutdown) => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(joined) = connections.join_next(), if !connections.is_empty() => {
+                if let Ok(Some(handshaken)) = joined {
+                    serve_on_lane(&inner, &mut connections, handshaken);
+                }
+            }
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
-                    if connections.len() >= inner.options.max_inbound_connections {
-                        tracing::warn!(%from, limit = inner.options.max_inbound_connections,
+                    if connections.len() >= limit {
+                        tracing::warn!(%from, limit,
                             "too many inbound messaging connections; closing the new one");
                         continue;
                     }
-                    connections.spawn(run_connection(inner.clone(), stream, from));
+                    connections.spawn(handshake(inner.clone(), stream, from));
                 }
                 Err(e) => {
                     tracing::warn!("accepting a messaging connection failed: {e}");
@@ -64,6 +84,55 @@ pub(crate) async fn run_listener(inner: Arc<Inner>, mut listener: Box<dyn Listen
         }
     }
     connections.shutdown().await;
+}
+
+/// Runs an accepted connection's handshake; the connection, ready to move, if accepted.
+async fn handshake(
+    inner: Arc<Inner>,
+    mut stream: Box<dyn Stream>,
+    from: SocketAddr,
+) -> Option<Handshaken> {
+    let hello = accept_handshake(&inner, &mut stream, from).await?;
+    match Portable::detach(stream) {
+        Ok(stream) => Some(Handshaken {
+            stream,
+            hello,
+            from,
+        }),
+        Err(e) => {
+            tracing::warn!(%from, "cannot take a messaging connection off the runtime: {e}");
+            None
+        }
+    }
+}
+
+/// Serves a handshaken connection on its dialer's lane, as a task of `connections`.
+fn serve_on_lane(
+    inner: &Arc<Inner>,
+    connections: &mut JoinSet<Option<Handshaken>>,
+    handshaken: Handshaken,
+) {
+    let Handshaken {
+        stream,
+        hello,
+        from,
+    } = handshaken;
+    let lane = if stream.is_movable() {
+        inner.lanes.for_dialer(hello.lane)
+    } else {
+        inner.lanes.main()
+    };
+    let served = {
+        let inner = inner.clone();
+        async move {
+            match stream.attach() {
+                Ok(stream) => run_connection(inner, stream, hello, from).await,
+                Err(e) => tracing::warn!(%from, "cannot register a messaging connection: {e}"),
+            }
+            None
+        }
+    };
+    connections.spawn_on(served, inner.lanes.runtime(lane));
 }
 
 /// Reads the dialer's hello and answers it; the hello if accepted.
@@ -118,14 +187,18 @@ async fn accept_handshake(
     }
 }
 
-/// One inbound connection: handshake, then frames until the peer closes it, a frame is
-/// malformed, or shutdown (which aborts this task).
-async fn run_connection(inner: Arc<Inner>, mut stream: Box<dyn Stream>, from: SocketAddr) {
-    let Some(hello) = accept_handshake(&inner, &mut stream, from).await else {
-        return;
-    };
+/// One inbound connection after its handshake: frames until the peer closes it, a frame is
+/// malformed, or shutdown (which aborts this task). Runs on the connection's lane: the
+/// requests it reads are served there, and their responses queued on that lane's connection.
+async fn run_connection(
+    inner: Arc<Inner>,
+    mut stream: Box<dyn Stream>,
+    hello: Hello,
+    from: SocketAddr,
+) {
     let peer = hello.host_id;
-    tracing::debug!(%from, %peer, connection_type = ?hello.connection_type, "accepted a messaging connection");
+    tracing::debug!(%from, %peer, connection_type = ?hello.connection_type, lane = hello.lane,
+        "accepted a messaging connection");
     let cap_bytes = inner.options.message_cap_bytes();
     let permits = Arc::new(Semaphore::new(
         inner.options.max_inbound_requests_per_connection.max(1),

@@ -6,7 +6,9 @@
 //! cluster name, host id, broadcast address; another cluster's node is refused), the verbs
 //! (`verb`) and their payloads (`codec`: the replica verbs carry `mutation::wire`'s
 //! encodings), and the [`MessagingService`]: a listener, two lazily opened, one-way
-//! connections per peer (small and large messages, as Cassandra 4.0), reconnection with capped
+//! connections per peer and lane (small and large messages, as Cassandra 4.0; a lane per CQL
+//! shard and one for the main runtime, so a request's hops stay on one thread per node:
+//! `lanes`), reconnection with capped
 //! jittered backoff, bounded outbound queues that drop (and count by verb) when full, requests
 //! waiting for responses until their deadline, peers the failure detector convicts failing
 //! their requests at once and left undialled until they are up (`mark_down`, `mark_up`), and
@@ -28,6 +30,7 @@ mod environment;
 mod frame;
 mod handshake;
 mod inbound;
+mod lanes;
 mod log_limit;
 mod metrics;
 mod network;

@@ -29,7 +29,9 @@ pub struct MessagingOptions {
     /// Requests from one inbound connection being served at once; at the bound the connection
     /// stops reading, so the peer's queue fills and it drops (back-pressure).
     pub max_inbound_requests_per_connection: usize,
-    /// Open inbound connections; more are closed as they are accepted.
+    /// Open inbound connections per lane of this node (one lane per shard and the main
+    /// lane: a peer opens two connections per lane, so the node's bound grows with its
+    /// shards); more are closed as they are accepted.
     pub max_inbound_connections: usize,
     /// Connecting to a peer (Cassandra's `internode_tcp_connect_timeout`, 2 s).
     pub connect_timeout_ms: u64,

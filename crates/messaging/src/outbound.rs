@@ -1,6 +1,8 @@
-//! A peer's two outbound connections (small and large messages), each a bounded queue and a
-//! task that dials the peer when there is something to send, handshakes, writes the queue's
-//! messages, and redials with capped, jittered exponential backoff when the connection fails.
+//! A peer's outbound connections: two per lane (small and large messages; `lanes.rs`), each a
+//! bounded queue and a task on its lane's runtime that dials the peer when there is something
+//! to send, handshakes, writes the queue's messages, and redials with capped, jittered
+//! exponential backoff when the connection fails. A message goes on the connection of the
+//! lane it is sent from, so queueing it wakes no other thread.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -65,12 +67,18 @@ pub(crate) struct Connection {
     refused: Mutex<Option<String>>,
 }
 
-/// A peer and its two connections.
+/// A lane's two connections to a peer.
+struct LaneConnections {
+    small: Connection,
+    large: Connection,
+}
+
+/// A peer and its connections, two per lane.
 pub(crate) struct Peer {
     pub host_id: HostId,
     address: Mutex<SocketAddr>,
-    small: Connection,
-    large: Connection,
+    /// Indexed by lane (`Lanes`): each lane's connections' tasks run on its runtime.
+    lanes: Vec<LaneConnections>,
     capacity_messages: usize,
     capacity_bytes: usize,
     large_threshold_bytes: usize,
@@ -124,12 +132,22 @@ impl Connection {
 }
 
 impl Peer {
-    pub fn new(host_id: HostId, address: SocketAddr, options: &MessagingOptions) -> Peer {
+    /// A peer with `lanes` lanes' connections, none open yet.
+    pub fn new(
+        host_id: HostId,
+        address: SocketAddr,
+        options: &MessagingOptions,
+        lanes: usize,
+    ) -> Peer {
         Peer {
             host_id,
             address: Mutex::new(address),
-            small: Connection::new(),
-            large: Connection::new(),
+            lanes: (0..lanes.max(1))
+                .map(|_| LaneConnections {
+                    small: Connection::new(),
+                    large: Connection::new(),
+                })
+                .collect(),
             capacity_messages: options.queue_capacity_messages,
             capacity_bytes: options.queue_capacity_bytes,
             large_threshold_bytes: options.large_message_threshold_bytes,
@@ -176,15 +194,16 @@ impl Peer {
         self.stop.send_replace(true);
     }
 
-    fn connection(&self, connection_type: ConnectionType) -> &Connection {
+    fn connection(&self, lane: usize, connection_type: ConnectionType) -> &Connection {
+        let lane = &self.lanes[lane];
         match connection_type {
-            ConnectionType::Small => &self.small,
-            ConnectionType::Large => &self.large,
+            ConnectionType::Small => &lane.small,
+            ConnectionType::Large => &lane.large,
         }
     }
 
-    /// Queues `message` on the connection its size picks, starting the connection's task if
-    /// this is its first message. Refuses when the queue is at a bound (an empty queue takes
+    /// Queues `message` on the calling thread's lane's connection its size picks, starting
+    /// the connection's task (on the lane's runtime) if this is its first message. Refuses when the queue is at a bound (an empty queue takes
     /// any one message), while the peer refuses the handshake, or after shutdown.
     pub fn enqueue(
         self: &Arc<Self>,
@@ -196,7 +215,10 @@ impl Peer {
         } else {
             ConnectionType::Small
         };
-        let connection = self.connection(connection_type);
+        // A lane beyond this peer's (cannot happen: every peer has the service's lanes) would
+        // go on the main lane's.
+        let lane = inner.lanes.current().min(self.lanes.len() - 1);
+        let connection = self.connection(lane, connection_type);
         if let Some(reason) = lock(&connection.refused).as_ref() {
             return Err(EnqueueError::Refused(reason.clone()));
         }
@@ -210,10 +232,13 @@ impl Peer {
             return Err(EnqueueError::Down);
         }
         if let Some(receiver) = lock(&connection.receiver).take() {
-            let task =
-                inner
-                    .runtime
-                    .spawn(run(inner.clone(), self.clone(), connection_type, receiver));
+            let task = inner.lanes.runtime(lane).spawn(run(
+                inner.clone(),
+                self.clone(),
+                lane,
+                connection_type,
+                receiver,
+            ));
             inner.track(task);
         }
         let bytes = message.frame.payload.len();
@@ -256,6 +281,8 @@ struct Stopping;
 struct ConnectionTask {
     inner: Arc<Inner>,
     peer: Arc<Peer>,
+    /// The lane whose connection this is (its runtime runs this task).
+    lane: usize,
     connection_type: ConnectionType,
     receiver: mpsc::UnboundedReceiver<Outbound>,
     /// Messages taken off the channel and not yet written or discarded.
@@ -275,6 +302,7 @@ struct ConnectionTask {
 async fn run(
     inner: Arc<Inner>,
     peer: Arc<Peer>,
+    lane: usize,
     connection_type: ConnectionType,
     receiver: mpsc::UnboundedReceiver<Outbound>,
 ) {
@@ -284,6 +312,7 @@ async fn run(
     let mut task = ConnectionTask {
         inner,
         peer,
+        lane,
         connection_type,
         receiver,
         backlog: VecDeque::new(),
@@ -297,7 +326,7 @@ async fn run(
 
 impl ConnectionTask {
     fn connection(&self) -> &Connection {
-        self.peer.connection(self.connection_type)
+        self.peer.connection(self.lane, self.connection_type)
     }
 
     async fn run(&mut self) -> Result<std::convert::Infallible, Stopping> {
@@ -319,7 +348,7 @@ impl ConnectionTask {
             let dialed = tokio::select! {
                 _ = stopped(&mut self.shutdown) => return Err(Stopping),
                 _ = convicted(&mut self.up, self.convictions_seen) => continue,
-                dialed = dial(&self.inner, self.peer.host_id, address, self.connection_type) => dialed,
+                dialed = dial(&self.inner, self.peer.host_id, address, self.lane, self.connection_type) => dialed,
             };
             let wait = match dialed {
                 Ok(stream) => {
@@ -449,7 +478,7 @@ impl ConnectionTask {
             self.backlog.push_back(message);
         }
         let inner = &self.inner;
-        let connection = self.peer.connection(self.connection_type);
+        let connection = self.peer.connection(self.lane, self.connection_type);
         self.backlog.retain(|message| {
             let Some(error) = discard(message) else {
                 return true;
@@ -626,11 +655,12 @@ async fn convicted(up: &mut watch::Receiver<Liveness>, convictions_seen: u64) {
     }
 }
 
-/// Connects to `address` and handshakes as `connection_type`, expecting `peer` there.
+/// Connects to `address` and handshakes as `lane`'s `connection_type`, expecting `peer` there.
 async fn dial(
     inner: &Inner,
     peer: HostId,
     address: SocketAddr,
+    lane: usize,
     connection_type: ConnectionType,
 ) -> Result<Box<dyn Stream>, DialError> {
     let connect_timeout = Duration::from_millis(inner.options.connect_timeout_ms);
@@ -645,6 +675,7 @@ async fn dial(
         host_id: inner.host_id,
         broadcast_address: inner.broadcast_address,
         cluster_name: inner.cluster_name.clone(),
+        lane: inner.lanes.wire(lane),
     };
     let exchange = async {
         handshake::write_all(&mut stream, &hello.encode()).await?;

@@ -6,6 +6,10 @@
 //! the connections the peer opened. A response so goes back on the responder's connection
 //! chosen by the response's size, and no connection carries both directions' head-of-line
 //! blocking. The handshake's broadcast address tells the acceptor where to send responses.
+//!
+//! A node started with shards has a lane per shard (`lanes.rs`): a request goes out on its
+//! sender's shard's connections, is served on the same-numbered shard of the peer, and its
+//! response comes back on that shard's connection to the sender's shard.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -167,9 +171,10 @@ pub(crate) struct Inner {
     pub bad_input_log: crate::log_limit::LogLimiter,
     /// `true` once the service is stopping; every task watches it.
     pub shutdown: watch::Sender<bool>,
-    /// The runtime the service was started on: every task of the service runs there, wherever
-    /// the request that started it came from (a CQL shard's runtime, say).
-    pub runtime: tokio::runtime::Handle,
+    /// The runtimes the service's tasks run on: a lane per shard (its connections and the
+    /// peers' connections served there) and the main lane (the runtime the service was
+    /// started on: the listener, and the connections of every other thread).
+    pub lanes: crate::lanes::Lanes,
     /// The listener and the outbound connections' tasks, awaited by `shutdown`. (Inbound
     /// connections are the listener's, handler tasks their connection's.)
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -206,7 +211,7 @@ impl Inner {
         match peers.get(&host_id) {
             Some(peer) => peer.set_address(address),
             None => {
-                let peer = Peer::new(host_id, address, &self.options);
+                let peer = Peer::new(host_id, address, &self.options, self.lanes.count());
                 peers.insert(host_id, Arc::new(peer));
             }
         }
@@ -221,7 +226,7 @@ impl Inner {
             Some(peer) => peer.set_address(address),
             None if peers.len() >= MAX_LEARNED_PEERS => return false,
             None => {
-                let peer = Peer::new(host_id, address, &self.options);
+                let peer = Peer::new(host_id, address, &self.options, self.lanes.count());
                 peers.insert(host_id, Arc::new(peer));
             }
         }
@@ -497,6 +502,24 @@ impl MessagingService {
         replica: Arc<dyn Replica>,
         environment: Environment,
     ) -> Result<MessagingService, MessagingError> {
+        MessagingService::start_on_shards(config, replica, environment, Vec::new()).await
+    }
+
+    /// [`MessagingService::start`] with a lane per shard (`shards`: current-thread runtimes,
+    /// each driven by one thread, as `cql_server::Shards`'s; ScyllaDB's shard-per-core
+    /// messaging): a message sent from a shard's thread goes out on that shard's own
+    /// connections to the peer, whose tasks run on the shard, and the peer serves it on its
+    /// same-numbered shard (modulo its shard count), which answers on its own connection
+    /// back, served on the sender's shard. So a request, the peer's replica work and the
+    /// response stay on one thread per node. Everything else (the listener, the handshakes,
+    /// messages from other threads and peers' messages from theirs) runs on the runtime this
+    /// is called on. The shards must run until [`MessagingService::shutdown`] returns.
+    pub async fn start_on_shards(
+        config: MessagingConfig,
+        replica: Arc<dyn Replica>,
+        environment: Environment,
+        shards: Vec<tokio::runtime::Handle>,
+    ) -> Result<MessagingService, MessagingError> {
         if config.cluster_name.len() > MAX_CLUSTER_NAME_BYTES {
             return Err(MessagingError::Config(format!(
                 "cluster_name is longer than {MAX_CLUSTER_NAME_BYTES} bytes"
@@ -528,12 +551,11 @@ impl MessagingService {
             counters: Counters::default(),
             bad_input_log: crate::log_limit::LogLimiter::default(),
             shutdown: watch::Sender::new(false),
-            runtime: tokio::runtime::Handle::current(),
+            lanes: crate::lanes::Lanes::new(shards, tokio::runtime::Handle::current()),
             tasks: Mutex::default(),
         });
-        let listening = inner
-            .runtime
-            .spawn(crate::inbound::run_listener(inner.clone(), listener));
+        inner.lanes.register().await;
+        let listening = tokio::spawn(crate::inbound::run_listener(inner.clone(), listener));
         inner.track(listening);
         tracing::info!(host_id = %inner.host_id, address = %listen_address,
             broadcast_address = %inner.broadcast_address, "messaging service listening");

@@ -91,6 +91,7 @@ mod tests {
             host_id: HostId(uuid::Uuid::from_u128(5)),
             broadcast_address: address,
             cluster_name: "c".into(),
+            lane: 0,
         };
         let encoded = hello.encode();
         seeds.push(encoded[6..encoded.len() - 4].to_vec());

@@ -1711,3 +1711,131 @@ async fn a_write_blocked_on_a_connection_the_peer_ends_gives_way_to_a_new_connec
     server.abort();
     a.messaging.shutdown().await;
 }
+
+/// Serves writes by recording the name of the thread each ran on.
+struct ThreadRecorder(std::sync::Mutex<Vec<String>>);
+
+impl Replica for ThreadRecorder {
+    fn apply_mutation(&self, _: Mutation, _: Deadline) -> ReplicaFuture<()> {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        self.0.lock().unwrap().push(name);
+        Box::pin(async { Ok(()) })
+    }
+    fn read(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadResponse> {
+        Box::pin(async { Err(ReplicaError::Internal("not served".into())) })
+    }
+    fn digest(&self, _: ReadCommand, _: Deadline) -> ReplicaFuture<ReadDigest> {
+        Box::pin(async { Ok(ReadDigest([0; 16])) })
+    }
+    fn truncate(&self, _: TableId, _: Deadline) -> ReplicaFuture<()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A shard thread: what stops it, and the thread to join.
+type ShardThread = (
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+);
+
+/// `count` shard threads named `{name}-shard-{i}`, each driving a current-thread runtime (as
+/// `cql_server::Shards` do), and their runtimes.
+fn shard_threads(name: &str, count: usize) -> (Vec<tokio::runtime::Handle>, Vec<ShardThread>) {
+    let mut handles = Vec::new();
+    let mut threads = Vec::new();
+    for i in 0..count {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        handles.push(runtime.handle().clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("{name}-shard-{i}"))
+            .spawn(move || {
+                let _ = runtime.block_on(stopped);
+            })
+            .expect("thread");
+        threads.push((stop, thread));
+    }
+    (handles, threads)
+}
+
+/// A request sent from a shard's thread is served on the peer's same-numbered shard thread
+/// (modulo its shard count), one sent from elsewhere on the peer's main runtime; the
+/// responses come back to the waiting requests either way, and a conviction fails a request
+/// waiting on a shard's lane.
+#[test]
+fn requests_are_served_on_the_senders_lane() {
+    let main = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (a_shards, a_threads) = shard_threads("a", 2);
+    let (b_shards, b_threads) = shard_threads("b", 3);
+    let recorder = Arc::new(ThreadRecorder(std::sync::Mutex::default()));
+    main.block_on(async {
+        let start = |id: u128, shards: Vec<tokio::runtime::Handle>, replica: Arc<dyn Replica>| {
+            let config = MessagingConfig {
+                host_id: host(id),
+                cluster_name: CLUSTER.to_string(),
+                listen_address: "127.0.0.1:0".parse().unwrap(),
+                broadcast_address: None,
+                options: options(),
+            };
+            MessagingService::start_on_shards(config, replica, Environment::tcp(id as u64), shards)
+        };
+        let engine = Arc::new(MemoryEngine::new());
+        let local: Arc<dyn Replica> =
+            Arc::new(replica::LocalReplica::new(engine, Durability::Periodic));
+        let a = Arc::new(start(1, a_shards.clone(), local).await.expect("start a"));
+        let b = Arc::new(start(2, b_shards, recorder.clone()).await.expect("start b"));
+        a.set_peer_address(host(2), b.listen_address());
+        let b_host = b.host_id();
+        for (lane, shard) in a_shards.iter().enumerate() {
+            let remote = a.remote_replica(b_host);
+            shard
+                .spawn(async move { remote.apply_mutation(write(1, b"x"), later()).await })
+                .await
+                .expect("join")
+                .unwrap_or_else(|e| panic!("write from lane {lane}: {e}"));
+        }
+        a.remote_replica(b_host)
+            .apply_mutation(write(1, b"y"), later())
+            .await
+            .expect("write from the main runtime");
+        // A current-thread runtime runs its tasks on the thread that drives it: this one.
+        let main_thread = std::thread::current().name().unwrap().to_string();
+        assert_eq!(
+            *recorder.0.lock().unwrap(),
+            ["b-shard-0", "b-shard-1", main_thread.as_str()]
+        );
+
+        // A request waiting on a shard's lane fails at once when its peer is convicted.
+        let blackhole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        a.set_peer_address(host(3), blackhole.local_addr().unwrap());
+        let remote = a.remote_replica(host(3));
+        let waiting = a_shards[1].spawn(async move {
+            let started = Instant::now();
+            let result = remote.apply_mutation(write(1, b"z"), later()).await;
+            (result, started.elapsed())
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(a.mark_down(host(3)));
+        let (result, took) = waiting.await.expect("join");
+        assert!(
+            matches!(result, Err(ReplicaError::Unreachable(_))),
+            "{result:?}"
+        );
+        assert!(took < Duration::from_secs(5), "failed at the conviction");
+        a.shutdown().await;
+        b.shutdown().await;
+    });
+    for (stop, thread) in a_threads.into_iter().chain(b_threads) {
+        stop.send(()).expect("shard running");
+        thread.join().expect("shard thread");
+    }
+}

@@ -60,6 +60,10 @@ pub struct ClusterSettings {
     pub fault_injection: bool,
     /// Hinted handoff: where hints are kept, and how they are kept and replayed.
     pub hints: hints::HintsConfig,
+    /// The CQL server's shards: messaging runs a lane on each (`MessagingService::
+    /// start_on_shards`), so a write's internode hops stay on its shard's thread. They must
+    /// run until `Cluster::shutdown` returns.
+    pub shards: Vec<tokio::runtime::Handle>,
 }
 
 /// The running cluster services of this node.
@@ -158,7 +162,7 @@ pub async fn start(
         settings.fault_injection,
     );
     let messaging = Arc::new(
-        MessagingService::start(
+        MessagingService::start_on_shards(
             MessagingConfig {
                 host_id,
                 cluster_name: settings.cluster_name.clone(),
@@ -168,6 +172,7 @@ pub async fn start(
             },
             served_replica.clone(),
             environment,
+            settings.shards.clone(),
         )
         .await
         .context("cannot start internode messaging")?,

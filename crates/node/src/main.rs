@@ -402,6 +402,12 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             .context("cannot load the schema")?,
     );
     let cluster_events = cql_server::ClusterEvents::new();
+    // The CQL server's shards, started before the cluster: internode messaging runs a lane on
+    // each, and stops using them only when the cluster has shut down (below).
+    let shards = Arc::new(
+        cql_server::Shards::start(cores(), blocking_threads_per_shard(cores()))
+            .context("cannot start the shards")?,
+    );
     let cluster = internode::start(
         internode::ClusterSettings {
             cluster_name: config.cluster_name.clone(),
@@ -428,6 +434,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
                 max_hints_size_per_host_bytes: config.hints.max_size_per_host_bytes,
                 disabled_datacenters: config.hints.disabled_datacenters.clone(),
             },
+            shards: shards.handles(),
         },
         &data_dir,
         alone.local_endpoint().clone(),
@@ -574,7 +581,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     }
 
     let addr = SocketAddr::new(config.rpc_address, config.native_transport_port);
-    let server = cql_server::Server::bind(
+    let server = cql_server::Server::bind_on_shards(
         addr,
         processor.clone(),
         cql_server::EventSources {
@@ -594,6 +601,7 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
             max_concurrent_connections_per_ip: config
                 .native_transport_max_concurrent_connections_per_ip,
         },
+        shards.clone(),
     )
     .await
     .with_context(|| format!("cannot listen on {addr}"))?;
@@ -627,6 +635,10 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     let _ = batchlog_replay.await;
     coordinator.wait_for_late_acks().await;
     cluster.shutdown().await;
+    // Messaging's lanes are done with the shards; joining their threads blocks.
+    if let Ok(shards) = Arc::try_unwrap(shards) {
+        tokio::task::spawn_blocking(move || shards.stop()).await?;
+    }
 
     let _ = stop_timers.send(true);
     if let Some(task) = sync_task {
