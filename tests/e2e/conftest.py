@@ -73,6 +73,27 @@ CLUSTER_SUBSET = (
 )
 
 
+# The modules whose tests start local clusters of three on 127.0.0.1-3 (`cluster3`,
+# `shared_cluster3` and clusters of their own), by the group of pytest-xdist workers
+# (`-n 2 --dist loadgroup`, as scripts/test-all runs the suite) that runs each: a group's tests
+# run one after another on one worker, so at most one cluster per group is up at a time, and a
+# module's `shared_cluster3` is started once. Two groups, each about half of the suite's cluster
+# time (mostly waits for gossip to convict a killed node, little CPU), run beside each other and
+# beside the tests on the one-node server, which workers take as they come free. The groups are
+# the largest units, so xdist hands them out first.
+CLUSTER_GROUPS = {
+    # Conviction waits: every level with a node down, read repair, placement, restarts.
+    "test_cluster_replication.py": "cluster-views",
+    "test_admin_cluster.py": "cluster-views",
+    "test_cluster.py": "cluster-views",
+    "test_batchlog.py": "cluster-views",
+    # Faults under load and hinted handoff.
+    "test_cluster_faults.py": "cluster-faults",
+    "test_hints.py": "cluster-faults",
+    "test_messaging_faults.py": "cluster-faults",
+}
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--host",
@@ -137,7 +158,13 @@ def in_cluster_subset(item):
     return False
 
 
+# First: pytest-xdist's worker reads the `xdist_group` marks in its own hook.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = CLUSTER_GROUPS.get(item.path.name)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if config.getoption("--cluster-subset"):
         deselected = [item for item in items if not in_cluster_subset(item)]
         if deselected:

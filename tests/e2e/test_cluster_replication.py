@@ -42,6 +42,8 @@ VIEW_TIMEOUT_S = 90
 SCHEMA_AGREEMENT_S = 10
 # How long a client waits for a pushed STATUS_CHANGE.
 EVENT_TIMEOUT_S = 90
+# How long a write acknowledged at ANY may take to show on the live replicas.
+ANY_VISIBLE_S = 10
 
 WRITE_LEVELS = [CL.ANY, CL.ONE, CL.TWO, CL.THREE, CL.QUORUM, CL.ALL, CL.LOCAL_ONE,
                 CL.LOCAL_QUORUM, CL.EACH_QUORUM]
@@ -274,8 +276,16 @@ def test_levels_with_one_node_down(ring):
                 # Written at ONE (or ANY): read at TWO, which meets the replica it reached.
                 if cl in (CL.ONE, CL.LOCAL_ONE):
                     read_cl = CL.TWO
-                rows = list(run(s, f"SELECT v FROM {ks}.t WHERE k = %s", [i], read_cl))
-                assert [r.v for r in rows] == [i], f"written at {name(cl)} with node3 down"
+                read = lambda: [r.v for r in run(  # noqa: E731
+                    s, f"SELECT v FROM {ks}.t WHERE k = %s", [i], read_cl)]
+                if cl == CL.ANY:
+                    # ANY is acknowledged as soon as the coordinator keeps node3's hint (as in
+                    # Cassandra), possibly before nodes 1 and 2 applied the write: they must
+                    # show it soon after, not necessarily at once.
+                    wait_until(lambda: read() == [i], ANY_VISIBLE_S,
+                               "written at ANY with node3 down, read at TWO")
+                else:
+                    assert read() == [i], f"written at {name(cl)} with node3 down"
 
 
 def test_write_through_any_node_reads_through_every_other(ring):

@@ -7,6 +7,7 @@ Everything here works the same against Helenus and against Apache Cassandra, exc
 
 import itertools
 import os
+import random
 import signal
 import socket
 import struct
@@ -185,11 +186,67 @@ def wait_until(condition, timeout_s, what):
         time.sleep(0.1)  # poll interval
 
 
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The ports `free_port` hands out: below the kernel's ephemeral range (the ports it gives
+# outgoing connections and `bind(0)`, which another process may take at any time), one slice per
+# pytest-xdist worker so that two workers never pick the same port, and never the same port
+# twice in one process (a node's CQL, admin and storage ports are picked one after another and
+# bound only once it starts).
+FREE_PORT_FLOOR = 10000
+
+
+def _ephemeral_floor():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_slice():
+    """This process's [low, high) of ports for `free_port`: its xdist worker's share of
+    [FREE_PORT_FLOOR, the ephemeral range's start)."""
+    ceiling = _ephemeral_floor()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if ceiling - FREE_PORT_FLOOR < 1000 * count:
+        return None
+    width = (ceiling - FREE_PORT_FLOOR) // count
+    low = FREE_PORT_FLOOR + index * width
+    return low, low + width
+
+
+_handed_out = set()
+_port_random = random.Random()
+
+
+def _bindable(host, port):
+    """Whether `port` is free on `host` for TCP and UDP (gossip shares the storage port)."""
+    try:
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            with socket.socket(socket.AF_INET, kind) as s:
+                s.bind((host, port))
+        return True
+    except OSError:
+        return False
+
+
+def free_port(hosts=("127.0.0.1",)):
+    """A port that nothing uses on any of `hosts` right now (TCP and UDP), not handed out
+    before by this process, from this worker's slice (`_port_slice`)."""
+    span = _port_slice()
+    for _ in range(1000):
+        if span is None:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((hosts[0], 0))
+                port = s.getsockname()[1]
+        else:
+            port = _port_random.randrange(*span)
+        if port in _handed_out or not all(_bindable(host, port) for host in hosts):
+            continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no port free on all of {hosts}")
 
 
 # A protocol v4 OPTIONS frame: version 0x04, flags 0, stream 0, opcode 0x05, body length 0.
@@ -368,17 +425,8 @@ def default_helenus_bin():
 
 
 def free_port_on(hosts):
-    """A TCP port nothing listens on right now on every one of `hosts` (loopback addresses)."""
-    for _ in range(100):
-        port = free_port()
-        try:
-            for host in hosts:
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                    s.bind((host, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError(f"no port free on all of {hosts}")
+    """A port nothing uses right now on every one of `hosts` (loopback addresses)."""
+    return free_port(tuple(hosts))
 
 
 # How long `helenus cluster start` may take for all its nodes, and `stop` for all of them.
