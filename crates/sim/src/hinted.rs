@@ -13,13 +13,16 @@
 //!   its last `hints_flush_period`; the e2e tests cover that. The service's file steps run
 //!   inline (`hints::FileIo::Inline`): a step on tokio's blocking pool would finish at a point
 //!   of sim time that depends on the real machine, and a seed would not replay.
-//! - gossip's view of who is up ([`SimView`]): the crash and restart schedule of the seed
-//!   (a crashed node is down until its restart), every node once the faults heal. A node
-//!   whose view sees a peer come up (a restart, or the heal) calls `target_up`, as the node's
-//!   wiring does on gossip's UP; once more after the clients' last requests ended, for the
-//!   hints their timeouts kept (the service's own period is Cassandra's 10 s, longer than the
-//!   run), and from then on for each peer with hints still pending. Partitions are not in the view (gossip would convict a cut-off node; here a
-//!   delivery to it times out and backs off until the heal's `target_up`).
+//! - the replay's trigger is gossip's: a node's UP events call `target_up`, as the node's
+//!   wiring does (`membership`); the harness adds one at the heal and once more after the
+//!   clients' last requests ended, for the hints their timeouts kept (the service's own
+//!   period is Cassandra's 10 s, longer than the run), and from then on for each peer with
+//!   hints still pending.
+//! - the store's view of who is up and for how long ([`SimView`], its `HintTargets`): still
+//!   the crash and restart schedule of the seed (a crashed node is down until its restart),
+//!   every node once the faults heal, not gossip's view. Partitions are not in it (gossip
+//!   convicts a cut-off node; here a delivery to it times out and backs off until the next
+//!   `target_up`).
 //!
 //! The checks ([`SimHints::check`]), made once every node's store has no hint pending after
 //! the clients' last requests, or a second past the final reads' time at the latest; the final
@@ -431,10 +434,11 @@ impl SimHints {
     }
 }
 
-/// Node `node`'s stand-in for gossip's UP events: every `VIEW_PERIOD`, each peer its view
-/// sees come up since the last look gets `target_up`; so does every peer at the heal and
-/// once the clients' last requests ended (`quiet_ms`), and from then on every peer with
-/// hints still pending (a delivery that failed is tried again without its backoff).
+/// What node `node` adds to gossip's UP events (`membership`, which call `target_up` as the
+/// node's wiring does): at the heal and once the clients' last requests ended (`quiet_ms`),
+/// `target_up` for every peer its view holds up, and from then on, every `VIEW_PERIOD`, for
+/// every peer with hints still pending (a delivery that failed is tried again without its
+/// backoff): the service's own period is Cassandra's 10 s, longer than the run.
 async fn follow_view(
     view: Arc<SimView>,
     store: Arc<HintStore>,
@@ -443,10 +447,6 @@ async fn follow_view(
     quiet_ms: u64,
 ) {
     let peers: Vec<usize> = (0..view.host_ids.len()).filter(|p| *p != node).collect();
-    let mut was_up: Vec<bool> = peers
-        .iter()
-        .map(|p| view.down_since(*p, sim_now_ms()).is_none())
-        .collect();
     let mut last_ms = sim_now_ms();
     loop {
         tokio::time::sleep(VIEW_PERIOD).await;
@@ -458,16 +458,15 @@ async fn follow_view(
             .filter(|t| t.pending > 0)
             .map(|t| t.host)
             .collect();
-        for (i, peer) in peers.iter().enumerate() {
+        for peer in &peers {
             let host = view.host_ids[*peer];
             let up = view.down_since(*peer, now).is_none();
             // Once everything healed, a target with hints is not left to a backoff: the run's
             // final reads come within a second, Cassandra's next try might not.
             let healed_with_hints = now >= quiet_ms && pending.contains(&host);
-            if up && (!was_up[i] || all || healed_with_hints) {
+            if up && (all || healed_with_hints) {
                 store.target_up(host);
             }
-            was_up[i] = up;
         }
         last_ms = now;
     }

@@ -86,14 +86,17 @@
 //! without RocksDB.
 
 pub mod cluster;
+pub mod entropy;
 pub mod faults;
 mod hinted;
 pub mod history;
+pub mod membership;
 pub mod metadata;
 mod network;
 
 pub use cluster::{run, RunReport, SimConfig};
 pub use faults::{Chaos, Fault, ScheduledFault};
 pub use history::{check, History, Level, Op, OpKind, Outcome, Violation};
+pub use membership::{GossipBug, GossipEvent, GossipHistory, GossipViolation};
 pub use metadata::{MetadataBug, MetadataHistory, MetadataViolation};
 pub use network::TurmoilNetwork;
