@@ -316,7 +316,7 @@ fn a_planted_gossip_bug_is_caught() {
 const PLANTED_GOSSIP_SEED: u64 = 3;
 
 /// A seed whose run the planted hint bug breaks.
-const PLANTED_HINT_SEED: u64 = 2;
+const PLANTED_HINT_SEED: u64 = 0;
 
 /// The planted bug in hinted handoff: every hint is acknowledged by its target and never
 /// applied (`SimConfig::lose_hints`), as a replay that skips its hints would. The check after
