@@ -723,7 +723,6 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
         let wait_ms = shared.config.final_reads_ms - now_ms();
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
         shared.hints.checked().await;
-        reconnect(&shared, &messaging, node).await;
         for key in 0..shared.config.keys {
             read(&shared, &coordinator, node, key, Level::All).await;
         }
@@ -731,26 +730,6 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     // Keep serving peers' requests until the run ends (the clients' tasks end by themselves).
     let _serving = metadata;
     std::future::pending::<turmoil::Result>().await
-}
-
-/// Pings every peer until it answers (a few tries): the first message on a connection to a
-/// peer that restarted meets the reset of the connection it had and is lost (as over real
-/// TCP), and the next one dials afresh. Gossip would have noticed the restart and the
-/// connection been redialled; this stands in for it, so that the final reads at ALL measure
-/// the data, not the connections. Not in the history.
-async fn reconnect(shared: &Shared, messaging: &MessagingService, node: usize) {
-    const TRIES: usize = 5;
-    const PING_TIMEOUT: Duration = Duration::from_millis(100);
-    for peer in (0..shared.names.len()).filter(|p| *p != node) {
-        for _ in 0..TRIES {
-            let deadline = Deadline::after(PING_TIMEOUT);
-            match messaging.ping(shared.host_ids[peer], Some(deadline)).await {
-                Ok(()) => break,
-                // A reset connection fails at once: wait out the try before the next.
-                Err(_) => tokio::time::sleep(deadline.remaining()).await,
-            }
-        }
-    }
 }
 
 /// One client: writes and reads random keys until the faults heal.
