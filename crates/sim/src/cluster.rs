@@ -255,10 +255,15 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
         .build();
     let names: Vec<String> = (0..config.nodes).map(|i| format!("node{i}")).collect();
     let host_ids: Vec<HostId> = (0..config.nodes).map(crate::metadata::host_id).collect();
+    let gossip = Arc::new(GossipShared::new(
+        config.nodes,
+        GossipLinks::new(max_latency, config.drop_per_mille, config.delay_per_mille),
+        config.gossip_bug,
+    ));
     let shared = Arc::new(Shared {
         config: config.clone(),
         names: names.clone(),
-        hints: SimHints::new(config, host_ids.clone()),
+        hints: SimHints::new(config, host_ids.clone(), gossip.clone()),
         host_ids,
         tokens: (0..config.nodes)
             .map(|_| {
@@ -291,11 +296,7 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
         max_latency,
         metadata: MetadataShared::new(config.nodes, config.metadata_bug),
         skews_micros: (0..config.nodes).map(|_| Arc::default()).collect(),
-        gossip: Arc::new(GossipShared::new(
-            config.nodes,
-            GossipLinks::new(max_latency, config.drop_per_mille, config.delay_per_mille),
-            config.gossip_bug,
-        )),
+        gossip,
     });
     for (node, name) in names.iter().enumerate() {
         let shared = shared.clone();
@@ -589,11 +590,14 @@ impl WallClock for SimClock {
     }
 }
 
-/// The cluster as a stage-1 coordinator sees it: this node's replica, a `RemoteReplica` per
-/// peer, and every endpoint alive (there is no failure detector yet: a request to a crashed
-/// or cut-off node times out, as one does before gossip convicts it).
+/// The cluster as the node's coordinator sees it (as the node's `ClusterEndpoints`): this
+/// node's replica, a `RemoteReplica` per peer, and who is up from this node's gossip view (a
+/// request to a crashed or cut-off node times out until gossip convicts it, then fails
+/// `Unavailable` before it is sent).
 struct StaticEndpoints {
     local: HostId,
+    node: usize,
+    gossip: Arc<GossipShared>,
     local_replica: Arc<dyn Replica>,
     messaging: Arc<MessagingService>,
     remotes: RwLock<BTreeMap<HostId, Arc<dyn Replica>>>,
@@ -611,8 +615,8 @@ impl Endpoints for StaticEndpoints {
         Some(replica.clone())
     }
 
-    fn is_alive(&self, _: HostId) -> bool {
-        true
+    fn is_alive(&self, endpoint: HostId) -> bool {
+        endpoint == self.local || self.gossip.is_live(self.node, endpoint)
     }
 }
 
@@ -672,6 +676,8 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     ));
     let endpoints = Arc::new(StaticEndpoints {
         local: host_id,
+        node,
+        gossip: shared.gossip.clone(),
         local_replica,
         messaging: messaging.clone(),
         remotes: RwLock::default(),

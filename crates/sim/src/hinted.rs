@@ -18,11 +18,10 @@
 //!   clients' last requests ended, for the hints their timeouts kept (the service's own
 //!   period is Cassandra's 10 s, longer than the run), and from then on for each peer with
 //!   hints still pending.
-//! - the store's view of who is up and for how long ([`SimView`], its `HintTargets`): still
-//!   the crash and restart schedule of the seed (a crashed node is down until its restart),
-//!   every node once the faults heal, not gossip's view. Partitions are not in it (gossip
-//!   convicts a cut-off node; here a delivery to it times out and backs off until the next
-//!   `target_up`).
+//! - the store's view of who is up ([`SimView`], its `HintTargets`): the node's gossip view,
+//!   as the node's; how long a target has been down is still the crash and restart schedule
+//!   of the seed (a crashed node is down until its restart), which only `max_hint_window`
+//!   reads, hours, longer than any run.
 //!
 //! The checks ([`SimHints::check`]), made once every node's store has no hint pending after
 //! the clients' last requests, or a second past the final reads' time at the latest; the final
@@ -50,6 +49,7 @@ use storage::{MemoryEngine, StorageEngine};
 use crate::cluster::{partition_key, TABLE};
 use crate::faults::{schedule, Fault};
 use crate::history::{History, OpKind, Outcome, Violation};
+use crate::membership::GossipShared;
 
 /// How often a node's [`SimView`] looks at who is up (gossip's round).
 const VIEW_PERIOD: Duration = Duration::from_millis(100);
@@ -89,9 +89,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Who is up as node `node` sees it, and the replicas to deliver its hints through: the
 /// `hints::HintTargets` of its store.
 pub(crate) struct SimView {
+    node: usize,
+    /// Who is up: the node's gossip view.
+    gossip: Arc<GossipShared>,
     host_ids: Vec<HostId>,
     /// Per node, the `[crash, restart)` spans of sim time it is down (restart `u64::MAX` if
-    /// none before the heal; every node is up from the heal on).
+    /// none before the heal; every node is up from the heal on): how long a target has been
+    /// down (`HintTargets::downtime`, against `max_hint_window`, hours, longer than any run).
     down: Vec<Vec<(u64, u64)>>,
     heal_ms: u64,
     /// The endpoints of the node's current incarnation (its messaging), set at each start.
@@ -123,8 +127,7 @@ fn sim_now_ms() -> u64 {
 
 impl HintTargets for SimView {
     fn is_alive(&self, host: HostId) -> bool {
-        self.index(host)
-            .is_some_and(|n| self.down_since(n, sim_now_ms()).is_none())
+        self.gossip.is_live(self.node, host)
     }
 
     fn downtime(&self, host: HostId) -> Option<Duration> {
@@ -216,7 +219,11 @@ impl RunState<'_> {
 
 impl SimHints {
     /// The hints of a run of `config`'s seed: its crash schedule drawn as the harness draws it.
-    pub(crate) fn new(config: &crate::SimConfig, host_ids: Vec<HostId>) -> SimHints {
+    pub(crate) fn new(
+        config: &crate::SimConfig,
+        host_ids: Vec<HostId>,
+        gossip: Arc<GossipShared>,
+    ) -> SimHints {
         let nodes = host_ids.len();
         let mut down: Vec<Vec<(u64, u64)>> = vec![Vec::new(); nodes];
         let mut crashes: Vec<Vec<u64>> = vec![Vec::new(); nodes];
@@ -235,8 +242,10 @@ impl SimHints {
             }
         }
         let views = (0..nodes)
-            .map(|_| {
+            .map(|node| {
                 Arc::new(SimView {
+                    node,
+                    gossip: gossip.clone(),
                     host_ids: host_ids.clone(),
                     down: down.clone(),
                     heal_ms: config.heal_ms,
@@ -460,7 +469,7 @@ async fn follow_view(
             .collect();
         for peer in &peers {
             let host = view.host_ids[*peer];
-            let up = view.down_since(*peer, now).is_none();
+            let up = view.gossip.is_live(node, host);
             // Once everything healed, a target with hints is not left to a backoff: the run's
             // final reads come within a second, Cassandra's next try might not.
             let healed_with_hints = now >= quiet_ms && pending.contains(&host);

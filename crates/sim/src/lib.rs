@@ -14,7 +14,8 @@
 //! detector) over an in-process datagram transport routed through the same link state
 //! ([`membership`]): liveness comes from gossip as in the node (`gossip::follow_liveness`
 //! marks convicted peers down in messaging, UP marks them up, a newer generation reconnects;
-//! gossip's UP events start the replay of hints). Clients on every node write unique values to a few register keys and read
+//! gossip's UP events start the replay of hints; the coordinator's `Endpoints::is_alive` and
+//! the hint store's `HintTargets::is_alive` are the node's gossip view). Clients on every node write unique values to a few register keys and read
 //! them at QUORUM, and propose schema changes to a spare keyspace (create, alter, drop of its
 //! tables, decided on the node's applied schema: a stale version refused is a normal outcome),
 //! while the seed's faults run: message loss and delay (messaging's fault hook, [`Chaos`]), link latency and
@@ -91,10 +92,6 @@
 //! - the coordinator's ring is the static one, not the metadata log's nor gossip's (the checks
 //!   compare both with it); ring changes (joins, decommissions) under traffic are not
 //!   simulated.
-//! - the coordinator's `Endpoints::is_alive` and the hint store's `HintTargets` liveness are
-//!   not gossip's view yet (every endpoint counts as alive to the coordinator; the hint store
-//!   follows the crash schedule, `hinted`): a request to a node gossip convicted fails at
-//!   once in messaging (marked down), not `Unavailable` before it is sent, as in the node.
 //! - gossip's bytes: chitchat's codec is crate-private, so its messages cross as values, not
 //!   datagrams of bytes (size limits, the MTU, are not exercised).
 //!

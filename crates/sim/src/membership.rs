@@ -477,12 +477,13 @@ impl GossipShared {
     ) -> anyhow::Result<Membership> {
         let address = SocketAddr::new(node.endpoint.broadcast_address, node.storage_port);
         // The peers it knew (Cassandra's `system.peers`): its last incarnation's view.
+        // Taken: until the new incarnation publishes its view, it holds no peer up.
         let saved_peers = lock(&self.views[node.node])
-            .as_ref()
+            .take()
             .map(|view| {
                 let local = node.endpoint.host_id;
-                let peers = view.members.iter().filter(|m| m.endpoint.host_id != local);
-                peers.cloned().collect()
+                let peers = view.members.into_iter();
+                peers.filter(|m| m.endpoint.host_id != local).collect()
             })
             .unwrap_or_default();
         let config = MembershipConfig {
@@ -577,6 +578,17 @@ impl GossipShared {
             }
         });
         Ok(membership)
+    }
+
+    /// Whether `observer`'s gossip view (its current incarnation's) holds `host` up: what its
+    /// coordinator and hint store ask (`Endpoints::is_alive`, `HintTargets::is_alive`). False
+    /// before the incarnation published its first view.
+    pub(crate) fn is_live(&self, observer: usize, host: HostId) -> bool {
+        lock(&self.views[observer]).as_ref().is_some_and(|view| {
+            view.members
+                .iter()
+                .any(|m| m.endpoint.host_id == host && m.live)
+        })
     }
 
     /// Why the views have not converged (`None`: they have): every node's view holds every
