@@ -3,9 +3,10 @@
 //!
 //! Owns: this node's [`Membership`] in the cluster's gossip, run by chitchat (quickwit's
 //! scuttlebutt gossip with a phi-accrual failure detector) over its `Transport` (UDP on the
-//! node's storage port; an in-memory channel in tests and simulations); the keys a node
-//! publishes ([`state`]'s table: state, data centre, rack, native address, tokens, schema and
-//! release versions; host id, generation and broadcast address are chitchat's node id); the
+//! node's storage port; an in-memory channel in tests; `sim`'s own, routed through its
+//! faults, in the simulation); the keys a node publishes ([`state`]'s table: state, data
+//! centre, rack, native address, tokens, schema and release versions; host id, generation
+//! and broadcast address are chitchat's node id); the
 //! [`ClusterView`] built from them (every node known, by host id, up or down, and the
 //! `locator::TokenMetadata` it makes); and the [`MembershipEvent`]s drivers are told of
 //! (TOPOLOGY_CHANGE `NEW_NODE`/`REMOVED_NODE`, STATUS_CHANGE `UP`/`DOWN`), each change once;

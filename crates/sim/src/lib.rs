@@ -39,7 +39,7 @@
 //! heal; that log, applied to an empty state, gives every node's answers and final state (the
 //! ring and the schema converge, with the tokens each node claimed); every proposal
 //! acknowledged as committed is at its index, a schema change taking effect exactly once; no
-//! proposal waits past its timeout. And gossip ([`membership::check`]): a crashed node is
+//! proposal waits past its timeout. And gossip (`membership::check`): a crashed node is
 //! convicted by every other within `CONVICTION_BOUND_MS` (1.5 s, for crashes that long), and
 //! within `CONVERGENCE_BOUND_MS` (1 s) of the heal every node's view has every node up at its
 //! current generation with the same host ids, tokens and state, and the ring built from each

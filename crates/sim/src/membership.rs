@@ -3,7 +3,8 @@
 //! in-process datagram transport routed through the run's link state, and follows it as the
 //! node does: `gossip::follow_liveness` drives its messaging (a conviction is `mark_down`, an
 //! UP `mark_up`, a newer generation reconnects), and gossip's UP events start the replay of
-//! its hints (`HintStore::target_up`, as the node's `start_hints` wires it).
+//! its hints (`HintStore::target_up`, as the node's `start_hints` wires it); its coordinator
+//! and hint store ask its view who is up (`GossipShared::is_live`).
 //!
 //! The transport passes chitchat's messages (`ChitchatEnvelope` values; chitchat's wire
 //! codec is crate-private, so no bytes) as UDP would carry them, by the same link state the
@@ -15,7 +16,7 @@
 //! so turmoil drives chitchat's rounds and its failure detector.
 //!
 //! What it records ([`GossipHistory`]): every node's UP and DOWN events, by sim time, and
-//! the views the nodes hold; [`check`] turns them into the run's gossip invariants:
+//! the views the nodes hold; `check` turns them into the run's gossip invariants:
 //! - a crashed node is convicted by every other node within [`CONVICTION_BOUND_MS`] (checked
 //!   for crashes at least that long; the times are reported, [`GossipHistory::convictions`]);
 //! - the views converge within [`CONVERGENCE_BOUND_MS`] of the heal: every node's view has
@@ -61,6 +62,11 @@ const CHAOS_MAX_DELAY_MS: u64 = 50;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Sim time since the run started, milliseconds (on a simulated host).
+fn sim_now_ms() -> u64 {
+    turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The links gossip's datagrams cross, as the harness sets them (kept outside the hosts).
@@ -164,7 +170,7 @@ impl GossipLinks {
         }
         // This host may run this millisecond after the receiver did (turmoil runs the hosts
         // of a step one after another): the receiver then reads it in the next millisecond.
-        let now_ms = crate::cluster::now_ms();
+        let now_ms = sim_now_ms();
         if [now_ms, now_ms + 1]
             .iter()
             .any(|ms| ms % interval_ms() == socket.round_phase_ms)
@@ -198,7 +204,7 @@ impl Transport for SimGossipTransport {
         let (tx, rx) = mpsc::channel(SOCKET_QUEUE);
         let socket = OpenSocket {
             node: self.node,
-            round_phase_ms: crate::cluster::now_ms() % interval_ms(),
+            round_phase_ms: sim_now_ms() % interval_ms(),
             tx,
         };
         lock(&self.links.sockets).insert(self.address, socket);
@@ -557,7 +563,7 @@ impl GossipShared {
                     continue;
                 };
                 lock(&shared.history).events.push(GossipEvent {
-                    at_ms: crate::cluster::now_ms(),
+                    at_ms: sim_now_ms(),
                     observer,
                     start,
                     peer,
