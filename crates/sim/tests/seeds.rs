@@ -3,6 +3,7 @@
 //! exact; a planted bug is caught.
 
 use coordinator::ConsistencyLevel;
+use sim::membership::CONVICTION_BOUND_MS;
 use sim::{run, Fault, GossipBug, GossipViolation, MetadataBug, MetadataViolation, SimConfig};
 
 /// Seeds the test command runs (kept so that `cargo test -p sim` stays within a couple of
@@ -82,13 +83,23 @@ struct GossipTimes {
     convictions_ms: Vec<u64>,
     /// Crashes a node had not convicted by the restart (shorter than detection takes).
     unconvicted: usize,
+    /// Crash-observer pairs held to `CONVICTION_BOUND_MS` (the crash lasted that long).
+    bounded: usize,
     /// Sim ms from the heal to the views' convergence.
     convergence_ms: Vec<u64>,
 }
 
 impl GossipTimes {
     fn add(&mut self, report: &sim::RunReport) {
-        for (_, _, _, convicted) in report.gossip.convictions(&report.faults) {
+        for (crash_ms, node, _, convicted) in report.gossip.convictions(&report.faults) {
+            let restart_ms = report
+                .faults
+                .iter()
+                .find(|f| f.at_ms > crash_ms && f.fault == Fault::Restart(node))
+                .map_or(report.config.heal_ms, |f| f.at_ms);
+            if restart_ms.min(report.config.heal_ms) >= crash_ms + CONVICTION_BOUND_MS {
+                self.bounded += 1;
+            }
             match convicted {
                 Some(ms) => self.convictions_ms.push(ms),
                 None => self.unconvicted += 1,
@@ -103,6 +114,7 @@ impl GossipTimes {
     fn merge(&mut self, other: &GossipTimes) {
         self.convictions_ms.extend(&other.convictions_ms);
         self.unconvicted += other.unconvicted;
+        self.bounded += other.bounded;
         self.convergence_ms.extend(&other.convergence_ms);
     }
 
@@ -125,9 +137,10 @@ impl GossipTimes {
             }
         }
         format!(
-            "gossip: convictions after a crash: {} ({} crash-observer pairs restarted first); views converged after the heal: {}",
+            "gossip: convictions after a crash: {} ({} crash-observer pairs restarted first, {} held to the {CONVICTION_BOUND_MS} ms bound); views converged after the heal: {}",
             spread(&self.convictions_ms),
             self.unconvicted,
+            self.bounded,
             spread(&self.convergence_ms)
         )
     }
