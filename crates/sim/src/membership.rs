@@ -34,11 +34,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
 use chitchat::ChitchatEnvelope;
-use gossip::{ClusterView, EventKind, Membership, MembershipConfig, PeerChange};
+use gossip::{ClusterView, EventKind, Membership, MembershipConfig, MembershipEvent, PeerChange};
 use hints::HintStore;
 use locator::{Endpoint, HostId};
 use messaging::{MessagingService, RandomSource, SplitMix64};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::faults::{Fault, ScheduledFault};
 
@@ -535,54 +535,15 @@ impl GossipShared {
                 }
             },
         );
-        let mut events = membership.subscribe();
-        let mut views = membership.watch_view();
-        let shared = self.clone();
-        let host_ids = node.host_ids.to_vec();
-        let (observer, start, store) = (node.node, node.start, node.hints);
-        let down_0 = peer_0_down.clone();
-        tokio::spawn(async move {
-            use tokio::sync::broadcast::error::RecvError;
-            loop {
-                let event = match events.recv().await {
-                    Ok(event) => event,
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return,
-                };
-                let up = match event.kind {
-                    EventKind::Up => true,
-                    EventKind::Down => false,
-                    EventKind::NewNode | EventKind::RemovedNode => continue,
-                };
-                let missed = up && event.host_id == peer_0 && down_0.load(Ordering::Relaxed);
-                if up && !missed {
-                    // As the node's `start_hints`: gossip's UP replays the peer's hints.
-                    store.target_up(event.host_id);
-                }
-                let Some(peer) = host_ids.iter().position(|h| *h == event.host_id) else {
-                    continue;
-                };
-                lock(&shared.history).events.push(GossipEvent {
-                    at_ms: sim_now_ms(),
-                    observer,
-                    start,
-                    peer,
-                    up,
-                });
-            }
-        });
-        let shared = self.clone();
-        let bug = self.bug.filter(|_| observer == 1);
-        tokio::spawn(async move {
-            loop {
-                let view = views.borrow_and_update().clone();
-                let down = peer_0_down.load(Ordering::Relaxed);
-                *lock(&shared.views[observer]) = Some(ViewRecord::of(&view, bug, peer_0, down));
-                if views.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
+        let follower = Follower {
+            shared: self.clone(),
+            observer: node.node,
+            start: node.start,
+            host_ids: node.host_ids.to_vec(),
+            peer_0_down,
+        };
+        tokio::spawn(follower.clone().events(membership.subscribe(), node.hints));
+        tokio::spawn(follower.views(membership.watch_view()));
         Ok(membership)
     }
 
@@ -675,6 +636,67 @@ impl GossipShared {
             }
         }
         None
+    }
+}
+
+/// What follows one incarnation of a node's membership for the run: its events and views.
+#[derive(Clone)]
+struct Follower {
+    shared: Arc<GossipShared>,
+    observer: usize,
+    start: u64,
+    host_ids: Vec<HostId>,
+    /// Whether the planted `NeverUpAgain` holds node 0 down for it.
+    peer_0_down: Arc<AtomicBool>,
+}
+
+impl Follower {
+    /// Records its UP and DOWN events, and on UP replays the peer's hints (as the node's
+    /// `start_hints`), until membership stops.
+    async fn events(self, mut events: broadcast::Receiver<MembershipEvent>, store: Arc<HintStore>) {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            let event = match events.recv().await {
+                Ok(event) => event,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            };
+            let up = match event.kind {
+                EventKind::Up => true,
+                EventKind::Down => false,
+                EventKind::NewNode | EventKind::RemovedNode => continue,
+            };
+            let missed =
+                up && event.host_id == self.host_ids[0] && self.peer_0_down.load(Ordering::Relaxed);
+            if up && !missed {
+                store.target_up(event.host_id);
+            }
+            let Some(peer) = self.host_ids.iter().position(|h| *h == event.host_id) else {
+                continue;
+            };
+            lock(&self.shared.history).events.push(GossipEvent {
+                at_ms: sim_now_ms(),
+                observer: self.observer,
+                start: self.start,
+                peer,
+                up,
+            });
+        }
+    }
+
+    /// Keeps its latest view for the checks and `GossipShared::is_live`, until membership
+    /// stops.
+    async fn views(self, mut views: watch::Receiver<Arc<ClusterView>>) {
+        let bug = self.shared.bug.filter(|_| self.observer == 1);
+        loop {
+            let view = views.borrow_and_update().clone();
+            let down = self.peer_0_down.load(Ordering::Relaxed);
+            let record = ViewRecord::of(&view, bug, self.host_ids[0], down);
+            *lock(&self.shared.views[self.observer]) = Some(record);
+            if views.changed().await.is_err() {
+                return;
+            }
+        }
     }
 }
 
