@@ -3,12 +3,15 @@
 //!
 //! Owns: this node's [`Membership`] in the cluster's gossip, run by chitchat (quickwit's
 //! scuttlebutt gossip with a phi-accrual failure detector) over its `Transport` (UDP on the
-//! node's storage port; an in-memory channel in tests and simulations); the keys a node
-//! publishes ([`state`]'s table: state, data centre, rack, native address, tokens, schema and
-//! release versions; host id, generation and broadcast address are chitchat's node id); the
+//! node's storage port; an in-memory channel in tests; `sim`'s own, routed through its
+//! faults, in the simulation); the keys a node publishes ([`state`]'s table: state, data
+//! centre, rack, native address, tokens, schema and release versions; host id, generation
+//! and broadcast address are chitchat's node id); the
 //! [`ClusterView`] built from them (every node known, by host id, up or down, and the
 //! `locator::TokenMetadata` it makes); and the [`MembershipEvent`]s drivers are told of
-//! (TOPOLOGY_CHANGE `NEW_NODE`/`REMOVED_NODE`, STATUS_CHANGE `UP`/`DOWN`), each change once.
+//! (TOPOLOGY_CHANGE `NEW_NODE`/`REMOVED_NODE`, STATUS_CHANGE `UP`/`DOWN`), each change once;
+//! and [`follow_liveness`], what a follower of the failure detector (messaging, in the node
+//! and in the simulation) is told of each peer: restarted, up, down.
 //!
 //! Cassandra's rules kept: `phi_convict_threshold` means what it means in Cassandra (its phi,
 //! not chitchat's; see `membership.rs`); a restarted node gossips under a new generation and
@@ -21,9 +24,11 @@
 //! `locator` for the vocabulary of nodes and rings. Time is tokio's (`tokio::time`, so paused
 //! and simulated clocks drive it) and the network is chitchat's injectable `Transport`.
 //! Chitchat picks its gossip partners with its own random generator (`rand::rng()`), which
-//! cannot be injected.
+//! cannot be injected: the simulation seeds it through the process's `getrandom`
+//! (`sim`'s `entropy`).
 
 mod events;
+mod liveness;
 mod membership;
 mod pause;
 mod state;
@@ -31,6 +36,7 @@ mod view;
 
 pub use chitchat::transport::{ChannelTransport, Transport, UdpTransport};
 pub use events::{EventKind, MembershipEvent};
+pub use liveness::{follow_liveness, PeerChange};
 pub use membership::{
     Membership, MembershipConfig, DEFAULT_GOSSIP_INTERVAL, DEFAULT_MAX_LOCAL_PAUSE,
     DEFAULT_PHI_CONVICT_THRESHOLD, EVENT_CHANNEL_CAPACITY,

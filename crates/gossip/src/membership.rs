@@ -188,8 +188,9 @@ struct RefreshState {
 
 impl Membership {
     /// Starts gossiping as `config` says, over `transport` (chitchat's `UdpTransport` in the
-    /// node, its `ChannelTransport` in tests and simulations). The view starts with this node
-    /// and its saved peers (down); peers join it as gossip brings their complete states.
+    /// node, its `ChannelTransport` in tests, `sim`'s own in the simulation). The view starts
+    /// with this node and its saved peers (down); peers join it as gossip brings their
+    /// complete states.
     pub async fn start(
         mut config: MembershipConfig,
         transport: &dyn Transport,

@@ -17,13 +17,12 @@
 //! verb id. Fault injection is for tests: without `fault_injection: true` (or `HELENUS_FAULT_INJECTION=true`) the node installs
 //! no injector and `fault` is refused.
 
-use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gossip::ClusterView;
+use gossip::{ClusterView, PeerChange};
 use locator::HostId;
 use messaging::{FaultInjector, LinkFault, MessagingService, Verb};
 use tokio::sync::watch;
@@ -66,78 +65,24 @@ pub fn messaging_environment(
 }
 
 /// Tells `messaging` of every peer gossip convicts (`mark_down`: its requests fail at once, and
-/// it is not dialled) and of every peer gossip holds up again (`mark_up`), until membership
-/// stops. A peer gossip has not yet seen up (at this node's start every peer is down until its
-/// heartbeats arrive) is left alone: messaging dials it as usual, with backoff.
-pub fn follow_liveness(
-    mut views: watch::Receiver<Arc<ClusterView>>,
-    messaging: Arc<MessagingService>,
-) {
-    tokio::spawn(async move {
-        let mut seen_up = HashSet::new();
-        let mut generations = HashMap::new();
-        loop {
-            let view = views.borrow_and_update().clone();
-            let peers = view.peers().map(|m| (m.endpoint.host_id, m.generation));
-            for host_id in restarts(peers, &mut generations) {
-                // A peer restarted before gossip convicted it: its old connections lead
-                // nowhere, and the first message on one would be lost (Cassandra's
-                // `StorageService.onRestart` interrupts the outbound connections too).
-                tracing::info!(%host_id, "a peer restarted: its connections are opened anew");
-                messaging.mark_down(host_id);
-            }
-            let peers = view.peers().map(|m| (m.endpoint.host_id, m.live));
-            for (host_id, up) in liveness_updates(peers, &mut seen_up) {
-                if up {
-                    messaging.mark_up(host_id);
-                } else {
-                    messaging.mark_down(host_id);
-                }
-            }
-            if views.changed().await.is_err() {
-                return;
-            }
+/// it is not dialled), of every peer gossip holds up again (`mark_up`), and of every peer that
+/// restarted (`mark_down` before its `mark_up`: the old process's connections lead nowhere, and
+/// the first message on one would be lost; Cassandra's `StorageService.onRestart` interrupts
+/// the outbound connections too), until membership stops (`gossip::follow_liveness`, which the
+/// simulation runs too).
+pub fn follow_liveness(views: watch::Receiver<Arc<ClusterView>>, messaging: Arc<MessagingService>) {
+    gossip::follow_liveness(views, move |host_id, change| match change {
+        PeerChange::Restarted => {
+            tracing::info!(%host_id, "a peer restarted: its connections are opened anew");
+            messaging.mark_down(host_id);
+        }
+        PeerChange::Up => {
+            messaging.mark_up(host_id);
+        }
+        PeerChange::Down => {
+            messaging.mark_down(host_id);
         }
     });
-}
-
-/// The peers of gossip's `(host id, generation)` seen under a newer generation than before
-/// (restarted), keeping each peer's latest in `generations`.
-fn restarts(
-    peers: impl Iterator<Item = (HostId, u64)>,
-    generations: &mut HashMap<HostId, u64>,
-) -> Vec<HostId> {
-    peers
-        .filter_map(|(host_id, generation)| {
-            match generations.insert(host_id, generation) {
-                Some(before) if before < generation => Some(host_id),
-                Some(before) if before > generation => {
-                    generations.insert(host_id, before); // never back to an older one
-                    None
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-/// What to tell messaging of gossip's `(host id, live)` for every peer: up for a live peer
-/// (messaging ignores a repeat), down for a peer not live that gossip has held up before (in
-/// `seen_up`, which this keeps), nothing for a peer never seen up.
-fn liveness_updates(
-    peers: impl Iterator<Item = (HostId, bool)>,
-    seen_up: &mut HashSet<HostId>,
-) -> Vec<(HostId, bool)> {
-    peers
-        .filter_map(|(host_id, live)| {
-            if live {
-                seen_up.insert(host_id);
-                Some((host_id, true))
-            } else {
-                seen_up.contains(&host_id).then_some((host_id, false))
-            }
-        })
-        .collect()
 }
 
 /// What the admin endpoint reads and drives of messaging.
@@ -417,32 +362,6 @@ mod tests {
     }
 
     #[test]
-    fn messaging_hears_of_a_conviction_only_after_the_peer_was_seen_up() {
-        let (a, b) = (
-            HostId(uuid::Uuid::from_u128(1)),
-            HostId(uuid::Uuid::from_u128(2)),
-        );
-        let mut seen_up = HashSet::new();
-        // At start every peer is down until its heartbeats arrive: nothing to tell.
-        assert_eq!(
-            liveness_updates([(a, false), (b, false)].into_iter(), &mut seen_up),
-            []
-        );
-        assert_eq!(
-            liveness_updates([(a, true), (b, false)].into_iter(), &mut seen_up),
-            [(a, true)]
-        );
-        assert_eq!(
-            liveness_updates([(a, false), (b, true)].into_iter(), &mut seen_up),
-            [(a, false), (b, true)]
-        );
-        assert_eq!(
-            liveness_updates([(a, true), (b, false)].into_iter(), &mut seen_up),
-            [(a, true), (b, false)]
-        );
-    }
-
-    #[test]
     fn tpstats_lists_every_verb_with_its_dropped_messages() {
         let mut metrics = messaging::MessagingMetrics::default();
         metrics.verbs.insert(
@@ -482,24 +401,5 @@ mod tests {
         assert!(warnings.is_empty(), "{warnings:?}");
         assert!(crate::config::Config::parse("fault_injection: sometimes").is_err());
         assert!(fault_injection_enabled(true));
-    }
-
-    #[test]
-    fn a_peer_under_a_newer_generation_restarted() {
-        let (a, b) = (
-            HostId(uuid::Uuid::from_u128(1)),
-            HostId(uuid::Uuid::from_u128(2)),
-        );
-        let mut generations = HashMap::new();
-        // First sight is no restart.
-        assert!(restarts([(a, 10), (b, 20)].into_iter(), &mut generations).is_empty());
-        assert!(restarts([(a, 10), (b, 20)].into_iter(), &mut generations).is_empty());
-        assert_eq!(
-            restarts([(a, 11), (b, 20)].into_iter(), &mut generations),
-            vec![a]
-        );
-        // An older generation (a stale gossip state) is ignored and not remembered.
-        assert!(restarts([(a, 10)].into_iter(), &mut generations).is_empty());
-        assert_eq!(restarts([(a, 12)].into_iter(), &mut generations), vec![a]);
     }
 }

@@ -29,6 +29,10 @@ use storage::{Durability, MemoryEngine, StorageEngine};
 use crate::faults::{clock_skews, schedule, Chaos, Fault, ScheduledFault};
 use crate::hinted::{RunState, SimHints};
 use crate::history::{check, History, Level, OpKind, Outcome, Violation};
+use crate::membership::{
+    GossipBug, GossipHistory, GossipLinks, GossipShared, GossipViolation, NodeGossip,
+    CONVERGENCE_BOUND_MS,
+};
 use crate::metadata::{MetadataBug, MetadataHistory, MetadataShared, MetadataViolation};
 use crate::network::TurmoilNetwork;
 
@@ -42,7 +46,7 @@ pub(crate) const STORAGE_PORT: u16 = 7000;
 pub const RECONNECT_MAX_BACKOFF_MS: u64 = 500;
 /// How long past `final_reads_ms` the replay of hints may take before the check after it is
 /// made anyway (and the final reads, which wait for it, start): a peer restarted at the heal
-/// is noticed up to `RESTART_NOTICED_AFTER` later, and its connections redialled only then.
+/// is held up by gossip a few rounds later, and its connections redialled only then.
 const HINT_REPLAY_GRACE_MS: u64 = 1_000;
 /// The keyspace's replication factor (SimpleStrategy).
 const REPLICATION_FACTOR: usize = 3;
@@ -83,6 +87,8 @@ pub struct SimConfig {
     /// Plants a bug in hinted handoff: every hint delivered is acknowledged by its target
     /// without being applied, as a replay that skips its hints (`hinted`).
     pub lose_hints: bool,
+    /// A planted bug in how node 1 follows gossip (`None`: none).
+    pub gossip_bug: Option<GossipBug>,
 }
 
 impl SimConfig {
@@ -104,6 +110,7 @@ impl SimConfig {
             metadata_think_ms: 700,
             metadata_bug: None,
             lose_hints: false,
+            gossip_bug: None,
         }
     }
 }
@@ -122,24 +129,30 @@ pub struct RunReport {
     /// Hints the nodes kept, and delivered, over the run.
     pub hints_stored: u64,
     pub hints_delivered: u64,
+    /// Gossip's UP and DOWN events and when the views converged.
+    pub gossip: GossipHistory,
+    pub gossip_violations: Vec<GossipViolation>,
 }
 
 impl RunReport {
     /// Whether the run broke no invariant.
     pub fn is_clean(&self) -> bool {
-        self.violations.is_empty() && self.metadata_violations.is_empty()
+        self.violations.is_empty()
+            && self.metadata_violations.is_empty()
+            && self.gossip_violations.is_empty()
     }
 
     /// The seed, its faults, and the first violation with the history around it.
     pub fn describe(&self) -> String {
         let mut text = format!(
-            "seed {} ({} nodes, {} operations, {} metadata proposals): {} violation(s), {} of the metadata log\nreplay: SIM_SEED={} cargo test -p sim --test seeds replay_one -- --nocapture\nfaults:\n",
+            "seed {} ({} nodes, {} operations, {} metadata proposals): {} violation(s), {} of the metadata log, {} of gossip\nreplay: SIM_SEED={} cargo test -p sim --test seeds replay_one -- --nocapture\nfaults:\n",
             self.config.seed,
             self.config.nodes,
             self.history.ops().len(),
             self.metadata.proposals.len(),
             self.violations.len(),
             self.metadata_violations.len(),
+            self.gossip_violations.len(),
             self.config.seed,
         );
         for fault in &self.faults {
@@ -147,6 +160,16 @@ impl RunReport {
         }
         if let Some(first) = self.violations.first() {
             text += &format!("first violation: {}", first.explain(&self.history));
+        }
+        if !self.gossip_violations.is_empty() {
+            text += "gossip violations:\n";
+            for v in &self.gossip_violations {
+                text += &format!("  {v:?}\n");
+            }
+            text += &format!(
+                "gossip events (ms observer/start peer up):\n{}",
+                self.gossip.render()
+            );
         }
         if !self.metadata_violations.is_empty() {
             text += "metadata violations:\n";
@@ -184,6 +207,8 @@ pub(crate) struct Shared {
     skews_micros: Vec<Arc<AtomicI64>>,
     /// Each node's hint store and the view that replays it (`hinted`).
     hints: SimHints,
+    /// Gossip's links, views and events (`membership`).
+    gossip: Arc<GossipShared>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -192,7 +217,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Runs `config` to its end and checks its history. Panics only on a harness failure (a node's
 /// software returning an error), never on a violation: those are in the report.
+///
+/// The run has a thread of its own, whose entropy (`getrandom`) is seeded by the run before
+/// anything draws from it (`entropy`): chitchat's generator and std's hash maps follow it.
 pub fn run(config: &SimConfig) -> RunReport {
+    let config = config.clone();
+    std::thread::Builder::new()
+        .name(format!("sim-seed-{}", config.seed))
+        .spawn(move || {
+            crate::entropy::seed_thread(config.seed ^ 0xE7_7809);
+            run_on_this_thread(&config)
+        })
+        .expect("a thread for the run")
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+fn run_on_this_thread(config: &SimConfig) -> RunReport {
     assert!((3..=9).contains(&config.nodes), "3 to 9 nodes");
     assert!(
         config.final_reads_ms
@@ -214,10 +255,15 @@ pub fn run(config: &SimConfig) -> RunReport {
         .build();
     let names: Vec<String> = (0..config.nodes).map(|i| format!("node{i}")).collect();
     let host_ids: Vec<HostId> = (0..config.nodes).map(crate::metadata::host_id).collect();
+    let gossip = Arc::new(GossipShared::new(
+        config.nodes,
+        GossipLinks::new(max_latency, config.drop_per_mille, config.delay_per_mille),
+        config.gossip_bug,
+    ));
     let shared = Arc::new(Shared {
         config: config.clone(),
         names: names.clone(),
-        hints: SimHints::new(config, host_ids.clone()),
+        hints: SimHints::new(config, host_ids.clone(), gossip.clone()),
         host_ids,
         tokens: (0..config.nodes)
             .map(|_| {
@@ -250,6 +296,7 @@ pub fn run(config: &SimConfig) -> RunReport {
         max_latency,
         metadata: MetadataShared::new(config.nodes, config.metadata_bug),
         skews_micros: (0..config.nodes).map(|_| Arc::default()).collect(),
+        gossip,
     });
     for (node, name) in names.iter().enumerate() {
         let shared = shared.clone();
@@ -279,7 +326,9 @@ pub fn run(config: &SimConfig) -> RunReport {
     // The run ends once every node read every key at ALL and applied the same metadata log,
     // or when they cannot have.
     let final_reads = config.nodes * config.keys as usize;
-    let last_ms = config.final_reads_ms + (u64::from(config.keys) + 1) * config.request_timeout_ms;
+    let last_ms = (config.final_reads_ms
+        + (u64::from(config.keys) + 1) * config.request_timeout_ms)
+        .max(config.heal_ms + CONVERGENCE_BOUND_MS);
     let mut pending = faults.iter().peekable();
     let mut held = BTreeSet::new();
     let mut hint_violations = Vec::new();
@@ -295,9 +344,11 @@ pub fn run(config: &SimConfig) -> RunReport {
             };
             hint_violations.extend(shared.hints.check(last_chance, &state).unwrap_or_default());
         }
+        let gossip_converged = gossip_converged(&shared, now_ms);
         if now_ms >= last_ms
             || (lock(&shared.history).completed_at(Level::All) == final_reads
-                && lock(&shared.metadata.history).converged())
+                && lock(&shared.metadata.history).converged()
+                && gossip_converged)
         {
             break now_ms;
         }
@@ -315,6 +366,11 @@ pub fn run(config: &SimConfig) -> RunReport {
     violations.extend(replicas_disagree(&shared));
     let metadata = shared.metadata.finish();
     let metadata_violations = crate::metadata::check(&metadata, &shared.tokens, end_ms);
+    let gossip = lock(&shared.gossip.history).clone();
+    let divergence = shared
+        .gossip
+        .divergence(&starts(&shared), &shared.host_ids, &shared.tokens);
+    let gossip_violations = crate::membership::check(&gossip, &faults, config.heal_ms, divergence);
     RunReport {
         config: config.clone(),
         faults,
@@ -325,7 +381,31 @@ pub fn run(config: &SimConfig) -> RunReport {
         end_ms,
         hints_stored,
         hints_delivered,
+        gossip,
+        gossip_violations,
     }
+}
+
+/// Each node's start count (its gossip generation).
+fn starts(shared: &Shared) -> Vec<u64> {
+    shared.starts.iter().map(|s| *lock(s)).collect()
+}
+
+/// Whether the gossip views have converged (after the heal), noting when they first did.
+fn gossip_converged(shared: &Shared, now_ms: u64) -> bool {
+    if now_ms < shared.config.heal_ms {
+        return false;
+    }
+    if lock(&shared.gossip.history).converged_at_ms.is_some() {
+        return true;
+    }
+    let diverged = shared
+        .gossip
+        .divergence(&starts(shared), &shared.host_ids, &shared.tokens);
+    if diverged.is_none() {
+        lock(&shared.gossip.history).converged_at_ms = Some(now_ms);
+    }
+    diverged.is_none()
 }
 
 /// Applies `fault`; `held` is the links partitions hold now (node pairs, lower first).
@@ -336,6 +416,7 @@ fn apply(
     fault: &Fault,
 ) {
     let names = &shared.names;
+    shared.gossip.links.apply(fault, names.len());
     match fault {
         Fault::Partition { minority } => {
             for &a in minority {
@@ -509,11 +590,14 @@ impl WallClock for SimClock {
     }
 }
 
-/// The cluster as a stage-1 coordinator sees it: this node's replica, a `RemoteReplica` per
-/// peer, and every endpoint alive (there is no failure detector yet: a request to a crashed
-/// or cut-off node times out, as one does before gossip convicts it).
+/// The cluster as the node's coordinator sees it (as the node's `ClusterEndpoints`): this
+/// node's replica, a `RemoteReplica` per peer, and who is up from this node's gossip view (a
+/// request to a crashed or cut-off node times out until gossip convicts it, then fails
+/// `Unavailable` before it is sent).
 struct StaticEndpoints {
     local: HostId,
+    node: usize,
+    gossip: Arc<GossipShared>,
     local_replica: Arc<dyn Replica>,
     messaging: Arc<MessagingService>,
     remotes: RwLock<BTreeMap<HostId, Arc<dyn Replica>>>,
@@ -531,8 +615,8 @@ impl Endpoints for StaticEndpoints {
         Some(replica.clone())
     }
 
-    fn is_alive(&self, _: HostId) -> bool {
-        true
+    fn is_alive(&self, endpoint: HostId) -> bool {
+        endpoint == self.local || self.gossip.is_live(self.node, endpoint)
     }
 }
 
@@ -592,6 +676,8 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     ));
     let endpoints = Arc::new(StaticEndpoints {
         local: host_id,
+        node,
+        gossip: shared.gossip.clone(),
         local_replica,
         messaging: messaging.clone(),
         remotes: RwLock::default(),
@@ -609,9 +695,25 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     let coordinator = Arc::new(
         Coordinator::for_cluster(Arc::new(ArcSwap::from_pointee(ring)), endpoints)
             .with_clock(clock)
-            .with_hinted_handoff(hint_store),
+            .with_hinted_handoff(hint_store.clone()),
     );
-    tokio::spawn(follow_restarts(shared.clone(), messaging.clone(), node));
+    let seeds = [0, 1].map(|seed| SocketAddr::new(address(&shared, seed), STORAGE_PORT));
+    // Held for the node's life: dropping it stops its gossip.
+    let _membership = shared
+        .gossip
+        .start_node(NodeGossip {
+            node,
+            start,
+            seed: shared.config.seed ^ start << 16 ^ (node as u64) << 48 ^ 0x6055,
+            endpoint: endpoint(&shared, node),
+            tokens: shared.tokens[node].clone(),
+            storage_port: STORAGE_PORT,
+            seeds: seeds.to_vec(),
+            messaging: &messaging,
+            hints: hint_store.clone(),
+            host_ids: &shared.host_ids,
+        })
+        .await?;
     let mut _clients = Vec::new();
     for client in 0..shared.config.clients_per_node {
         let seed = shared.config.seed ^ (node as u64) << 40 ^ (client as u64) << 20 ^ start;
@@ -627,7 +729,6 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
         let wait_ms = shared.config.final_reads_ms - now_ms();
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
         shared.hints.checked().await;
-        reconnect(&shared, &messaging, node).await;
         for key in 0..shared.config.keys {
             read(&shared, &coordinator, node, key, Level::All).await;
         }
@@ -635,52 +736,6 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
     // Keep serving peers' requests until the run ends (the clients' tasks end by themselves).
     let _serving = metadata;
     std::future::pending::<turmoil::Result>().await
-}
-
-/// How long after a peer restarts this node learns it (a gossip round: the node's
-/// `internode_faults::follow_liveness` reacts to a newer gossip generation).
-const RESTART_NOTICED_AFTER: Duration = Duration::from_millis(1000);
-
-/// Stands in for gossip's news of a peer's restart, as the node wires it: when a peer's
-/// start count grows, its connections are dropped and dialled afresh (`mark_down`, then
-/// `mark_up`), so no request is lost on a connection to the process that crashed. Seen at
-/// most `RESTART_NOTICED_AFTER` late, polled in sim time.
-async fn follow_restarts(shared: Arc<Shared>, messaging: Arc<MessagingService>, node: usize) {
-    let peers: Vec<usize> = (0..shared.names.len()).filter(|p| *p != node).collect();
-    let starts = |peer: usize| *lock(&shared.starts[peer]);
-    let mut seen: Vec<u64> = peers.iter().map(|p| starts(*p)).collect();
-    loop {
-        tokio::time::sleep(RESTART_NOTICED_AFTER).await;
-        for (i, peer) in peers.iter().enumerate() {
-            let now = starts(*peer);
-            // A peer's first start (it may start after this node) is no restart.
-            if now > seen[i] && seen[i] > 0 {
-                messaging.mark_down(shared.host_ids[*peer]);
-                messaging.mark_up(shared.host_ids[*peer]);
-            }
-            seen[i] = now;
-        }
-    }
-}
-
-/// Pings every peer until it answers (a few tries): the first message on a connection to a
-/// peer that restarted meets the reset of the connection it had and is lost (as over real
-/// TCP), and the next one dials afresh. Gossip would have noticed the restart and the
-/// connection been redialled; this stands in for it, so that the final reads at ALL measure
-/// the data, not the connections. Not in the history.
-async fn reconnect(shared: &Shared, messaging: &MessagingService, node: usize) {
-    const TRIES: usize = 5;
-    const PING_TIMEOUT: Duration = Duration::from_millis(100);
-    for peer in (0..shared.names.len()).filter(|p| *p != node) {
-        for _ in 0..TRIES {
-            let deadline = Deadline::after(PING_TIMEOUT);
-            match messaging.ping(shared.host_ids[peer], Some(deadline)).await {
-                Ok(()) => break,
-                // A reset connection fails at once: wait out the try before the next.
-                Err(_) => tokio::time::sleep(deadline.remaining()).await,
-            }
-        }
-    }
 }
 
 /// One client: writes and reads random keys until the faults heal.

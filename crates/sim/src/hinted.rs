@@ -13,13 +13,15 @@
 //!   its last `hints_flush_period`; the e2e tests cover that. The service's file steps run
 //!   inline (`hints::FileIo::Inline`): a step on tokio's blocking pool would finish at a point
 //!   of sim time that depends on the real machine, and a seed would not replay.
-//! - gossip's view of who is up ([`SimView`]): the crash and restart schedule of the seed
-//!   (a crashed node is down until its restart), every node once the faults heal. A node
-//!   whose view sees a peer come up (a restart, or the heal) calls `target_up`, as the node's
-//!   wiring does on gossip's UP; once more after the clients' last requests ended, for the
-//!   hints their timeouts kept (the service's own period is Cassandra's 10 s, longer than the
-//!   run), and from then on for each peer with hints still pending. Partitions are not in the view (gossip would convict a cut-off node; here a
-//!   delivery to it times out and backs off until the heal's `target_up`).
+//! - the replay's trigger is gossip's: a node's UP events call `target_up`, as the node's
+//!   wiring does (`membership`); the harness adds one at the heal and once more after the
+//!   clients' last requests ended, for the hints their timeouts kept (the service's own
+//!   period is Cassandra's 10 s, longer than the run), and from then on for each peer with
+//!   hints still pending.
+//! - the store's view of who is up ([`SimView`], its `HintTargets`): the node's gossip view,
+//!   as the node's; how long a target has been down is still the crash and restart schedule
+//!   of the seed (a crashed node is down until its restart), which only `max_hint_window`
+//!   reads, hours, longer than any run.
 //!
 //! The checks ([`SimHints::check`]), made once every node's store has no hint pending after
 //! the clients' last requests, or a second past the final reads' time at the latest; the final
@@ -47,6 +49,7 @@ use storage::{MemoryEngine, StorageEngine};
 use crate::cluster::{partition_key, TABLE};
 use crate::faults::{schedule, Fault};
 use crate::history::{History, OpKind, Outcome, Violation};
+use crate::membership::GossipShared;
 
 /// How often a node's [`SimView`] looks at who is up (gossip's round).
 const VIEW_PERIOD: Duration = Duration::from_millis(100);
@@ -86,9 +89,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Who is up as node `node` sees it, and the replicas to deliver its hints through: the
 /// `hints::HintTargets` of its store.
 pub(crate) struct SimView {
+    node: usize,
+    /// Who is up: the node's gossip view.
+    gossip: Arc<GossipShared>,
     host_ids: Vec<HostId>,
     /// Per node, the `[crash, restart)` spans of sim time it is down (restart `u64::MAX` if
-    /// none before the heal; every node is up from the heal on).
+    /// none before the heal; every node is up from the heal on): how long a target has been
+    /// down (`HintTargets::downtime`, against `max_hint_window`, hours, longer than any run).
     down: Vec<Vec<(u64, u64)>>,
     heal_ms: u64,
     /// The endpoints of the node's current incarnation (its messaging), set at each start.
@@ -120,8 +127,7 @@ fn sim_now_ms() -> u64 {
 
 impl HintTargets for SimView {
     fn is_alive(&self, host: HostId) -> bool {
-        self.index(host)
-            .is_some_and(|n| self.down_since(n, sim_now_ms()).is_none())
+        self.gossip.is_live(self.node, host)
     }
 
     fn downtime(&self, host: HostId) -> Option<Duration> {
@@ -213,7 +219,11 @@ impl RunState<'_> {
 
 impl SimHints {
     /// The hints of a run of `config`'s seed: its crash schedule drawn as the harness draws it.
-    pub(crate) fn new(config: &crate::SimConfig, host_ids: Vec<HostId>) -> SimHints {
+    pub(crate) fn new(
+        config: &crate::SimConfig,
+        host_ids: Vec<HostId>,
+        gossip: Arc<GossipShared>,
+    ) -> SimHints {
         let nodes = host_ids.len();
         let mut down: Vec<Vec<(u64, u64)>> = vec![Vec::new(); nodes];
         let mut crashes: Vec<Vec<u64>> = vec![Vec::new(); nodes];
@@ -232,8 +242,10 @@ impl SimHints {
             }
         }
         let views = (0..nodes)
-            .map(|_| {
+            .map(|node| {
                 Arc::new(SimView {
+                    node,
+                    gossip: gossip.clone(),
                     host_ids: host_ids.clone(),
                     down: down.clone(),
                     heal_ms: config.heal_ms,
@@ -431,10 +443,11 @@ impl SimHints {
     }
 }
 
-/// Node `node`'s stand-in for gossip's UP events: every `VIEW_PERIOD`, each peer its view
-/// sees come up since the last look gets `target_up`; so does every peer at the heal and
-/// once the clients' last requests ended (`quiet_ms`), and from then on every peer with
-/// hints still pending (a delivery that failed is tried again without its backoff).
+/// What node `node` adds to gossip's UP events (`membership`, which call `target_up` as the
+/// node's wiring does): at the heal and once the clients' last requests ended (`quiet_ms`),
+/// `target_up` for every peer its view holds up, and from then on, every `VIEW_PERIOD`, for
+/// every peer with hints still pending (a delivery that failed is tried again without its
+/// backoff): the service's own period is Cassandra's 10 s, longer than the run.
 async fn follow_view(
     view: Arc<SimView>,
     store: Arc<HintStore>,
@@ -443,10 +456,6 @@ async fn follow_view(
     quiet_ms: u64,
 ) {
     let peers: Vec<usize> = (0..view.host_ids.len()).filter(|p| *p != node).collect();
-    let mut was_up: Vec<bool> = peers
-        .iter()
-        .map(|p| view.down_since(*p, sim_now_ms()).is_none())
-        .collect();
     let mut last_ms = sim_now_ms();
     loop {
         tokio::time::sleep(VIEW_PERIOD).await;
@@ -458,16 +467,15 @@ async fn follow_view(
             .filter(|t| t.pending > 0)
             .map(|t| t.host)
             .collect();
-        for (i, peer) in peers.iter().enumerate() {
+        for peer in &peers {
             let host = view.host_ids[*peer];
-            let up = view.down_since(*peer, now).is_none();
+            let up = view.gossip.is_live(node, host);
             // Once everything healed, a target with hints is not left to a backoff: the run's
             // final reads come within a second, Cassandra's next try might not.
             let healed_with_hints = now >= quiet_ms && pending.contains(&host);
-            if up && (!was_up[i] || all || healed_with_hints) {
+            if up && (all || healed_with_hints) {
                 store.target_up(host);
             }
-            was_up[i] = up;
         }
         last_ms = now;
     }
