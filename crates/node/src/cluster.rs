@@ -416,10 +416,13 @@ fn signal(pid: i32, signal: i32) -> Result<()> {
     Ok(())
 }
 
-/// Waits until node `k` (`pid`) has exited; false if it is still running at `deadline`.
+/// Waits until node `k` (`pid`, checked to be the node's process) has exited; false if it
+/// is still running at `deadline`. Exited means gone or a zombie, whose files are closed: a
+/// dying process's command line is empty as soon as its memory is released, which comes
+/// before its files are closed, so a node restarted at that point could find its storage
+/// still locked (RocksDB's `LOCK`: "Resource temporarily unavailable").
 fn wait_exit(dir: &Path, k: usize, pid: i32, deadline: Instant) -> bool {
-    let config = config_path(dir, k);
-    while is_node_process(pid, &config) {
+    while !has_exited(pid) {
         if Instant::now() > deadline {
             return false;
         }
@@ -427,6 +430,18 @@ fn wait_exit(dir: &Path, k: usize, pid: i32, deadline: Instant) -> bool {
     }
     let _ = fs::remove_file(pid_path(dir, k));
     true
+}
+
+/// Whether `pid` is gone or a zombie (`/proc/PID/stat`'s state `Z` or `X`).
+fn has_exited(pid: i32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // The state follows the command name, which is in parentheses and may hold any byte.
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    matches!(state, Some("Z" | "X") | None)
 }
 
 /// SIGTERM to every running node (a clean shutdown: drain, sync the commit log, flush), then
@@ -525,6 +540,26 @@ fn status(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_has_exited_once_a_zombie_or_gone_not_before() {
+        assert!(!has_exited(std::process::id() as i32), "this process runs");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        assert!(!has_exited(pid));
+        child.kill().expect("kill");
+        // Not yet waited for: a zombie once the kill has taken effect.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !has_exited(pid) {
+            assert!(Instant::now() < deadline, "the killed child never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.wait().expect("reaped");
+        assert!(has_exited(pid), "gone");
+    }
 
     #[test]
     fn each_node_gets_its_own_address_and_directories() {
