@@ -1,6 +1,6 @@
 //! What a follower of the failure detector is told of each peer: restarted, up, down. The
 //! node wires it to messaging (a convicted peer's requests fail at once and it is not dialled;
-//! a restarted peer's connections are opened anew), and the simulation wires the same
+//! a restarted peer's connections to its old process are opened anew, keeping their queues), and the simulation wires the same
 //! function to its nodes' messaging, so both run this code.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +18,10 @@ pub enum PeerChange {
     /// The peer is seen under a newer generation than before: the process heard before is
     /// gone (whether or not gossip convicted it), and connections to it lead nowhere.
     /// Cassandra's `StorageService.onRestart`. Reported before the new process's `Up`.
-    Restarted,
+    Restarted {
+        /// The new process's generation (its start generation, as its gossip state has it).
+        generation: u64,
+    },
     /// The failure detector holds the peer up. Reported at every view it is up in (a
     /// follower ignores repeats, as messaging's `mark_up` does).
     Up,
@@ -64,7 +67,14 @@ impl LivenessFollower {
         let mut changes: Vec<(HostId, PeerChange)> = view
             .peers()
             .filter(|m| self.restarted(m.endpoint.host_id, m.generation))
-            .map(|m| (m.endpoint.host_id, PeerChange::Restarted))
+            .map(|m| {
+                (
+                    m.endpoint.host_id,
+                    PeerChange::Restarted {
+                        generation: m.generation,
+                    },
+                )
+            })
             .collect();
         for member in view.peers() {
             let host_id = member.endpoint.host_id;
@@ -167,7 +177,7 @@ mod tests {
         assert_eq!(
             follower.changes(&view([(11, true), (20, true)])),
             [
-                (id(2), PeerChange::Restarted),
+                (id(2), PeerChange::Restarted { generation: 11 }),
                 (id(2), PeerChange::Up),
                 (id(3), PeerChange::Up)
             ]
@@ -176,6 +186,33 @@ mod tests {
         // An older generation (a stale gossip state) is ignored and not remembered.
         assert!(!follower.restarted(id(2), 10));
         assert!(follower.restarted(id(2), 12));
+    }
+
+    #[test]
+    fn a_convicted_peer_back_under_a_newer_generation_restarted_then_is_up() {
+        let mut follower = LivenessFollower::default();
+        follower.changes(&view([(10, true), (20, true)]));
+        assert_eq!(
+            follower.changes(&view([(10, false), (20, true)])),
+            [(id(2), PeerChange::Down), (id(3), PeerChange::Up)]
+        );
+        // Seen again under its new generation, not yet up: restarted, still down.
+        assert_eq!(
+            follower.changes(&view([(15, false), (20, true)])),
+            [
+                (id(2), PeerChange::Restarted { generation: 15 }),
+                (id(2), PeerChange::Down),
+                (id(3), PeerChange::Up)
+            ]
+        );
+        assert_eq!(
+            follower.changes(&view([(15, true), (21, true)])),
+            [
+                (id(3), PeerChange::Restarted { generation: 21 }),
+                (id(2), PeerChange::Up),
+                (id(3), PeerChange::Up)
+            ]
+        );
     }
 
     #[tokio::test]
