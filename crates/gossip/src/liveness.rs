@@ -25,15 +25,21 @@ pub enum PeerChange {
     /// The failure detector holds the peer up. Reported at every view it is up in (a
     /// follower ignores repeats, as messaging's `mark_up` does).
     Up,
-    /// The failure detector convicted the peer, after it had been seen up. Reported at every
-    /// view it is down in, until it is up again.
+    /// The failure detector convicted the peer, after it had been seen up under its current
+    /// generation. Reported at every view it is down in, until it is up again. A new process
+    /// is not reported down before it was seen up: gossip holds it down until its heartbeats
+    /// come in (seconds), and a conviction then would drop messaging's responses to the
+    /// requests it sends meanwhile (Cassandra does not convict a restarted node either: it
+    /// only interrupts the connections, `onRestart`, and echoes before marking it alive).
     Down,
 }
 
 /// Calls `on_change` for every peer of every view `views` publishes, from its current one
 /// on, until membership stops (its view sender dropped); returns the task doing it. A peer
 /// gossip has not yet seen up (at this node's start every peer is down until its heartbeats
-/// arrive) gets no `Down`: messaging dials it as usual, with backoff.
+/// arrive), or not yet under the generation it restarted under, gets no `Down`: messaging
+/// dials it as usual, with backoff. (A peer convicted before its restart stays down in
+/// messaging until its new process is up.)
 pub fn follow_liveness(
     mut views: watch::Receiver<Arc<ClusterView>>,
     mut on_change: impl FnMut(HostId, PeerChange) + Send + 'static,
@@ -57,7 +63,7 @@ pub fn follow_liveness(
 struct LivenessFollower {
     /// Each peer's latest generation seen.
     generations: BTreeMap<HostId, u64>,
-    /// The peers seen up since this node's start.
+    /// The peers seen up since this node's start, under their latest generation.
     seen_up: BTreeSet<HostId>,
 }
 
@@ -95,6 +101,7 @@ impl LivenessFollower {
             Some(&before) if before >= generation => false,
             Some(_) => {
                 self.generations.insert(host_id, generation);
+                self.seen_up.remove(&host_id);
                 true
             }
             None => {
@@ -196,14 +203,18 @@ mod tests {
             follower.changes(&view([(10, false), (20, true)])),
             [(id(2), PeerChange::Down), (id(3), PeerChange::Up)]
         );
-        // Seen again under its new generation, not yet up: restarted, still down.
+        // Seen again under its new generation, not yet up: restarted (messaging keeps it
+        // down from its conviction, and the new process is not convicted before it is up).
         assert_eq!(
             follower.changes(&view([(15, false), (20, true)])),
             [
                 (id(2), PeerChange::Restarted { generation: 15 }),
-                (id(2), PeerChange::Down),
                 (id(3), PeerChange::Up)
             ]
+        );
+        assert_eq!(
+            follower.changes(&view([(15, false), (20, true)])),
+            [(id(3), PeerChange::Up)]
         );
         assert_eq!(
             follower.changes(&view([(15, true), (21, true)])),
@@ -212,6 +223,34 @@ mod tests {
                 (id(2), PeerChange::Up),
                 (id(3), PeerChange::Up)
             ]
+        );
+    }
+
+    #[test]
+    fn a_peer_restarted_before_its_conviction_is_not_convicted_until_its_new_process_was_up() {
+        let mut follower = LivenessFollower::default();
+        follower.changes(&view([(10, true), (20, true)]));
+        // Gossip learns the new generation before its heartbeats make it live: no `Down`,
+        // which would drop messaging's responses to the new process's first requests.
+        assert_eq!(
+            follower.changes(&view([(11, false), (20, true)])),
+            [
+                (id(2), PeerChange::Restarted { generation: 11 }),
+                (id(3), PeerChange::Up)
+            ]
+        );
+        assert_eq!(
+            follower.changes(&view([(11, false), (20, true)])),
+            [(id(3), PeerChange::Up)]
+        );
+        assert_eq!(
+            follower.changes(&view([(11, true), (20, true)])),
+            [(id(2), PeerChange::Up), (id(3), PeerChange::Up)]
+        );
+        // Once up, the new process is convicted as any.
+        assert_eq!(
+            follower.changes(&view([(11, false), (20, true)])),
+            [(id(2), PeerChange::Down), (id(3), PeerChange::Up)]
         );
     }
 
