@@ -1814,18 +1814,17 @@ async fn a_restarted_peer_keeps_its_queued_responses_and_the_connection_to_its_n
     introduce(&a, &b_new);
     introduce(&b_new, &a);
 
-    // The new process pings; `a` holds each message to b for 300 ms, so its response waits on
-    // the connection to the old process when gossip reports the restart.
-    injector.set(
-        b_host,
-        messaging::LinkFault::Delay(Duration::from_millis(300)),
-    );
+    // The new process pings; `a` holds each message to b for a second, so its response waits
+    // on the connection to the old process when gossip reports the restart.
+    injector.set(b_host, messaging::LinkFault::Delay(Duration::from_secs(1)));
     let a_host = a.messaging.host_id();
     let first = {
         let messaging = b_new.messaging.clone();
         tokio::spawn(async move { messaging.ping(a_host, Some(later())).await })
     };
     received(&a, Verb::PING, 1).await;
+    // The ping is served and its response queued at once; it is written after the delay.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(a.messaging.peer_restarted(b_host, 11));
     first
         .await
@@ -1840,6 +1839,7 @@ async fn a_restarted_peer_keeps_its_queued_responses_and_the_connection_to_its_n
         tokio::spawn(async move { messaging.ping(a_host, Some(later())).await })
     };
     received(&a, Verb::PING, 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!a.messaging.peer_restarted(b_host, 11));
     second.await.unwrap().expect("answered");
     assert_eq!(
