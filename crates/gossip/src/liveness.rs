@@ -1,6 +1,6 @@
 //! What a follower of the failure detector is told of each peer: restarted, up, down. The
 //! node wires it to messaging (a convicted peer's requests fail at once and it is not dialled;
-//! a restarted peer's connections are opened anew), and the simulation wires the same
+//! a restarted peer's connections to its old process are opened anew, keeping their queues), and the simulation wires the same
 //! function to its nodes' messaging, so both run this code.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,19 +18,28 @@ pub enum PeerChange {
     /// The peer is seen under a newer generation than before: the process heard before is
     /// gone (whether or not gossip convicted it), and connections to it lead nowhere.
     /// Cassandra's `StorageService.onRestart`. Reported before the new process's `Up`.
-    Restarted,
+    Restarted {
+        /// The new process's generation (its start generation, as its gossip state has it).
+        generation: u64,
+    },
     /// The failure detector holds the peer up. Reported at every view it is up in (a
     /// follower ignores repeats, as messaging's `mark_up` does).
     Up,
-    /// The failure detector convicted the peer, after it had been seen up. Reported at every
-    /// view it is down in, until it is up again.
+    /// The failure detector convicted the peer, after it had been seen up under its current
+    /// generation. Reported at every view it is down in, until it is up again. A new process
+    /// is not reported down before it was seen up: gossip holds it down until its heartbeats
+    /// come in (seconds), and a conviction then would drop messaging's responses to the
+    /// requests it sends meanwhile (Cassandra does not convict a restarted node either: it
+    /// only interrupts the connections, `onRestart`, and echoes before marking it alive).
     Down,
 }
 
 /// Calls `on_change` for every peer of every view `views` publishes, from its current one
 /// on, until membership stops (its view sender dropped); returns the task doing it. A peer
 /// gossip has not yet seen up (at this node's start every peer is down until its heartbeats
-/// arrive) gets no `Down`: messaging dials it as usual, with backoff.
+/// arrive), or not yet under the generation it restarted under, gets no `Down`: messaging
+/// dials it as usual, with backoff. (A peer convicted before its restart stays down in
+/// messaging until its new process is up.)
 pub fn follow_liveness(
     mut views: watch::Receiver<Arc<ClusterView>>,
     mut on_change: impl FnMut(HostId, PeerChange) + Send + 'static,
@@ -54,7 +63,7 @@ pub fn follow_liveness(
 struct LivenessFollower {
     /// Each peer's latest generation seen.
     generations: BTreeMap<HostId, u64>,
-    /// The peers seen up since this node's start.
+    /// The peers seen up since this node's start, under their latest generation.
     seen_up: BTreeSet<HostId>,
 }
 
@@ -64,7 +73,14 @@ impl LivenessFollower {
         let mut changes: Vec<(HostId, PeerChange)> = view
             .peers()
             .filter(|m| self.restarted(m.endpoint.host_id, m.generation))
-            .map(|m| (m.endpoint.host_id, PeerChange::Restarted))
+            .map(|m| {
+                (
+                    m.endpoint.host_id,
+                    PeerChange::Restarted {
+                        generation: m.generation,
+                    },
+                )
+            })
             .collect();
         for member in view.peers() {
             let host_id = member.endpoint.host_id;
@@ -85,6 +101,7 @@ impl LivenessFollower {
             Some(&before) if before >= generation => false,
             Some(_) => {
                 self.generations.insert(host_id, generation);
+                self.seen_up.remove(&host_id);
                 true
             }
             None => {
@@ -167,7 +184,7 @@ mod tests {
         assert_eq!(
             follower.changes(&view([(11, true), (20, true)])),
             [
-                (id(2), PeerChange::Restarted),
+                (id(2), PeerChange::Restarted { generation: 11 }),
                 (id(2), PeerChange::Up),
                 (id(3), PeerChange::Up)
             ]
@@ -176,6 +193,65 @@ mod tests {
         // An older generation (a stale gossip state) is ignored and not remembered.
         assert!(!follower.restarted(id(2), 10));
         assert!(follower.restarted(id(2), 12));
+    }
+
+    #[test]
+    fn a_convicted_peer_back_under_a_newer_generation_restarted_then_is_up() {
+        let mut follower = LivenessFollower::default();
+        follower.changes(&view([(10, true), (20, true)]));
+        assert_eq!(
+            follower.changes(&view([(10, false), (20, true)])),
+            [(id(2), PeerChange::Down), (id(3), PeerChange::Up)]
+        );
+        // Seen again under its new generation, not yet up: restarted (messaging keeps it
+        // down from its conviction, and the new process is not convicted before it is up).
+        assert_eq!(
+            follower.changes(&view([(15, false), (20, true)])),
+            [
+                (id(2), PeerChange::Restarted { generation: 15 }),
+                (id(3), PeerChange::Up)
+            ]
+        );
+        assert_eq!(
+            follower.changes(&view([(15, false), (20, true)])),
+            [(id(3), PeerChange::Up)]
+        );
+        assert_eq!(
+            follower.changes(&view([(15, true), (21, true)])),
+            [
+                (id(3), PeerChange::Restarted { generation: 21 }),
+                (id(2), PeerChange::Up),
+                (id(3), PeerChange::Up)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_peer_restarted_before_its_conviction_is_not_convicted_until_its_new_process_was_up() {
+        let mut follower = LivenessFollower::default();
+        follower.changes(&view([(10, true), (20, true)]));
+        // Gossip learns the new generation before its heartbeats make it live: no `Down`,
+        // which would drop messaging's responses to the new process's first requests.
+        assert_eq!(
+            follower.changes(&view([(11, false), (20, true)])),
+            [
+                (id(2), PeerChange::Restarted { generation: 11 }),
+                (id(3), PeerChange::Up)
+            ]
+        );
+        assert_eq!(
+            follower.changes(&view([(11, false), (20, true)])),
+            [(id(3), PeerChange::Up)]
+        );
+        assert_eq!(
+            follower.changes(&view([(11, true), (20, true)])),
+            [(id(2), PeerChange::Up), (id(3), PeerChange::Up)]
+        );
+        // Once up, the new process is convicted as any.
+        assert_eq!(
+            follower.changes(&view([(11, false), (20, true)])),
+            [(id(2), PeerChange::Down), (id(3), PeerChange::Up)]
+        );
     }
 
     #[tokio::test]

@@ -132,6 +132,7 @@ async fn start(id: u128, replica: Arc<dyn Replica>) -> MessagingService {
         cluster_name: "bench".to_string(),
         listen_address: "127.0.0.1:0".parse().expect("address"),
         broadcast_address: None,
+        generation: 0,
         options: MessagingOptions::default(),
     };
     MessagingService::start(config, replica, Environment::tcp(id as u64))

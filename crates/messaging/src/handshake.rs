@@ -26,6 +26,7 @@
 //! u8   0 accepted, 1 refused
 //! u8   accepted: the protocol version chosen; refused: the highest the acceptor speaks
 //! 16   acceptor's host id
+//! u64  accepted: the acceptor's start generation (gossip's; 0 if unknown); refused: 0
 //! u16  reason length (0 when accepted; at most MAX_REFUSAL_REASON_BYTES), UTF-8 bytes
 //! u32  CRC32 of the body before it
 //! ```
@@ -35,7 +36,10 @@
 //! `MessagingOptions::refused_retry_ms` before trying again. After an accepted handshake the
 //! connection carries frames (`frame.rs`) from the dialer to the acceptor only. The lane tells
 //! the acceptor which of its shards serves the connection (`lanes.rs`), so that a request, its
-//! replica's work and its response stay on one thread per node.
+//! replica's work and its response stay on one thread per node. The accepted reply's
+//! generation tells the dialer which process of the peer the connection reaches: when gossip
+//! later shows the peer under a newer generation, the connection is to a process that is gone,
+//! and is closed (`MessagingService::peer_restarted`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -84,8 +88,17 @@ pub struct Hello {
 /// The acceptor's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    Accepted { version: u8, host_id: HostId },
-    Refused { host_id: HostId, reason: String },
+    /// `generation` is the acceptor's start generation (`MessagingConfig::generation`, 0 if
+    /// unknown): which process of the peer the connection reaches.
+    Accepted {
+        version: u8,
+        host_id: HostId,
+        generation: u64,
+    },
+    Refused {
+        host_id: HostId,
+        reason: String,
+    },
 }
 
 /// Why a handshake failed.
@@ -168,13 +181,20 @@ impl Hello {
 impl Reply {
     pub fn encode(&self) -> BytesMut {
         let mut body = BytesMut::with_capacity(64);
-        let (status, version, host_id, reason) = match self {
-            Reply::Accepted { version, host_id } => (0, *version, host_id, ""),
-            Reply::Refused { host_id, reason } => (1, PROTOCOL_VERSION, host_id, reason.as_str()),
+        let (status, version, host_id, generation, reason) = match self {
+            Reply::Accepted {
+                version,
+                host_id,
+                generation,
+            } => (0, *version, host_id, *generation, ""),
+            Reply::Refused { host_id, reason } => {
+                (1, PROTOCOL_VERSION, host_id, 0, reason.as_str())
+            }
         };
         body.put_u8(status);
         body.put_u8(version);
         body.put_slice(host_id.0.as_bytes());
+        body.put_u64(generation);
         let reason = cut(reason, MAX_REFUSAL_REASON_BYTES);
         body.put_u16(reason.len() as u16);
         body.put_slice(reason.as_bytes());
@@ -185,20 +205,31 @@ impl Reply {
         let status = take_u8(&mut body)?;
         let version = take_u8(&mut body)?;
         let host_id = take_host_id(&mut body)?;
+        let generation = u64::from_be_bytes(take::<8>(&mut body)?);
         let reason = take_string(&mut body, MAX_REFUSAL_REASON_BYTES)?;
         if !body.is_empty() {
             return Err(HandshakeError::Malformed("bytes after the reply"));
         }
         match status {
-            0 if reason.is_empty() => Ok(Reply::Accepted { version, host_id }),
-            1 => Ok(Reply::Refused { host_id, reason }),
+            0 if reason.is_empty() => Ok(Reply::Accepted {
+                version,
+                host_id,
+                generation,
+            }),
+            1 if generation == 0 => Ok(Reply::Refused { host_id, reason }),
             _ => Err(HandshakeError::Malformed("unknown reply status")),
         }
     }
 }
 
-/// The acceptor's decision on `hello`: the reply to send.
-pub fn judge(hello: &Hello, local_host_id: HostId, cluster_name: &str) -> Reply {
+/// The acceptor's decision on `hello`: the reply to send. An acceptance carries
+/// `local_generation`, this process's start generation.
+pub fn judge(
+    hello: &Hello,
+    local_host_id: HostId,
+    local_generation: u64,
+    cluster_name: &str,
+) -> Reply {
     let refuse = |reason: String| Reply::Refused {
         host_id: local_host_id,
         reason,
@@ -224,6 +255,7 @@ pub fn judge(hello: &Hello, local_host_id: HostId, cluster_name: &str) -> Reply 
     Reply::Accepted {
         version: PROTOCOL_VERSION,
         host_id: local_host_id,
+        generation: local_generation,
     }
 }
 
@@ -344,6 +376,12 @@ mod tests {
             Reply::Accepted {
                 version: 1,
                 host_id: host(2),
+                generation: 0,
+            },
+            Reply::Accepted {
+                version: 1,
+                host_id: host(2),
+                generation: 1_764_400_000,
             },
             Reply::Refused {
                 host_id: host(2),
@@ -400,25 +438,65 @@ mod tests {
     #[test]
     fn the_acceptor_refuses_another_cluster_a_foreign_version_and_its_own_host_id() {
         let local = host(9);
-        assert!(matches!(
-            judge(&hello(), local, "Test Cluster"),
-            Reply::Accepted { version: 1, .. }
-        ));
-        let Reply::Refused { reason, .. } = judge(&hello(), local, "Other") else {
+        assert_eq!(
+            judge(&hello(), local, 77, "Test Cluster"),
+            Reply::Accepted {
+                version: 1,
+                host_id: local,
+                generation: 77
+            }
+        );
+        let Reply::Refused { reason, .. } = judge(&hello(), local, 77, "Other") else {
             panic!("accepted another cluster");
         };
         assert!(reason.contains("cluster name mismatch"), "{reason}");
         let mut newer = hello();
         newer.min_version = 2;
         newer.max_version = 3;
-        let Reply::Refused { reason, .. } = judge(&newer, local, "Test Cluster") else {
+        let Reply::Refused { reason, .. } = judge(&newer, local, 77, "Test Cluster") else {
             panic!("accepted a foreign version");
         };
         assert!(reason.contains("protocol version"), "{reason}");
-        let Reply::Refused { reason, .. } = judge(&hello(), host(1), "Test Cluster") else {
+        let Reply::Refused { reason, .. } = judge(&hello(), host(1), 77, "Test Cluster") else {
             panic!("accepted its own host id");
         };
         assert!(reason.contains("host id"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn every_truncation_and_bit_flip_of_an_acceptance_is_refused() {
+        let whole = Reply::Accepted {
+            version: 1,
+            host_id: host(2),
+            generation: 1_764_400_000,
+        }
+        .encode();
+        for cut in 0..whole.len() {
+            assert!(round_trip(&whole[..cut]).await.is_err(), "cut at {cut}");
+        }
+        for i in 0..whole.len() {
+            for bit in 0..8 {
+                let mut damaged = whole.to_vec();
+                damaged[i] ^= 1 << bit;
+                let decoded = round_trip(&damaged).await.and_then(|b| Reply::decode(&b));
+                assert!(decoded.is_err(), "flip of bit {bit} of byte {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusal_with_a_generation_is_malformed() {
+        let good = Reply::Refused {
+            host_id: host(2),
+            reason: "no".to_string(),
+        }
+        .encode();
+        let body = &good[6..good.len() - 4];
+        assert!(Reply::decode(body).is_ok());
+        let mut damaged = body.to_vec();
+        // The generation's last byte: after status, version and host id.
+        damaged[2 + 16 + 7] = 1;
+        assert!(Reply::decode(&damaged).is_err());
     }
 
     #[test]

@@ -144,7 +144,8 @@ async fn accept_handshake(
     let exchange = async {
         let body = handshake::read_body(stream).await?;
         let hello = Hello::decode(&body)?;
-        let mut reply = handshake::judge(&hello, inner.host_id, &inner.cluster_name);
+        let mut reply =
+            handshake::judge(&hello, inner.host_id, inner.generation, &inner.cluster_name);
         // Record where to answer the dialer before accepting it; a new peer past the bound
         // is refused (a dialer chooses its host id, so it must not grow the map forever).
         if matches!(reply, Reply::Accepted { .. })

@@ -3,7 +3,8 @@
 //!
 //! Owns: the frame format (`frame`: header with verb, request id, deadline, lengths and
 //! checksums; lz4 above a size; a size cap), the handshake (`handshake`: protocol version,
-//! cluster name, host id, broadcast address; another cluster's node is refused), the verbs
+//! cluster name, host id, broadcast address, the acceptor's start generation; another
+//! cluster's node is refused), the verbs
 //! (`verb`) and their payloads (`codec`: the replica verbs carry `mutation::wire`'s
 //! encodings), and the [`MessagingService`]: a listener, two lazily opened, one-way
 //! connections per peer and lane (small and large messages, as Cassandra 4.0; a lane per CQL
@@ -11,7 +12,9 @@
 //! `lanes`), reconnection with capped
 //! jittered backoff, bounded outbound queues that drop (and count by verb) when full, requests
 //! waiting for responses until their deadline, peers the failure detector convicts failing
-//! their requests at once and left undialled until they are up (`mark_down`, `mark_up`), and
+//! their requests at once and left undialled until they are up (`mark_down`, `mark_up`),
+//! connections to a restarted peer's old process (the acceptance carries its start
+//! generation) replaced at once with their queues kept (`peer_restarted`), and
 //! the serving of peers' requests: replica
 //! verbs through a `coordinator::Replica` (the node's `replica::LocalReplica`), other verbs
 //! through handlers other crates register. [`RemoteReplica`] is a peer as a

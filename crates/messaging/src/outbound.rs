@@ -3,6 +3,10 @@
 //! to send, handshakes, writes the queue's messages, and redials with capped, jittered
 //! exponential backoff when the connection fails. A message goes on the connection of the
 //! lane it is sent from, so queueing it wakes no other thread.
+//!
+//! A connection remembers the generation of the peer's process it handshook with: when gossip
+//! shows the peer under a newer one (`MessagingService::peer_restarted`), a connection to an
+//! older process closes and redials at once, keeping its queue.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -88,14 +92,16 @@ pub(crate) struct Peer {
     /// The peer's liveness as the failure detector holds it (`MessagingService::mark_down`,
     /// `mark_up`). A peer is up until convicted.
     up: watch::Sender<Liveness>,
+    /// The newest generation of the peer's process gossip has reported a restart to
+    /// (`MessagingService::peer_restarted`); 0 until then. Only grows.
+    generation: watch::Sender<u64>,
 }
 
 /// What a peer's connection tasks watch to learn that it was convicted.
 ///
 /// A `watch` keeps only the latest value, so a bare up/down flag loses a conviction that is
-/// lifted before a task looks: `mark_down` then `mark_up` in one breath (the node does that
-/// when gossip shows a peer restarted) would leave the task writing to the connection of the
-/// process that died, which a peer that never writes to it again does not notice. The count
+/// lifted before a task looks: `mark_down` then `mark_up` in one breath would leave the task
+/// writing to the connection of a process the failure detector gave up on. The count
 /// makes every conviction visible, however soon it is lifted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Liveness {
@@ -121,6 +127,14 @@ impl Connection {
             queued_bytes: AtomicUsize::new(0),
             refused: Mutex::new(None),
         }
+    }
+
+    /// Takes a message's share of the queue's bounds again (put back in the backlog), past
+    /// them if need be: it was in the queue already.
+    fn hold(&self, message: &Outbound) {
+        self.queued_messages.fetch_add(1, Ordering::Relaxed);
+        self.queued_bytes
+            .fetch_add(message.frame.payload.len(), Ordering::Relaxed);
     }
 
     /// Gives back a message's share of the queue's bounds (written or discarded).
@@ -156,7 +170,21 @@ impl Peer {
                 up: true,
                 convictions: 0,
             }),
+            generation: watch::Sender::new(0),
         }
+    }
+
+    /// The peer runs as a new process started under `generation`: its connection tasks close
+    /// connections handshaken with an older process and redial at once, keeping their queues.
+    /// Returns whether `generation` is newer than the newest known.
+    pub fn restarted(&self, generation: u64) -> bool {
+        self.generation.send_if_modified(|newest| {
+            if generation <= *newest {
+                return false;
+            }
+            *newest = generation;
+            true
+        })
     }
 
     /// Whether the peer is up (not convicted by the failure detector).
@@ -272,6 +300,8 @@ enum DialError {
     Refused(String),
     #[error("the node at this address is {0}, not the peer expected")]
     WrongHost(HostId),
+    #[error("the peer's process at this address is generation {found}, older than {newest}")]
+    OldProcess { found: u64, newest: u64 },
 }
 
 /// Returned when the service is stopping: the task ends.
@@ -293,6 +323,12 @@ struct ConnectionTask {
     /// The peer's convictions this task has acted on (`Liveness::convictions`): one more
     /// means its connection is to be closed and its queue discarded.
     convictions_seen: u64,
+    /// The newest generation of the peer's process known (`Peer::generation`).
+    generation: watch::Receiver<u64>,
+    /// The generation the open connection's process is held to be: the acceptor's, or, if it
+    /// did not know its own (0), the newest known when it was dialled. A newer generation
+    /// known means the connection leads to a process that is gone.
+    connected_generation: u64,
     /// Failed connection attempts since the last success: the backoff's exponent.
     failures: u32,
 }
@@ -309,6 +345,7 @@ async fn run(
     let shutdown = peer.stop.subscribe();
     let up = peer.up.subscribe();
     let convictions_seen = up.borrow().convictions;
+    let generation = peer.generation.subscribe();
     let mut task = ConnectionTask {
         inner,
         peer,
@@ -319,6 +356,8 @@ async fn run(
         shutdown,
         up,
         convictions_seen,
+        generation,
+        connected_generation: 0,
         failures: 0,
     };
     let Err(Stopping) = task.run().await;
@@ -350,6 +389,17 @@ impl ConnectionTask {
                 _ = convicted(&mut self.up, self.convictions_seen) => continue,
                 dialed = dial(&self.inner, self.peer.host_id, address, self.lane, self.connection_type) => dialed,
             };
+            let dialed = dialed.and_then(|(stream, acceptor_generation)| {
+                let newest = *self.generation.borrow_and_update();
+                match acceptor_generation {
+                    0 => self.connected_generation = newest,
+                    found if found < newest => {
+                        return Err(DialError::OldProcess { found, newest });
+                    }
+                    found => self.connected_generation = found,
+                }
+                Ok(stream)
+            });
             let wait = match dialed {
                 Ok(stream) => {
                     lock(&self.connection().refused).take();
@@ -363,6 +413,11 @@ impl ConnectionTask {
                     let liveness = *self.up.borrow();
                     if !liveness.up || liveness.convictions != self.convictions_seen {
                         // Closed for the conviction: the loop's top discards the queue.
+                        continue;
+                    }
+                    if *self.generation.borrow() > self.connected_generation {
+                        // Closed for the peer's restart: the queue goes to the new process.
+                        self.failures = 0;
                         continue;
                     }
                     if connected_at.elapsed() >= HEALTHY_CONNECTION {
@@ -454,6 +509,11 @@ impl ConnectionTask {
             _ = stopped(&mut self.shutdown) => return Err(Stopping),
             // The run loop discards the queue and waits for the peer to come back.
             _ = convicted(&mut self.up, self.convictions_seen) => return Ok(()),
+            // A new process is up: dial it at once, whatever the backoff was.
+            _ = restarted(&mut self.generation) => {
+                self.failures = 0;
+                return Ok(());
+            }
             _ = tokio::time::sleep(wait) => {}
         }
         // A refusal's wait is over: the next message dials again (and fails at once if the
@@ -516,6 +576,7 @@ impl ConnectionTask {
                     biased;
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
                     _ = convicted(&mut self.up, self.convictions_seen) => return Ok(CONVICTED.to_string()),
+                    _ = superseded(&mut self.generation, self.connected_generation) => return Ok(RESTARTED.to_string()),
                     read = open.reader.read(&mut open.probe) => return Ok(ended(read)),
                     message = self.receiver.recv() => message.ok_or(Stopping)?,
                 };
@@ -548,6 +609,8 @@ impl ConnectionTask {
             _ = stopped(&mut self.shutdown) => Err(Stopping),
             // A dead peer's socket buffer may be full: the write would wait forever.
             _ = convicted(&mut self.up, self.convictions_seen) => Ok(Err(CONVICTED.to_string())),
+            // The process at the other end is gone: its socket buffer may be full too.
+            _ = superseded(&mut self.generation, self.connected_generation) => Ok(Err(RESTARTED.to_string())),
             // A write blocked on a full window must also end when the peer resets the
             // connection (its process restarted): not every stack wakes the blocked writer
             // for it (turmoil's does not), and nothing else would read the reset.
@@ -594,10 +657,18 @@ impl ConnectionTask {
                             return Ok(Err(reason));
                         }
                         buffer.clear();
-                        tokio::select! {
+                        let closed = tokio::select! {
                             _ = stopped(&mut self.shutdown) => return Err(Stopping),
-                            _ = convicted(&mut self.up, self.convictions_seen) => return Ok(Err(CONVICTED.to_string())),
-                            _ = tokio::time::sleep_until(due) => {}
+                            _ = convicted(&mut self.up, self.convictions_seen) => CONVICTED,
+                            _ = superseded(&mut self.generation, self.connected_generation) => RESTARTED,
+                            _ = tokio::time::sleep_until(due) => "",
+                        };
+                        if !closed.is_empty() {
+                            // Not written: it goes on the next connection (a conviction
+                            // discards it with the rest of the queue).
+                            self.connection().hold(&message);
+                            self.backlog.push_front(message);
+                            return Ok(Err(closed.to_string()));
                         }
                     }
                 }
@@ -644,6 +715,30 @@ fn ended(read: std::io::Result<usize>) -> String {
 /// Why a connection was closed when its peer was convicted.
 const CONVICTED: &str = "the failure detector convicted the peer";
 
+/// Why a connection was closed when its peer restarted.
+const RESTARTED: &str = "the peer restarted: the connection leads to its old process";
+
+/// Completes once a generation newer than `connected_generation` is known for the peer (at
+/// once if so already): what an open connection's waits `select!` on, so that a connection to
+/// a process that is gone closes whatever it was doing.
+async fn superseded(generation: &mut watch::Receiver<u64>, connected_generation: u64) {
+    // An error means the peer is gone, and with it the task: nothing to wait for.
+    if generation
+        .wait_for(|newest| *newest > connected_generation)
+        .await
+        .is_err()
+    {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Completes once the peer restarted since the task last looked at its generation.
+async fn restarted(generation: &mut watch::Receiver<u64>) {
+    if generation.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Completes once the peer is down or was convicted more than `convictions_seen` times (at
 /// once if so already): what the connection's waits `select!` on so that a convicted peer's
 /// connection is dropped whatever it was doing, even if the peer is up again by then.
@@ -655,14 +750,15 @@ async fn convicted(up: &mut watch::Receiver<Liveness>, convictions_seen: u64) {
     }
 }
 
-/// Connects to `address` and handshakes as `lane`'s `connection_type`, expecting `peer` there.
+/// Connects to `address` and handshakes as `lane`'s `connection_type`, expecting `peer` there;
+/// the stream and the generation of the peer's process (0 if it does not know its own).
 async fn dial(
     inner: &Inner,
     peer: HostId,
     address: SocketAddr,
     lane: usize,
     connection_type: ConnectionType,
-) -> Result<Box<dyn Stream>, DialError> {
+) -> Result<(Box<dyn Stream>, u64), DialError> {
     let connect_timeout = Duration::from_millis(inner.options.connect_timeout_ms);
     let mut stream = timeout(connect_timeout, inner.network.connect(address))
         .await
@@ -688,7 +784,7 @@ async fn dial(
         .map_err(|_| DialError::HandshakeTimeout)??;
     match reply {
         Reply::Accepted { host_id, .. } if host_id != peer => Err(DialError::WrongHost(host_id)),
-        Reply::Accepted { .. } => Ok(stream),
+        Reply::Accepted { generation, .. } => Ok((stream, generation)),
         Reply::Refused { reason, .. } => Err(DialError::Refused(reason)),
     }
 }

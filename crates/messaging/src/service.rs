@@ -49,6 +49,10 @@ pub struct MessagingConfig {
     /// Where peers reach this node (Cassandra's `broadcast_address`); the bound listen address
     /// if `None`.
     pub broadcast_address: Option<SocketAddr>,
+    /// This process's start generation (gossip's, greater than any earlier start's; 0 if
+    /// unknown): every accepted handshake carries it, so a dialer knows which process of this
+    /// node its connection reaches (`MessagingService::peer_restarted`).
+    pub generation: u64,
     /// Bounds and timeouts.
     pub options: MessagingOptions,
 }
@@ -152,6 +156,8 @@ pub(crate) struct Inner {
     pub host_id: HostId,
     pub cluster_name: String,
     pub broadcast_address: SocketAddr,
+    /// `MessagingConfig::generation`.
+    pub generation: u64,
     pub options: MessagingOptions,
     pub network: Arc<dyn Network>,
     pub interceptor: Arc<dyn OutboundInterceptor>,
@@ -418,6 +424,21 @@ impl Inner {
         changed
     }
 
+    /// `host_id` runs as a new process, started under `generation`: its connections
+    /// handshaken with an older process close and redial at once, keeping their queues.
+    /// Returns whether `generation` is newer than any seen before for the peer.
+    pub fn peer_restarted(&self, host_id: HostId, generation: u64) -> bool {
+        let newer = self
+            .peer(host_id)
+            .is_some_and(|peer| peer.restarted(generation));
+        if newer {
+            tracing::info!(peer = %host_id, generation,
+                "peer restarted: connections to its old process close, its queued messages \
+                 go to the new one");
+        }
+        newer
+    }
+
     /// Forgets `host_id`: closes its connections and drops its queued messages.
     pub fn forget_peer(&self, host_id: HostId) {
         let removed = self
@@ -539,6 +560,7 @@ impl MessagingService {
             host_id: config.host_id,
             cluster_name: config.cluster_name,
             broadcast_address: config.broadcast_address.unwrap_or(listen_address),
+            generation: config.generation,
             options: config.options,
             network: environment.network,
             interceptor: environment.interceptor,
@@ -607,6 +629,20 @@ impl MessagingService {
     /// before. Returns whether it was down.
     pub fn mark_up(&self, host_id: HostId) -> bool {
         self.inner.mark_up(host_id)
+    }
+
+    /// Gossip sees `host_id` under a newer `generation`: it restarted (Cassandra's
+    /// `StorageService.onRestart`, which interrupts the outbound connections). Each of its
+    /// connections handshaken with an older process (or with one whose generation was unknown
+    /// and dialled before this call) closes and redials at once, without backoff; one already
+    /// handshaken with the new process stays. Unlike `mark_down`, nothing is failed or
+    /// dropped: the queued messages — requests, and responses to the new process's requests —
+    /// go out on the new connection. Requests already written to the old process are left to
+    /// their deadlines (which connection a pending request went out on is not recorded).
+    /// Returns whether `generation` is newer than any seen before for the peer (with a known
+    /// address).
+    pub fn peer_restarted(&self, host_id: HostId, generation: u64) -> bool {
+        self.inner.peer_restarted(host_id, generation)
     }
 
     /// Whether messages to `host_id` are accepted (it has a known address and is not held

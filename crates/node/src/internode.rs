@@ -168,6 +168,7 @@ pub async fn start(
                 cluster_name: settings.cluster_name.clone(),
                 listen_address: SocketAddr::new(settings.listen_address, settings.storage_port),
                 broadcast_address: Some(storage_address),
+                generation: settings.generation,
                 options: messaging::MessagingOptions::default(),
             },
             served_replica.clone(),

@@ -66,15 +66,15 @@ pub fn messaging_environment(
 
 /// Tells `messaging` of every peer gossip convicts (`mark_down`: its requests fail at once, and
 /// it is not dialled), of every peer gossip holds up again (`mark_up`), and of every peer that
-/// restarted (`mark_down` before its `mark_up`: the old process's connections lead nowhere, and
-/// the first message on one would be lost; Cassandra's `StorageService.onRestart` interrupts
-/// the outbound connections too), until membership stops (`gossip::follow_liveness`, which the
-/// simulation runs too).
+/// restarted (`peer_restarted`: the connections to the old process lead nowhere and are
+/// redialled, and what is queued — responses to the new process's first requests among it —
+/// goes to the new one; Cassandra's `StorageService.onRestart` interrupts the outbound
+/// connections too), until membership stops (`gossip::follow_liveness`, which the simulation
+/// runs too).
 pub fn follow_liveness(views: watch::Receiver<Arc<ClusterView>>, messaging: Arc<MessagingService>) {
     gossip::follow_liveness(views, move |host_id, change| match change {
-        PeerChange::Restarted => {
-            tracing::info!(%host_id, "a peer restarted: its connections are opened anew");
-            messaging.mark_down(host_id);
+        PeerChange::Restarted { generation } => {
+            messaging.peer_restarted(host_id, generation);
         }
         PeerChange::Up => {
             messaging.mark_up(host_id);

@@ -642,6 +642,7 @@ async fn node_main(shared: Arc<Shared>, node: usize) -> turmoil::Result {
             cluster_name: "sim".to_string(),
             listen_address: listen,
             broadcast_address: Some(broadcast),
+            generation: start,
             options: MessagingOptions {
                 // Cassandra's cap is minutes; the run's whole fault phase lasts seconds, and
                 // the final reads must find every connection back soon after the heal.

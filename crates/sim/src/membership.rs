@@ -2,7 +2,7 @@
 //! (chitchat, with its phi-accrual failure detector) over [`SimGossipTransport`], an
 //! in-process datagram transport routed through the run's link state, and follows it as the
 //! node does: `gossip::follow_liveness` drives its messaging (a conviction is `mark_down`, an
-//! UP `mark_up`, a newer generation reconnects), and gossip's UP events start the replay of
+//! UP `mark_up`, a newer generation reconnects, keeping the queues), and gossip's UP events start the replay of
 //! its hints (`HintStore::target_up`, as the node's `start_hints` wires it); its coordinator
 //! and hint store ask its view who is up (`GossipShared::is_live`).
 //!
@@ -523,8 +523,11 @@ impl GossipShared {
         gossip::follow_liveness(
             membership.watch_view(),
             move |host_id, change| match change {
-                PeerChange::Restarted | PeerChange::Down => {
-                    if host_id == peer_0 && change == PeerChange::Down {
+                PeerChange::Restarted { generation } => {
+                    messaging.peer_restarted(host_id, generation);
+                }
+                PeerChange::Down => {
+                    if host_id == peer_0 {
                         down.store(buggy, Ordering::Relaxed);
                     }
                     messaging.mark_down(host_id);
