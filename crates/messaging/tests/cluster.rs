@@ -1204,8 +1204,13 @@ async fn a_conviction_lifted_at_once_still_closes_the_connection() {
     b.messaging.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_request_queued_for_an_unreachable_peer_fails_when_it_is_convicted() {
+/// Node 1 with a PING queued for node 2, whose address is a closed port: the dial failed and
+/// the connection waits out a 10 s backoff, so the request stays queued.
+async fn ping_queued_for_unreachable_peer() -> (
+    Node,
+    HostId,
+    tokio::task::JoinHandle<Result<(), MessagingError>>,
+) {
     let a = start_with(
         1,
         CLUSTER,
@@ -1229,6 +1234,12 @@ async fn a_request_queued_for_an_unreachable_peer_fails_when_it_is_convicted() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!queued.is_finished(), "waits for a connection");
+    (a, b_host, queued)
+}
+
+#[tokio::test]
+async fn a_request_queued_for_an_unreachable_peer_fails_when_it_is_convicted() {
+    let (a, b_host, queued) = ping_queued_for_unreachable_peer().await;
     let convicted_at = Instant::now();
     a.messaging.mark_down(b_host);
     let e = queued.await.unwrap();
@@ -1987,28 +1998,7 @@ async fn a_restarted_peer_keeps_its_queued_responses_and_the_connection_to_its_n
 /// once when gossip reports the new process, not after the backoff, and not failed.
 #[tokio::test]
 async fn a_restart_ends_the_backoff_and_keeps_the_queued_requests() {
-    let a = start_with(
-        1,
-        CLUSTER,
-        "127.0.0.1:0".parse().unwrap(),
-        MessagingOptions {
-            reconnect_initial_backoff_ms: 10_000,
-            reconnect_max_backoff_ms: 10_000,
-            ..options()
-        },
-        None,
-        Environment::tcp(1),
-    )
-    .await;
-    let b_host = host(2);
-    a.messaging
-        .set_peer_address(b_host, closed_port_address().await);
-    let queued = {
-        let messaging = a.messaging.clone();
-        tokio::spawn(async move { messaging.ping(b_host, Some(later())).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!queued.is_finished(), "waits out the backoff");
+    let (a, b_host, queued) = ping_queued_for_unreachable_peer().await;
     let b = start_generation(2, 7, Environment::tcp(2)).await;
     introduce(&a, &b);
     let restarted_at = Instant::now();
