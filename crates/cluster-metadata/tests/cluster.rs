@@ -660,3 +660,52 @@ async fn every_node_observes_the_same_applied_entries_in_order() {
         assert_eq!(entries(n), first, "node {n}");
     }
 }
+
+/// A follower cut off for several election timeouts campaigns alone, raising its term;
+/// when it comes back, its higher term deposes the leader (openraft 0.9 has no Pre-Vote:
+/// databendlabs/openraft#1770, added in 0.10 by #1785), and the group has no leader until
+/// a node with the whole log wins an election. A proposal made from the rejoined node in
+/// that gap waits for the new leader and commits there. (The simulation's seed 5534: node
+/// 8, back from a partition, claimed its tokens while the group elected for 2.2 s.)
+#[tokio::test(start_paused = true)]
+async fn a_rejoining_node_that_deposes_the_leader_still_gets_its_proposal_committed() {
+    let cluster = Cluster::start(test_config()).await;
+    let leader = cluster.node(0).leader().expect("a leader");
+    let old_leader = (0..3).find(|n| id(*n) == leader).expect("the leader");
+    let cut_off = (0..3).find(|n| *n != old_leader).expect("a follower");
+    let term_before = cluster.node(old_leader).metrics().current_term;
+    cluster.network.isolate(id(cut_off));
+    // The others go on (the cut-off node's log falls behind), while it campaigns alone.
+    let version = cluster
+        .change_schema(old_leader)
+        .await
+        .expect("the majority commits");
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let campaigned = cluster.node(cut_off).metrics().current_term;
+    assert!(
+        campaigned > term_before + 1,
+        "the cut-off node campaigned: term {campaigned} after {term_before}"
+    );
+    cluster.network.heal(id(cut_off));
+    let index = cluster
+        .node(cut_off)
+        .propose(
+            ownership(9, vec![9], OwnershipState::Normal),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("committed once a node with the whole log leads");
+    let state = cluster.converge_on(cut_off).await;
+    assert!(
+        cluster.node(old_leader).metrics().current_term > term_before,
+        "the rejoined node's term deposed the old leader"
+    );
+    assert_eq!(state.schema_version(), version);
+    assert!(state.nodes.contains_key(&Uuid::from_u128(9)), "{state:?}");
+    for n in 0..3 {
+        assert_eq!(*cluster.state(n), *state, "node {n}");
+        assert!(cluster.node(n).metrics().last_applied.map(|l| l.index) >= Some(index));
+    }
+    let new_leader = cluster.node(0).leader().expect("a leader again");
+    assert_ne!(new_leader, id(cut_off), "a node behind the log cannot win");
+}

@@ -323,8 +323,8 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
     faults.extend(skews);
     // Stable: faults at the same time keep their order (the skews after the others).
     faults.sort_by_key(|f| f.at_ms);
-    // The run ends once every node read every key at ALL and applied the same metadata log,
-    // or when they cannot have.
+    // The run ends once every node read every key at ALL and applied the same metadata log
+    // with every token claim settled, or when they cannot have.
     let final_reads = config.nodes * config.keys as usize;
     let last_ms = (config.final_reads_ms
         + (u64::from(config.keys) + 1) * config.request_timeout_ms)
@@ -347,7 +347,7 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
         let gossip_converged = gossip_converged(&shared, now_ms);
         if now_ms >= last_ms
             || (lock(&shared.history).completed_at(Level::All) == final_reads
-                && lock(&shared.metadata.history).converged()
+                && lock(&shared.metadata.history).settled()
                 && gossip_converged)
         {
             break now_ms;
