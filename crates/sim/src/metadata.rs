@@ -811,6 +811,33 @@ mod tests {
     }
 
     #[test]
+    fn the_run_is_not_settled_while_a_token_claim_is_in_flight() {
+        let mut history = MetadataHistory::new(2);
+        for log in &mut history.applied {
+            log.record(entry(0), 0);
+        }
+        assert!(history.converged() && history.settled());
+        history.proposals.push(Proposal {
+            id: 0,
+            node: 1,
+            kind: ProposalKind::Ownership,
+            command: MetadataCommand::Schema(SchemaEntry {
+                base_version: Uuid::nil(),
+                version: Uuid::nil(),
+                change: String::new(),
+            }),
+            invoked_ms: 0,
+            completed_ms: None,
+            timeout_ms: 1000,
+            outcome: ProposalOutcome::Pending,
+        });
+        assert!(history.converged(), "equal logs");
+        assert!(!history.settled(), "a claim in flight (seed 5534's end)");
+        history.proposals[0].outcome = ProposalOutcome::Committed(1);
+        assert!(history.settled());
+    }
+
+    #[test]
     fn a_log_records_gaps_and_repeats_but_takes_a_restarts_replay() {
         let mut log = AppliedLog::default();
         for i in 0..3 {

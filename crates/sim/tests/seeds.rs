@@ -183,26 +183,17 @@ fn replay_one() {
     assert!(report.is_clean(), "{}", report.describe());
 }
 
-/// Seed 5534: node 8, cut off with nodes 5 and 7 until the heal, claims its tokens after it;
-/// the minority's inflated term deposes the leader (openraft 0.9 has no Pre-Vote), the group
-/// is leaderless for 2.2 s and the new leader's first entry makes every applied log equal
-/// while the claim, retried, is still in flight. The run must not end there: it ended with
-/// node 8 holding no tokens (`TokensDiffer`) before the end waited for pending claims.
+/// Seed 5534 found the run ending while a token claim was in flight (node 8, cut off with
+/// nodes 5 and 7 until the heal, claimed after it; the minority's inflated term deposed the
+/// leader, openraft 0.9 having no Pre-Vote, and the new leader's first entry made every applied
+/// log equal while the retried claim was still pending): it reported node 8 holding no tokens.
 #[test]
-fn a_token_claim_in_flight_when_the_logs_converge_is_waited_for() {
+fn seed_5534_stays_clean() {
+    // The end condition itself is a unit test (`MetadataHistory::settled`); the seed must stay
+    // clean (its history moves with the code: after the restart handling
+    // changed, node 8 claims before the partition in it).
     let report = run(&SimConfig::new(5534));
     assert!(report.is_clean(), "{}", report.describe());
-    let claims: Vec<_> = report
-        .metadata
-        .proposals
-        .iter()
-        .filter(|p| p.node == 8 && p.kind == sim::metadata::ProposalKind::Ownership)
-        .collect();
-    assert!(
-        claims.len() > 1 && claims.iter().any(|p| p.invoked_ms >= 2_000),
-        "the seed no longer has node 8 claim after the heal, retrying:\n{}",
-        report.metadata.render()
-    );
 }
 
 /// Runs three seeds whose faults include a crash, a restart and a partition twice each and
