@@ -14,7 +14,11 @@
 //! waiting for responses until their deadline, peers the failure detector convicts failing
 //! their requests at once and left undialled until they are up (`mark_down`, `mark_up`),
 //! connections to a restarted peer's old process (the acceptance carries its start
-//! generation) replaced at once with their queues kept (`peer_restarted`), and
+//! generation) replaced at once with their queues kept (`peer_restarted`), a peer whose
+//! process is gone (an open connection lost, and the redial refused by the operating system)
+//! reported at once to a listener the node wires to gossip (`on_peer_gone`), with one
+//! connection kept open to each live peer so that an idle one is noticed too
+//! (`keep_connected`), and
 //! the serving of peers' requests: replica
 //! verbs through a `coordinator::Replica` (the node's `replica::LocalReplica`), other verbs
 //! through handlers other crates register. [`RemoteReplica`] is a peer as a
@@ -59,7 +63,8 @@ pub use network::{Listener, Network, NetworkFuture, Stream, TcpNetwork};
 pub use options::MessagingOptions;
 pub use remote::{replica_error, RemoteReplica};
 pub use service::{
-    HandlerError, HandlerFuture, MessagingConfig, MessagingError, MessagingService, VerbHandler,
+    HandlerError, HandlerFuture, MessagingConfig, MessagingError, MessagingService,
+    PeerGoneListener, VerbHandler,
 };
 pub use untrusted::check_decoders;
 pub use verb::{Verb, MAX_VERB_ID};

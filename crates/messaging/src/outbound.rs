@@ -7,10 +7,20 @@
 //! A connection remembers the generation of the peer's process it handshook with: when gossip
 //! shows the peer under a newer one (`MessagingService::peer_restarted`), a connection to an
 //! older process closes and redials at once, keeping its queue.
+//!
+//! A connection that was open and is lost (the peer ended it: no conviction, no restart)
+//! redials at once, whether or not anything is queued; if the operating system refuses that
+//! dial (`ECONNREFUSED`: nothing listens at the peer's address any more), the peer's process
+//! is gone, and the service's peer-gone listener is told, once until a connection to the
+//! peer opens again (`MessagingService::on_peer_gone`). A timeout, a handshake refusal or a
+//! fault-injected cut (which drops messages and never closes a connection) is no such proof,
+//! and is left to the failure detector. The main lane's small connection of a peer asked to be
+//! kept connected (`MessagingService::keep_connected`) dials without waiting for a message,
+//! so that a peer this node has nothing to send to is noticed going away too.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -95,6 +105,13 @@ pub(crate) struct Peer {
     /// The newest generation of the peer's process gossip has reported a restart to
     /// (`MessagingService::peer_restarted`); 0 until then. Only grows.
     generation: watch::Sender<u64>,
+    /// Whether the peer's process was reported gone (`MessagingService::on_peer_gone`) since a
+    /// connection to it last opened: it is reported once per loss, whichever of its
+    /// connections finds it.
+    gone_reported: AtomicBool,
+    /// Whether the main lane's small connection is kept open while the peer is up, with or
+    /// without messages to send (`MessagingService::keep_connected`).
+    keep_open: watch::Sender<bool>,
 }
 
 /// What a peer's connection tasks watch to learn that it was convicted.
@@ -171,6 +188,52 @@ impl Peer {
                 convictions: 0,
             }),
             generation: watch::Sender::new(0),
+            gone_reported: AtomicBool::new(false),
+            keep_open: watch::Sender::new(false),
+        }
+    }
+
+    /// Keeps the main lane's small connection open while the peer is up (its task dials
+    /// without waiting for a message, and redials when it is lost), starting its task if no
+    /// message has yet. Returns whether it was not kept open before.
+    pub fn keep_connected(self: &Arc<Self>, inner: &Arc<Inner>) -> bool {
+        if inner.is_shut_down() || *self.stop.borrow() {
+            return false;
+        }
+        let newly = !self.keep_open.send_replace(true);
+        self.start_task(inner, inner.lanes.main(), ConnectionType::Small);
+        newly
+    }
+
+    /// Whether this report of the peer's process being gone is the first since a connection
+    /// to it last opened.
+    fn first_gone_report(&self) -> bool {
+        !self.gone_reported.swap(true, Ordering::Relaxed)
+    }
+
+    /// A connection to the peer opened: a later loss is reported again.
+    fn connected(&self) {
+        self.gone_reported.store(false, Ordering::Relaxed);
+    }
+
+    /// Starts the task of `lane`'s `connection_type` connection on the lane's runtime, unless
+    /// it runs already.
+    fn start_task(
+        self: &Arc<Self>,
+        inner: &Arc<Inner>,
+        lane: usize,
+        connection_type: ConnectionType,
+    ) {
+        let connection = self.connection(lane, connection_type);
+        if let Some(receiver) = lock(&connection.receiver).take() {
+            let task = inner.lanes.runtime(lane).spawn(run(
+                inner.clone(),
+                self.clone(),
+                lane,
+                connection_type,
+                receiver,
+            ));
+            inner.track(task);
         }
     }
 
@@ -259,16 +322,7 @@ impl Peer {
         if !self.is_up() {
             return Err(EnqueueError::Down);
         }
-        if let Some(receiver) = lock(&connection.receiver).take() {
-            let task = inner.lanes.runtime(lane).spawn(run(
-                inner.clone(),
-                self.clone(),
-                lane,
-                connection_type,
-                receiver,
-            ));
-            inner.track(task);
-        }
+        self.start_task(inner, lane, connection_type);
         let bytes = message.frame.payload.len();
         let messages_before = connection.queued_messages.fetch_add(1, Ordering::Relaxed);
         let bytes_before = connection.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -331,6 +385,12 @@ struct ConnectionTask {
     connected_generation: u64,
     /// Failed connection attempts since the last success: the backoff's exponent.
     failures: u32,
+    /// An open connection was lost (not for a conviction or a restart) and the peer not
+    /// dialled since: the next dial happens at once, queue or not, and its refusal by the
+    /// operating system reports the peer's process gone.
+    lost: bool,
+    /// `Peer::keep_open`, for the connection it concerns (the main lane's small one).
+    keep_open: Option<watch::Receiver<bool>>,
 }
 
 /// The connection's task: waits for a message, dials, writes until the connection fails,
@@ -346,6 +406,8 @@ async fn run(
     let up = peer.up.subscribe();
     let convictions_seen = up.borrow().convictions;
     let generation = peer.generation.subscribe();
+    let keep_open = (lane == inner.lanes.main() && connection_type == ConnectionType::Small)
+        .then(|| peer.keep_open.subscribe());
     let mut task = ConnectionTask {
         inner,
         peer,
@@ -359,6 +421,8 @@ async fn run(
         generation,
         connected_generation: 0,
         failures: 0,
+        lost: false,
+        keep_open,
     };
     let Err(Stopping) = task.run().await;
 }
@@ -374,11 +438,14 @@ impl ConnectionTask {
             if !liveness.up || liveness.convictions != self.convictions_seen {
                 self.wait_until_up().await?;
             }
-            // Dial only when there is something to send (Cassandra connects lazily too).
-            if self.backlog.is_empty() {
+            // Dial only when there is something to send (Cassandra connects lazily too), the
+            // connection was just lost (is the peer's process still there?), or it is kept
+            // open.
+            if self.backlog.is_empty() && !self.lost && !self.kept_open() {
                 let message = tokio::select! {
                     _ = stopped(&mut self.shutdown) => return Err(Stopping),
                     _ = convicted(&mut self.up, self.convictions_seen) => continue,
+                    _ = keep_open_asked(&mut self.keep_open) => continue,
                     message = self.receiver.recv() => message.ok_or(Stopping)?,
                 };
                 self.backlog.push_back(message);
@@ -389,6 +456,7 @@ impl ConnectionTask {
                 _ = convicted(&mut self.up, self.convictions_seen) => continue,
                 dialed = dial(&self.inner, self.peer.host_id, address, self.lane, self.connection_type) => dialed,
             };
+            let after_loss = std::mem::take(&mut self.lost);
             let dialed = dialed.and_then(|(stream, acceptor_generation)| {
                 let newest = *self.generation.borrow_and_update();
                 match acceptor_generation {
@@ -402,6 +470,7 @@ impl ConnectionTask {
             });
             let wait = match dialed {
                 Ok(stream) => {
+                    self.peer.connected();
                     lock(&self.connection().refused).take();
                     Counters::add(&self.inner.counters.connections_opened, 1);
                     tracing::debug!(peer = %self.peer.host_id, %address,
@@ -420,6 +489,9 @@ impl ConnectionTask {
                         self.failures = 0;
                         continue;
                     }
+                    // Lost: the next dial, at once or after the backoff, tells whether the
+                    // peer's process is still there.
+                    self.lost = true;
                     if connected_at.elapsed() >= HEALTHY_CONNECTION {
                         // Redial at once: the peer may only have closed an idle connection.
                         self.failures = 0;
@@ -431,6 +503,13 @@ impl ConnectionTask {
                     self.backoff()
                 }
                 Err(DialError::Refused(reason)) => self.refused(address, reason),
+                Err(DialError::Connect(e))
+                    if after_loss && e.kind() == std::io::ErrorKind::ConnectionRefused =>
+                {
+                    self.failures += 1;
+                    self.peer_gone(address, &e);
+                    self.backoff()
+                }
                 Err(e) => {
                     self.failures += 1;
                     tracing::debug!(peer = %self.peer.host_id, %address,
@@ -441,6 +520,22 @@ impl ConnectionTask {
             };
             self.wait(wait).await?;
         }
+    }
+
+    /// A lost connection's redial was refused by the operating system: nothing listens at the
+    /// peer's address, its process is gone. Tells the service's listener, once per loss.
+    fn peer_gone(&self, address: SocketAddr, error: &std::io::Error) {
+        if !self.peer.first_gone_report() {
+            return;
+        }
+        tracing::info!(peer = %self.peer.host_id, %address,
+            "peer's process is gone: its connection closed and its port refuses connections ({error})");
+        self.inner.report_peer_gone(self.peer.host_id);
+    }
+
+    /// Whether this is the connection kept open and it is asked to be.
+    fn kept_open(&self) -> bool {
+        self.keep_open.as_ref().is_some_and(|keep| *keep.borrow())
     }
 
     /// The peer refused the handshake: logs why, fails the queued requests with the reason,
@@ -483,6 +578,8 @@ impl ConnectionTask {
         };
         self.convictions_seen = liveness.convictions;
         self.failures = 0;
+        // The conviction came first: nothing is left to report.
+        self.lost = false;
         Ok(())
     }
 
@@ -728,6 +825,19 @@ async fn superseded(generation: &mut watch::Receiver<u64>, connected_generation:
         .await
         .is_err()
     {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Completes once the connection `keep_open` concerns is asked to be kept open (at once if it
+/// is); never for another connection (`None`).
+async fn keep_open_asked(keep_open: &mut Option<watch::Receiver<bool>>) {
+    let asked = match keep_open {
+        Some(keep) => keep.wait_for(|keep| *keep).await.is_ok(),
+        None => false,
+    };
+    if !asked {
+        // Not this connection, or the peer is gone and with it the task: nothing to wait for.
         std::future::pending::<()>().await;
     }
 }

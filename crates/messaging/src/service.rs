@@ -184,7 +184,13 @@ pub(crate) struct Inner {
     /// The listener and the outbound connections' tasks, awaited by `shutdown`. (Inbound
     /// connections are the listener's, handler tasks their connection's.)
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Told of each peer whose process is gone (`MessagingService::on_peer_gone`).
+    peer_gone: RwLock<Option<PeerGoneListener>>,
 }
+
+/// What [`MessagingService::on_peer_gone`] calls with the host id of a peer whose process is
+/// gone. It runs on a connection's task: it must not block (send to a channel, or set a flag).
+pub type PeerGoneListener = Arc<dyn Fn(HostId) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -237,6 +243,18 @@ impl Inner {
             }
         }
         true
+    }
+
+    /// Tells the peer-gone listener, if there is one, that `host_id`'s process is gone.
+    pub fn report_peer_gone(&self, host_id: HostId) {
+        let listener = self
+            .peer_gone
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(listener) = listener {
+            listener(host_id);
+        }
     }
 
     pub fn handler(&self, verb: Verb) -> Option<Arc<dyn VerbHandler>> {
@@ -575,6 +593,7 @@ impl MessagingService {
             shutdown: watch::Sender::new(false),
             lanes: crate::lanes::Lanes::new(shards, tokio::runtime::Handle::current()),
             tasks: Mutex::default(),
+            peer_gone: RwLock::default(),
         });
         inner.lanes.register().await;
         let listening = tokio::spawn(crate::inbound::run_listener(inner.clone(), listener));
@@ -643,6 +662,35 @@ impl MessagingService {
     /// address).
     pub fn peer_restarted(&self, host_id: HostId, generation: u64) -> bool {
         self.inner.peer_restarted(host_id, generation)
+    }
+
+    /// Calls `listener` with the host id of each peer whose process this service finds gone:
+    /// a connection to it that was open closed (not for a conviction, a restart or this
+    /// node's shutdown) and the dial that follows at once was refused by the operating system
+    /// (`ECONNREFUSED`: nothing listens at its address). That is proof, not suspicion: the
+    /// node hands it to the failure detector as a conviction (gossip's
+    /// `Membership::convict`), which is how a killed peer is marked down within moments
+    /// rather than when phi-accrual would convict it. A connect timeout, a handshake refusal
+    /// or a fault-injected cut is not reported. Each peer is reported once per loss: again
+    /// only after a connection to it has opened since. Replaces an earlier listener.
+    pub fn on_peer_gone(&self, listener: impl Fn(HostId) + Send + Sync + 'static) {
+        *self
+            .inner
+            .peer_gone
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(listener));
+    }
+
+    /// Keeps a connection open to `host_id` while it is up, whether or not anything is sent
+    /// to it (the main lane's small connection, which dials now and redials when it is lost),
+    /// so that its process going away is noticed (`on_peer_gone`) even when this node has
+    /// nothing to send it: Cassandra's gossip keeps a connection to every live peer for the
+    /// same reason. Nothing is written on it but what is sent. Returns whether it was not kept
+    /// open before (false for a peer without a known address).
+    pub fn keep_connected(&self, host_id: HostId) -> bool {
+        self.inner
+            .peer(host_id)
+            .is_some_and(|peer| peer.keep_connected(&self.inner))
     }
 
     /// Whether messages to `host_id` are accepted (it has a known address and is not held

@@ -2008,3 +2008,169 @@ async fn a_restart_ends_the_backoff_and_keeps_the_queued_requests() {
     a.messaging.shutdown().await;
     b.messaging.shutdown().await;
 }
+
+/// Records the peers `node` reports gone (`MessagingService::on_peer_gone`).
+fn gone_reports(node: &Node) -> Arc<std::sync::Mutex<Vec<HostId>>> {
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    node.messaging
+        .on_peer_gone(move |host_id| sink.lock().unwrap().push(host_id));
+    reports
+}
+
+/// Waits until `reports` holds `count` reports, for at most `limit`.
+async fn reported(reports: &std::sync::Mutex<Vec<HostId>>, count: usize, limit: Duration) {
+    let start = Instant::now();
+    while reports.lock().unwrap().len() < count {
+        assert!(
+            start.elapsed() < limit,
+            "{:?} after {limit:?}, {count} expected",
+            reports.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A peer's process stops: the connection to it closes, the redial that follows at once is
+/// refused, and the peer is reported gone once, however many requests fail after; once a
+/// connection to its next process has opened, its next loss is reported again.
+#[tokio::test]
+async fn a_lost_connection_whose_redial_is_refused_reports_the_peer_gone_once() {
+    let a = start(1).await;
+    let reports = gone_reports(&a);
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    let b_address = b.messaging.listen_address();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+
+    let stopped_at = Instant::now();
+    b.messaging.shutdown().await;
+    drop(b);
+    reported(&reports, 1, Duration::from_secs(2)).await;
+    assert!(stopped_at.elapsed() < Duration::from_secs(1), "at once");
+    for _ in 0..3 {
+        let down = a
+            .messaging
+            .ping(b_host, Some(within(Duration::from_millis(200))))
+            .await;
+        assert!(down.is_err(), "a stopped peer does not answer");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(*reports.lock().unwrap(), [b_host], "reported once");
+
+    let b = start_with(2, CLUSTER, b_address, options(), None, Environment::tcp(2)).await;
+    ping_until_answered(&a, b_host, Duration::from_secs(10)).await;
+    assert_eq!(
+        reports.lock().unwrap().len(),
+        1,
+        "a live peer is not reported"
+    );
+    b.messaging.shutdown().await;
+    reported(&reports, 2, Duration::from_secs(2)).await;
+    assert_eq!(*reports.lock().unwrap(), [b_host, b_host]);
+    a.messaging.shutdown().await;
+}
+
+/// A peer this node never sends to is kept connected when asked, and reported gone when its
+/// process stops; nothing is sent on the connection.
+#[tokio::test]
+async fn a_peer_kept_connected_is_reported_gone_with_nothing_sent() {
+    let a = start(1).await;
+    let reports = gone_reports(&a);
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    assert!(a.messaging.keep_connected(b_host));
+    assert!(!a.messaging.keep_connected(b_host), "once is enough");
+    assert!(!a.messaging.keep_connected(host(9)), "no address known");
+    let start = Instant::now();
+    while a.messaging.metrics().connections_opened == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "never dialled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    b.messaging.shutdown().await;
+    reported(&reports, 1, Duration::from_secs(2)).await;
+    assert_eq!(*reports.lock().unwrap(), [b_host]);
+    assert_eq!(a.messaging.metrics().verb(Verb::PING).sent, 0);
+    a.messaging.shutdown().await;
+}
+
+/// TCP whose connects time out (as to a host behind a partition, whose SYNs go unanswered)
+/// once `unreachable` is set.
+struct Unreachable {
+    unreachable: Arc<AtomicBool>,
+}
+
+impl messaging::Network for Unreachable {
+    fn connect(&self, to: SocketAddr) -> messaging::NetworkFuture<'_, Box<dyn messaging::Stream>> {
+        Box::pin(async move {
+            if self.unreachable.load(Ordering::Relaxed) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer",
+                ));
+            }
+            messaging::TcpNetwork.connect(to).await
+        })
+    }
+
+    fn bind(
+        &self,
+        address: SocketAddr,
+    ) -> messaging::NetworkFuture<'_, Box<dyn messaging::Listener>> {
+        messaging::TcpNetwork.bind(address)
+    }
+}
+
+/// What is not proof that a peer's process is gone is not reported: a lost connection whose
+/// redial times out, and a link a fault cuts (requests time out, the connection stays).
+#[tokio::test]
+async fn timeouts_and_cut_links_are_not_reported() {
+    let unreachable = Arc::new(AtomicBool::new(false));
+    let mut environment = Environment::tcp(1);
+    environment.network = Arc::new(Unreachable {
+        unreachable: unreachable.clone(),
+    });
+    let injector = Arc::new(messaging::FaultInjector::default());
+    environment.interceptor = injector.clone();
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    let reports = gone_reports(&a);
+    let b = start(2).await;
+    let c = start(3).await;
+    introduce(&a, &b);
+    introduce(&a, &c);
+    let (b_host, c_host) = (b.messaging.host_id(), c.messaging.host_id());
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    a.messaging.ping(c_host, Some(later())).await.expect("ping");
+
+    injector.set(c_host, messaging::LinkFault::Cut);
+    let cut = a
+        .messaging
+        .ping(c_host, Some(within(Duration::from_millis(300))))
+        .await;
+    assert!(
+        matches!(cut, Err(MessagingError::Timeout { .. })),
+        "{cut:?}"
+    );
+
+    unreachable.store(true, Ordering::Relaxed);
+    b.messaging.shutdown().await;
+    let lost = a
+        .messaging
+        .ping(b_host, Some(within(Duration::from_millis(300))))
+        .await;
+    assert!(lost.is_err());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*reports.lock().unwrap(), [], "no proof, no report");
+    a.messaging.shutdown().await;
+    c.messaging.shutdown().await;
+}
