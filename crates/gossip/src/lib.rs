@@ -20,6 +20,11 @@
 //! pause of this node longer than `max_local_pause`, no peer up before it is marked down until
 //! the pause is that long behind (`pause.rs`).
 //!
+//! Beside phi, a peer is convicted at once on proof that its process is gone
+//! ([`Membership::convict`], [`Convicter`]: the node wires messaging's "connection lost and
+//! redial refused" to it): liveness is chitchat's live and not locally convicted, and a local
+//! conviction holds until the peer heartbeats again or restarts (`conviction.rs`).
+//!
 //! Must not depend on: storage, schema, query, the coordinator or the protocol; it depends on
 //! `locator` for the vocabulary of nodes and rings. Time is tokio's (`tokio::time`, so paused
 //! and simulated clocks drive it) and the network is chitchat's injectable `Transport`.
@@ -27,6 +32,7 @@
 //! cannot be injected: the simulation seeds it through the process's `getrandom`
 //! (`sim`'s `entropy`).
 
+mod conviction;
 mod events;
 mod liveness;
 mod membership;
@@ -38,8 +44,8 @@ pub use chitchat::transport::{ChannelTransport, Transport, UdpTransport};
 pub use events::{EventKind, MembershipEvent};
 pub use liveness::{follow_liveness, PeerChange};
 pub use membership::{
-    Membership, MembershipConfig, DEFAULT_GOSSIP_INTERVAL, DEFAULT_MAX_LOCAL_PAUSE,
-    DEFAULT_PHI_CONVICT_THRESHOLD, EVENT_CHANNEL_CAPACITY,
+    Convicter, Membership, MembershipConfig, CONVICTION_QUEUE_CAPACITY, DEFAULT_GOSSIP_INTERVAL,
+    DEFAULT_MAX_LOCAL_PAUSE, DEFAULT_PHI_CONVICT_THRESHOLD, EVENT_CHANNEL_CAPACITY,
 };
 pub use state::{decode_tokens, encode_tokens, Member, MAX_TOKENS_PER_NODE};
 pub use view::ClusterView;

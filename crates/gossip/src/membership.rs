@@ -11,10 +11,12 @@ use chitchat::{
     spawn_chitchat, Chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig,
     ProtocolVersion,
 };
+use locator::HostId;
 use locator::{Endpoint, NodeState, Token};
-use tokio::sync::{broadcast, watch, Mutex};
+use tokio::sync::{broadcast, mpsc, watch, Mutex};
 use tokio::task::JoinHandle;
 
+use crate::conviction::LocalConvictions;
 use crate::events::{EventTracker, MembershipEvent};
 use crate::pause::LocalPauseGuard;
 use crate::state::{
@@ -61,6 +63,11 @@ const DELETED_KEY_GRACE_PERIOD: Duration = Duration::from_secs(3600);
 /// next `recv` reports how many it lost (`RecvError::Lagged`) and it should read the view
 /// afresh. 1,024 is a whole cluster's nodes changing several times over.
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+
+/// Bound on the convictions a [`Convicter`] queues for the refresh task: far more than a
+/// cluster's peers (each is reported once per loss); past it a report is dropped, with a
+/// warning, and phi convicts that peer as before.
+pub const CONVICTION_QUEUE_CAPACITY: usize = 1024;
 
 /// Bound on the peers remembered as having published an invalid state (each warned of once
 /// per generation); past it the memory is cleared, and they are warned of again.
@@ -164,8 +171,33 @@ fn check_tokens(tokens: &[Token]) -> Result<(), GossipError> {
 pub struct Membership {
     shared: Arc<Shared>,
     chitchat: Option<ChitchatHandle>,
-    /// Rebuilds the view on chitchat's liveness changes and every gossip round.
+    /// Rebuilds the view on chitchat's liveness changes, every gossip round and every
+    /// conviction a [`Convicter`] queues.
     refresher: JoinHandle<()>,
+    /// Queues convictions for the refresher ([`Membership::convicter`]).
+    convictions_tx: mpsc::Sender<HostId>,
+}
+
+/// Convicts peers from a context that cannot wait (a messaging connection's task): a cheap
+/// clone of a queue to [`Membership`]'s refresh task, which convicts as
+/// [`Membership::convict`] does. Outlives the membership harmlessly (its reports are then
+/// dropped).
+#[derive(Debug, Clone)]
+pub struct Convicter {
+    queue: mpsc::Sender<HostId>,
+}
+
+impl Convicter {
+    /// Convicts `host_id` as [`Membership::convict`] does, soon (the refresh task takes it at
+    /// once). A report past [`CONVICTION_QUEUE_CAPACITY`] queued is dropped with a warning.
+    pub fn convict(&self, host_id: HostId) {
+        match self.queue.try_send(host_id) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(peer = %host_id, "too many convictions queued: this one is left to phi");
+            }
+        }
+    }
 }
 
 /// What the refresh task and the setters share.
@@ -184,6 +216,8 @@ struct RefreshState {
     pause: LocalPauseGuard,
     /// Peers (node id, generation) already warned of for an invalid state.
     warned: HashSet<(String, u64)>,
+    /// Peers held down on proof their process is gone (`conviction.rs`).
+    convictions: LocalConvictions,
 }
 
 impl Membership {
@@ -271,11 +305,18 @@ impl Membership {
                     tokio::time::Instant::now(),
                 ),
                 warned: HashSet::new(),
+                convictions: LocalConvictions::new(gossip_interval),
             }),
             view_tx,
             events_tx,
         });
-        let refresher = tokio::spawn(refresh_loop(shared.clone(), liveness, gossip_interval));
+        let (convictions_tx, convictions_rx) = mpsc::channel(CONVICTION_QUEUE_CAPACITY);
+        let refresher = tokio::spawn(refresh_loop(
+            shared.clone(),
+            liveness,
+            convictions_rx,
+            gossip_interval,
+        ));
         tracing::info!(
             host_id = %config.endpoint.host_id,
             generation = config.generation,
@@ -288,7 +329,29 @@ impl Membership {
             shared,
             chitchat: Some(handle),
             refresher,
+            convictions_tx,
         })
+    }
+
+    /// Convicts `host_id` now, on proof that its process is gone (messaging found its
+    /// connection closed and its port refusing connections): the peer is marked down in the
+    /// view at once (a STATUS_CHANGE `DOWN` to drivers, `follow_liveness`'s `Down`), without
+    /// waiting for phi, and stays down until it heartbeats again (past its last heartbeats
+    /// still propagating: a false alarm costs a few gossip rounds) or restarts (a new
+    /// generation, judged by chitchat alone). Cassandra has no such shortcut for a killed
+    /// process, only for one that announces its shutdown; the proof is as strong. Returns
+    /// whether the peer was up and is now convicted (not this node, an unknown peer or one
+    /// already down).
+    pub async fn convict(&self, host_id: HostId) -> bool {
+        self.shared.convict(host_id).await
+    }
+
+    /// A handle that convicts peers as [`Membership::convict`] does, from a context that
+    /// cannot wait (messaging's `on_peer_gone` listener).
+    pub fn convicter(&self) -> Convicter {
+        Convicter {
+            queue: self.convictions_tx.clone(),
+        }
     }
 
     /// The cluster as this node sees it now.
@@ -366,6 +429,7 @@ impl Drop for Membership {
 async fn refresh_loop(
     shared: Arc<Shared>,
     mut liveness: watch::Receiver<BTreeMap<ChitchatId, chitchat::NodeState>>,
+    mut convictions: mpsc::Receiver<HostId>,
     gossip_interval: Duration,
 ) {
     let mut round = tokio::time::interval(gossip_interval);
@@ -378,25 +442,69 @@ async fn refresh_loop(
                 }
             }
             _ = round.tick() => {}
+            Some(host_id) = convictions.recv() => {
+                shared.convict(host_id).await;
+                continue;
+            }
         }
         shared.refresh().await;
     }
 }
 
 impl Shared {
+    /// `Membership::convict`.
+    async fn convict(&self, host_id: HostId) -> bool {
+        {
+            let mut guard = self.refresh.lock().await;
+            let view = self.view_tx.borrow().clone();
+            let Some(member) = view.member(host_id) else {
+                return false;
+            };
+            if host_id == view.local().endpoint.host_id || !member.live {
+                return false;
+            }
+            let node_id = host_id.to_string();
+            let heartbeat = self
+                .chitchat
+                .lock()
+                .await
+                .node_states()
+                .iter()
+                .find(|(id, _)| *id.node_id == *node_id && id.generation_id == member.generation)
+                .map_or(0, |(_, state)| u64::from(state.heartbeat()));
+            let now = tokio::time::Instant::now();
+            if !guard
+                .convictions
+                .convict(host_id, member.generation, heartbeat, now)
+            {
+                return false;
+            }
+            tracing::info!(peer = %host_id, generation = member.generation, heartbeat,
+                "peer convicted: its process is gone (its connection closed, its port refuses connections)");
+        }
+        self.refresh().await;
+        true
+    }
+
     /// Builds the view from chitchat's state; publishes it and its events if it changed.
     /// Right after a local pause, peers up before it stay up (`pause.rs`).
     async fn refresh(&self) {
         let mut guard = self.refresh.lock().await;
         let state = &mut *guard;
-        let nodes = snapshot(&*self.chitchat.lock().await);
+        let mut nodes = snapshot(&*self.chitchat.lock().await);
         // Measured once the locks are held: a refresh that waited for them ran that late too.
-        let holding = state.pause.check(tokio::time::Instant::now());
+        let now = tokio::time::Instant::now();
+        let holding = state.pause.check(now);
+        for host_id in state.convictions.apply(&mut nodes, now) {
+            tracing::info!(peer = %host_id, "local conviction lifted: the peer heartbeats again, restarted or was forgotten");
+        }
         let previous = self.view_tx.borrow().clone();
         let warned = &mut state.warned;
         let mut view = previous.next(&nodes, |node, error| report(warned, node, error));
         if holding {
-            view = view.holding_live(&previous);
+            view = view
+                .holding_live(&previous)
+                .marking_down(state.convictions.host_ids());
         }
         if view == *previous {
             return;
@@ -449,6 +557,7 @@ fn snapshot(chitchat: &Chitchat) -> Vec<GossipNode> {
                 .chain(&OPTIONAL_KEYS)
                 .filter_map(|&key| Some((key.to_string(), state.get(key)?.to_string())))
                 .collect(),
+            heartbeat: state.heartbeat().into(),
             live: live.contains(id),
         })
         .collect()
@@ -553,6 +662,105 @@ mod tests {
             statuses(&mut peer_events),
             [(EventKind::Down, 1), (EventKind::Up, 1)]
         );
+    }
+
+    async fn converged(nodes: &[&Membership], count: usize) {
+        let all_up = |m: &&Membership| {
+            let view = m.view();
+            view.members().count() == count && view.members().all(|member| member.live)
+        };
+        while !nodes.iter().all(all_up) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A peer's process is gone (messaging's proof): convicted at once, one DOWN event, down
+    /// for good while it is gone (phi's later conviction adds no event), and UP once it
+    /// restarts.
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_convicted_on_proof_is_down_at_once_until_it_restarts() {
+        let transport = chitchat::transport::ChannelTransport::default();
+        let one = Membership::start(config(1), &transport)
+            .await
+            .expect("starts");
+        let two = Membership::start(config(2), &transport)
+            .await
+            .expect("starts");
+        let three = Membership::start(config(3), &transport)
+            .await
+            .expect("starts");
+        converged(&[&one, &two, &three], 3).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let mut events = one.subscribe();
+        let three_id = locator::HostId(uuid::Uuid::from_u128(3));
+        drop(three);
+        assert!(one.convict(three_id).await);
+        assert!(!one.view().is_live(three_id), "down at once");
+        assert!(!one.convict(three_id).await, "down already");
+        assert!(
+            !one.convict(one.view().local().endpoint.host_id).await,
+            "never itself"
+        );
+        assert_eq!(statuses(&mut events), [(EventKind::Down, 3)]);
+        // Long past phi's conviction: still down, no other event.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(!one.view().is_live(three_id));
+        assert_eq!(statuses(&mut events), []);
+        // Node two, which got no proof, convicted it by phi meanwhile.
+        assert!(!two.view().is_live(three_id));
+
+        let mut restarted = config(3);
+        restarted.generation = 2;
+        let three = Membership::start(restarted, &transport)
+            .await
+            .expect("restarts");
+        converged(&[&one, &two, &three], 3).await;
+        assert_eq!(statuses(&mut events), [(EventKind::Up, 3)]);
+    }
+
+    /// A conviction of a process that is in fact alive (a false alarm) is lifted once its
+    /// heartbeat advances past its settled last one: DOWN, then UP, a few rounds later.
+    #[tokio::test(start_paused = true)]
+    async fn a_false_conviction_is_lifted_when_the_peer_heartbeats_on() {
+        let transport = chitchat::transport::ChannelTransport::default();
+        let one = Membership::start(config(1), &transport)
+            .await
+            .expect("starts");
+        let two = Membership::start(config(2), &transport)
+            .await
+            .expect("starts");
+        converged(&[&one, &two], 2).await;
+        let mut events = one.subscribe();
+        let two_id = locator::HostId(uuid::Uuid::from_u128(2));
+        // Through the queue, as messaging's listener does.
+        one.convicter().convict(two_id);
+        let convicted_at = tokio::time::Instant::now();
+        while one.view().is_live(two_id) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            convicted_at.elapsed() < Duration::from_millis(100),
+            "at once"
+        );
+        let mut view = one.watch_view();
+        view.wait_for(|view| view.is_live(two_id))
+            .await
+            .expect("up again");
+        let down_for = convicted_at.elapsed();
+        let round = config(1).gossip_interval;
+        assert!(
+            down_for >= round * crate::conviction::SETTLE_ROUNDS,
+            "{down_for:?}"
+        );
+        assert!(
+            down_for <= round * (crate::conviction::SETTLE_ROUNDS + 3),
+            "{down_for:?}"
+        );
+        assert_eq!(
+            statuses(&mut events),
+            [(EventKind::Down, 2), (EventKind::Up, 2)]
+        );
+        drop(two);
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub(crate) struct GossipNode {
     pub(crate) generation: u64,
     pub(crate) gossip_address: SocketAddr,
     pub(crate) key_values: BTreeMap<String, String>,
+    /// The highest heartbeat heard from this process (it counts its gossip messages).
+    pub(crate) heartbeat: u64,
     pub(crate) live: bool,
 }
 
@@ -127,6 +129,17 @@ impl ClusterView {
         self
     }
 
+    /// This view with each peer of `host_ids` down (local convictions that a hold after a
+    /// pause, `holding_live`, must not lift). This node stays up.
+    pub(crate) fn marking_down(mut self, host_ids: impl Iterator<Item = HostId>) -> ClusterView {
+        for host_id in host_ids.filter(|host_id| *host_id != self.local) {
+            if let Some(member) = self.members.get_mut(&host_id) {
+                member.live = false;
+            }
+        }
+        self
+    }
+
     /// This node.
     pub fn local(&self) -> &Member {
         &self.members[&self.local]
@@ -217,6 +230,7 @@ pub(crate) mod tests {
             key_values: local_key_values(endpoint, tokens, uuid::Uuid::nil(), "5.0.4")
                 .into_iter()
                 .collect(),
+            heartbeat: 0,
             live,
         }
     }
