@@ -16,6 +16,8 @@ once with Unavailable (alive = N) once it has convicted the others. Cassandra ta
 convict a killed node; a write to a node it does not know is dead yet times out.
 """
 
+import os
+import signal
 import struct
 import time
 from contextlib import contextmanager
@@ -44,6 +46,13 @@ SCHEMA_AGREEMENT_S = 10
 EVENT_TIMEOUT_S = 90
 # How long a write acknowledged at ANY may take to show on the live replicas.
 ANY_VISIBLE_S = 10
+# How soon a killed Helenus node must be DOWN at a client and in `admin status`: its peers see
+# its connections close and its port refuse them, and convict it at once (well under a second
+# when measured; the bound is for a loaded CI machine). Phi alone takes ~10-14 s.
+FAST_DOWN_S = 8
+# A process stopped (SIGSTOP) keeps its sockets open: only phi convicts it, after this at least
+# (it takes ~10-14 s at phi_convict_threshold 8).
+PHI_CONVICTION_MIN_S = 3
 
 WRITE_LEVELS = [CL.ANY, CL.ONE, CL.TWO, CL.THREE, CL.QUORUM, CL.ALL, CL.LOCAL_ONE,
                 CL.LOCAL_QUORUM, CL.EACH_QUORUM]
@@ -435,6 +444,79 @@ def test_status_change_events_for_a_killed_and_restarted_node(ring):
         assert not [e for e in listener.events if e[0] == "TOPOLOGY_CHANGE"], listener.events
     finally:
         listener.close()
+
+
+def admin_status(ring, k):
+    """Node k's `helenus admin status`: the status column (UN, DN...) by address."""
+    code, out, err = ring.cluster.admin(k, "status")
+    assert code == 0, err
+    return {line.split()[1]: line.split()[0] for line in out.splitlines()
+            if line[:2] in ("UN", "DN", "UJ", "DJ", "UL", "DL", "UM", "DM")}
+
+
+@pytest.mark.helenus_only
+def test_a_killed_node_is_down_within_seconds_and_up_when_it_returns(ring):
+    """SIGKILL: the other nodes' connections to the node close and its port refuses new ones,
+    which is proof its process is gone: each marks it down at once (messaging's report to
+    gossip), instead of when phi convicts it. A client sees one DOWN, `admin status` shows DN on
+    both other nodes (node2 may have had nothing to send it: each node keeps a connection to
+    every live peer), and it is UP again when it restarts. Helenus-only: Cassandra waits for
+    phi."""
+    listener = EventListener(ring.host(1), ring.port)
+    try:
+        victim = ring.host(3)
+        killed_at = time.monotonic()
+        ring.cluster.kill(3)
+        ring.up.discard(3)
+        ring._drop_client(3)
+        assert listener.wait_for(("STATUS_CHANGE", "DOWN", victim), FAST_DOWN_S), (
+            listener.events)
+        event_s = time.monotonic() - killed_at
+        for k in (1, 2):
+            wait_until(lambda: admin_status(ring, k).get(victim) == "DN",
+                       max(0.1, FAST_DOWN_S - (time.monotonic() - killed_at)),
+                       f"node{k} shows {victim} DN")
+        status_s = time.monotonic() - killed_at
+        print(f"killed node: DOWN event after {event_s:.2f} s, DN on both peers after "
+              f"{status_s:.2f} s")
+        ring.restart(3)
+        assert listener.wait_for(("STATUS_CHANGE", "UP", victim), EVENT_TIMEOUT_S), (
+            listener.events)
+        wait_until(lambda: admin_status(ring, 1).get(victim) == "UN", EVENT_TIMEOUT_S,
+                   f"node1 shows {victim} UN")
+        changes = [e for e in listener.events if e[0] == "STATUS_CHANGE"]
+        assert changes == [("STATUS_CHANGE", "DOWN", victim), ("STATUS_CHANGE", "UP", victim)], (
+            "one event per change")
+    finally:
+        listener.close()
+
+
+@pytest.mark.helenus_only
+def test_a_stopped_process_is_convicted_by_phi_and_up_when_continued(ring):
+    """SIGSTOP: the process is there but silent, its sockets open, so no fast path applies:
+    phi convicts it (seconds later), and it is UP again once continued."""
+    listener = EventListener(ring.host(1), ring.port)
+    victim = ring.host(3)
+    pid = ring.cluster.pid(3)
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert listener.wait_for(("STATUS_CHANGE", "DOWN", victim), EVENT_TIMEOUT_S), (
+            listener.events)
+        took_s = time.monotonic() - stopped_at
+        print(f"stopped node: DOWN event after {took_s:.2f} s")
+        assert took_s > PHI_CONVICTION_MIN_S, f"convicted after {took_s:.2f} s: not by phi"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        assert listener.wait_for(("STATUS_CHANGE", "UP", victim), EVENT_TIMEOUT_S), (
+            listener.events)
+        changes = [e for e in listener.events if e[0] == "STATUS_CHANGE"]
+        assert changes == [("STATUS_CHANGE", "DOWN", victim), ("STATUS_CHANGE", "UP", victim)], (
+            changes)
+    finally:
+        listener.close()
+    ring.wait_views()
 
 
 @pytest.mark.helenus_only

@@ -70,7 +70,8 @@ pub fn messaging_environment(
 /// redialled, and what is queued — responses to the new process's first requests among it —
 /// goes to the new one; Cassandra's `StorageService.onRestart` interrupts the outbound
 /// connections too), until membership stops (`gossip::follow_liveness`, which the simulation
-/// runs too).
+/// runs too). A peer up is kept connected (`keep_connected`), so that messaging notices its
+/// process going away even when nothing is sent to it.
 pub fn follow_liveness(views: watch::Receiver<Arc<ClusterView>>, messaging: Arc<MessagingService>) {
     gossip::follow_liveness(views, move |host_id, change| match change {
         PeerChange::Restarted { generation } => {
@@ -78,6 +79,7 @@ pub fn follow_liveness(views: watch::Receiver<Arc<ClusterView>>, messaging: Arc<
         }
         PeerChange::Up => {
             messaging.mark_up(host_id);
+            messaging.keep_connected(host_id);
         }
         PeerChange::Down => {
             messaging.mark_down(host_id);
