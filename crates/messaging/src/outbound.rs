@@ -11,7 +11,8 @@
 //! A connection that was open and is lost (the peer ended it: no conviction, no restart)
 //! redials at once, whether or not anything is queued; if the operating system refuses that
 //! dial (`ECONNREFUSED`: nothing listens at the peer's address any more), the peer's process
-//! is gone, and the service's peer-gone listener is told, once until a connection to the
+//! is gone (a dial that connects and is ended during the handshake, as a dying process's
+//! listener may do, leaves the question to the dial after it), and the service's peer-gone listener is told, once until a connection to the
 //! peer opens again (`MessagingService::on_peer_gone`). A timeout, a handshake refusal or a
 //! fault-injected cut (which drops messages and never closes a connection) is no such proof,
 //! and is left to the failure detector. The main lane's small connection of a peer asked to be
@@ -510,6 +511,19 @@ impl ConnectionTask {
                     self.peer_gone(address, &e);
                     self.backoff()
                 }
+                Err(DialError::Handshake(handshake::HandshakeError::Io(e)))
+                    if after_loss && ended_by_peer(&e) =>
+                {
+                    // A dying process's listener can still complete the connection (the
+                    // kernel closes its sockets one by one) and then drop it: the next dial
+                    // tells.
+                    self.lost = true;
+                    self.failures += 1;
+                    tracing::debug!(peer = %self.peer.host_id, %address,
+                        connection_type = ?self.connection_type,
+                        "connection ended during the handshake after a loss: {e}");
+                    self.backoff()
+                }
                 Err(e) => {
                     self.failures += 1;
                     tracing::debug!(peer = %self.peer.host_id, %address,
@@ -807,6 +821,18 @@ fn ended(read: std::io::Result<usize>) -> String {
         Ok(_) => "the peer wrote on an outbound connection".to_string(),
         Err(e) => e.to_string(),
     }
+}
+
+/// Whether `error` is the peer's end of the connection (closed or reset), not a timeout.
+fn ended_by_peer(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        error.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+    )
 }
 
 /// Why a connection was closed when its peer was convicted.

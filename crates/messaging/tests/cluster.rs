@@ -2174,3 +2174,68 @@ async fn timeouts_and_cut_links_are_not_reported() {
     a.messaging.shutdown().await;
     c.messaging.shutdown().await;
 }
+
+/// TCP whose next `ending` connects give a stream the other end has already dropped: a
+/// dying process's listener, which the kernel still completes connections on, then resets.
+struct DyingListener {
+    ending: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl messaging::Network for DyingListener {
+    fn connect(&self, to: SocketAddr) -> messaging::NetworkFuture<'_, Box<dyn messaging::Stream>> {
+        Box::pin(async move {
+            let take = |n: usize| n.checked_sub(1);
+            if self
+                .ending
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, take)
+                .is_ok()
+            {
+                let (stream, _) = tokio::io::duplex(64);
+                return Ok(Box::new(stream) as Box<dyn messaging::Stream>);
+            }
+            messaging::TcpNetwork.connect(to).await
+        })
+    }
+
+    fn bind(
+        &self,
+        address: SocketAddr,
+    ) -> messaging::NetworkFuture<'_, Box<dyn messaging::Listener>> {
+        messaging::TcpNetwork.bind(address)
+    }
+}
+
+/// A peer whose dying listener still completes the redial and ends it during the handshake is
+/// reported gone when the dial after that is refused.
+#[tokio::test]
+async fn a_redial_ended_during_the_handshake_leaves_the_question_to_the_next_dial() {
+    let ending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut environment = Environment::tcp(1);
+    environment.network = Arc::new(DyingListener {
+        ending: ending.clone(),
+    });
+    let a = start_with(
+        1,
+        CLUSTER,
+        "127.0.0.1:0".parse().unwrap(),
+        options(),
+        None,
+        environment,
+    )
+    .await;
+    let reports = gone_reports(&a);
+    let b = start(2).await;
+    introduce(&a, &b);
+    let b_host = b.messaging.host_id();
+    a.messaging.ping(b_host, Some(later())).await.expect("ping");
+    ending.store(2, Ordering::Relaxed);
+    b.messaging.shutdown().await;
+    reported(&reports, 1, Duration::from_secs(2)).await;
+    assert_eq!(
+        ending.load(Ordering::Relaxed),
+        0,
+        "both dying dials were made"
+    );
+    assert_eq!(*reports.lock().unwrap(), [b_host]);
+    a.messaging.shutdown().await;
+}
