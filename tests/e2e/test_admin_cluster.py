@@ -16,7 +16,8 @@ from util import new_session
 
 pytestmark = pytest.mark.helenus_only
 
-# Gossip convicts a silent node within about 8 s at the defaults, longer right after a start.
+# A killed node is DOWN at once (its connections close, its port refuses them); gossip convicts
+# a silent one by phi in 10-13 s at the defaults, longer right after a start.
 DOWN_TIMEOUT_S = 60
 ADMIN_TIMEOUT_S = 60
 # How long the nodes' gossiped schema versions may take to agree after a DDL statement.
