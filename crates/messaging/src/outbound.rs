@@ -11,11 +11,11 @@
 //! A connection that was open and is lost (the peer ended it: no conviction, no restart)
 //! redials at once, whether or not anything is queued; if the operating system refuses that
 //! dial (`ECONNREFUSED`: nothing listens at the peer's address any more), the peer's process
-//! is gone (a dial that connects and is ended during the handshake, as a dying process's
-//! listener may do, leaves the question to the dial after it), and the service's peer-gone listener is told, once until a connection to the
-//! peer opens again (`MessagingService::on_peer_gone`). A timeout, a handshake refusal or a
-//! fault-injected cut (which drops messages and never closes a connection) is no such proof,
-//! and is left to the failure detector. The main lane's small connection of a peer asked to be
+//! is gone, and the service's peer-gone listener is told, once until a connection to the peer
+//! opens again (`MessagingService::on_peer_gone`). A dial that connects and is ended during
+//! the handshake, as a dying process's listener may do, leaves the question to the dial after
+//! it. A timeout, a handshake refusal or a fault-injected cut (which drops messages and never
+//! closes a connection) is no such proof, and is left to the failure detector. The main lane's small connection of a peer asked to be
 //! kept connected (`MessagingService::keep_connected`) dials without waiting for a message,
 //! so that a peer this node has nothing to send to is noticed going away too.
 
