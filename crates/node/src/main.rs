@@ -345,7 +345,7 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(60);
 /// commands (a compaction holds one for its whole run), the final flush.
 const MAIN_BLOCKING_THREADS: usize = 8;
 
-/// One shard per core.
+/// The cores this process may run on: one shard each unless `shards` says.
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
@@ -412,8 +412,9 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     let cluster_events = cql_server::ClusterEvents::new();
     // The CQL server's shards, started before the cluster: internode messaging runs a lane on
     // each, and stops using them only when the cluster has shut down (below).
+    let shard_count = config.shards.unwrap_or_else(cores);
     let shards = Arc::new(
-        cql_server::Shards::start(cores(), blocking_threads_per_shard(cores()))
+        cql_server::Shards::start(shard_count, blocking_threads_per_shard(shard_count))
             .context("cannot start the shards")?,
     );
     let cluster = internode::start(
@@ -599,8 +600,8 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         cql_server::ServerConfig {
             max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
             max_requests_per_connection: config.native_transport_max_requests_per_connection,
-            shards: cores(),
-            max_blocking_threads_per_shard: blocking_threads_per_shard(cores()),
+            shards: shard_count,
+            max_blocking_threads_per_shard: blocking_threads_per_shard(shard_count),
             max_request_data_in_flight_bytes: config
                 .native_transport_max_request_data_in_flight_bytes,
             max_request_data_in_flight_per_ip_bytes: config
