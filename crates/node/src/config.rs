@@ -87,6 +87,10 @@ pub struct Config {
     /// Requests one connection may have in flight before the server stops reading from it.
     pub native_transport_max_requests_per_connection: usize,
     pub block_cache_size_bytes: usize,
+    /// Helenus's `shards`: the threads that serve CQL connections and internode lanes, each
+    /// with its own event loop (ScyllaDB's `--smp`). `None`: one per core the process may run
+    /// on.
+    pub shards: Option<usize>,
     /// Helenus's partition cache (whole small partitions in front of the LSM); 0 = off.
     pub partition_cache_size_bytes: usize,
     /// `batch_size_warn_threshold`, `batch_size_fail_threshold` and
@@ -216,6 +220,7 @@ impl Default for Config {
             native_transport_max_requests_per_connection: 1024,
             block_cache_size_bytes: default_block_cache_bytes(),
             partition_cache_size_bytes: default_block_cache_bytes() / 2,
+            shards: None,
             batch_thresholds: query::BatchThresholds::default(),
             tombstone_warn_threshold: query::DEFAULT_TOMBSTONE_WARN_THRESHOLD,
             disk_failure_policy: DiskFailurePolicy::Stop,
@@ -485,6 +490,9 @@ fn as_port(key: &str, v: &Value) -> Result<u16> {
         .filter(|p| *p > 0)
         .ok_or_else(|| anyhow!("invalid value for '{key}': {p} is not a TCP port"))
 }
+
+/// The most `shards` a node may be configured with.
+const MAX_SHARDS: u64 = 256;
 
 fn as_u64(key: &str, v: &Value) -> Result<u64> {
     match v {
@@ -855,6 +863,13 @@ impl Config {
                         bail!("'{key}' must be positive");
                     }
                     config.block_cache_size_bytes = (mb as usize) * 1024 * 1024;
+                }
+                "shards" => {
+                    let n = as_u64(key, v)?;
+                    if !(1..=MAX_SHARDS).contains(&n) {
+                        bail!("'{key}' must be between 1 and {MAX_SHARDS}");
+                    }
+                    config.shards = Some(n as usize);
                 }
                 "partition_cache_size_in_mb" => {
                     config.partition_cache_size_bytes = (as_u64(key, v)? as usize) * 1024 * 1024;
@@ -1351,6 +1366,12 @@ mod tests {
         assert_eq!(c.block_cache_size_bytes, 100 << 20);
         assert_eq!(c.partition_cache_size_bytes, 0);
         assert!(w.is_empty(), "{w:?}");
+        let (c, _) = Config::parse("shards: 3").expect("valid");
+        assert_eq!(c.shards, Some(3));
+        assert_eq!(Config::default().shards, None);
+        for bad in ["shards: 0", "shards: 257", "shards: two"] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
         let (c, _) = Config::parse("partition_cache_size_in_mb: 64").expect("valid");
         assert_eq!(c.partition_cache_size_bytes, 64 << 20);
         assert!(Config::default().partition_cache_size_bytes > 0);

@@ -27,6 +27,14 @@ mod schema_catch_up;
 /// blocking-pool threads, glibc's per-thread arenas and consolidation took about 20% of the
 /// CPU in the mixed benchmark (perf), and the process grew to 700 MiB. In front of it, a
 /// per-thread cache that reuses small blocks last-in, first-out (`alloc.rs`).
+///
+/// mimalloc also replaces `malloc` for the C++ side (the crate's `override` feature), so
+/// RocksDB's memtables live in mimalloc's arenas, which it backs with transparent huge pages.
+/// A memtable insert walks a skiplist whose nodes lie on scattered pages, and between a node's
+/// writes at moderate rates the TLB forgets them: on this KVM guest (two-level page walks) the
+/// walk, `InlineSkipList::FindSpliceForLevel`, was 14% of a 3-node cluster's CPU at 1,150
+/// writes/s with glibc's 4 KiB pages, 5-9% in mimalloc's arenas, and 2% with the memtable on
+/// reserved 2 MiB pages (`bench/cluster-cpu-per-write BIN 1150 20 --perf`).
 #[global_allocator]
 static GLOBAL: alloc::Allocator = alloc::Allocator;
 
@@ -337,7 +345,7 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(60);
 /// commands (a compaction holds one for its whole run), the final flush.
 const MAIN_BLOCKING_THREADS: usize = 8;
 
-/// One shard per core.
+/// The cores this process may run on: one shard each unless `shards` says.
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
@@ -404,8 +412,9 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
     let cluster_events = cql_server::ClusterEvents::new();
     // The CQL server's shards, started before the cluster: internode messaging runs a lane on
     // each, and stops using them only when the cluster has shut down (below).
+    let shard_count = config.shards.unwrap_or_else(cores);
     let shards = Arc::new(
-        cql_server::Shards::start(cores(), blocking_threads_per_shard(cores()))
+        cql_server::Shards::start(shard_count, blocking_threads_per_shard(shard_count))
             .context("cannot start the shards")?,
     );
     let cluster = internode::start(
@@ -591,8 +600,8 @@ async fn serve(config: Config, budget: descriptors::Budget) -> Result<()> {
         cql_server::ServerConfig {
             max_frame_size_bytes: config.native_transport_max_frame_size_bytes,
             max_requests_per_connection: config.native_transport_max_requests_per_connection,
-            shards: cores(),
-            max_blocking_threads_per_shard: blocking_threads_per_shard(cores()),
+            shards: shard_count,
+            max_blocking_threads_per_shard: blocking_threads_per_shard(shard_count),
             max_request_data_in_flight_bytes: config
                 .native_transport_max_request_data_in_flight_bytes,
             max_request_data_in_flight_per_ip_bytes: config
