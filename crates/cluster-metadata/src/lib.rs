@@ -30,6 +30,9 @@
 pub mod command;
 #[cfg(test)]
 mod crash_tests;
+mod election;
+#[cfg(test)]
+mod election_tests;
 mod files;
 mod log_store;
 mod memory_network;

@@ -52,7 +52,7 @@ fn os_seed() -> u64 {
 
 /// The next number of the calling thread's generator (SplitMix64, Vigna's: every seed
 /// gives a full-period, well-mixed sequence).
-fn next_u64() -> u64 {
+pub(crate) fn next_u64() -> u64 {
     STATE.with(|state| {
         let next = state
             .get()
