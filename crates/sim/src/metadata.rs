@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -167,6 +167,9 @@ pub struct MetadataHistory {
     pub final_states: Vec<Option<MetadataState>>,
     /// Harness failures on a node (a bootstrap that failed): reported as violations.
     pub errors: Vec<String>,
+    /// Sim ms from the heal until one node led and every running node followed it (`None`:
+    /// not before the run ended). Measured, not judged.
+    pub leaderless_after_heal_ms: Option<u64>,
     next_version: u64,
 }
 
@@ -458,6 +461,8 @@ pub(crate) struct MetadataShared {
     pub(crate) history: Mutex<MetadataHistory>,
     /// Each node's applied-state watch (the last opened service's).
     states: Vec<Mutex<Option<watch::Receiver<Arc<MetadataState>>>>>,
+    /// Each node's service (the last opened; dead once its node crashed), to see who leads.
+    services: Vec<Mutex<Weak<MetadataService>>>,
     bug: Option<MetadataBug>,
 }
 
@@ -482,8 +487,30 @@ impl MetadataShared {
             dirs,
             history: Mutex::new(MetadataHistory::new(nodes)),
             states: (0..nodes).map(|_| Mutex::new(None)).collect(),
+            services: (0..nodes).map(|_| Mutex::new(Weak::new())).collect(),
             bug,
         }
+    }
+
+    /// Whether one running node leads and every running node follows it in its term: the
+    /// end of a leader-less time.
+    pub(crate) fn leader_agreed(&self) -> bool {
+        let running: Vec<Arc<MetadataService>> = self
+            .services
+            .iter()
+            .filter_map(|s| lock(s).upgrade())
+            .collect();
+        let Some(leader) = running
+            .iter()
+            .map(|s| s.metrics())
+            .find(|m| m.state.is_leader())
+        else {
+            return false;
+        };
+        running.iter().all(|s| {
+            let m = s.metrics();
+            m.current_leader == Some(leader.id) && m.current_term == leader.current_term
+        })
     }
 
     /// Records every node's applied state (at the run's end) and returns the history.
@@ -604,6 +631,7 @@ pub(crate) async fn start(
     )
     .await?;
     *lock(&shared.metadata.states[node]) = Some(metadata.state());
+    *lock(&shared.metadata.services[node]) = Arc::downgrade(&metadata);
     let served = Arc::downgrade(&metadata);
     messaging.register_handler(
         METADATA_VERB,

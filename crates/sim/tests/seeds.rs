@@ -87,6 +87,10 @@ struct GossipTimes {
     bounded: usize,
     /// Sim ms from the heal to the views' convergence.
     convergence_ms: Vec<u64>,
+    /// And the metadata log's: sim ms from the heal until one node led, followed by every
+    /// running node; runs that ended before.
+    leaderless_ms: Vec<u64>,
+    leaderless_unended: usize,
 }
 
 impl GossipTimes {
@@ -109,6 +113,10 @@ impl GossipTimes {
             self.convergence_ms
                 .push(at.saturating_sub(report.config.heal_ms));
         }
+        match report.metadata.leaderless_after_heal_ms {
+            Some(ms) => self.leaderless_ms.push(ms),
+            None => self.leaderless_unended += 1,
+        }
     }
 
     fn merge(&mut self, other: &GossipTimes) {
@@ -116,6 +124,8 @@ impl GossipTimes {
         self.unconvicted += other.unconvicted;
         self.bounded += other.bounded;
         self.convergence_ms.extend(&other.convergence_ms);
+        self.leaderless_ms.extend(&other.leaderless_ms);
+        self.leaderless_unended += other.leaderless_unended;
     }
 
     fn describe(&self) -> String {
@@ -142,6 +152,10 @@ impl GossipTimes {
             self.unconvicted,
             self.bounded,
             spread(&self.convergence_ms)
+        ) + &format!(
+            "\nmetadata log: no agreed leader after the heal for: {} ({} runs ended first)",
+            spread(&self.leaderless_ms),
+            self.leaderless_unended
         )
     }
 }
