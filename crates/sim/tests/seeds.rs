@@ -19,21 +19,23 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// Runs `SIM_SEEDS` seeds (200 by default) from `SIM_SEED_BASE` (0), on as many threads as
 /// the machine has cores (each simulation is single-threaded), and fails with the first
-/// failing seed's report.
+/// failing seed's report, after running every seed (so one failure hides no other) and
+/// listing every failing seed with its violation counts.
 #[test]
 fn seeds_find_no_violation() {
     let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    // Per thread: the seed it stopped at, (operations, metadata proposals, hints replayed), the
-    // gossip timings, and the failing run's description.
-    type Outcome = (u64, (usize, usize, u64), GossipTimes, Option<String>);
+    // Per thread: (operations, metadata proposals, hints replayed), the timings, and each
+    // failing seed with its run's description.
+    type Outcome = ((usize, usize, u64), GossipTimes, Vec<(u64, String)>);
     let results: Vec<Outcome> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
                     let mut operations = (0, 0, 0);
                     let mut times = GossipTimes::default();
+                    let mut failures = Vec::new();
                     for seed in (base + t..base + count).step_by(threads as usize) {
                         let report = run(&SimConfig::new(seed));
                         operations.0 += report.history.ops().len();
@@ -41,10 +43,10 @@ fn seeds_find_no_violation() {
                         operations.2 += report.hints_delivered;
                         times.add(&report);
                         if !report.is_clean() {
-                            return (seed, operations, times, Some(report.describe()));
+                            failures.push((seed, report.describe()));
                         }
                     }
-                    (base + count, operations, times, None)
+                    (operations, times, failures)
                 })
             })
             .collect();
@@ -53,22 +55,28 @@ fn seeds_find_no_violation() {
             .map(|w| w.join().expect("a simulation thread panicked"))
             .collect()
     });
-    let operations: usize = results.iter().map(|(_, ops, _, _)| ops.0).sum();
-    let proposals: usize = results.iter().map(|(_, ops, _, _)| ops.1).sum();
-    let hints: u64 = results.iter().map(|(_, ops, _, _)| ops.2).sum();
+    let operations: usize = results.iter().map(|(ops, _, _)| ops.0).sum();
+    let proposals: usize = results.iter().map(|(ops, _, _)| ops.1).sum();
+    let hints: u64 = results.iter().map(|(ops, _, _)| ops.2).sum();
     let mut times = GossipTimes::default();
-    for (_, _, t, _) in &results {
+    for (_, t, _) in &results {
         times.merge(t);
     }
-    if let Some((_, _, _, Some(failure))) =
-        results.iter().filter(|r| r.3.is_some()).min_by_key(|r| r.0)
-    {
-        panic!("{failure}");
-    }
-    println!(
-        "{count} seeds from {base}: {operations} operations, {proposals} metadata proposals, {hints} hints replayed, no violation\n{}",
+    let mut failures: Vec<&(u64, String)> = results.iter().flat_map(|r| &r.2).collect();
+    failures.sort_by_key(|(seed, _)| *seed);
+    let summary = format!(
+        "{count} seeds from {base}: {operations} operations, {proposals} metadata proposals, {hints} hints replayed, {} failing seed(s)\n{}",
+        failures.len(),
         times.describe()
     );
+    if let Some((_, first)) = failures.first() {
+        let list: String = failures
+            .iter()
+            .map(|(_, d)| format!("  {}\n", d.lines().next().unwrap_or_default()))
+            .collect();
+        panic!("{first}\n{summary}\nfailing seeds:\n{list}");
+    }
+    println!("{summary}");
     assert!(
         hints > 0,
         "no seed replayed a hint: hinted handoff is not exercised"
