@@ -233,10 +233,11 @@ impl MetadataHistory {
 
     /// Whether the run may end as far as the metadata log goes: the nodes' applied logs
     /// have converged and no node's token claim is still in flight. A claim can be pending
-    /// while every log is equal: after a partition heals, a rejoining node's inflated term
-    /// deposes the leader (openraft 0.9 has no Pre-Vote) and the new leader's first entry
-    /// makes the logs equal a moment before the claim, retried, commits. Ending the run then
-    /// would report the claim's node as holding no tokens (seed 5534).
+    /// while every log is equal: after a leader change (a rejoining node's inflated term
+    /// deposed the leader before the metadata log had pre-vote; a leader cut off by a
+    /// partition is still replaced) the new leader's first entry makes the logs equal a
+    /// moment before the claim, retried, commits. Ending the run then would report the
+    /// claim's node as holding no tokens (seed 5534).
     pub fn settled(&self) -> bool {
         self.converged()
             && !self
