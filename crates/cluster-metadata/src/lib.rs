@@ -13,14 +13,16 @@
 //! - the messages between nodes behind [`RaftTransport`] (bytes in, bytes out), with
 //!   [`MemoryNetwork`] for in-process tests;
 //! - [`MetadataService`]: bootstrap or join, `propose` (forwarded to the leader, answered
-//!   once applied here, or with a clear error at its timeout), the applied state's watch.
+//!   once applied here, or with a clear error at its timeout), the applied state's watch;
+//! - when a node campaigns (`election`): pre-vote and a fresh random election timeout
+//!   each time, around openraft, whose own election timer is off.
 //!
 //! A node's schema service implements [`MetadataApplier`]: the state machine hands it every
 //! applied schema change, in log order, on every node.
 //!
 //! Must not depend on: storage (RocksDB), the schema service, the query layer, CQL. Time is
-//! tokio's (a simulator can drive it); the network is the transport trait; openraft draws its
-//! election timeouts from [`MetadataRuntime`]'s thread-local generator, which a simulation
+//! tokio's (a simulator can drive it); the network is the transport trait; the election
+//! timeouts are drawn from [`MetadataRuntime`]'s thread-local generator, which a simulation
 //! seeds ([`seed_rng`]).
 
 // openraft's traits fix the error types (`StorageError`, `RPCError`, a few hundred bytes):
@@ -30,6 +32,9 @@
 pub mod command;
 #[cfg(test)]
 mod crash_tests;
+mod election;
+#[cfg(test)]
+mod election_tests;
 mod files;
 mod log_store;
 mod memory_network;

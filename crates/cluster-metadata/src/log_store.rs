@@ -305,6 +305,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 }
 
+impl LogStore {
+    /// The id of the last entry in the log (or of the last purged one, if the log is empty
+    /// after a purge): what a pre-vote compares. It lags openraft's own view only while an
+    /// append is being written.
+    pub(crate) fn last_log_id(&self) -> Option<LogId<NodeId>> {
+        self.lock().last_log_id()
+    }
+}
+
 impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 

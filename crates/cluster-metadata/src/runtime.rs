@@ -5,10 +5,11 @@
 //! openraft draws one kind of random number: each node's election timeout
 //! (`Config::new_rand_election_timeout`, uniform in `[election_timeout_min,
 //! election_timeout_max)`), drawn once when the node's `Raft` is made (`EngineConfig::new`)
-//! and kept for its life. The election timer is checked on a tick every 1.5 heartbeat
-//! intervals, so an election starts on the first tick past the timeout: nodes whose ticks
-//! are in step (a simulation starting every node at once) and whose timeouts round to the
-//! same tick campaign together and split the vote, again after each split. Its other
+//! and kept for its life. Its election timer was checked on a tick every 1.5 heartbeat
+//! intervals, so an election started on the first tick past the timeout: nodes whose ticks
+//! were in step and whose timeouts rounded to the same tick campaigned together and split
+//! the vote, again after each split. That timer is off now (`election`): this crate's
+//! elector draws a new timeout from this generator for every wait. openraft's other
 //! sources of nondeterminism, for a simulation to know of (openraft 0.9.25):
 //! - time: every clock read goes through the runtime's `Instant` (tokio's, which a paused or
 //!   simulated clock drives), except `display_ext::display_instant`, which reads
@@ -52,7 +53,7 @@ fn os_seed() -> u64 {
 
 /// The next number of the calling thread's generator (SplitMix64, Vigna's: every seed
 /// gives a full-period, well-mixed sequence).
-fn next_u64() -> u64 {
+pub(crate) fn next_u64() -> u64 {
     STATE.with(|state| {
         let next = state
             .get()

@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::metrics::WaitError;
-use openraft::{BasicNode, ChangeMembers, Config, Raft, RaftMetrics, SnapshotPolicy};
+use openraft::raft::AppendEntriesResponse;
+use openraft::{BasicNode, ChangeMembers, Config, Raft, RaftMetrics, ServerState, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::command::{MetadataCommand, MetadataResponse, MetadataState};
+use crate::election::{grants_pre_vote, ElectionClock, Elector, PreVoteRequest, PreVoteResponse};
 use crate::log_store::LogStore;
 use crate::state_machine::{MetadataApplier, StateMachine};
 use crate::transport::{
@@ -55,12 +57,34 @@ impl Default for MetadataConfig {
 }
 
 impl MetadataConfig {
+    /// openraft's configuration. Its election timer is off: this crate's `election::Elector`
+    /// starts elections (with a pre-vote and a fresh timeout each time). With the timer off,
+    /// openraft uses its election timeouts for two things only: `election_timeout_max` is
+    /// the leader lease within which a follower refuses a RequestVote (thesis §4.2.3), which
+    /// must be our `election_timeout_min_ms`, the window of the pre-vote rule, so that a
+    /// candidate that passed the pre-vote is not refused its real vote; and
+    /// `election_timeout_min` bounds a RequestVote's wait for its answer, set between the
+    /// heartbeat interval and that (openraft requires `heartbeat < min < max`).
     fn raft_config(&self) -> Result<Config, MetadataError> {
+        if self.election_timeout_min_ms >= self.election_timeout_max_ms {
+            return Err(MetadataError::Config(format!(
+                "election_timeout_min_ms ({}) must be less than election_timeout_max_ms ({})",
+                self.election_timeout_min_ms, self.election_timeout_max_ms
+            )));
+        }
+        if self.election_timeout_min_ms < self.heartbeat_interval_ms + 2 {
+            return Err(MetadataError::Config(format!(
+                "election_timeout_min_ms ({}) must exceed heartbeat_interval_ms ({}) by 2 or more",
+                self.election_timeout_min_ms, self.heartbeat_interval_ms
+            )));
+        }
         let config = Config {
             cluster_name: self.cluster_name.clone(),
             heartbeat_interval: self.heartbeat_interval_ms,
-            election_timeout_min: self.election_timeout_min_ms,
-            election_timeout_max: self.election_timeout_max_ms,
+            election_timeout_min: self.heartbeat_interval_ms
+                + (self.election_timeout_min_ms - self.heartbeat_interval_ms) / 2,
+            election_timeout_max: self.election_timeout_min_ms,
+            enable_elect: false,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries),
             max_in_snapshot_log_to_keep: self.entries_kept_after_snapshot,
             ..Config::default()
@@ -129,6 +153,13 @@ pub struct MetadataService {
     /// Serialises the membership changes this node makes as leader (add a learner, then
     /// promote it), so two joins do not interleave.
     membership_changes: tokio::sync::Mutex<()>,
+    /// When this node last heard from a leader; its election timer.
+    clock: Arc<ElectionClock>,
+    /// The log (shared with openraft): its last log id, for the pre-votes this node answers.
+    log_store: LogStore,
+    /// The task that starts this node's elections (`election::Elector`); aborted at
+    /// shutdown and when the service is dropped.
+    elector: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl MetadataService {
@@ -160,11 +191,24 @@ impl MetadataService {
             id,
             Arc::new(config.raft_config()?),
             network,
-            log_store,
+            log_store.clone(),
             state_machine,
         )
         .await
         .map_err(|e| MetadataError::Stopped(e.to_string()))?;
+        let clock = Arc::new(ElectionClock::new());
+        let elector = Elector {
+            id,
+            raft: raft.clone(),
+            transport: transport.clone(),
+            reachability: reachability.clone(),
+            clock: clock.clone(),
+            log_store: log_store.clone(),
+            heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
+            election_timeout_min: Duration::from_millis(config.election_timeout_min_ms),
+            election_timeout_max: Duration::from_millis(config.election_timeout_max_ms),
+        };
+        let elector = tokio::spawn(elector.run());
         Ok(Arc::new(MetadataService {
             id,
             address,
@@ -174,6 +218,9 @@ impl MetadataService {
             reachability,
             state,
             membership_changes: tokio::sync::Mutex::new(()),
+            clock,
+            log_store,
+            elector: std::sync::Mutex::new(Some(elector)),
         }))
     }
 
@@ -201,6 +248,12 @@ impl MetadataService {
             .membership()
             .voter_ids()
             .collect()
+    }
+
+    /// This node's Raft, for tests that drive it by hand.
+    #[cfg(test)]
+    pub(crate) fn raft(&self) -> &Raft<crate::TypeConfig> {
+        &self.raft
     }
 
     /// openraft's view of this node (term, leader, log and applied indexes).
@@ -528,17 +581,36 @@ impl MetadataService {
                 if let Some(leader) = rpc.vote.leader_id().voted_for() {
                     self.reachability.record(leader, true);
                 }
-                Reply::AppendEntries(self.raft.append_entries(rpc).await)
+                let answered = self.raft.append_entries(rpc).await;
+                // Accepted (the leader's term is current here), whether or not the entries
+                // matched: this node heard from a leader.
+                if matches!(&answered, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
+                {
+                    self.clock.heard_from_leader();
+                }
+                Reply::AppendEntries(answered)
             }
             Request::Vote(rpc) => {
                 if let Some(candidate) = rpc.vote.leader_id().voted_for() {
                     self.reachability.record(candidate, true);
                 }
-                Reply::Vote(self.raft.vote(rpc).await)
+                let answered = self.raft.vote(rpc).await;
+                if matches!(&answered, Ok(r) if r.vote_granted) {
+                    // Raft restarts a voter's election timer when it grants its vote.
+                    self.clock.reset_timer();
+                }
+                Reply::Vote(answered)
             }
             Request::InstallSnapshot(rpc) => {
-                Reply::InstallSnapshot(self.raft.install_snapshot(rpc).await)
+                let vote = rpc.vote;
+                let answered = self.raft.install_snapshot(rpc).await;
+                // A refusal answers this node's own, greater, vote.
+                if matches!(&answered, Ok(r) if r.vote == vote) {
+                    self.clock.heard_from_leader();
+                }
+                Reply::InstallSnapshot(answered)
             }
+            Request::PreVote(request) => Reply::PreVote(self.answer_pre_vote(request)),
             Request::Propose {
                 command,
                 timeout_ms,
@@ -552,6 +624,32 @@ impl MetadataService {
                 timeout_ms,
             } => Reply::Joined(self.add_voter(node, address, timeout_ms).await),
         }
+    }
+
+    /// The pre-vote rule (`election::grants_pre_vote`): granted iff this node is not the
+    /// leader, has heard from none within `election_timeout_min_ms`, and the candidate's log
+    /// is at least as long as its own. Changes nothing here.
+    fn answer_pre_vote(&self, request: PreVoteRequest) -> PreVoteResponse {
+        let is_leader = self.metrics().state == ServerState::Leader;
+        let window = Duration::from_millis(self.config.election_timeout_min_ms);
+        let leader_heard_recently = self.clock.leader_heard_within(window);
+        let own_last_log_id = self.log_store.last_log_id();
+        let granted = grants_pre_vote(
+            is_leader,
+            leader_heard_recently,
+            request.last_log_id.as_ref(),
+            own_last_log_id.as_ref(),
+        );
+        tracing::debug!(
+            node = %self.id,
+            candidate = %request.candidate,
+            next_term = request.next_term,
+            granted,
+            is_leader,
+            leader_heard_recently,
+            "pre-vote"
+        );
+        PreVoteResponse { granted }
     }
 
     fn not_leader(&self) -> ForwardError {
@@ -621,12 +719,33 @@ impl MetadataService {
             .unwrap_or(Err(ForwardError::Timeout))
     }
 
-    /// Stops this node's Raft (its state stays in its directory).
+    /// Stops this node's elections and its Raft (its state stays in its directory).
     pub async fn shutdown(&self) -> Result<(), MetadataError> {
+        let elector = self.lock_elector().take();
+        if let Some(elector) = elector {
+            elector.abort();
+            let _ = elector.await; // cancelled, or ended by itself: either way stopped
+        }
         self.raft
             .shutdown()
             .await
             .map_err(|e| MetadataError::Stopped(e.to_string()))
+    }
+
+    fn lock_elector(&self) -> std::sync::MutexGuard<'_, Option<tokio::task::JoinHandle<()>>> {
+        self.elector
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for MetadataService {
+    /// A service dropped without `shutdown` stops its elections too: the elector holds a
+    /// handle on the Raft and would otherwise keep it campaigning.
+    fn drop(&mut self) {
+        if let Some(elector) = self.lock_elector().take() {
+            elector.abort();
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! in-process transport whose nodes tests can cut off.
 //!
 //! A message is `[format version: u8 = 1][body: JSON]`, the body a `Request` or a `Reply`
-//! (openraft's AppendEntries, Vote and InstallSnapshot with their replies, and this crate's
-//! proposals and joins forwarded to the leader). JSON because the messages are rare and small
+//! (openraft's AppendEntries, Vote and InstallSnapshot with their replies, this crate's
+//! proposals and joins forwarded to the leader, and its pre-votes). JSON because the messages are rare and small
 //! and their types come with serde; the version byte lets a later format coexist with it.
 
 use std::collections::HashMap;
@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::command::{MetadataCommand, MetadataResponse};
+use crate::election::{PreVoteRequest, PreVoteResponse};
 use crate::{NodeId, TypeConfig};
 
 /// The first byte of every message: its format.
@@ -74,6 +75,10 @@ pub(crate) enum Request {
         address: String,
         timeout_ms: u64,
     },
+    /// A candidate asking whether it may campaign (`election`). Added after the first
+    /// release of this format: a node that predates it answers `Malformed`, which the
+    /// candidate counts as a refusal.
+    PreVote(PreVoteRequest),
 }
 
 /// The answer to a [`Request`], variant for variant.
@@ -90,6 +95,8 @@ pub(crate) enum Reply {
     ReadIndex(Result<Option<u64>, ForwardError>),
     /// The log index of the membership change that made the node a voter.
     Joined(Result<u64, ForwardError>),
+    /// The answer to a pre-vote.
+    PreVote(PreVoteResponse),
     /// The request did not decode.
     Malformed(String),
 }

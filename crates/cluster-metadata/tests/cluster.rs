@@ -661,32 +661,33 @@ async fn every_node_observes_the_same_applied_entries_in_order() {
     }
 }
 
-/// A follower cut off for several election timeouts campaigns alone, raising its term;
-/// when it comes back, its higher term deposes the leader (openraft 0.9 has no Pre-Vote:
-/// databendlabs/openraft#1770, added in 0.10 by #1785), and the group has no leader until
-/// a node with the whole log wins an election. A proposal made from the rejoined node in
-/// that gap waits for the new leader and commits there. (The simulation's seed 5534: node
-/// 8, back from a partition, claimed its tokens while the group elected for 2.2 s.)
+/// A follower cut off for several election timeouts does not campaign: its pre-votes find
+/// no majority, so its term stays. When it comes back, the leader and its term are the same
+/// (before pre-vote, the returning node's raised term deposed the leader: openraft 0.9 has no
+/// Pre-Vote, databendlabs/openraft#1770; the simulation's seeds 5534 and 11532), and a
+/// proposal made from it commits at once.
 #[tokio::test(start_paused = true)]
-async fn a_rejoining_node_that_deposes_the_leader_still_gets_its_proposal_committed() {
+async fn a_partitioned_voter_rejoining_changes_neither_the_leader_nor_its_term() {
     let cluster = Cluster::start(test_config()).await;
     let leader = cluster.node(0).leader().expect("a leader");
     let old_leader = (0..3).find(|n| id(*n) == leader).expect("the leader");
     let cut_off = (0..3).find(|n| *n != old_leader).expect("a follower");
     let term_before = cluster.node(old_leader).metrics().current_term;
     cluster.network.isolate(id(cut_off));
-    // The others go on (the cut-off node's log falls behind), while it campaigns alone.
+    // The others go on (the cut-off node's log falls behind), while it times out again and
+    // again.
     let version = cluster
         .change_schema(old_leader)
         .await
         .expect("the majority commits");
     tokio::time::sleep(Duration::from_millis(2_000)).await;
-    let campaigned = cluster.node(cut_off).metrics().current_term;
-    assert!(
-        campaigned > term_before + 1,
-        "the cut-off node campaigned: term {campaigned} after {term_before}"
+    assert_eq!(
+        cluster.node(cut_off).metrics().current_term,
+        term_before,
+        "the cut-off node raised its term"
     );
     cluster.network.heal(id(cut_off));
+    let healed = tokio::time::Instant::now();
     let index = cluster
         .node(cut_off)
         .propose(
@@ -694,18 +695,23 @@ async fn a_rejoining_node_that_deposes_the_leader_still_gets_its_proposal_commit
             Duration::from_secs(5),
         )
         .await
-        .expect("committed once a node with the whole log leads");
-    let state = cluster.converge_on(cut_off).await;
+        .expect("committed by the leader");
     assert!(
-        cluster.node(old_leader).metrics().current_term > term_before,
-        "the rejoined node's term deposed the old leader"
+        healed.elapsed() <= Duration::from_millis(test_config().election_timeout_min_ms),
+        "the proposal waited {:?}",
+        healed.elapsed()
     );
+    let state = cluster.converge_on(cut_off).await;
     assert_eq!(state.schema_version(), version);
     assert!(state.nodes.contains_key(&Uuid::from_u128(9)), "{state:?}");
     for n in 0..3 {
         assert_eq!(*cluster.state(n), *state, "node {n}");
         assert!(cluster.node(n).metrics().last_applied.map(|l| l.index) >= Some(index));
+        assert_eq!(cluster.node(n).leader(), Some(leader), "node {n}'s leader");
+        assert_eq!(
+            cluster.node(n).metrics().current_term,
+            term_before,
+            "node {n}'s term"
+        );
     }
-    let new_leader = cluster.node(0).leader().expect("a leader again");
-    assert_ne!(new_leader, id(cut_off), "a node behind the log cannot win");
 }

@@ -332,6 +332,7 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
     let mut pending = faults.iter().peekable();
     let mut held = BTreeSet::new();
     let mut hint_violations = Vec::new();
+    let mut leaderless_after_heal_ms = None;
     let end_ms = loop {
         let now_ms = sim.elapsed().as_millis() as u64;
         // After the heal and the replay of hints, before the final reads (which repair, and
@@ -345,6 +346,12 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
             hint_violations.extend(shared.hints.check(last_chance, &state).unwrap_or_default());
         }
         let gossip_converged = gossip_converged(&shared, now_ms);
+        if now_ms >= config.heal_ms
+            && leaderless_after_heal_ms.is_none()
+            && shared.metadata.leader_agreed()
+        {
+            leaderless_after_heal_ms = Some(now_ms - config.heal_ms);
+        }
         if now_ms >= last_ms
             || (lock(&shared.history).completed_at(Level::All) == final_reads
                 && lock(&shared.metadata.history).settled()
@@ -364,7 +371,8 @@ fn run_on_this_thread(config: &SimConfig) -> RunReport {
     violations.extend(hint_violations);
     let (hints_stored, hints_delivered) = shared.hints.totals();
     violations.extend(replicas_disagree(&shared));
-    let metadata = shared.metadata.finish();
+    let mut metadata = shared.metadata.finish();
+    metadata.leaderless_after_heal_ms = leaderless_after_heal_ms;
     let metadata_violations = crate::metadata::check(&metadata, &shared.tokens, end_ms);
     let gossip = lock(&shared.gossip.history).clone();
     let divergence = shared

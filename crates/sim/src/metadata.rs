@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -167,6 +167,9 @@ pub struct MetadataHistory {
     pub final_states: Vec<Option<MetadataState>>,
     /// Harness failures on a node (a bootstrap that failed): reported as violations.
     pub errors: Vec<String>,
+    /// Sim ms from the heal until one node led and every running node followed it (`None`:
+    /// not before the run ended). Measured, not judged.
+    pub leaderless_after_heal_ms: Option<u64>,
     next_version: u64,
 }
 
@@ -230,10 +233,11 @@ impl MetadataHistory {
 
     /// Whether the run may end as far as the metadata log goes: the nodes' applied logs
     /// have converged and no node's token claim is still in flight. A claim can be pending
-    /// while every log is equal: after a partition heals, a rejoining node's inflated term
-    /// deposes the leader (openraft 0.9 has no Pre-Vote) and the new leader's first entry
-    /// makes the logs equal a moment before the claim, retried, commits. Ending the run then
-    /// would report the claim's node as holding no tokens (seed 5534).
+    /// while every log is equal: after a leader change (a rejoining node's inflated term
+    /// deposed the leader before the metadata log had pre-vote; a leader cut off by a
+    /// partition is still replaced) the new leader's first entry makes the logs equal a
+    /// moment before the claim, retried, commits. Ending the run then would report the
+    /// claim's node as holding no tokens (seed 5534).
     pub fn settled(&self) -> bool {
         self.converged()
             && !self
@@ -458,6 +462,8 @@ pub(crate) struct MetadataShared {
     pub(crate) history: Mutex<MetadataHistory>,
     /// Each node's applied-state watch (the last opened service's).
     states: Vec<Mutex<Option<watch::Receiver<Arc<MetadataState>>>>>,
+    /// Each node's service (the last opened; dead once its node crashed), to see who leads.
+    services: Vec<Mutex<Weak<MetadataService>>>,
     bug: Option<MetadataBug>,
 }
 
@@ -482,8 +488,30 @@ impl MetadataShared {
             dirs,
             history: Mutex::new(MetadataHistory::new(nodes)),
             states: (0..nodes).map(|_| Mutex::new(None)).collect(),
+            services: (0..nodes).map(|_| Mutex::new(Weak::new())).collect(),
             bug,
         }
+    }
+
+    /// Whether one running node leads and every running node follows it in its term: the
+    /// end of a leader-less time.
+    pub(crate) fn leader_agreed(&self) -> bool {
+        let running: Vec<Arc<MetadataService>> = self
+            .services
+            .iter()
+            .filter_map(|s| lock(s).upgrade())
+            .collect();
+        let Some(leader) = running
+            .iter()
+            .map(|s| s.metrics())
+            .find(|m| m.state.is_leader())
+        else {
+            return false;
+        };
+        running.iter().all(|s| {
+            let m = s.metrics();
+            m.current_leader == Some(leader.id) && m.current_term == leader.current_term
+        })
     }
 
     /// Records every node's applied state (at the run's end) and returns the history.
@@ -604,6 +632,7 @@ pub(crate) async fn start(
     )
     .await?;
     *lock(&shared.metadata.states[node]) = Some(metadata.state());
+    *lock(&shared.metadata.services[node]) = Arc::downgrade(&metadata);
     let served = Arc::downgrade(&metadata);
     messaging.register_handler(
         METADATA_VERB,
