@@ -40,7 +40,8 @@
 //! ring and the schema converge, with the tokens each node claimed); every proposal
 //! acknowledged as committed is at its index, a schema change taking effect exactly once; no
 //! proposal waits past its timeout. And gossip (`membership::check`): a crashed node is
-//! convicted by every other within `CONVICTION_BOUND_MS` (1.5 s, for crashes that long), and
+//! convicted by every other within `CONVICTION_BOUND_MS` (1.5 s, for crashes that long; 2 s
+//! by a node that had seen it up for under 0.5 s, whose detector leans on its prior), and
 //! within `CONVERGENCE_BOUND_MS` (1 s) of the heal every node's view has every node up at its
 //! current generation with the same host ids, tokens and state, and the ring built from each
 //! view owns the tokens claimed in the metadata log (the ring converges). A seed replays
