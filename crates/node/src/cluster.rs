@@ -13,8 +13,8 @@
 //! A pid file is trusted only while `/proc/PID/cmdline` is a `helenus server` of that node's
 //! configuration, so a stale file never gets another process signalled.
 //!
-//! Until membership and messaging are wired in, each node serves alone: the seeds are written
-//! but not contacted.
+//! The nodes share the machine: each gets small caches and `shards: cores / nodes` (at least
+//! one), as scylla-ccm runs each node with `--smp 1`.
 
 use std::fs;
 use std::io::{Read, Write};
