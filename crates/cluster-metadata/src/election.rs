@@ -32,31 +32,13 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use openraft::{LogId, Raft, ServerState};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::log_store::LogStore;
-use crate::transport::{call, RaftTransport, Reachability, Reply, Request};
+use crate::transport::{
+    call, PreVoteRequest, PreVoteResponse, RaftTransport, Reachability, Reply, Request,
+};
 use crate::{NodeId, TypeConfig};
-
-/// A candidate asking whether it may campaign (the thesis' PreVote RPC). Answered by
-/// [`PreVoteResponse`]; changes nothing at the voter.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct PreVoteRequest {
-    /// Who asks.
-    pub(crate) candidate: NodeId,
-    /// The term it would campaign in (its term + 1): for the voter's log line only.
-    pub(crate) next_term: u64,
-    /// Its last log id: a voter grants only if this is at least its own.
-    pub(crate) last_log_id: Option<LogId<NodeId>>,
-}
-
-/// A voter's answer to a [`PreVoteRequest`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct PreVoteResponse {
-    /// Whether the candidate may count this voter in its pre-vote majority.
-    pub(crate) granted: bool,
-}
 
 /// The pre-vote rule: a voter grants iff it is not the leader, has not heard from a leader
 /// within `election_timeout_min` (`leader_heard_recently`), and the candidate's log is at

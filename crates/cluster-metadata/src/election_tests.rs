@@ -11,8 +11,8 @@ use openraft::{CommittedLeaderId, LogId, ServerState};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::election::{PreVoteRequest, PreVoteResponse};
 use crate::transport::{decode, encode, Reply, Request};
+use crate::transport::{PreVoteRequest, PreVoteResponse};
 use crate::{MemoryNetwork, MetadataConfig, MetadataService, NoApplier, NodeId};
 
 const TIMEOUT: Duration = Duration::from_secs(10);

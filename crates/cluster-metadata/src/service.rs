@@ -16,12 +16,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::command::{MetadataCommand, MetadataResponse, MetadataState};
-use crate::election::{grants_pre_vote, ElectionClock, Elector, PreVoteRequest, PreVoteResponse};
+use crate::election::{grants_pre_vote, ElectionClock, Elector};
 use crate::log_store::LogStore;
 use crate::state_machine::{MetadataApplier, StateMachine};
 use crate::transport::{
     call, decode, encode, ForwardError, NetworkFactory, RaftTransport, Reachability, Reply, Request,
 };
+use crate::transport::{PreVoteRequest, PreVoteResponse};
 use crate::NodeId;
 
 /// The timing and compaction of the metadata log. The defaults suit a LAN cluster.

@@ -20,12 +20,11 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
+use openraft::{BasicNode, LogId, RaftNetwork, RaftNetworkFactory};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::command::{MetadataCommand, MetadataResponse};
-use crate::election::{PreVoteRequest, PreVoteResponse};
 use crate::{NodeId, TypeConfig};
 
 /// The first byte of every message: its format.
@@ -99,6 +98,25 @@ pub(crate) enum Reply {
     PreVote(PreVoteResponse),
     /// The request did not decode.
     Malformed(String),
+}
+
+/// A candidate asking whether it may campaign (the thesis' PreVote RPC, sent by `election`). Answered by
+/// [`PreVoteResponse`]; changes nothing at the voter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PreVoteRequest {
+    /// Who asks.
+    pub(crate) candidate: NodeId,
+    /// The term it would campaign in (its term + 1): for the voter's log line only.
+    pub(crate) next_term: u64,
+    /// Its last log id: a voter grants only if this is at least its own.
+    pub(crate) last_log_id: Option<LogId<NodeId>>,
+}
+
+/// A voter's answer to a [`PreVoteRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PreVoteResponse {
+    /// Whether the candidate may count this voter in its pre-vote majority.
+    pub(crate) granted: bool,
 }
 
 /// Why a forwarded proposal or join did not happen at the node it was sent to.
